@@ -1,0 +1,78 @@
+"""What the control plane asks of the agent, and what the agent reports back.
+
+The control plane writes an :class:`AgentCommand` as JSON to the jobs bucket and sends only its key through
+SSM Run Command, so that the task token never appears in SSM's command history. The agent answers the
+workflow directly: ``SendTaskSuccess`` with a :class:`StageResult` or :class:`TrainResult`, or
+``SendTaskFailure`` with one of the error names below and a JSON cause.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from spotrun.manifest import JobManifest
+
+AgentStep = Literal["stage", "train"]
+
+STAGING_FAILED = "Staging.Failed"
+TRAINING_FAILED = "Training.Failed"
+SPOT_INTERRUPTED = "Spot.Interrupted"
+
+
+class AgentCommand(BaseModel):
+    """One step for the agent to run for one attempt of a job."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: AgentStep
+    job_id: str
+    attempt: int = Field(ge=1)
+    task_token: str = Field(repr=False)
+    region: str
+    jobs_bucket: str
+    manifest: JobManifest
+    heartbeat_seconds: float = Field(gt=0, description="How often the agent sends SendTaskHeartbeat.")
+    poll_seconds: float = Field(gt=0, description="How often the agent polls IMDS and the checkpoint directory.")
+
+
+class StageResult(BaseModel):
+    """Reported when staging succeeded."""
+
+    files: int
+    bytes: int
+    seconds: float
+    checkpoint_restored: str | None = None  # S3 prefix of the committed checkpoint put in place
+    restored_step: int | None = None
+
+
+class OutputObject(BaseModel):
+    """One file of the output directory, uploaded to the jobs bucket."""
+
+    key: str
+    size: int
+    sha256: str
+
+
+class TrainResult(BaseModel):
+    """Reported when the training command exited 0 and its outputs were uploaded."""
+
+    exit_code: int = 0
+    seconds: float
+    last_checkpoint_step: int | None = None
+    outputs: list[OutputObject]
+    model_key: str  # key of the model file, or prefix of the model directory
+    model_sha256: str
+    log_key: str
+
+
+class FailureCause(BaseModel):
+    """The JSON ``cause`` sent with ``SendTaskFailure``."""
+
+    message: str
+    exit_code: int | None = None
+    log_tail: str | None = None
+    log_key: str | None = None
+    checkpoint: str | None = None  # for Spot.Interrupted: S3 prefix of the checkpoint committed in the notice
+    checkpoint_step: int | None = None

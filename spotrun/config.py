@@ -1,0 +1,65 @@
+"""Runtime settings of the control plane, read from the environment at call time (never at import)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ENV_PREFIX = "SPOTRUN_"
+
+
+class Settings(BaseModel):
+    """What a Lambda function (or the CLI) needs to know about its deployment.
+
+    Each field is read from ``SPOTRUN_<FIELD NAME IN UPPER CASE>``. The deployment's shape
+    (:mod:`spotrun.shape`) says which function reads which field.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    region: str = Field(default="us-east-1")
+    jobs_table: str = ""
+    idempotency_table: str = ""
+    jobs_bucket: str = ""
+    archive_bucket: str = ""
+    state_machine_arn: str = ""
+    agent_document_name: str = ""
+    launch_template_name: str = ""
+    subnet_ids: tuple[str, ...] = ()
+    # 1.0 in AWS. The emulator shrinks every wait, heartbeat and boot delay by this one factor.
+    time_scale: float = Field(default=1.0, gt=0)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build the settings from ``SPOTRUN_*`` variables.
+
+        Parameters
+        ----------
+        environ
+            The environment to read; ``os.environ`` when omitted.
+
+        Returns
+        -------
+        Settings
+            The validated settings.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for name in cls.model_fields:
+            raw = env.get(ENV_PREFIX + name.upper())
+            if raw is None:
+                continue
+            values[name] = tuple(part for part in raw.split(",") if part) if name == "subnet_ids" else raw
+        if "region" not in values and env.get("AWS_REGION", env.get("AWS_DEFAULT_REGION")):
+            values["region"] = env.get("AWS_REGION") or env["AWS_DEFAULT_REGION"]
+        return cls.model_validate(values)
+
+    def to_env(self) -> dict[str, str]:
+        """Return the ``SPOTRUN_*`` variables that reproduce these settings."""
+        env = {}
+        for name, value in self.model_dump().items():
+            text = ",".join(value) if isinstance(value, tuple) else str(value)
+            env[ENV_PREFIX + name.upper()] = text
+        return env

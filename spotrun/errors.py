@@ -1,0 +1,69 @@
+"""Errors the workflow routes on.
+
+The Lambda Python runtime reports an uncaught exception's class ``__name__`` as ``errorType``, and Step
+Functions matches that name in ``Retry``/``Catch``. Each class here therefore takes its dotted ASL error name
+as its ``__name__``, so ``raise CapacityUnavailable(...)`` in a handler becomes ``Capacity.Unavailable`` in
+the state machine, on AWS and in the emulator alike.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class SpotrunError(Exception):
+    """Base of the errors that the state machine routes by name."""
+
+    error_name: ClassVar[str] = "Spotrun.Error"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.__name__ = cls.error_name
+
+
+class ManifestInvalid(SpotrunError):
+    """The manifest failed validation."""
+
+    error_name = "Manifest.Invalid"
+
+
+class CapacityUnavailable(SpotrunError):
+    """No pool could supply an instance right now."""
+
+    error_name = "Capacity.Unavailable"
+
+
+class InstanceLost(SpotrunError):
+    """The job's instance terminated or failed before it became ready."""
+
+    error_name = "Instance.Lost"
+
+
+class InstanceBootTimeout(SpotrunError):
+    """The instance did not become ready in time."""
+
+    error_name = "Instance.BootTimeout"
+
+
+class BudgetExceeded(SpotrunError):
+    """Continuing would spend more than the manifest's budget."""
+
+    error_name = "Budget.Exceeded"
+
+
+class JobNotFound(SpotrunError):
+    """No job has that id."""
+
+    error_name = "Job.NotFound"
+
+
+class InvalidTransition(SpotrunError):
+    """A status change that the job's life cycle does not allow."""
+
+    error_name = "Job.InvalidTransition"
+
+
+class ConcurrentUpdate(SpotrunError):
+    """Someone else changed the job record first; read it again and retry."""
+
+    error_name = "Job.ConcurrentUpdate"

@@ -1,0 +1,378 @@
+"""The job manifest: the public contract between a user and spotrun.
+
+A manifest is YAML or JSON. It is validated strictly: unknown fields are errors (a typo must not be silently
+ignored) and every error message names the field it is about. The JSON Schema printed by ``spotrun schema`` is
+generated from these models, so the documentation cannot drift from the validation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+MANIFEST_VERSION = "spotrun/v1"
+
+_S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(?:/(?P<key>.*))?$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9\-]{0,47}$")
+_SCHEDULE = re.compile(r"^(cron\((?:\S+ ){5}\S+\)|rate\(\d+ (?:minute|minutes|hour|hours|day|days)\))$")
+_TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+def _check_s3_uri(value: str) -> str:
+    if not _S3_URI.match(value):
+        raise ValueError(f"must be an S3 URI like s3://bucket/prefix/, got {value!r}")
+    return value
+
+
+def _check_relative_path(value: str) -> str:
+    path = PurePosixPath(value)
+    if path.is_absolute() or ".." in path.parts or not value:
+        raise ValueError(f"must be a relative path without '..', got {value!r}")
+    return value
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """Split ``s3://bucket/key`` into ``(bucket, key)``.
+
+    Parameters
+    ----------
+    uri
+        An S3 URI; the key may be empty.
+
+    Returns
+    -------
+    tuple[str, str]
+        The bucket name and the key (possibly ``""``).
+    """
+    match = _S3_URI.match(uri)
+    if not match:
+        raise ValueError(f"not an S3 URI: {uri!r}")
+    return match["bucket"], match["key"] or ""
+
+
+S3Uri = Annotated[str, AfterValidator(_check_s3_uri)]
+RelativePath = Annotated[str, AfterValidator(_check_relative_path)]
+GpuName = Literal["t4", "a10g", "l4", "l40s", "v100", "a100", "h100", "h200"]
+
+
+class Resources(_Strict):
+    """What one node of the job needs."""
+
+    gpus_per_node: int = Field(1, ge=1, le=16, description="GPUs on each node.")
+    gpu_memory_gib: int | None = Field(
+        None, ge=1, le=1024, description="Minimum memory of each GPU, GiB. Types with less are not used."
+    )
+    gpu_names: list[GpuName] | None = Field(
+        None, min_length=1, description="Acceptable GPU models; spotrun picks the instance types that carry them."
+    )
+    instance_types: list[str] | None = Field(
+        None, min_length=1, description="An explicit list of instance types, instead of gpu_names."
+    )
+    nodes: int = Field(1, ge=1, le=64, description="Number of nodes; all nodes of a job are placed in one zone.")
+
+    @field_validator("instance_types")
+    @classmethod
+    def _types_look_like_ec2(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or []:
+            if not re.match(r"^[a-z][a-z0-9\-]*\.[a-z0-9]+$", name):
+                raise ValueError(f"{name!r} is not an EC2 instance type like g5.xlarge")
+        return value
+
+    @model_validator(mode="after")
+    def _types_or_names(self) -> Resources:
+        if self.instance_types and self.gpu_names:
+            raise ValueError("give either instance_types or gpu_names, not both")
+        return self
+
+
+class CapacityPolicy(_Strict):
+    """How capacity is bought, and how much disruption the job accepts."""
+
+    spot: bool = Field(True, description="Use spot capacity. false runs on on-demand from the start.")
+    max_price_per_hour: float | None = Field(
+        None, gt=0, description="Highest spot price per instance-hour, USD; pools above it are not used."
+    )
+    on_demand_fallback: bool = Field(
+        False, description="Fall back to on-demand when spot is unavailable or after fallback_after_interruptions."
+    )
+    fallback_after_interruptions: int = Field(
+        3, ge=0, description="With on_demand_fallback, interruptions after which the job moves to on-demand."
+    )
+    max_interruptions: int = Field(10, ge=0, le=1000, description="Interruptions tolerated before the job fails.")
+    avoid_pool_minutes: int = Field(
+        30, ge=0, le=1440, description="How long a just-reclaimed pool (type, zone) is avoided."
+    )
+
+
+class DataInput(_Strict):
+    """One S3 object or prefix copied onto the instance's NVMe before training."""
+
+    source: S3Uri = Field(description="s3://bucket/prefix/ (a prefix ends with /) or s3://bucket/key.")
+    destination: RelativePath = Field(description="Path under $SPOTRUN_DATA_DIR, relative.")
+
+
+class DataSpec(_Strict):
+    """The training data."""
+
+    inputs: list[DataInput] = Field(default_factory=list, description="Inputs staged to NVMe, in parallel.")
+
+
+class CheckpointPolicy(_Strict):
+    """How the training script checkpoints."""
+
+    interval_steps: int = Field(100, ge=1, description="Steps between periodic checkpoints.")
+    signal: str = Field("SIGTERM", description="Signal that means 'save a checkpoint now and exit'.")
+    keep_last: int = Field(3, ge=1, le=100, description="Committed checkpoints kept in S3; older are pruned.")
+
+    @field_validator("signal")
+    @classmethod
+    def _known_signal(cls, value: str) -> str:
+        allowed = {"SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP"}
+        if value not in allowed or not hasattr(signal, value):
+            raise ValueError(f"must be one of {sorted(allowed)}, got {value!r}")
+        return value
+
+
+class TrainingSpec(_Strict):
+    """What runs on the instance."""
+
+    code: S3Uri | None = Field(
+        None, description="S3 prefix staged into $SPOTRUN_CODE_DIR; the command runs there."
+    )
+    command: list[str] = Field(
+        min_length=1, description="The command as an argv list, never a shell string: ['python', 'train.py']."
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the command.")
+    checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy())
+    max_runtime_minutes: int = Field(24 * 60, ge=1, le=14 * 24 * 60, description="Hard limit on training time.")
+    restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
+
+    @field_validator("command")
+    @classmethod
+    def _argv_not_shell(cls, value: list[str]) -> list[str]:
+        if any(not part for part in value):
+            raise ValueError("arguments must not be empty strings")
+        if len(value) == 1 and " " in value[0]:
+            raise ValueError("must be an argv list such as ['python', 'train.py'], not one shell string")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
+            if name.startswith("SPOTRUN_"):
+                raise ValueError(f"{name!r}: SPOTRUN_ variables are set by spotrun itself")
+        return value
+
+
+class StorageClass(StrEnum):
+    """Glacier storage classes an archived model may go to."""
+
+    GLACIER = "GLACIER"
+    DEEP_ARCHIVE = "DEEP_ARCHIVE"
+    GLACIER_IR = "GLACIER_IR"
+
+
+class OutputSpec(_Strict):
+    """What the job produces."""
+
+    model: RelativePath = Field("model", description="The model, a file or directory under $SPOTRUN_OUTPUT_DIR.")
+
+
+class ArchiveSpec(_Strict):
+    """Where the finished model is archived."""
+
+    storage_class: StorageClass = Field(StorageClass.GLACIER, description="GLACIER, DEEP_ARCHIVE or GLACIER_IR.")
+    destination: S3Uri | None = Field(
+        None, description="s3://bucket/prefix/ for the archive; default: the deployment's archive bucket."
+    )
+
+
+class Budget(_Strict):
+    """Spending limits."""
+
+    max_usd: float | None = Field(None, gt=0, description="The job stops when its cost would pass this, USD.")
+
+
+class Schedule(_Strict):
+    """Recurring runs (retraining)."""
+
+    expression: str = Field(description="An EventBridge Scheduler expression: cron(...) with 6 fields, or rate(...).")
+    timezone: str = Field("UTC", description="IANA time zone for cron expressions.")
+    only_if_data_changed: bool = Field(False, description="Skip a run when no input changed since the last success.")
+
+    @field_validator("expression")
+    @classmethod
+    def _scheduler_syntax(cls, value: str) -> str:
+        if not _SCHEDULE.match(value):
+            raise ValueError(
+                f"{value!r} is not a schedule expression: use cron(min hour day month weekday year) or rate(N unit)"
+            )
+        return value
+
+
+class JobManifest(_Strict):
+    """A training job: what to run, on what, with which data, and where its model goes."""
+
+    version: Literal["spotrun/v1"] = Field(MANIFEST_VERSION, description="Manifest format version.")
+    name: str = Field(description="Lower-case letters, digits and '-', at most 48 characters.")
+    resources: Resources = Field(default_factory=lambda: Resources())
+    capacity: CapacityPolicy = Field(default_factory=lambda: CapacityPolicy())
+    data: DataSpec = Field(default_factory=lambda: DataSpec())
+    training: TrainingSpec
+    outputs: OutputSpec = Field(default_factory=lambda: OutputSpec())
+    archive: ArchiveSpec = Field(default_factory=lambda: ArchiveSpec())
+    budget: Budget = Field(default_factory=lambda: Budget())
+    schedule: Schedule | None = None
+    tags: dict[str, str] = Field(default_factory=dict, description="Tags put on every instance of the job.")
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"{value!r} must be lower-case letters, digits and '-', starting with a letter or digit")
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tag_shape(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > 40:
+            raise ValueError("at most 40 tags")
+        for key, tag_value in value.items():
+            if not _TAG_KEY.match(key) or key.lower().startswith(("aws:", "spotrun:")):
+                raise ValueError(f"{key!r} is not an allowed tag key (aws: and spotrun: are reserved)")
+            if len(tag_value) > 256:
+                raise ValueError(f"the value of tag {key!r} is longer than 256 characters")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobManifest:
+        if not self.capacity.spot and self.capacity.on_demand_fallback:
+            raise ValueError("capacity.on_demand_fallback needs capacity.spot: true")
+        destinations = [item.destination.rstrip("/") for item in self.data.inputs]
+        if len(set(destinations)) != len(destinations):
+            raise ValueError("data.inputs: two inputs have the same destination")
+        return self
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be accepted, with one readable line per problem."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        else:
+            parts.append(("." if parts else "") + str(part))
+    return "".join(parts) or "(manifest)"
+
+
+def describe_validation_error(error: ValidationError) -> list[str]:
+    """Turn a pydantic error into one line per problem, each naming its field.
+
+    Parameters
+    ----------
+    error
+        The error raised by :meth:`JobManifest.model_validate`.
+
+    Returns
+    -------
+    list[str]
+        Lines such as ``"resources.gpus_per_node: Input should be greater than or equal to 1"``.
+    """
+    lines = []
+    for item in error.errors():
+        # Model-level validators report an empty location; their message already names the fields.
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling; see `spotrun schema`)"
+        elif item["type"] == "missing":
+            message = "required field is missing"
+        lines.append(f"{_location(item['loc'])}: {message}")
+    return lines
+
+
+def parse_manifest_text(text: str | bytes) -> JobManifest:
+    """Parse and validate a manifest given as YAML or JSON text.
+
+    Parameters
+    ----------
+    text
+        The manifest's content. JSON is a subset of YAML, so one parser reads both.
+
+    Returns
+    -------
+    JobManifest
+        The validated manifest.
+
+    Raises
+    ------
+    ManifestError
+        With every problem found, each naming its field.
+    """
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ManifestError([f"(manifest): not valid YAML or JSON{where}: {getattr(exc, 'problem', exc)}"]) from exc
+    return parse_manifest_document(document)
+
+
+def parse_manifest_document(document: Any) -> JobManifest:
+    """Validate an already-parsed manifest document.
+
+    Parameters
+    ----------
+    document
+        The mapping read from YAML or JSON.
+
+    Returns
+    -------
+    JobManifest
+        The validated manifest.
+
+    Raises
+    ------
+    ManifestError
+        With every problem found, each naming its field.
+    """
+    if not isinstance(document, dict):
+        raise ManifestError(["(manifest): must be a mapping of fields, such as name: and training:"])
+    try:
+        return JobManifest.model_validate(document)
+    except ValidationError as exc:
+        raise ManifestError(describe_validation_error(exc)) from exc
+
+
+def manifest_json_schema() -> str:
+    """Return the manifest's JSON Schema, pretty-printed.
+
+    Returns
+    -------
+    str
+        The JSON Schema (draft 2020-12) generated from :class:`JobManifest`.
+    """
+    schema = JobManifest.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "spotrun job manifest"
+    return json.dumps(schema, indent=2, sort_keys=True)

@@ -1,0 +1,189 @@
+"""The one declaration of the deployment's shape.
+
+Functions, event rules, tables, buckets, the agent's SSM document and the state machine's substitutions are
+declared here once, in plain Python with no CDK import. The CDK app (``infra/``) and the embedded runtime
+(``spotrun.local``) both build from this module, so the local system cannot drift from the deployed one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STATE_MACHINE_FILE = REPO_ROOT / "statemachines" / "job.asl.json"
+
+SERVICE_NAME = "spotrun"
+METRICS_NAMESPACE = "spotrun"
+
+# Prefix under which users drop manifests in the jobs bucket.
+MANIFEST_PREFIX = "manifests/"
+REJECTION_SUFFIX = ".rejected.json"
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One Lambda function."""
+
+    name: str
+    handler: str  # dotted "module.attribute", importable from the repository root
+    description: str
+    timeout_seconds: int = 60
+    memory_mb: int = 512
+    # Which settings (see spotrun.config.Settings) the function reads; the IAM grants follow from them.
+    settings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One DynamoDB table (on-demand billing)."""
+
+    logical_name: str
+    partition_key: str
+    sort_key: str | None = None
+    ttl_attribute: str | None = None
+    global_indexes: tuple[tuple[str, str, str | None], ...] = ()  # (index name, partition key, sort key)
+
+
+@dataclass(frozen=True)
+class BucketSpec:
+    """One S3 bucket (private, encrypted, TLS only)."""
+
+    logical_name: str
+    eventbridge_notifications: bool = False
+    versioned: bool = True
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """One EventBridge rule on the default bus, delivering to one function."""
+
+    name: str
+    description: str
+    pattern: dict[str, Any]
+    target_function: str
+    # Logical name of the bucket the rule is scoped to; builders add its real name to the pattern.
+    source_bucket: str | None = None
+
+
+@dataclass(frozen=True)
+class DeploymentShape:
+    """Everything a deployment is made of."""
+
+    functions: tuple[FunctionSpec, ...]
+    tables: tuple[TableSpec, ...]
+    buckets: tuple[BucketSpec, ...]
+    rules: tuple[RuleSpec, ...]
+    # ASL placeholder (without ${}) -> name of the function whose ARN fills it.
+    state_machine_functions: dict[str, str] = field(default_factory=dict)
+    agent_document_name: str = "spotrun-agent-run"
+
+    def function(self, name: str) -> FunctionSpec:
+        """Return the function declared under ``name``."""
+        for spec in self.functions:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+
+_ALL_STORE = ("jobs_table",)
+
+
+def rule_pattern(rule: RuleSpec, bucket_names: dict[str, str]) -> dict[str, Any]:
+    """Return the rule's event pattern with the real name of its source bucket filled in.
+
+    Parameters
+    ----------
+    rule
+        The declared rule.
+    bucket_names
+        Logical bucket name -> deployed bucket name.
+
+    Returns
+    -------
+    dict
+        The EventBridge event pattern.
+    """
+    if rule.source_bucket is None:
+        return rule.pattern
+    detail = {**rule.pattern.get("detail", {}), "bucket": {"name": [bucket_names[rule.source_bucket]]}}
+    return {**rule.pattern, "detail": detail}
+
+SHAPE = DeploymentShape(
+    functions=(
+        FunctionSpec(
+            "submit",
+            "functions.submit.handler",
+            "Validates a dropped manifest, records the job once and starts its workflow.",
+            settings=("jobs_table", "idempotency_table", "jobs_bucket", "state_machine_arn", "time_scale"),
+        ),
+        FunctionSpec(
+            "acquire",
+            "functions.acquire.handler",
+            "Requests spot GPU capacity with an instant EC2 fleet over several types and zones.",
+            settings=(*_ALL_STORE, "subnet_ids", "launch_template_name"),
+        ),
+        FunctionSpec(
+            "instance_ready",
+            "functions.instance_ready.handler",
+            "Reports whether the job's instance is running and reachable.",
+            settings=_ALL_STORE,
+        ),
+        FunctionSpec(
+            "agent_step",
+            "functions.agent_step.handler",
+            "Sends a step (stage, train) to the instance agent through SSM, with the workflow's task token.",
+            settings=(*_ALL_STORE, "jobs_bucket", "agent_document_name"),
+        ),
+        FunctionSpec(
+            "archive",
+            "functions.archive.handler",
+            "Copies the trained model to the archive bucket in the manifest's Glacier class.",
+            timeout_seconds=300,
+            settings=(*_ALL_STORE, "jobs_bucket", "archive_bucket"),
+        ),
+        FunctionSpec(
+            "release",
+            "functions.release.handler",
+            "Terminates every instance of the job; safe to call any number of times.",
+            settings=_ALL_STORE,
+        ),
+        FunctionSpec(
+            "finalize",
+            "functions.finalize.handler",
+            "Records the job's outcome, error and cost.",
+            settings=_ALL_STORE,
+        ),
+    ),
+    tables=(
+        TableSpec("jobs", partition_key="pk", sort_key="sk"),
+        TableSpec("idempotency", partition_key="id", ttl_attribute="expiration"),
+    ),
+    buckets=(
+        BucketSpec("jobs", eventbridge_notifications=True),
+        BucketSpec("archive"),
+    ),
+    rules=(
+        RuleSpec(
+            "manifest-dropped",
+            "A manifest was put under manifests/ in the jobs bucket.",
+            pattern={
+                "source": ["aws.s3"],
+                "detail-type": ["Object Created"],
+                "detail": {"object": {"key": [{"prefix": MANIFEST_PREFIX}]}},
+            },
+            target_function="submit",
+            source_bucket="jobs",
+        ),
+    ),
+    state_machine_functions={
+        "AcquireFunctionArn": "acquire",
+        "InstanceReadyFunctionArn": "instance_ready",
+        "AgentStepFunctionArn": "agent_step",
+        "ArchiveFunctionArn": "archive",
+        "ReleaseFunctionArn": "release",
+        "FinalizeFunctionArn": "finalize",
+    },
+)
+
