@@ -33,6 +33,12 @@ class CapacityUnavailable(SpotrunError):
     error_name = "Capacity.Unavailable"
 
 
+class CapacityExhausted(SpotrunError):
+    """Capacity stayed unavailable for longer than the job is willing to wait."""
+
+    error_name = "Capacity.Exhausted"
+
+
 class InstanceLost(SpotrunError):
     """The job's instance terminated or failed before it became ready."""
 

@@ -9,6 +9,9 @@ from pathlib import Path
 
 CHECKPOINT_DIR_PREFIX = "step-"
 COMMIT_MARKER = "_COMMITTED.json"
+# Anything in the local checkpoint directory whose name starts with this is work in progress (a checkpoint
+# being written by spotrun.training, or being restored by the agent) and is never read or uploaded.
+TEMP_PREFIX = "."
 
 
 def job_prefix(job_id: str) -> str:
@@ -37,6 +40,44 @@ def checkpoint_step(name: str) -> int | None:
         return None
     digits = name.removeprefix(CHECKPOINT_DIR_PREFIX)
     return int(digits) if digits.isdigit() else None
+
+
+def checkpoint_prefix(job_id: str, step: int) -> str:
+    """Key prefix of the checkpoint taken after ``step``, ending with ``/``."""
+    return f"{checkpoints_prefix(job_id)}{checkpoint_name(step)}/"
+
+
+def commit_marker_key(job_id: str, step: int) -> str:
+    """Key of the marker that makes the checkpoint of ``step`` count; it is written after every file."""
+    return f"{checkpoint_prefix(job_id, step)}{COMMIT_MARKER}"
+
+
+def local_checkpoints(directory: Path) -> list[tuple[int, Path]]:
+    """Complete checkpoint directories under ``directory``, oldest first.
+
+    A checkpoint is complete once it has been renamed into place under its final name; temporary directories
+    (names starting with ``.``) and anything not named like :func:`checkpoint_name` are ignored.
+
+    Parameters
+    ----------
+    directory
+        The local checkpoint directory (``$SPOTRUN_CHECKPOINT_DIR``). A missing directory has no checkpoints.
+
+    Returns
+    -------
+    list[tuple[int, Path]]
+        ``(step, path)`` pairs sorted by step.
+    """
+    found = []
+    try:
+        entries = list(directory.iterdir())
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        step = checkpoint_step(entry.name)
+        if step is not None and entry.is_dir():
+            found.append((step, entry))
+    return sorted(found)
 
 
 def output_prefix(job_id: str) -> str:
@@ -75,7 +116,24 @@ class NvmeLayout:
     def log_dir(self) -> Path:
         return self.root / "logs"
 
+    @property
+    def runtime_dir(self) -> Path:
+        """Put first on the training command's PYTHONPATH: holds the stdlib-only ``spotrun.training``."""
+        return self.root / "runtime"
+
+    def log_file(self, attempt: int) -> Path:
+        """Local log of one attempt's training command (every restart appends to it)."""
+        return self.log_dir / f"attempt-{attempt:03d}.log"
+
     def create(self) -> None:
         """Create every directory."""
-        for directory in (self.data_dir, self.code_dir, self.checkpoint_dir, self.output_dir, self.log_dir):
+        directories = (
+            self.data_dir,
+            self.code_dir,
+            self.checkpoint_dir,
+            self.output_dir,
+            self.log_dir,
+            self.runtime_dir,
+        )
+        for directory in directories:
             directory.mkdir(parents=True, exist_ok=True)

@@ -12,16 +12,17 @@ import re
 import signal
 from enum import StrEnum
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-MANIFEST_VERSION = "spotrun/v1"
+MANIFEST_VERSION: Final = "spotrun/v1"
 
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(?:/(?P<key>.*))?$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9\-]{0,47}$")
-_SCHEDULE = re.compile(r"^(cron\((?:\S+ ){5}\S+\)|rate\(\d+ (?:minute|minutes|hour|hours|day|days)\))$")
+_CRON = re.compile(r"^cron\((?:[0-9A-Za-z*?/,#L\-]+ ){5}[0-9A-Za-z*?/,#L\-]+\)$")
+_RATE = re.compile(r"^rate\((?P<value>[1-9]\d*) (?P<unit>minute|minutes|hour|hours|day|days)\)$")
 _TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
 
 
@@ -39,6 +40,15 @@ def _check_relative_path(value: str) -> str:
     path = PurePosixPath(value)
     if path.is_absolute() or ".." in path.parts or not value:
         raise ValueError(f"must be a relative path without '..', got {value!r}")
+    return value
+
+
+def _scalar_to_text(value: Any) -> Any:
+    # YAML reads `OMP_NUM_THREADS: 4` as a number; an environment only holds text.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
     return value
 
 
@@ -101,7 +111,7 @@ class CapacityPolicy(_Strict):
 
     spot: bool = Field(True, description="Use spot capacity. false runs on on-demand from the start.")
     max_price_per_hour: float | None = Field(
-        None, gt=0, description="Highest spot price per instance-hour, USD; pools above it are not used."
+        None, gt=0.001, description="Highest spot price per instance-hour, USD; pools above it are not used."
     )
     on_demand_fallback: bool = Field(
         False, description="Fall back to on-demand when spot is unavailable or after fallback_after_interruptions."
@@ -113,6 +123,12 @@ class CapacityPolicy(_Strict):
     avoid_pool_minutes: int = Field(
         30, ge=0, le=1440, description="How long a just-reclaimed pool (type, zone) is avoided."
     )
+
+    @model_validator(mode="after")
+    def _fallback_needs_spot(self) -> CapacityPolicy:
+        if not self.spot and self.on_demand_fallback:
+            raise ValueError("on_demand_fallback needs spot: true (an on-demand job has nothing to fall back from)")
+        return self
 
 
 class DataInput(_Strict):
@@ -126,6 +142,16 @@ class DataSpec(_Strict):
     """The training data."""
 
     inputs: list[DataInput] = Field(default_factory=list, description="Inputs staged to NVMe, in parallel.")
+
+    @field_validator("inputs")
+    @classmethod
+    def _destinations_do_not_overlap(cls, inputs: list[DataInput]) -> list[DataInput]:
+        paths = [PurePosixPath(item.destination) for item in inputs]
+        for index, path in enumerate(paths):
+            for other in paths[index + 1 :]:
+                if path == other or path in other.parents or other in path.parents:
+                    raise ValueError(f"destinations {str(path)!r} and {str(other)!r} overlap")
+        return inputs
 
 
 class CheckpointPolicy(_Strict):
@@ -153,7 +179,9 @@ class TrainingSpec(_Strict):
     command: list[str] = Field(
         min_length=1, description="The command as an argv list, never a shell string: ['python', 'train.py']."
     )
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the command.")
+    env: dict[str, Annotated[str, BeforeValidator(_scalar_to_text)]] = Field(
+        default_factory=dict, description="Extra environment for the command; numbers and booleans become text."
+    )
     checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy())
     max_runtime_minutes: int = Field(24 * 60, ge=1, le=14 * 24 * 60, description="Hard limit on training time.")
     restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
@@ -217,7 +245,13 @@ class Schedule(_Strict):
     @field_validator("expression")
     @classmethod
     def _scheduler_syntax(cls, value: str) -> str:
-        if not _SCHEDULE.match(value):
+        rate = _RATE.match(value)
+        if rate:
+            singular = rate["value"] == "1"
+            if singular != (not rate["unit"].endswith("s")):
+                raise ValueError(f"{value!r}: use a singular unit for 1 and a plural one otherwise, e.g. rate(1 day)")
+            return value
+        if not _CRON.match(value):
             raise ValueError(
                 f"{value!r} is not a schedule expression: use cron(min hour day month weekday year) or rate(N unit)"
             )
@@ -258,14 +292,6 @@ class JobManifest(_Strict):
                 raise ValueError(f"the value of tag {key!r} is longer than 256 characters")
         return value
 
-    @model_validator(mode="after")
-    def _consistent(self) -> JobManifest:
-        if not self.capacity.spot and self.capacity.on_demand_fallback:
-            raise ValueError("capacity.on_demand_fallback needs capacity.spot: true")
-        destinations = [item.destination.rstrip("/") for item in self.data.inputs]
-        if len(set(destinations)) != len(destinations):
-            raise ValueError("data.inputs: two inputs have the same destination")
-        return self
 
 
 class ManifestError(ValueError):
@@ -311,6 +337,21 @@ def describe_validation_error(error: ValidationError) -> list[str]:
     return lines
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses a key given twice in one mapping (the second would silently win)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} appears twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def parse_manifest_text(text: str | bytes) -> JobManifest:
     """Parse and validate a manifest given as YAML or JSON text.
 
@@ -330,7 +371,7 @@ def parse_manifest_text(text: str | bytes) -> JobManifest:
         With every problem found, each naming its field.
     """
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -1,0 +1,48 @@
+"""Lambda: launch spot (or fallback on-demand) capacity for the job's next attempt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel
+
+from spotrun.aws import Ec2Compute, job_store
+from spotrun.config import Settings
+from spotrun.fleet import acquire_instance
+from spotrun.job import utc_now
+from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
+from spotrun.timing import WorkflowTiming
+
+logger = Logger(service=SERVICE_NAME)
+tracer = Tracer(service=SERVICE_NAME)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
+
+
+class AcquireRequest(BaseModel):
+    job_id: str
+    timing: WorkflowTiming
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics(raise_on_empty_metrics=False)
+@event_parser(model=AcquireRequest)
+def handler(event: AcquireRequest, context: LambdaContext) -> dict[str, Any]:
+    settings = Settings.from_env()
+    attempt = acquire_instance(
+        job_id=event.job_id,
+        store=job_store(settings.jobs_table, settings.region),
+        compute=Ec2Compute(settings.region),
+        subnet_ids=settings.subnet_ids,
+        launch_template_name=settings.launch_template_name,
+        timing=event.timing,
+        now=utc_now(),
+    )
+    logger.info("instance launched", extra={"job_id": event.job_id, **attempt.model_dump(mode="json")})
+    metrics.add_dimension(name="Lifecycle", value=attempt.lifecycle)
+    metrics.add_metric(name="InstancesLaunched", unit=MetricUnit.Count, value=1)
+    return attempt.model_dump(mode="json")

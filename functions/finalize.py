@@ -1,0 +1,47 @@
+"""Lambda: record the job's outcome, error and cost."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel
+
+from spotrun.aws import job_store
+from spotrun.config import Settings
+from spotrun.job import utc_now
+from spotrun.outcome import finalize_job
+from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
+
+logger = Logger(service=SERVICE_NAME)
+tracer = Tracer(service=SERVICE_NAME)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
+
+
+class FinalizeRequest(BaseModel):
+    job_id: str
+    outcome: Literal["SUCCEEDED", "FAILED"]
+    error: dict[str, Any] | None = None
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics(raise_on_empty_metrics=False)
+@event_parser(model=FinalizeRequest)
+def handler(event: FinalizeRequest, context: LambdaContext) -> dict[str, Any]:
+    settings = Settings.from_env()
+    job = finalize_job(
+        job_id=event.job_id,
+        outcome=event.outcome,
+        error=event.error,
+        store=job_store(settings.jobs_table, settings.region),
+        now=utc_now(),
+    )
+    metrics.add_metric(name=f"Jobs{job.status.value.capitalize()}", unit=MetricUnit.Count, value=1)
+    if job.cost is not None:
+        metrics.add_metric(name="JobCostUSD", unit=MetricUnit.NoUnit, value=job.cost.usd)
+    logger.info("job finished", extra={"job_id": job.job_id, "status": job.status.value})
+    return {"job_id": job.job_id, "status": job.status.value}

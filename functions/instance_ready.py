@@ -1,0 +1,43 @@
+"""Lambda: is the job's instance running yet?"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel
+
+from spotrun.aws import Ec2Compute, job_store
+from spotrun.config import Settings
+from spotrun.fleet import check_ready
+from spotrun.job import utc_now
+from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
+from spotrun.timing import WorkflowTiming
+
+logger = Logger(service=SERVICE_NAME)
+tracer = Tracer(service=SERVICE_NAME)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
+
+
+class ReadyRequest(BaseModel):
+    job_id: str
+    timing: WorkflowTiming
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics(raise_on_empty_metrics=False)
+@event_parser(model=ReadyRequest)
+def handler(event: ReadyRequest, context: LambdaContext) -> dict[str, Any]:
+    settings = Settings.from_env()
+    report = check_ready(
+        job_id=event.job_id,
+        store=job_store(settings.jobs_table, settings.region),
+        compute=Ec2Compute(settings.region),
+        timing=event.timing,
+        now=utc_now(),
+    )
+    logger.info("instance state", extra={"job_id": event.job_id, **report.model_dump()})
+    return report.model_dump(mode="json")

@@ -1,0 +1,162 @@
+"""boto3 adapters of :mod:`spotrun.ports`, and the one place where clients are made."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from spotrun.store import DynamoJobStore
+
+_clients: dict[tuple[str, str, str | None], Any] = {}
+_lock = threading.Lock()
+_RETRIES = Config(retries={"max_attempts": 5, "mode": "standard"})
+
+
+def client(service: str, region: str) -> Any:
+    """A cached boto3 client.
+
+    Clients are made on first use, never at import. The cache is keyed by the endpoint too, because the
+    embedded runtime points ``AWS_ENDPOINT_URL`` at a new emulator in each test.
+    """
+    key = (service, region, os.environ.get("AWS_ENDPOINT_URL"))
+    with _lock:
+        if key not in _clients:
+            _clients[key] = boto3.session.Session().client(service, region_name=region, config=_RETRIES)  # type: ignore[call-overload]
+        return _clients[key]
+
+
+def dynamodb_table(name: str, region: str) -> Any:
+    """A DynamoDB ``Table`` resource (resources are not thread-safe, so one per call)."""
+    return boto3.session.Session().resource("dynamodb", region_name=region, config=_RETRIES).Table(name)
+
+
+class Ec2Compute:
+    """:class:`spotrun.ports.Compute` on EC2."""
+
+    def __init__(self, region: str):
+        self._ec2 = client("ec2", region)
+
+    def subnet_zones(self, subnet_ids: tuple[str, ...]) -> dict[str, str]:
+        subnets = self._ec2.describe_subnets(SubnetIds=list(subnet_ids))["Subnets"]
+        return {subnet["SubnetId"]: subnet["AvailabilityZone"] for subnet in subnets}
+
+    def create_fleet(self, request: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._ec2.create_fleet(**request))
+
+    def spot_price(self, instance_type: str, availability_zone: str) -> float | None:
+        history = self._ec2.describe_spot_price_history(
+            InstanceTypes=[instance_type],
+            AvailabilityZone=availability_zone,
+            ProductDescriptions=["Linux/UNIX"],
+            MaxResults=10,
+        )["SpotPriceHistory"]
+        # Filter again: an emulator may ignore the zone filter, and the latest entry is the price now.
+        in_zone = [entry for entry in history if entry["AvailabilityZone"] == availability_zone]
+        if not in_zone:
+            return None
+        return float(max(in_zone, key=lambda entry: entry["Timestamp"])["SpotPrice"])
+
+    def instance_state(self, instance_id: str) -> str | None:
+        try:
+            reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        except ClientError as exc:
+            if exc.response["Error"]["Code"].startswith("InvalidInstanceID"):
+                return None
+            raise
+        for reservation in reservations:
+            for instance in reservation["Instances"]:
+                return str(instance["State"]["Name"])
+        return None
+
+    def terminate(self, instance_ids: list[str]) -> list[str]:
+        if not instance_ids:
+            return []
+        try:
+            answer = self._ec2.terminate_instances(InstanceIds=instance_ids)
+        except ClientError as exc:
+            if not exc.response["Error"]["Code"].startswith("InvalidInstanceID"):
+                raise
+            if len(instance_ids) == 1:
+                return []
+            # One unknown id fails the whole call: fall back to one call per instance.
+            return [accepted for instance_id in instance_ids for accepted in self.terminate([instance_id])]
+        return [item["InstanceId"] for item in answer["TerminatingInstances"]]
+
+
+class SsmCommands:
+    """:class:`spotrun.ports.Commands` on SSM Run Command."""
+
+    def __init__(self, region: str):
+        self._ssm = client("ssm", region)
+
+    def run_agent(self, document_name: str, instance_id: str, command_uri: str) -> str:
+        answer = self._ssm.send_command(
+            DocumentName=document_name,
+            InstanceIds=[instance_id],
+            Parameters={"commandUri": [command_uri]},
+            TimeoutSeconds=600,
+            Comment="spotrun agent step",
+        )
+        return str(answer["Command"]["CommandId"])
+
+
+class S3Objects:
+    """:class:`spotrun.ports.Objects` on S3."""
+
+    def __init__(self, region: str):
+        self._s3 = client("s3", region)
+
+    def put_json(self, bucket: str, key: str, document: Any) -> None:
+        body = json.dumps(document, indent=2, default=str).encode()
+        self._s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        return bytes(self._s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+    def list_keys(self, bucket: str, prefix: str) -> list[tuple[str, int]]:
+        keys = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys += [(item["Key"], int(item["Size"])) for item in page.get("Contents", [])]
+        return keys
+
+    def copy(self, source: tuple[str, str], destination: tuple[str, str], storage_class: str) -> None:
+        self._s3.copy(
+            CopySource={"Bucket": source[0], "Key": source[1]},
+            Bucket=destination[0],
+            Key=destination[1],
+            ExtraArgs={"StorageClass": storage_class, "MetadataDirective": "COPY"},
+        )
+
+
+class StepFunctionsWorkflows:
+    """:class:`spotrun.ports.Workflows` on Step Functions."""
+
+    def __init__(self, region: str):
+        self._sfn = client("stepfunctions", region)
+
+    def start(self, state_machine_arn: str, name: str, payload: dict[str, Any]) -> str:
+        try:
+            answer = self._sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload))
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ExecutionAlreadyExists":
+                raise
+            # Same name: this submission's execution exists already. Its ARN is derivable from the name.
+            return state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
+        return str(answer["executionArn"])
+
+
+def job_store(table_name: str, region: str) -> DynamoJobStore:
+    """The job store on its DynamoDB table."""
+    return DynamoJobStore(dynamodb_table(table_name, region))
+
+
+def forget_clients() -> None:
+    """Drop cached clients (tests that start a fresh emulator or mock call this)."""
+    with _lock:
+        _clients.clear()

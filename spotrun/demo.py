@@ -1,0 +1,97 @@
+"""The demo scenario: one real training job through the whole control plane, in the embedded runtime.
+
+Used by ``spotrun demo`` and by the end-to-end tests, so what the tests prove is what users see.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from spotrun.aws import job_store
+from spotrun.job import Job, ManifestSource, job_id_for
+from spotrun.local.runtime import LocalRuntime
+from spotrun.manifest import parse_manifest_text
+from spotrun.shape import MANIFEST_PREFIX, REPO_ROOT
+
+EXAMPLE_DIR = REPO_ROOT / "examples" / "tiny-regression"
+EXAMPLE_PREFIX = "examples/tiny-regression/"
+DEMO_TIME_SCALE = 0.02
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A manifest put into the jobs bucket."""
+
+    job_id: str
+    key: str
+    etag: str
+
+
+@contextmanager
+def local_runtime(workdir: Path | None = None, time_scale: float = DEMO_TIME_SCALE) -> Iterator[LocalRuntime]:
+    """Start the embedded runtime in ``workdir`` (a temporary directory by default), stop it on exit."""
+    with tempfile.TemporaryDirectory(prefix="spotrun-") as scratch:
+        runtime = LocalRuntime(workdir=workdir or Path(scratch), time_scale=time_scale)
+        with runtime:
+            yield runtime
+
+
+def upload_example(runtime: LocalRuntime, example_dir: Path = EXAMPLE_DIR) -> None:
+    """Put the example's code and freshly generated data into the jobs bucket, as a user would."""
+    s3 = runtime.client("s3")
+    bucket = runtime.settings.jobs_bucket
+    for path in sorted(example_dir.glob("*.py")):
+        s3.put_object(
+            Bucket=bucket, Key=f"{EXAMPLE_PREFIX}code/{path.name}", Body=path.read_bytes(), ChecksumAlgorithm="SHA256"
+        )
+    with tempfile.TemporaryDirectory() as data_dir:
+        subprocess.run([sys.executable, str(example_dir / "generate_data.py"), data_dir], check=True)
+        for path in sorted(Path(data_dir).rglob("*")):
+            if path.is_file():
+                key = f"{EXAMPLE_PREFIX}data/{path.relative_to(data_dir).as_posix()}"
+                s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes(), ChecksumAlgorithm="SHA256")
+
+
+def drop_manifest(runtime: LocalRuntime, body: bytes, name: str) -> Submitted:
+    """Put a manifest under ``manifests/``; the S3 event starts the job. Returns the job id it will get."""
+    key = f"{MANIFEST_PREFIX}{name}"
+    bucket = runtime.settings.jobs_bucket
+    answer = runtime.client("s3").put_object(Bucket=bucket, Key=key, Body=body)
+    etag = answer["ETag"].strip('"')
+    source = ManifestSource(kind="s3", bucket=bucket, key=key, etag=etag)
+    try:
+        job_name = parse_manifest_text(body).name
+    except ValueError:
+        job_name = Path(key).stem
+    return Submitted(job_id=job_id_for(job_name, source), key=key, etag=etag)
+
+
+def wait_for_job(
+    runtime: LocalRuntime,
+    job_id: str,
+    *,
+    timeout: float = 300.0,
+    on_change: Callable[[Job], None] | None = None,
+    poll: float = 0.2,
+) -> Job:
+    """Poll the job store until the job is terminal; call ``on_change`` whenever the record changes."""
+    store = job_store(runtime.settings.jobs_table, runtime.settings.region)
+    deadline = time.monotonic() + timeout
+    seen_version = -1
+    while time.monotonic() < deadline:
+        job = store.get(job_id)
+        if job is not None and job.version != seen_version:
+            seen_version = job.version
+            if on_change is not None:
+                on_change(job)
+        if job is not None and job.status.is_terminal:
+            return job
+        time.sleep(poll)
+    raise TimeoutError(f"job {job_id} did not finish within {timeout:.0f} s")

@@ -1,0 +1,61 @@
+"""Recording how a job ended: status, error, cost."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from spotrun.agent.command import FailureCause
+from spotrun.job import Job, JobError, JobStatus, transition
+from spotrun.pricing import job_cost
+from spotrun.store import JobStore, update_job
+
+
+def error_from_workflow(error: dict[str, Any] | None) -> JobError:
+    """Turn the ``{"Error", "Cause"}`` a Catch put in the workflow state into a :class:`JobError`.
+
+    The cause is the agent's :class:`FailureCause` JSON, a Lambda error payload, or plain text.
+    """
+    if not error:
+        return JobError(type="Unknown", message="the workflow failed without an error")
+    error_type = str(error.get("Error", "Unknown"))
+    cause_text = str(error.get("Cause") or "")
+    try:
+        cause = json.loads(cause_text)
+    except ValueError:
+        cause = None
+    if isinstance(cause, dict) and "errorMessage" in cause:
+        return JobError(type=error_type, message=str(cause["errorMessage"]))
+    if isinstance(cause, dict) and "message" in cause:
+        failure = FailureCause.model_validate(cause)
+        return JobError(
+            type=error_type, message=failure.message, exit_code=failure.exit_code, log_tail=failure.log_tail
+        )
+    return JobError(type=error_type, message=cause_text or error_type)
+
+
+def finalize_job(
+    *,
+    job_id: str,
+    outcome: Literal["SUCCEEDED", "FAILED"],
+    error: dict[str, Any] | None,
+    store: JobStore,
+    now: datetime,
+) -> Job:
+    """Put the job in its final status, with its cost and, on failure, the error.
+
+    A job that is already final (for instance cancelled meanwhile) keeps its status; only its cost is updated.
+    """
+
+    def finish(current: Job) -> Job:
+        cost = job_cost(current.attempts, now=now)
+        if current.status.is_terminal:
+            return current.model_copy(update={"cost": cost})
+        if outcome == "SUCCEEDED":
+            return transition(current, JobStatus.SUCCEEDED, now).model_copy(update={"cost": cost})
+        job_error = error_from_workflow(error)
+        failed = transition(current, JobStatus.FAILED, now, detail=f"{job_error.type}: {job_error.message}")
+        return failed.model_copy(update={"cost": cost, "error": job_error})
+
+    return update_job(store, job_id, finish)

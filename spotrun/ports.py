@@ -1,0 +1,69 @@
+"""The small ports through which the control plane's logic reaches AWS.
+
+The logic modules take these as parameters; :mod:`spotrun.aws` implements them with boto3, and tests can pass
+fakes. Each port carries only what the logic needs, in the logic's words.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Compute(Protocol):
+    """EC2, as the control plane uses it."""
+
+    def subnet_zones(self, subnet_ids: tuple[str, ...]) -> dict[str, str]:
+        """Subnet id -> availability zone."""
+        ...
+
+    def create_fleet(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Call CreateFleet with ``request``; return the raw response."""
+        ...
+
+    def spot_price(self, instance_type: str, availability_zone: str) -> float | None:
+        """The current spot price of a pool, USD per hour."""
+        ...
+
+    def instance_state(self, instance_id: str) -> str | None:
+        """pending, running, shutting-down, terminated, stopping, stopped; None when EC2 does not know it."""
+        ...
+
+    def terminate(self, instance_ids: list[str]) -> list[str]:
+        """Terminate the instances that still exist; return the ids EC2 accepted."""
+        ...
+
+
+class Commands(Protocol):
+    """SSM Run Command, to reach the agent on an instance."""
+
+    def run_agent(self, document_name: str, instance_id: str, command_uri: str) -> str:
+        """Send the agent document to one instance; return the command id."""
+        ...
+
+
+class Objects(Protocol):
+    """S3 objects."""
+
+    def put_json(self, bucket: str, key: str, document: Any) -> None:
+        """Write a JSON document."""
+        ...
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        """Read an object."""
+        ...
+
+    def list_keys(self, bucket: str, prefix: str) -> list[tuple[str, int]]:
+        """(key, size) of every object under ``prefix``."""
+        ...
+
+    def copy(self, source: tuple[str, str], destination: tuple[str, str], storage_class: str) -> None:
+        """Server-side copy of (bucket, key) to (bucket, key) in ``storage_class``."""
+        ...
+
+
+class Workflows(Protocol):
+    """Step Functions."""
+
+    def start(self, state_machine_arn: str, name: str, payload: dict[str, Any]) -> str:
+        """Start an execution named ``name``; starting the same name again returns the existing execution."""
+        ...

@@ -1,0 +1,105 @@
+"""How a job is shown to people: the live progress line and the final summary (rich renderables)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from spotrun.job import Job, JobStatus, timeline_durations
+
+_STATUS_STYLE = {
+    JobStatus.SUCCEEDED: "bold green",
+    JobStatus.FAILED: "bold red",
+    JobStatus.REJECTED: "bold red",
+    JobStatus.CANCELLED: "yellow",
+    JobStatus.INTERRUPTED: "yellow",
+}
+
+
+def status_text(status: JobStatus) -> Text:
+    """The status, coloured by how it went."""
+    return Text(status.value, style=_STATUS_STYLE.get(status, "cyan"))
+
+
+def timeline_table(job: Job, now: datetime) -> Table:
+    """The states the job went through, with how long each took."""
+    table = Table(title=f"job {job.job_id}", title_justify="left", expand=False)
+    table.add_column("state")
+    table.add_column("entered (UTC)")
+    table.add_column("duration", justify="right")
+    table.add_column("detail", overflow="fold")
+    for change, (_, seconds) in zip(job.timeline, timeline_durations(job, now), strict=True):
+        terminal = change.status.is_terminal
+        table.add_row(
+            status_text(change.status),
+            change.at.strftime("%H:%M:%S.%f")[:-3],
+            "" if terminal else f"{seconds:.1f} s",
+            change.detail or "",
+        )
+    return table
+
+
+def attempts_table(job: Job) -> Table:
+    """One row per instance the job ran on."""
+    table = Table(title="attempts", title_justify="left")
+    for column in ("#", "instance", "type", "zone", "lifecycle", "$/h", "ended by", "restored", "steps lost"):
+        table.add_column(column)
+    for attempt in job.attempts:
+        table.add_row(
+            str(attempt.number),
+            attempt.instance_id,
+            attempt.instance_type,
+            attempt.availability_zone,
+            attempt.lifecycle,
+            f"{attempt.price_per_hour:.4f}",
+            attempt.end_reason or "running",
+            "-" if attempt.restored_step is None else f"step {attempt.restored_step}",
+            "-" if attempt.steps_lost is None else str(attempt.steps_lost),
+        )
+    return table
+
+
+def final_summary(job: Job, now: datetime) -> Group:
+    """Everything a user wants to see when a job has ended."""
+    parts: list[Any] = [timeline_table(job, now)]
+    if job.attempts:
+        parts.append(attempts_table(job))
+    if job.cost is not None:
+        parts.append(
+            Text(
+                f"cost: ${job.cost.usd:.4f} at spot prices, ${job.cost.on_demand_usd:.4f} on demand "
+                f"({job.cost.savings_pct:.1f} % saved)",
+                style="bold",
+            )
+        )
+    if job.archive:
+        archive = Table(title="archived model", title_justify="left")
+        archive.add_column("object")
+        archive.add_column("storage class")
+        archive.add_column("bytes", justify="right")
+        for item in job.archive:
+            archive.add_row(item.uri, item.storage_class, str(item.size))
+        parts.append(archive)
+    if job.model_sha256:
+        parts.append(Text(f"model sha256: {job.model_sha256}"))
+    if job.error is not None:
+        lines = [f"{job.error.type}: {job.error.message}"]
+        if job.error.exit_code is not None:
+            lines.append(f"exit code {job.error.exit_code}")
+        lines += job.error.details
+        if job.error.log_tail:
+            lines += ["--- log tail ---", job.error.log_tail.rstrip()]
+        parts.append(Text("\n".join(lines), style="red"))
+    parts.append(Text.assemble("status: ", status_text(job.status)))
+    return Group(*parts)
+
+
+def job_record(job: Job) -> dict[str, Any]:
+    """The job as one JSON-able object (what ``--json`` prints)."""
+    record = job.model_dump(mode="json", exclude={"version", "waiting_for_capacity_since"})
+    record["status"] = job.status.value
+    return record

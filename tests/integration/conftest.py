@@ -1,0 +1,111 @@
+"""Handlers against moto (in-process ``mock_aws``): the resources of the deployment shape, created from it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from spotrun.aws import forget_clients
+from spotrun.config import Settings
+from spotrun.shape import SHAPE
+
+EVENTS = Path(__file__).resolve().parent.parent / "events"
+REGION = "us-east-1"
+
+
+@dataclass
+class FakeLambdaContext:
+    function_name: str = "spotrun-test"
+    function_version: str = "$LATEST"
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:spotrun-test"
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
+    log_group_name: str = "/aws/lambda/spotrun-test"
+    log_stream_name: str = "test"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@pytest.fixture
+def lambda_context() -> FakeLambdaContext:
+    return FakeLambdaContext()
+
+
+def load_event(name: str) -> dict:
+    return json.loads((EVENTS / name).read_text())
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": "spotrun",
+        "POWERTOOLS_SERVICE_NAME": "spotrun",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    forget_clients()
+    with mock_aws():
+        yield
+    forget_clients()
+
+
+@pytest.fixture
+def deployment(aws, monkeypatch) -> Settings:
+    """Tables, buckets, subnets, launch template and state machine, named as a deployment would."""
+    dynamodb = boto3.client("dynamodb", region_name=REGION)
+    for table in SHAPE.tables:
+        keys = [(table.partition_key, "HASH")] + ([(table.sort_key, "RANGE")] if table.sort_key else [])
+        dynamodb.create_table(
+            TableName=f"spotrun-{table.logical_name}",
+            KeySchema=[{"AttributeName": name, "KeyType": kind} for name, kind in keys],
+            AttributeDefinitions=[{"AttributeName": name, "AttributeType": "S"} for name, _ in keys],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    s3 = boto3.client("s3", region_name=REGION)
+    for bucket in SHAPE.buckets:
+        s3.create_bucket(Bucket=f"spotrun-{bucket.logical_name}-test")
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = [
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{index}.0/24", AvailabilityZone=f"{REGION}{zone}")["Subnet"][
+            "SubnetId"
+        ]
+        for index, zone in enumerate("abc")
+    ]
+    ec2.create_launch_template(
+        LaunchTemplateName="spotrun-agent",
+        LaunchTemplateData={"ImageId": "ami-12c6146b", "MetadataOptions": {"HttpTokens": "required"}},
+    )
+    iam = boto3.client("iam", region_name=REGION)
+    role = iam.create_role(RoleName="sfn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    machine = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
+        name="spotrun-job",
+        definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
+        roleArn=role,
+    )["stateMachineArn"]
+    settings = Settings(
+        region=REGION,
+        jobs_table="spotrun-jobs",
+        idempotency_table="spotrun-idempotency",
+        jobs_bucket="spotrun-jobs-test",
+        archive_bucket="spotrun-archive-test",
+        state_machine_arn=machine,
+        agent_document_name=SHAPE.agent_document_name,
+        launch_template_name="spotrun-agent",
+        subnet_ids=tuple(subnets),
+        time_scale=1.0,
+    )
+    for name, value in settings.to_env().items():
+        monkeypatch.setenv(name, value)
+    return settings

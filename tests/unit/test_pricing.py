@@ -1,0 +1,400 @@
+"""Unit tests of spotrun.pricing: the GPU catalog and per-job cost accounting."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from typing import get_args
+
+import pytest
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from spotrun.manifest import GpuName
+from spotrun.pricing import (
+    BILLING_MINIMUM_SECONDS,
+    GPU_CATALOG,
+    CostReport,
+    InstanceTypeInfo,
+    billable_seconds,
+    instance_info,
+    job_cost,
+    usd_for,
+)
+
+T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class FrozenAttempt:
+    instance_type: str
+    price_per_hour: float
+    started_at: datetime
+    ended_at: datetime | None
+
+
+class ModelAttempt(BaseModel):
+    """A pydantic stand-in for spotrun.job.Attempt, which carries more fields than the cost needs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    instance_type: str
+    price_per_hour: float
+    started_at: datetime
+    ended_at: datetime | None
+    lifecycle: str = "spot"
+
+
+# ----------------------------------------------------------------------------------------------------
+# The catalog
+# ----------------------------------------------------------------------------------------------------
+
+REQUIRED_TYPES = [
+    *(
+        f"g4dn.{size}"
+        for size in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge", "16xlarge", "metal")
+    ),
+    *(
+        f"{family}.{size}"
+        for family in ("g5", "g6", "g6e")
+        for size in (
+            "xlarge",
+            "2xlarge",
+            "4xlarge",
+            "8xlarge",
+            "12xlarge",
+            "16xlarge",
+            "24xlarge",
+            "48xlarge",
+        )
+    ),
+    "p3.2xlarge",
+    "p3.8xlarge",
+    "p3.16xlarge",
+    "p3dn.24xlarge",
+    "p4d.24xlarge",
+    "p4de.24xlarge",
+    "p5.48xlarge",
+    "p5e.48xlarge",
+]
+
+
+@pytest.mark.parametrize("name", REQUIRED_TYPES)
+def test_catalog_has_every_common_gpu_type(name: str) -> None:
+    # Given the list of types spotrun promises to place jobs on
+    # When the type is looked up
+    info = instance_info(name)
+    # Then it is there under its own name
+    assert info.name == name
+
+
+def test_catalog_holds_nothing_but_the_promised_types() -> None:
+    # Given the catalog
+    # When its keys are compared with the promised list
+    # Then they are the same, so an accidental extra or duplicate row shows up
+    assert sorted(GPU_CATALOG) == sorted(REQUIRED_TYPES)
+
+
+@pytest.mark.parametrize(
+    ("name", "price"),
+    [
+        ("g4dn.xlarge", 0.526),
+        ("g5.xlarge", 1.006),
+        ("g6.xlarge", 0.8048),
+        ("g6e.xlarge", 1.861),
+        ("p3.2xlarge", 3.06),
+        ("p4d.24xlarge", 32.7726),
+        ("p4de.24xlarge", 40.9657),
+        ("p5.48xlarge", 98.32),
+    ],
+)
+def test_on_demand_prices_are_the_published_us_east_1_prices(name: str, price: float) -> None:
+    # Given a type whose us-east-1 Linux list price is well known
+    # When its catalog entry is read
+    info = instance_info(name)
+    # Then the price matches to the cent fraction AWS publishes
+    assert info.on_demand_usd_per_hour == price
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu_name", "gpus", "gpu_memory_gib"),
+    [
+        ("g4dn.xlarge", "t4", 1, 16),
+        ("g4dn.12xlarge", "t4", 4, 16),
+        ("g4dn.metal", "t4", 8, 16),
+        ("g5.16xlarge", "a10g", 1, 24),
+        ("g5.48xlarge", "a10g", 8, 24),
+        ("g6.24xlarge", "l4", 4, 24),
+        ("g6e.48xlarge", "l40s", 8, 48),
+        ("p3.8xlarge", "v100", 4, 16),
+        ("p3dn.24xlarge", "v100", 8, 32),
+        ("p4d.24xlarge", "a100", 8, 40),
+        ("p4de.24xlarge", "a100", 8, 80),
+        ("p5.48xlarge", "h100", 8, 80),
+        ("p5e.48xlarge", "h200", 8, 141),
+    ],
+)
+def test_gpu_shape_of_each_family(name: str, gpu_name: str, gpus: int, gpu_memory_gib: int) -> None:
+    # Given a type whose GPU configuration is documented by AWS
+    # When its catalog entry is read
+    info = instance_info(name)
+    # Then GPU model, count and per-GPU memory are right
+    assert (info.gpu_name, info.gpus, info.gpu_memory_gib) == (gpu_name, gpus, gpu_memory_gib)
+
+
+def test_every_entry_is_plausible() -> None:
+    # Given the manifest's accepted GPU names
+    known_gpus = set(get_args(GpuName))
+    for info in GPU_CATALOG.values():
+        # When each entry is checked
+        # Then its GPU is one the manifest accepts and its numbers are positive
+        assert info.gpu_name in known_gpus, info
+        assert info.gpus in (1, 4, 8), info
+        assert info.vcpus > 0, info
+        assert info.memory_gib > 0, info
+        assert info.on_demand_usd_per_hour > 0, info
+
+
+def test_every_manifest_gpu_name_has_a_type() -> None:
+    # Given the GPU names a manifest may ask for
+    # When the catalog's GPUs are collected
+    offered = {info.gpu_name for info in GPU_CATALOG.values()}
+    # Then each name can be satisfied by some type
+    assert offered == set(get_args(GpuName))
+
+
+def test_bigger_sizes_of_a_family_cost_more() -> None:
+    # Given single-GPU g5 sizes in increasing vCPU order
+    sizes = ["g5.xlarge", "g5.2xlarge", "g5.4xlarge", "g5.8xlarge", "g5.16xlarge"]
+    # When their prices are listed
+    prices = [instance_info(name).on_demand_usd_per_hour for name in sizes]
+    # Then they increase (a swapped row in the table would break this)
+    assert prices == sorted(prices)
+    assert len(set(prices)) == len(prices)
+
+
+def test_instance_info_names_an_unknown_type() -> None:
+    # Given a type that is not a GPU type spotrun knows
+    # When it is looked up
+    with pytest.raises(KeyError) as caught:
+        instance_info("m5.large")
+    # Then the error message names it
+    assert "m5.large" in caught.value.args[0]
+
+
+def test_catalog_and_entries_are_read_only() -> None:
+    # Given the shared catalog
+    info = instance_info("g5.xlarge")
+    # When someone tries to change it
+    # Then neither the mapping nor an entry can be modified
+    with pytest.raises(TypeError):
+        GPU_CATALOG["x.large"] = info  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.on_demand_usd_per_hour = 0.0  # type: ignore[misc]
+
+
+def test_family_is_the_part_before_the_dot() -> None:
+    # Given types of several families
+    # When their family is read
+    # Then it is the prefix, including multi-letter ones
+    assert instance_info("g4dn.metal").family == "g4dn"
+    assert instance_info("p3dn.24xlarge").family == "p3dn"
+    assert isinstance(instance_info("g5.xlarge"), InstanceTypeInfo)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Billing of one instance
+# ----------------------------------------------------------------------------------------------------
+
+
+def test_one_hour_costs_the_hourly_price() -> None:
+    # Given an instance at 1.2 USD/h for exactly one hour
+    # When it is priced
+    cost = usd_for(1.2, T0, T0 + timedelta(hours=1))
+    # Then it costs 1.2 USD
+    assert cost == pytest.approx(1.2)
+
+
+def test_billing_has_a_sixty_second_minimum() -> None:
+    # Given an instance that ran 10 seconds, and one that ran no time at all
+    # When they are priced at 3.6 USD/h (0.001 USD per second)
+    short = usd_for(3.6, T0, T0 + timedelta(seconds=10))
+    instant = usd_for(3.6, T0, T0)
+    # Then each is billed 60 seconds
+    assert BILLING_MINIMUM_SECONDS == 60
+    assert short == pytest.approx(0.06)
+    assert instant == pytest.approx(0.06)
+
+
+def test_billing_is_per_second_and_rounds_a_started_second_up() -> None:
+    # Given an instance that ran 90.2 seconds
+    # When its billable time is computed
+    seconds = billable_seconds(T0, T0 + timedelta(seconds=90.2))
+    # Then 91 seconds are billed, not 90 and not a whole minute block
+    assert seconds == 91
+    assert usd_for(3.6, T0, T0 + timedelta(seconds=90.2)) == pytest.approx(0.091)
+
+
+def test_times_in_different_zones_are_compared_as_instants() -> None:
+    # Given a start in UTC and an end written in UTC+2, one hour later in absolute time
+    end = (T0 + timedelta(hours=1)).astimezone(timezone(timedelta(hours=2)))
+    # When priced
+    cost = usd_for(2.0, T0, end)
+    # Then the offset does not change the duration
+    assert cost == pytest.approx(2.0)
+
+
+def test_naive_datetimes_are_refused() -> None:
+    # Given a naive start time
+    naive = datetime(2025, 3, 1, 12, 0, 0)  # naive on purpose
+    # When priced
+    # Then the caller is told to pass aware times, because a naive one would be read in local time
+    with pytest.raises(ValueError, match="timezone-aware"):
+        usd_for(1.0, naive, T0)
+
+
+def test_an_end_before_the_start_is_refused() -> None:
+    # Given an end one second before the start
+    # When priced
+    # Then it is an error rather than a negative or minimum charge
+    with pytest.raises(ValueError, match="before started_at"):
+        usd_for(1.0, T0, T0 - timedelta(seconds=1))
+
+
+def test_a_negative_price_is_refused() -> None:
+    # Given a negative price
+    # When priced
+    # Then it is an error
+    with pytest.raises(ValueError, match="negative"):
+        usd_for(-0.1, T0, T0 + timedelta(hours=1))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Cost of a job
+# ----------------------------------------------------------------------------------------------------
+
+
+def test_job_cost_of_one_spot_attempt() -> None:
+    # Given two hours on g5.xlarge spot at 0.30 USD/h (on demand: 1.006 USD/h)
+    attempts = [FrozenAttempt("g5.xlarge", 0.30, T0, T0 + timedelta(hours=2))]
+    # When the job is costed
+    report = job_cost(attempts)
+    # Then it cost 0.60, would have cost 2.012 on demand, a 70.2 % saving
+    assert report == CostReport(usd=0.6, on_demand_usd=2.012, savings_pct=70.2)
+
+
+def test_job_cost_sums_attempts_each_with_its_own_minimum() -> None:
+    # Given an attempt of 10 s (billed 60 s) and one of one hour, both on p3.2xlarge spot at 0.918 USD/h
+    attempts = [
+        FrozenAttempt("p3.2xlarge", 0.918, T0, T0 + timedelta(seconds=10)),
+        FrozenAttempt("p3.2xlarge", 0.918, T0 + timedelta(minutes=5), T0 + timedelta(hours=1, minutes=5)),
+    ]
+    # When the job is costed
+    report = job_cost(attempts)
+    # Then 3660 instance-seconds are billed on both sides
+    assert report.usd == round(0.918 * 3660 / 3600, 4)
+    assert report.on_demand_usd == round(3.06 * 3660 / 3600, 4)
+    assert report.savings_pct == 70.0
+
+
+def test_job_cost_of_a_running_attempt_goes_up_to_now() -> None:
+    # Given an attempt still running (no end) that started 30 minutes ago
+    attempts = [FrozenAttempt("g4dn.xlarge", 0.2, T0, None)]
+    # When the job is costed now
+    report = job_cost(attempts, now=T0 + timedelta(minutes=30))
+    # Then half an hour is billed
+    assert report.usd == 0.1
+    assert report.on_demand_usd == 0.263
+
+
+def test_job_cost_of_a_running_attempt_needs_now() -> None:
+    # Given an attempt still running
+    attempts = [FrozenAttempt("g4dn.xlarge", 0.2, T0, None)]
+    # When the job is costed without saying when "now" is
+    # Then the error says what is missing
+    with pytest.raises(ValueError, match="now="):
+        job_cost(attempts)
+
+
+def test_job_cost_of_an_on_demand_attempt_saves_nothing() -> None:
+    # Given an on-demand attempt, paid at the on-demand price
+    attempts = [
+        ModelAttempt(
+            instance_type="g6.xlarge",
+            price_per_hour=0.8048,
+            started_at=T0,
+            ended_at=T0 + timedelta(hours=3),
+            lifecycle="on-demand",
+        )
+    ]
+    # When the job is costed
+    report = job_cost(attempts)
+    # Then the saving is zero, not -0.0
+    assert report.usd == report.on_demand_usd == 2.4144
+    assert str(report.savings_pct) == "0.0"
+
+
+def test_job_cost_never_reports_minus_zero() -> None:
+    # Given a spot price a hair above on-demand (a -0.04 % saving, which rounds to -0.0)
+    attempts = [FrozenAttempt("g5.xlarge", 1.0064, T0, T0 + timedelta(hours=1))]
+    # When the job is costed
+    report = job_cost(attempts)
+    # Then the saving prints as 0.0, not -0.0
+    assert str(report.savings_pct) == "0.0"
+
+
+def test_job_cost_of_an_unknown_type_claims_no_saving() -> None:
+    # Given an attempt on a type missing from the catalog, so its on-demand price is unknown
+    attempts = [FrozenAttempt("g7e.2xlarge", 1.0, T0, T0 + timedelta(hours=1))]
+    # When the job is costed
+    report = job_cost(attempts)
+    # Then its own price stands in for on-demand: no invented saving
+    assert report == CostReport(usd=1.0, on_demand_usd=1.0, savings_pct=0.0)
+
+
+def test_job_cost_mixes_spot_and_on_demand_attempts() -> None:
+    # Given a spot hour at 0.5 on g5.xlarge, then an on-demand hour at 1.006 after fallback
+    attempts = [
+        ModelAttempt(
+            instance_type="g5.xlarge", price_per_hour=0.5, started_at=T0, ended_at=T0 + timedelta(hours=1)
+        ),
+        ModelAttempt(
+            instance_type="g5.xlarge",
+            price_per_hour=1.006,
+            started_at=T0 + timedelta(hours=1),
+            ended_at=T0 + timedelta(hours=2),
+            lifecycle="on-demand",
+        ),
+    ]
+    # When the job is costed
+    report = job_cost(attempts)
+    # Then the saving is over the whole job: 1 - 1.506 / 2.012
+    assert report == CostReport(usd=1.506, on_demand_usd=2.012, savings_pct=25.1)
+
+
+def test_job_cost_rounds_money_to_four_decimals() -> None:
+    # Given 61 seconds at 1 USD/h (0.016944... USD)
+    attempts = [FrozenAttempt("g5.xlarge", 1.0, T0, T0 + timedelta(seconds=61))]
+    # When the job is costed
+    report = job_cost(attempts)
+    # Then amounts carry four decimals and the percentage one
+    assert report.usd == 0.0169
+    assert report.on_demand_usd == round(1.006 * 61 / 3600, 4)
+    assert report.savings_pct == round((1 - 1.0 / 1.006) * 100, 1)
+
+
+def test_job_cost_of_no_attempt_is_zero() -> None:
+    # Given a job that never got an instance
+    # When it is costed
+    report = job_cost([])
+    # Then everything is zero and nothing divides by zero
+    assert report == CostReport(usd=0.0, on_demand_usd=0.0, savings_pct=0.0)
+
+
+def test_cost_report_is_immutable() -> None:
+    # Given a report
+    report = CostReport(usd=1.0, on_demand_usd=2.0, savings_pct=50.0)
+    # When a field is assigned
+    # Then pydantic refuses, so a stored report cannot drift
+    with pytest.raises(ValidationError):
+        report.usd = 0.5  # type: ignore[misc]
