@@ -202,15 +202,15 @@ def read_marker(s3: S3Client, bucket: str, job_id: str, step: int) -> CommitMark
     return CommitMarker.model_validate_json(response["Body"].read())
 
 
-def _upload_one(s3: S3Client, bucket: str, key: str, path: Path) -> CheckpointFile:
+def _upload_one(s3: S3Client, bucket: str, prefix: str, relative: str, path: Path) -> CheckpointFile:
     try:
         size = path.stat().st_size
         sha256 = file_sha256(path)
         # S3 computes and keeps a SHA-256 too, so staging can verify the object without the marker.
-        s3.upload_file(str(path), bucket, key, ExtraArgs={"ChecksumAlgorithm": "SHA256"})
+        s3.upload_file(str(path), bucket, prefix + relative, ExtraArgs={"ChecksumAlgorithm": "SHA256"})
     except FileNotFoundError as exc:
         raise CheckpointVanishedError(str(path)) from exc
-    return CheckpointFile(path="", size=size, sha256=sha256)
+    return CheckpointFile(path=relative, size=size, sha256=sha256)
 
 
 def upload_checkpoint(
@@ -254,17 +254,16 @@ def upload_checkpoint(
     """
     prefix = layout.checkpoint_prefix(job_id, step)
     marker_key = layout.commit_marker_key(job_id, step)
-    # Re-uploading a step: withdraw the old marker first, so the prefix never looks committed while mixed.
-    s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": marker_key}], "Quiet": True})
+    # Re-uploading a committed step: withdraw its marker first, so the prefix never looks committed while it
+    # mixes old and new files. (Listing first avoids a delete marker per upload in a versioned bucket.)
+    if any(key == marker_key for key, _ in iter_objects(s3, bucket, prefix)):
+        _delete_keys(s3, bucket, [marker_key])
     files = local_files(directory)
     if not files and not directory.is_dir():
         raise CheckpointVanishedError(str(directory))
     with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="ckpt-up") as pool:
-        futures = {
-            relative: pool.submit(_upload_one, s3, bucket, prefix + relative, path)
-            for relative, path in files
-        }
-        listed = [futures[relative].result().model_copy(update={"path": relative}) for relative, _ in files]
+        futures = [pool.submit(_upload_one, s3, bucket, prefix, relative, path) for relative, path in files]
+        listed = [future.result() for future in futures]
     marker = CommitMarker(
         job_id=job_id,
         step=step,

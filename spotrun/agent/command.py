@@ -34,7 +34,15 @@ class AgentCommand(BaseModel):
     jobs_bucket: str
     manifest: JobManifest
     heartbeat_seconds: float = Field(gt=0, description="How often the agent sends SendTaskHeartbeat.")
-    poll_seconds: float = Field(gt=0, description="How often the agent polls IMDS and the checkpoint directory.")
+    poll_seconds: float = Field(
+        gt=0, description="How often the agent polls IMDS and the checkpoint directory."
+    )
+    max_runtime_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Time limit of the train step; overrides manifest.training.max_runtime_minutes when set "
+        "(the emulator passes the time-scaled value).",
+    )
 
 
 class StageResult(BaseModel):

@@ -1,0 +1,13 @@
+"""The spotrun agent: runs on the GPU instance, one step of one attempt at a time.
+
+``spotrun-agent run --command-uri s3://<jobs bucket>/<key>`` (or ``python -m spotrun.agent run ...``) reads an
+:class:`~spotrun.agent.command.AgentCommand` from S3 and runs its step:
+
+- ``stage`` (:mod:`spotrun.agent.stage`): copy the inputs and the code to the NVMe, verified, and restore the
+  job's latest committed checkpoint;
+- ``train`` (:mod:`spotrun.agent.train`): run the training command under the checkpoint contract, upload its
+  checkpoints as they appear, watch IMDS for a spot notice, and upload the outputs when it succeeds.
+
+Either way it heartbeats the workflow's task while it works and answers it once, with ``SendTaskSuccess`` or
+``SendTaskFailure`` (:mod:`spotrun.agent.reporter`).
+"""

@@ -1,0 +1,86 @@
+"""Command line of the agent: ``spotrun-agent run --command-uri s3://bucket/key``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+from spotrun.agent.imds import ImdsClient
+from spotrun.agent.notices import Notice
+from spotrun.agent.runner import (
+    EXIT_BAD_COMMAND,
+    AgentSettings,
+    aws_client,
+    bootstrap_region,
+    build_context,
+    execute,
+    load_command,
+)
+
+logger = logging.getLogger("spotrun.agent")
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Plain, timestamped lines on stderr (SSM Run Command and the emulator capture them)."""
+    handler = logging.StreamHandler(sys.stderr)
+    formatter = logging.Formatter("%(asctime)sZ %(levelname)s %(name)s [%(threadName)s] %(message)s")
+    formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # botocore at DEBUG would print request bodies, and the task token travels in them; at INFO it only
+    # chatters about where it found credentials.
+    for noisy in ("botocore", "boto3", "urllib3", "s3transfer"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse the command line."""
+    parser = argparse.ArgumentParser(prog="spotrun-agent", description="The spotrun instance agent.")
+    commands = parser.add_subparsers(dest="action", required=True)
+    run = commands.add_parser("run", help="Run the step described by an AgentCommand document in S3.")
+    run.add_argument("--command-uri", required=True, help="s3://bucket/key of the AgentCommand JSON.")
+    run.add_argument("--log-level", default=os.environ.get("SPOTRUN_AGENT_LOG_LEVEL", "INFO"))
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``spotrun-agent``; returns the process exit status.
+
+    Exit status: 0 the step's result was reported; 1 it could not be reported; 2 the command document could
+    not be read (nothing can be reported without its task token); 3 the workflow had abandoned the task.
+    """
+    args = parse_args(argv)
+    configure_logging(args.log_level)
+    settings = AgentSettings.from_env()
+    environ = dict(os.environ)
+    try:
+        region = bootstrap_region(environ, ImdsClient(settings.imds_endpoint, timeout=0.5))
+        command = load_command(aws_client("s3", region), args.command_uri)
+    except Exception as exc:
+        logger.error("cannot read the agent command at %s: %s", args.command_uri, exc)
+        return EXIT_BAD_COMMAND
+    ctx = build_context(command, settings, environ)
+
+    def on_termination(signum: int, frame: FrameType | None) -> None:
+        # The instance is shutting down (or the agent is being stopped): handle it as an interruption notice,
+        # so the training command checkpoints and the workflow hears Spot.Interrupted rather than nothing.
+        ctx.watcher.interrupt(Notice("interruption", f"agent received {signal.Signals(signum).name}"))
+
+    previous = {signum: signal.signal(signum, on_termination) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return execute(command, ctx)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

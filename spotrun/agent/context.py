@@ -1,0 +1,71 @@
+"""What a step needs from the outside world, and what it produces for the workflow."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from spotrun.agent.command import FailureCause
+from spotrun.agent.notices import NoticeWatcher
+from spotrun.agent.reporter import WorkflowReporter
+from spotrun.staging import DEFAULT_WORKERS
+
+
+@dataclass
+class StepContext:
+    """The ports and settings of one agent step.
+
+    Parameters
+    ----------
+    s3
+        A boto3 S3 client (or a fake with the same methods).
+    reporter
+        Where the step's result goes.
+    nvme_root
+        Root of the instance-store volume (``SPOTRUN_NVME_ROOT``).
+    base_env
+        The environment the training command inherits (the agent's own, normally).
+    watcher
+        Holds (and, during training, polls for) the interruption notice.
+    abandoned
+        Set when the workflow stopped waiting for the task (a heartbeat was refused).
+    workers
+        Files copied at once when staging and uploading.
+    """
+
+    s3: Any
+    reporter: WorkflowReporter
+    nvme_root: Path
+    base_env: Mapping[str, str]
+    watcher: NoticeWatcher
+    abandoned: threading.Event = field(default_factory=threading.Event)
+    workers: int = DEFAULT_WORKERS
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """The answer a step sends to the workflow: an output, a failure, or nothing (the task was abandoned)."""
+
+    output: BaseModel | None = None
+    error: str | None = None
+    cause: FailureCause | None = None
+
+    @classmethod
+    def succeeded(cls, output: BaseModel) -> StepReport:
+        """A success with ``output``."""
+        return cls(output=output)
+
+    @classmethod
+    def failed(cls, error: str, cause: FailureCause) -> StepReport:
+        """A failure named ``error``."""
+        return cls(error=error, cause=cause)
+
+    @property
+    def abandoned(self) -> bool:
+        """True when there is nothing to report."""
+        return self.output is None and self.error is None

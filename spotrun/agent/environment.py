@@ -1,0 +1,83 @@
+"""The training command's environment: the checkpoint contract, and ``spotrun.training`` on its path."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from spotrun import layout, training
+from spotrun.agent.command import AgentCommand
+
+# The stdlib-only modules a training script may import; copied so that any interpreter finds them.
+_RUNTIME_MODULES = ("layout.py", "training.py")
+_RUNTIME_INIT = '"""spotrun\'s checkpoint contract, as seen by a training script (copied by the agent)."""\n'
+
+
+def install_runtime(runtime_dir: Path) -> Path:
+    """Copy ``spotrun.training`` (and ``spotrun.layout``, which it imports) into ``runtime_dir/spotrun``.
+
+    The training command often runs another interpreter than the agent (a conda env of the Deep Learning AMI,
+    say), where spotrun is not installed. Putting only these stdlib-only modules on its ``PYTHONPATH`` lets
+    ``from spotrun import training`` work there without exposing the agent's own dependencies.
+
+    Parameters
+    ----------
+    runtime_dir
+        The directory to put on ``PYTHONPATH``.
+
+    Returns
+    -------
+    Path
+        ``runtime_dir``.
+    """
+    package = runtime_dir / "spotrun"
+    package.mkdir(parents=True, exist_ok=True)
+    source = Path(training.__file__).parent
+    (package / "__init__.py").write_text(_RUNTIME_INIT)
+    for name in _RUNTIME_MODULES:
+        (package / name).write_bytes((source / name).read_bytes())
+    return runtime_dir
+
+
+def child_environment(
+    command: AgentCommand, job_layout: layout.NvmeLayout, base_env: Mapping[str, str]
+) -> dict[str, str]:
+    """The environment of the training command.
+
+    Parameters
+    ----------
+    command
+        The train command.
+    job_layout
+        The job's NVMe directories.
+    base_env
+        Inherited variables (the agent's environment).
+
+    Returns
+    -------
+    dict[str, str]
+        ``base_env``, then the manifest's ``training.env``, then the ``SPOTRUN_*`` contract (which wins), with
+        the runtime directory first on ``PYTHONPATH``.
+    """
+    manifest = command.manifest
+    env = dict(base_env)
+    env.update(manifest.training.env)
+    env.update(
+        {
+            training.ENV_JOB_ID: command.job_id,
+            training.ENV_ATTEMPT: str(command.attempt),
+            training.ENV_DATA_DIR: str(job_layout.data_dir),
+            training.ENV_CODE_DIR: str(job_layout.code_dir),
+            training.ENV_CHECKPOINT_DIR: str(job_layout.checkpoint_dir),
+            training.ENV_OUTPUT_DIR: str(job_layout.output_dir),
+            training.ENV_CHECKPOINT_INTERVAL_STEPS: str(manifest.training.checkpoint.interval_steps),
+            training.ENV_CHECKPOINT_SIGNAL: manifest.training.checkpoint.signal,
+            training.ENV_MODEL: manifest.outputs.model,
+        }
+    )
+    existing = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = os.pathsep.join([str(job_layout.runtime_dir), *([existing] if existing else [])])
+    # Unbuffered output: the log (and its tail in a failure report) must hold the last lines printed.
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env

@@ -1,0 +1,130 @@
+"""Upload of a finished job's output directory and log, and the model's digest."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from spotrun import layout
+from spotrun.agent.command import OutputObject
+from spotrun.agent.digest import tree_digest
+from spotrun.checkpoints import file_sha256, local_files
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelLocation:
+    """Where the model went and its digest."""
+
+    key: str  # the file's key, or the directory's prefix ending with "/"
+    sha256: str
+
+
+class ModelMissingError(RuntimeError):
+    """The command exited 0 without writing the manifest's outputs.model."""
+
+
+def _upload(s3: Any, bucket: str, key: str, path: Path) -> OutputObject:
+    sha256 = file_sha256(path)
+    s3.upload_file(str(path), bucket, key, ExtraArgs={"ChecksumAlgorithm": "SHA256"})
+    return OutputObject(key=key, size=path.stat().st_size, sha256=sha256)
+
+
+def upload_outputs(
+    s3: Any, bucket: str, job_id: str, output_dir: Path, *, workers: int = 8
+) -> list[OutputObject]:
+    """Upload every file of ``output_dir`` under :func:`spotrun.layout.output_prefix`.
+
+    Parameters
+    ----------
+    s3
+        A boto3 S3 client.
+    bucket
+        The jobs bucket.
+    job_id
+        The job.
+    output_dir
+        The local output directory.
+    workers
+        Files uploaded at once.
+
+    Returns
+    -------
+    list[OutputObject]
+        One per file, sorted by key.
+    """
+    prefix = layout.output_prefix(job_id)
+    files = local_files(output_dir)
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="output-up") as pool:
+        futures = [pool.submit(_upload, s3, bucket, prefix + relative, path) for relative, path in files]
+        return sorted((future.result() for future in futures), key=lambda item: item.key)
+
+
+def locate_model(job_id: str, model: str, outputs: list[OutputObject]) -> ModelLocation:
+    """Find the model among the uploaded outputs and compute its digest from theirs.
+
+    Parameters
+    ----------
+    job_id
+        The job.
+    model
+        The manifest's ``outputs.model``, relative to the output directory.
+    outputs
+        What :func:`upload_outputs` returned.
+
+    Returns
+    -------
+    ModelLocation
+        A file model: its key and SHA-256. A directory model: its prefix and the digest of
+        :func:`spotrun.agent.digest.tree_digest` over its files.
+
+    Raises
+    ------
+    ModelMissingError
+        When no uploaded file is the model or lies below it.
+    """
+    relative = PurePosixPath(model).as_posix().rstrip("/")
+    file_key = layout.output_prefix(job_id) + relative
+    by_key = {item.key: item for item in outputs}
+    if file_key in by_key:
+        return ModelLocation(file_key, by_key[file_key].sha256)
+    directory = file_key + "/"
+    below = {
+        item.key.removeprefix(directory): item.sha256 for item in outputs if item.key.startswith(directory)
+    }
+    if not below:
+        raise ModelMissingError(
+            f"the command exited 0 but wrote no outputs.model ({model!r}) in SPOTRUN_OUTPUT_DIR"
+        )
+    return ModelLocation(directory, tree_digest(below))
+
+
+def upload_log(s3: Any, bucket: str, job_id: str, attempt: int, path: Path) -> str | None:
+    """Upload the attempt's training log; returns its key, or None if it could not be uploaded."""
+    key = layout.log_key(job_id, attempt)
+    try:
+        s3.upload_file(str(path), bucket, key, ExtraArgs={"ContentType": "text/plain; charset=utf-8"})
+    except Exception as exc:  # the log helps a human; losing it must not change what is reported
+        logger.warning("could not upload the training log: %s", exc)
+        return None
+    return key
+
+
+def log_tail(path: Path, *, max_lines: int = 40, max_bytes: int = 4096) -> str:
+    """The end of a log: at most ``max_lines`` lines and ``max_bytes`` bytes, decoded leniently."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read()
+    except FileNotFoundError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    if size > max_bytes:
+        text = text.split("\n", 1)[-1]  # drop the line cut in the middle
+    return "\n".join(text.splitlines()[-max_lines:])

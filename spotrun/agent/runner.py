@@ -1,0 +1,168 @@
+"""Runs one agent step end to end: heartbeats around it, then exactly one report to the workflow."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spotrun.agent.command import STAGING_FAILED, TRAINING_FAILED, AgentCommand, FailureCause
+from spotrun.agent.context import StepContext, StepReport
+from spotrun.agent.imds import DEFAULT_ENDPOINT, ImdsClient
+from spotrun.agent.notices import ImdsNotices, NoticeWatcher
+from spotrun.agent.periodic import Ticker
+from spotrun.agent.reporter import ReportError, StepFunctionsReporter, TaskAbandonedError, WorkflowReporter
+from spotrun.agent.stage import run_stage
+from spotrun.agent.train import run_train
+from spotrun.manifest import split_s3_uri
+from spotrun.staging import DEFAULT_WORKERS
+
+logger = logging.getLogger(__name__)
+
+EXIT_REPORTED = 0
+EXIT_REPORT_FAILED = 1
+EXIT_BAD_COMMAND = 2
+EXIT_ABANDONED = 3
+
+STEPS: dict[str, Callable[[AgentCommand, StepContext], StepReport]] = {"stage": run_stage, "train": run_train}
+STEP_ERRORS = {"stage": STAGING_FAILED, "train": TRAINING_FAILED}
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """The agent's own configuration, from its environment.
+
+    Attributes
+    ----------
+    nvme_root
+        ``SPOTRUN_NVME_ROOT``, default ``/mnt/nvme``.
+    imds_endpoint
+        ``SPOTRUN_IMDS_ENDPOINT``, default ``http://169.254.169.254``.
+    workers
+        ``SPOTRUN_AGENT_WORKERS``: files copied at once, default 16.
+    """
+
+    nvme_root: Path = Path("/mnt/nvme")
+    imds_endpoint: str = DEFAULT_ENDPOINT
+    workers: int = DEFAULT_WORKERS
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentSettings:
+        """Read the settings from ``environ`` (``os.environ`` when omitted)."""
+        env = os.environ if environ is None else environ
+        return cls(
+            nvme_root=Path(env.get("SPOTRUN_NVME_ROOT") or "/mnt/nvme"),
+            imds_endpoint=env.get("SPOTRUN_IMDS_ENDPOINT") or DEFAULT_ENDPOINT,
+            workers=int(env.get("SPOTRUN_AGENT_WORKERS") or DEFAULT_WORKERS),
+        )
+
+
+def execute(command: AgentCommand, ctx: StepContext) -> int:
+    """Run ``command`` with heartbeats every ``command.heartbeat_seconds``, then report its result once.
+
+    Parameters
+    ----------
+    command
+        The step to run.
+    ctx
+        Its ports.
+
+    Returns
+    -------
+    int
+        :data:`EXIT_REPORTED`, :data:`EXIT_REPORT_FAILED` or :data:`EXIT_ABANDONED`.
+    """
+
+    def beat() -> bool:
+        try:
+            ctx.reporter.heartbeat()
+        except TaskAbandonedError as exc:
+            logger.warning("the workflow no longer waits for this task (%s)", exc)
+            ctx.abandoned.set()
+            return False
+        except ReportError as exc:
+            logger.warning("heartbeat not delivered: %s", exc)
+        return True
+
+    logger.info("step %s of job %s, attempt %d", command.step, command.job_id, command.attempt)
+    with Ticker(command.heartbeat_seconds, beat, "heartbeat"):
+        try:
+            report = STEPS[command.step](command, ctx)
+        except Exception as exc:
+            logger.exception("step %s failed", command.step)
+            report = StepReport.failed(
+                STEP_ERRORS[command.step], FailureCause(message=f"{type(exc).__name__}: {exc}")
+            )
+    return send_report(report, ctx.reporter)
+
+
+def send_report(report: StepReport, reporter: WorkflowReporter) -> int:
+    """Send a step's report; returns the agent's exit status."""
+    if report.abandoned:
+        logger.warning("nothing reported: the task was abandoned")
+        return EXIT_ABANDONED
+    try:
+        if report.output is not None:
+            reporter.succeed(report.output)
+            logger.info("reported success")
+        else:
+            assert report.error is not None
+            assert report.cause is not None
+            reporter.fail(report.error, report.cause)
+            logger.info("reported %s: %s", report.error, report.cause.message)
+    except TaskAbandonedError as exc:
+        logger.warning("report refused, the workflow no longer waits for this task: %s", exc)
+        return EXIT_ABANDONED
+    except ReportError as exc:
+        logger.error("could not report to the workflow: %s", exc)
+        return EXIT_REPORT_FAILED
+    return EXIT_REPORTED
+
+
+def aws_client(service: str, region: str) -> Any:
+    """A boto3 client with a connection pool sized for parallel transfers and patient retries.
+
+    Created per call (never at import), from its own session, so that it can be shared between threads.
+    ``AWS_ENDPOINT_URL`` in the environment (the emulator) is honoured by boto3 itself.
+    """
+    import boto3
+    from botocore.config import Config
+
+    config = Config(max_pool_connections=64, retries={"mode": "standard", "max_attempts": 8})
+    # Typed Any on purpose: with boto3-stubs installed, client() only accepts literal service names.
+    session: Any = boto3.session.Session(region_name=region)
+    return session.client(service, config=config)
+
+
+def load_command(s3: Any, command_uri: str) -> AgentCommand:
+    """Read and validate the :class:`AgentCommand` document at ``s3://bucket/key``."""
+    bucket, key = split_s3_uri(command_uri)
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    return AgentCommand.model_validate_json(body)
+
+
+def bootstrap_region(environ: Mapping[str, str], imds: ImdsClient) -> str:
+    """Region used to read the command document: ``AWS_REGION``, ``AWS_DEFAULT_REGION``, IMDS, us-east-1."""
+    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+    if region:
+        return region
+    try:
+        return imds.region()
+    except Exception:  # off EC2 without a region set: S3 redirects a wrong guess anyway
+        return "us-east-1"
+
+
+def build_context(command: AgentCommand, settings: AgentSettings, environ: Mapping[str, str]) -> StepContext:
+    """The production ports for ``command``: boto3 clients in its region, and the IMDS notice source."""
+    notices = ImdsNotices(ImdsClient(settings.imds_endpoint))
+    return StepContext(
+        s3=aws_client("s3", command.region),
+        reporter=StepFunctionsReporter(aws_client("stepfunctions", command.region), command.task_token),
+        nvme_root=settings.nvme_root,
+        base_env=dict(environ),
+        watcher=NoticeWatcher(notices, command.poll_seconds),
+        workers=settings.workers,
+    )

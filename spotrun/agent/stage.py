@@ -1,0 +1,110 @@
+"""The ``stage`` step: copy the job's inputs, code and latest committed checkpoint onto the NVMe."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from spotrun import layout
+from spotrun.agent.command import AgentCommand, StageResult
+from spotrun.agent.context import StepContext, StepReport
+from spotrun.checkpoints import RestoredCheckpoint, download_checkpoint, latest_committed
+from spotrun.staging import StageItem, plan_input, stage
+
+logger = logging.getLogger(__name__)
+
+
+def plan_job_inputs(
+    command: AgentCommand, ctx: StepContext, job_layout: layout.NvmeLayout
+) -> list[StageItem]:
+    """List every file of the manifest's ``data.inputs`` and ``training.code``.
+
+    Parameters
+    ----------
+    command
+        The stage command.
+    ctx
+        The step's ports.
+    job_layout
+        The job's NVMe directories (created).
+
+    Returns
+    -------
+    list[StageItem]
+        Data inputs under ``data_dir/<destination>``, code under ``code_dir``.
+    """
+    manifest = command.manifest
+    items: list[StageItem] = []
+    for data_input in manifest.data.inputs:
+        destination = job_layout.data_dir / data_input.destination
+        if data_input.destination.endswith("/"):
+            destination.mkdir(
+                parents=True, exist_ok=True
+            )  # "dir/" receives a single object under its own name
+        items.extend(plan_input(ctx.s3, data_input.source, destination))
+    code = manifest.training.code
+    if code is not None:
+        # training.code is always a prefix; a missing trailing "/" must not turn it into one object.
+        items.extend(plan_input(ctx.s3, code if code.endswith("/") else code + "/", job_layout.code_dir))
+    return items
+
+
+def restore_checkpoint(
+    command: AgentCommand, ctx: StepContext, job_layout: layout.NvmeLayout
+) -> RestoredCheckpoint | None:
+    """Put the job's latest committed checkpoint into the checkpoint directory, unless it is already there.
+
+    Returns
+    -------
+    RestoredCheckpoint or None
+        What was restored (``files == 0`` when a local copy already held that step), or None without one.
+    """
+    latest = latest_committed(ctx.s3, command.jobs_bucket, command.job_id)
+    if latest is None:
+        return None
+    local = layout.local_checkpoints(job_layout.checkpoint_dir)
+    if local and local[-1][0] >= latest.step:
+        # This instance already holds it (a second stage of the same attempt): nothing to copy.
+        return RestoredCheckpoint(step=latest.step, prefix=latest.prefix, path=local[-1][1], files=0, bytes=0)
+    return download_checkpoint(
+        ctx.s3,
+        command.jobs_bucket,
+        command.job_id,
+        latest.step,
+        job_layout.checkpoint_dir,
+        max_workers=ctx.workers,
+    )
+
+
+def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
+    """Stage inputs and code, verified, and restore the latest committed checkpoint.
+
+    Parameters
+    ----------
+    command
+        A ``stage`` command.
+    ctx
+        The step's ports.
+
+    Returns
+    -------
+    StepReport
+        A :class:`StageResult`. Failures raise, and the runner reports them as ``Staging.Failed``.
+    """
+    started = time.monotonic()
+    job_layout = layout.NvmeLayout(ctx.nvme_root, command.job_id)
+    job_layout.create()
+    items = plan_job_inputs(command, ctx, job_layout)
+    logger.info("staging %d files for job %s", len(items), command.job_id)
+    report = stage(ctx.s3, items, max_workers=ctx.workers)
+    restored = restore_checkpoint(command, ctx, job_layout)
+    if restored is not None:
+        logger.info("restored checkpoint step %d (%d files)", restored.step, restored.files)
+    result = StageResult(
+        files=report.files + (restored.files if restored else 0),
+        bytes=report.bytes + (restored.bytes if restored else 0),
+        seconds=round(time.monotonic() - started, 3),
+        checkpoint_restored=restored.prefix if restored else None,
+        restored_step=restored.step if restored else None,
+    )
+    return StepReport.succeeded(result)

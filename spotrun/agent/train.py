@@ -1,0 +1,160 @@
+"""The ``train`` step: run the user's command under the checkpoint contract and report how it ended."""
+
+from __future__ import annotations
+
+import logging
+import signal
+
+from spotrun import layout
+from spotrun.agent.command import (
+    SPOT_INTERRUPTED,
+    TRAINING_FAILED,
+    AgentCommand,
+    FailureCause,
+    TrainResult,
+)
+from spotrun.agent.context import StepContext, StepReport
+from spotrun.agent.environment import child_environment, install_runtime
+from spotrun.agent.notices import Notice
+from spotrun.agent.outputs import ModelMissingError, locate_model, log_tail, upload_log, upload_outputs
+from spotrun.agent.periodic import Ticker
+from spotrun.agent.supervisor import TrainingSupervisor, TrainOutcome, describe_exit
+from spotrun.agent.sync import CheckpointSyncer
+from spotrun.checkpoints import CommittedCheckpoint, latest_committed
+
+logger = logging.getLogger(__name__)
+
+
+def max_runtime_seconds(command: AgentCommand) -> float:
+    """The time limit of the step: the command's override, else the manifest's ``max_runtime_minutes``."""
+    if command.max_runtime_seconds is not None:
+        return command.max_runtime_seconds
+    return command.manifest.training.max_runtime_minutes * 60.0
+
+
+def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
+    """Run the training command until it succeeds, fails, runs out of time or is interrupted.
+
+    Checkpoints are uploaded every ``command.poll_seconds`` while it runs, and once more when it ends. The
+    interruption notice comes from ``ctx.watcher`` (IMDS, or the agent's own SIGTERM): the command then gets
+    the manifest's checkpoint signal, and its last checkpoint is committed before ``Spot.Interrupted`` is
+    reported.
+
+    Parameters
+    ----------
+    command
+        A ``train`` command.
+    ctx
+        The step's ports.
+
+    Returns
+    -------
+    StepReport
+        TrainResult on success; ``Training.Failed`` or ``Spot.Interrupted``; nothing when abandoned.
+    """
+    manifest = command.manifest
+    job_layout = layout.NvmeLayout(ctx.nvme_root, command.job_id)
+    job_layout.create()
+    install_runtime(job_layout.runtime_dir)
+    log_path = job_layout.log_file(command.attempt)
+    syncer = CheckpointSyncer(
+        ctx.s3,
+        command.jobs_bucket,
+        command.job_id,
+        command.attempt,
+        job_layout.checkpoint_dir,
+        manifest.training.checkpoint.keep_last,
+        committed=_already_committed(ctx, command),
+    )
+    supervisor = TrainingSupervisor(
+        manifest.training.command,
+        job_layout.code_dir,
+        child_environment(command, job_layout, ctx.base_env),
+        log_path,
+        restarts=manifest.training.restarts_on_error,
+        max_runtime_seconds=max_runtime_seconds(command),
+        checkpoint_signal=signal.Signals[manifest.training.checkpoint.signal],
+        interruption=ctx.watcher.interruption,
+        abandoned=ctx.abandoned.is_set,
+        tick_seconds=min(0.2, command.poll_seconds),
+    )
+    sync_ticker = Ticker(command.poll_seconds, syncer.sync_quietly, "checkpoint-sync", immediately=False)
+
+    def on_rebalance(notice: Notice) -> None:
+        sync_ticker.trigger()  # interruption risk is up: get the newest checkpoint out now
+
+    ctx.watcher.on_rebalance = on_rebalance
+    logger.info("training job %s attempt %d: %s", command.job_id, command.attempt, manifest.training.command)
+    with sync_ticker, ctx.watcher:
+        outcome = supervisor.run()
+    logger.info("training ended: %s (%s)", outcome.kind, outcome.message)
+    # Whatever the outcome, the newest local checkpoint is worth committing: the next attempt resumes it.
+    syncer.sync_quietly()
+    log_key = upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)
+    if outcome.kind == "abandoned":
+        return StepReport()
+    if outcome.kind == "completed":
+        return _completed(command, ctx, outcome, syncer.last_committed, log_key, job_layout)
+    cause = FailureCause(
+        message=outcome.message,
+        exit_code=outcome.exit_code,
+        log_tail=log_tail(log_path),
+        log_key=log_key,
+    )
+    if outcome.kind == "interrupted":
+        return _interrupted(outcome, cause, syncer.last_committed)
+    return StepReport.failed(TRAINING_FAILED, cause)
+
+
+def _already_committed(ctx: StepContext, command: AgentCommand) -> CommittedCheckpoint | None:
+    try:
+        return latest_committed(ctx.s3, command.jobs_bucket, command.job_id)
+    except Exception as exc:  # not knowing only costs one redundant upload
+        logger.warning("could not list committed checkpoints: %s", exc)
+        return None
+
+
+def _completed(
+    command: AgentCommand,
+    ctx: StepContext,
+    outcome: TrainOutcome,
+    committed: CommittedCheckpoint | None,
+    log_key: str | None,
+    job_layout: layout.NvmeLayout,
+) -> StepReport:
+    outputs = upload_outputs(
+        ctx.s3, command.jobs_bucket, command.job_id, job_layout.output_dir, workers=ctx.workers
+    )
+    try:
+        model = locate_model(command.job_id, command.manifest.outputs.model, outputs)
+    except ModelMissingError as exc:
+        cause = FailureCause(
+            message=str(exc),
+            exit_code=0,
+            log_tail=log_tail(job_layout.log_file(command.attempt)),
+            log_key=log_key,
+        )
+        return StepReport.failed(TRAINING_FAILED, cause)
+    result = TrainResult(
+        exit_code=0,
+        seconds=round(outcome.seconds, 3),
+        last_checkpoint_step=committed.step if committed else None,
+        outputs=outputs,
+        model_key=model.key,
+        model_sha256=model.sha256,
+        log_key=log_key or layout.log_key(command.job_id, command.attempt),
+    )
+    return StepReport.succeeded(result)
+
+
+def _interrupted(
+    outcome: TrainOutcome, cause: FailureCause, committed: CommittedCheckpoint | None
+) -> StepReport:
+    saved = f"checkpoint step {committed.step} committed" if committed else "no checkpoint committed"
+    message = f"{outcome.message}; the command stopped ({describe_exit(outcome.exit_code)}); {saved}"
+    update = {
+        "message": message,
+        "checkpoint": committed.prefix if committed else None,
+        "checkpoint_step": committed.step if committed else None,
+    }
+    return StepReport.failed(SPOT_INTERRUPTED, cause.model_copy(update=update))
