@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench clean synth
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy spotrun functions
+
+## synth: write the CloudFormation template of the CDK app to cdk.out (offline; no AWS account, no Docker)
+synth: $(STAMP)
+	CDK_HOME=$(CURDIR)/.cache/cdk $(BIN)/python -m infra.app
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -38,5 +38,7 @@ def handler(event: ReleaseRequest, context: LambdaContext) -> dict[str, Any]:
         compute=Ec2Compute(settings.region),
         now=utc_now(),
     )
-    logger.info("capacity released", extra={"job_id": event.job_id, "instances": terminated, "reason": event.reason})
+    logger.info(
+        "capacity released", extra={"job_id": event.job_id, "instances": terminated, "reason": event.reason}
+    )
     return {"terminated": terminated}

@@ -93,6 +93,8 @@ def archive_model(
     update_job(
         store,
         job_id,
-        lambda current: current.model_copy(update={"archive": archived, "model_sha256": trained.model_sha256}),
+        lambda current: current.model_copy(
+            update={"archive": archived, "model_sha256": trained.model_sha256}
+        ),
     )
     return archived

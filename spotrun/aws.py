@@ -142,7 +142,9 @@ class StepFunctionsWorkflows:
 
     def start(self, state_machine_arn: str, name: str, payload: dict[str, Any]) -> str:
         try:
-            answer = self._sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload))
+            answer = self._sfn.start_execution(
+                stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload)
+            )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ExecutionAlreadyExists":
                 raise

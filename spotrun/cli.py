@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -44,36 +45,73 @@ def validate(file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, r
 
 @app.command()
 def demo(
-    as_json: Annotated[bool, typer.Option("--json", help="Print the final job record as JSON on the last line.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the final job record as JSON on the last line.")
+    ] = False,
     workdir: Annotated[
-        Path | None, typer.Option(help="Keep the emulator's files (instances, logs) here instead of a temp dir.")
-    ] = None,
+        Path, typer.Option(help="Where the emulator keeps its files (instances, logs); emptied first.")
+    ] = Path(".spotrun/demo"),
 ) -> None:
     """Run the example job end to end in the embedded AWS emulator (no AWS account needed)."""
-    from spotrun.demo import EXAMPLE_DIR, drop_manifest, local_runtime, upload_example, wait_for_job
+    from spotrun.demo import (
+        EXAMPLE_DIR,
+        control_plane_logs,
+        drop_manifest,
+        local_runtime,
+        upload_example,
+        wait_for_job,
+    )
     from spotrun.job import Job, utc_now
     from spotrun.summary import final_summary, job_record, status_text
 
-    console = Console(stderr=as_json)
-    with local_runtime(workdir) as runtime:
-        console.print(f"[bold]spotrun demo[/bold]: AWS emulator on {runtime.endpoint_url}, time scale {runtime.time_scale}")
+    workdir = workdir.resolve()
+    shutil.rmtree(workdir, ignore_errors=True)
+    out = sys.stderr if as_json else sys.stdout
+    # Wide enough for the summary tables when the output is a file or a pipe; a terminal keeps its own width.
+    console = Console(file=out, width=None if out.isatty() else 120)
+    with local_runtime(workdir) as runtime, control_plane_logs(runtime.workdir / "control-plane.log"):
+        console.print(
+            f"[bold]spotrun demo[/bold]: AWS emulator on {runtime.endpoint_url}, time scale {runtime.time_scale}"
+        )
         upload_example(runtime)
         manifest = (EXAMPLE_DIR / "manifest.yaml").read_bytes()
         submitted = drop_manifest(runtime, manifest, "tiny-regression.yaml")
-        console.print(f"manifest dropped at s3://{runtime.settings.jobs_bucket}/{submitted.key} -> job {submitted.job_id}")
+        console.print(
+            f"manifest dropped at s3://{runtime.settings.jobs_bucket}/{submitted.key} -> job {submitted.job_id}"
+        )
 
         spinner = Spinner("dots", text="waiting for the S3 event to start the workflow")
-        with Live(spinner, console=console, refresh_per_second=10, transient=True) as live:
+        printed = 0
+        live_view = Live(
+            spinner,
+            console=console,
+            refresh_per_second=10,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        with live_view as live:
 
             def show(job: Job) -> None:
+                nonlocal printed
+                for change in job.timeline[printed:]:
+                    live.console.print(
+                        Text.assemble("  ", status_text(change.status), f"  {change.detail or ''}")
+                    )
+                printed = len(job.timeline)
                 attempt = job.current_attempt
-                where = f" on {attempt.instance_type} ({attempt.lifecycle}) in {attempt.availability_zone}" if attempt else ""
+                where = f" on {attempt.instance_type} in {attempt.availability_zone}" if attempt else ""
                 spinner.update(text=Text.assemble(status_text(job.status), where))
-                latest = job.timeline[-1]
-                live.console.print(Text.assemble("  ", status_text(latest.status), f"  {latest.detail or ''}"))
 
             job = wait_for_job(runtime, submitted.job_id, on_change=show)
         console.print(final_summary(job, utc_now()))
+        console.print(
+            f"control-plane logs: {runtime.workdir / 'control-plane.log'}; instances: {runtime.workdir}"
+        )
     if as_json:
         sys.stdout.write(json.dumps(job_record(job)) + "\n")
     raise typer.Exit(code=0 if job.status.value == "SUCCEEDED" else 1)
+
+
+if __name__ == "__main__":
+    app()

@@ -52,8 +52,9 @@ class Settings(BaseModel):
             if raw is None:
                 continue
             values[name] = tuple(part for part in raw.split(",") if part) if name == "subnet_ids" else raw
-        if "region" not in values and env.get("AWS_REGION", env.get("AWS_DEFAULT_REGION")):
-            values["region"] = env.get("AWS_REGION") or env["AWS_DEFAULT_REGION"]
+        aws_region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        if "region" not in values and aws_region:
+            values["region"] = aws_region
         return cls.model_validate(values)
 
     def to_env(self) -> dict[str, str]:

@@ -5,10 +5,13 @@ Used by ``spotrun demo`` and by the end-to-end tests, so what the tests prove is
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,7 +21,7 @@ from spotrun.aws import job_store
 from spotrun.job import Job, ManifestSource, job_id_for
 from spotrun.local.runtime import LocalRuntime
 from spotrun.manifest import parse_manifest_text
-from spotrun.shape import MANIFEST_PREFIX, REPO_ROOT
+from spotrun.shape import MANIFEST_PREFIX, REPO_ROOT, SERVICE_NAME
 
 EXAMPLE_DIR = REPO_ROOT / "examples" / "tiny-regression"
 EXAMPLE_PREFIX = "examples/tiny-regression/"
@@ -32,6 +35,34 @@ class Submitted:
     job_id: str
     key: str
     etag: str
+
+
+@contextmanager
+def control_plane_logs(path: Path) -> Iterator[None]:
+    """Send the control plane's logs and metrics (Powertools prints both to stdout) to ``path``.
+
+    In the emulator the Lambda handlers run in this process; on a terminal their JSON lines would bury the
+    progress view, so the demo keeps them in a file, as CloudWatch Logs would.
+    """
+    spotrun_logger = logging.getLogger(SERVICE_NAME)
+    with (
+        path.open("a", encoding="utf-8") as sink,
+        contextlib.redirect_stdout(sink),
+        warnings.catch_warnings(),
+    ):
+        # Handlers that published no metric on a path say so on stderr; that belongs in the log, not the view.
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        streams = [
+            (handler, handler.setStream(sink))
+            for handler in spotrun_logger.handlers
+            if isinstance(handler, logging.StreamHandler)
+        ]
+        try:
+            yield
+        finally:
+            for handler, previous in streams:
+                if previous is not None:
+                    handler.setStream(previous)
 
 
 @contextmanager
@@ -49,10 +80,15 @@ def upload_example(runtime: LocalRuntime, example_dir: Path = EXAMPLE_DIR) -> No
     bucket = runtime.settings.jobs_bucket
     for path in sorted(example_dir.glob("*.py")):
         s3.put_object(
-            Bucket=bucket, Key=f"{EXAMPLE_PREFIX}code/{path.name}", Body=path.read_bytes(), ChecksumAlgorithm="SHA256"
+            Bucket=bucket,
+            Key=f"{EXAMPLE_PREFIX}code/{path.name}",
+            Body=path.read_bytes(),
+            ChecksumAlgorithm="SHA256",
         )
     with tempfile.TemporaryDirectory() as data_dir:
-        subprocess.run([sys.executable, str(example_dir / "generate_data.py"), data_dir], check=True)
+        subprocess.run(
+            [sys.executable, str(example_dir / "generate_data.py"), data_dir], check=True, capture_output=True
+        )
         for path in sorted(Path(data_dir).rglob("*")):
             if path.is_file():
                 key = f"{EXAMPLE_PREFIX}data/{path.relative_to(data_dir).as_posix()}"

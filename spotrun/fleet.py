@@ -120,17 +120,20 @@ def acquire_instance(
             raise
         launched = launch(fallback)
     first = launched[0]
-    if first.lifecycle == "spot":
-        price = compute.spot_price(first.instance_type, first.availability_zone)
-    else:
-        price = None
+    price = (
+        compute.spot_price(first.instance_type, first.availability_zone)
+        if first.lifecycle == "spot"
+        else None
+    )
     attempt = Attempt(
         number=len(job.attempts) + 1,
         instance_id=first.instance_id,
         instance_type=first.instance_type,
         availability_zone=first.availability_zone,
         lifecycle=first.lifecycle,
-        price_per_hour=price if price is not None else instance_info(first.instance_type).on_demand_usd_per_hour,
+        price_per_hour=price
+        if price is not None
+        else instance_info(first.instance_type).on_demand_usd_per_hour,
         started_at=now,
     )
     for instance in launched:
@@ -139,7 +142,9 @@ def acquire_instance(
     def record(current: Job) -> Job:
         where = f"{attempt.instance_type} in {attempt.availability_zone}"
         booting = transition(current, JobStatus.BOOTING, now, detail=where)
-        return booting.model_copy(update={"attempts": [*current.attempts, attempt], "waiting_for_capacity_since": None})
+        return booting.model_copy(
+            update={"attempts": [*current.attempts, attempt], "waiting_for_capacity_since": None}
+        )
 
     update_job(store, job_id, record)
     return attempt
@@ -150,10 +155,14 @@ def _note_capacity_wait(store: JobStore, job: Job, timing: WorkflowTiming, now: 
     if now - since > timedelta(seconds=timing.capacity_patience_seconds):
         raise CapacityExhausted(f"no capacity for job {job.job_id} since {since.isoformat()}; giving up")
     if job.waiting_for_capacity_since is None:
-        update_job(store, job.job_id, lambda current: current.model_copy(update={"waiting_for_capacity_since": now}))
+        update_job(
+            store, job.job_id, lambda current: current.model_copy(update={"waiting_for_capacity_since": now})
+        )
 
 
-def check_ready(*, job_id: str, store: JobStore, compute: Compute, timing: WorkflowTiming, now: datetime) -> ReadyReport:
+def check_ready(
+    *, job_id: str, store: JobStore, compute: Compute, timing: WorkflowTiming, now: datetime
+) -> ReadyReport:
     """Report whether the job's current instance is running.
 
     Raises
@@ -171,14 +180,20 @@ def check_ready(*, job_id: str, store: JobStore, compute: Compute, timing: Workf
     if state == "running":
         return ReadyReport(ready=True, instance_id=attempt.instance_id, state=state)
     if state is None or state in _LOST_STATES:
-        raise InstanceLost(f"instance {attempt.instance_id} is {state or 'unknown to EC2'} before it was ready")
+        raise InstanceLost(
+            f"instance {attempt.instance_id} is {state or 'unknown to EC2'} before it was ready"
+        )
     if now - attempt.started_at > timedelta(seconds=timing.boot_timeout_seconds):
         compute.terminate([attempt.instance_id])
-        raise InstanceBootTimeout(f"instance {attempt.instance_id} still {state} after {timing.boot_timeout_seconds:.0f} s")
+        raise InstanceBootTimeout(
+            f"instance {attempt.instance_id} still {state} after {timing.boot_timeout_seconds:.0f} s"
+        )
     return ReadyReport(ready=False, instance_id=attempt.instance_id, state=state)
 
 
-def release_instances(*, job_id: str, reason: str, store: JobStore, compute: Compute, now: datetime) -> list[str]:
+def release_instances(
+    *, job_id: str, reason: str, store: JobStore, compute: Compute, now: datetime
+) -> list[str]:
     """Terminate every instance the job ever had and close its open attempt.
 
     Terminating an instance twice is harmless, so this runs on every path out of the workflow, any number of

@@ -42,7 +42,9 @@ class JobStatus(StrEnum):
         return self in TERMINAL_STATUSES
 
 
-TERMINAL_STATUSES = frozenset({JobStatus.REJECTED, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+TERMINAL_STATUSES = frozenset(
+    {JobStatus.REJECTED, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
+)
 
 _ACTIVE = {
     JobStatus.ACQUIRING,
@@ -57,9 +59,15 @@ _ACTIVE = {
 ALLOWED_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.SUBMITTED: frozenset({JobStatus.ACQUIRING, JobStatus.FAILED, JobStatus.CANCELLED}),
     JobStatus.ACQUIRING: frozenset({JobStatus.BOOTING, JobStatus.FAILED, JobStatus.CANCELLED}),
-    JobStatus.BOOTING: frozenset({JobStatus.STAGING, JobStatus.INTERRUPTED, JobStatus.FAILED, JobStatus.CANCELLED}),
-    JobStatus.STAGING: frozenset({JobStatus.TRAINING, JobStatus.INTERRUPTED, JobStatus.FAILED, JobStatus.CANCELLED}),
-    JobStatus.TRAINING: frozenset({JobStatus.ARCHIVING, JobStatus.INTERRUPTED, JobStatus.FAILED, JobStatus.CANCELLED}),
+    JobStatus.BOOTING: frozenset(
+        {JobStatus.STAGING, JobStatus.INTERRUPTED, JobStatus.FAILED, JobStatus.CANCELLED}
+    ),
+    JobStatus.STAGING: frozenset(
+        {JobStatus.TRAINING, JobStatus.INTERRUPTED, JobStatus.FAILED, JobStatus.CANCELLED}
+    ),
+    JobStatus.TRAINING: frozenset(
+        {JobStatus.ARCHIVING, JobStatus.INTERRUPTED, JobStatus.FAILED, JobStatus.CANCELLED}
+    ),
     JobStatus.INTERRUPTED: frozenset({JobStatus.ACQUIRING, JobStatus.FAILED, JobStatus.CANCELLED}),
     JobStatus.ARCHIVING: frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}),
     JobStatus.REJECTED: frozenset(),
@@ -161,7 +169,9 @@ class Job(_Record):
         return [attempt.instance_id for attempt in self.attempts]
 
 
-def new_job(job_id: str, name: str, source: ManifestSource, manifest: dict[str, Any] | None, at: datetime) -> Job:
+def new_job(
+    job_id: str, name: str, source: ManifestSource, manifest: dict[str, Any] | None, at: datetime
+) -> Job:
     """Create a job record in SUBMITTED state.
 
     Parameters

@@ -15,7 +15,16 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, Final, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 MANIFEST_VERSION: Final = "spotrun/v1"
 
@@ -84,12 +93,16 @@ class Resources(_Strict):
         None, ge=1, le=1024, description="Minimum memory of each GPU, GiB. Types with less are not used."
     )
     gpu_names: list[GpuName] | None = Field(
-        None, min_length=1, description="Acceptable GPU models; spotrun picks the instance types that carry them."
+        None,
+        min_length=1,
+        description="Acceptable GPU models; spotrun picks the instance types that carry them.",
     )
     instance_types: list[str] | None = Field(
         None, min_length=1, description="An explicit list of instance types, instead of gpu_names."
     )
-    nodes: int = Field(1, ge=1, le=64, description="Number of nodes; all nodes of a job are placed in one zone.")
+    nodes: int = Field(
+        1, ge=1, le=64, description="Number of nodes; all nodes of a job are placed in one zone."
+    )
 
     @field_validator("instance_types")
     @classmethod
@@ -114,12 +127,15 @@ class CapacityPolicy(_Strict):
         None, gt=0.001, description="Highest spot price per instance-hour, USD; pools above it are not used."
     )
     on_demand_fallback: bool = Field(
-        False, description="Fall back to on-demand when spot is unavailable or after fallback_after_interruptions."
+        False,
+        description="Fall back to on-demand when spot is unavailable or after fallback_after_interruptions.",
     )
     fallback_after_interruptions: int = Field(
         3, ge=0, description="With on_demand_fallback, interruptions after which the job moves to on-demand."
     )
-    max_interruptions: int = Field(10, ge=0, le=1000, description="Interruptions tolerated before the job fails.")
+    max_interruptions: int = Field(
+        10, ge=0, le=1000, description="Interruptions tolerated before the job fails."
+    )
     avoid_pool_minutes: int = Field(
         30, ge=0, le=1440, description="How long a just-reclaimed pool (type, zone) is avoided."
     )
@@ -127,7 +143,9 @@ class CapacityPolicy(_Strict):
     @model_validator(mode="after")
     def _fallback_needs_spot(self) -> CapacityPolicy:
         if not self.spot and self.on_demand_fallback:
-            raise ValueError("on_demand_fallback needs spot: true (an on-demand job has nothing to fall back from)")
+            raise ValueError(
+                "on_demand_fallback needs spot: true (an on-demand job has nothing to fall back from)"
+            )
         return self
 
 
@@ -180,10 +198,13 @@ class TrainingSpec(_Strict):
         min_length=1, description="The command as an argv list, never a shell string: ['python', 'train.py']."
     )
     env: dict[str, Annotated[str, BeforeValidator(_scalar_to_text)]] = Field(
-        default_factory=dict, description="Extra environment for the command; numbers and booleans become text."
+        default_factory=dict,
+        description="Extra environment for the command; numbers and booleans become text.",
     )
     checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy())
-    max_runtime_minutes: int = Field(24 * 60, ge=1, le=14 * 24 * 60, description="Hard limit on training time.")
+    max_runtime_minutes: int = Field(
+        24 * 60, ge=1, le=14 * 24 * 60, description="Hard limit on training time."
+    )
     restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
 
     @field_validator("command")
@@ -217,13 +238,17 @@ class StorageClass(StrEnum):
 class OutputSpec(_Strict):
     """What the job produces."""
 
-    model: RelativePath = Field("model", description="The model, a file or directory under $SPOTRUN_OUTPUT_DIR.")
+    model: RelativePath = Field(
+        "model", description="The model, a file or directory under $SPOTRUN_OUTPUT_DIR."
+    )
 
 
 class ArchiveSpec(_Strict):
     """Where the finished model is archived."""
 
-    storage_class: StorageClass = Field(StorageClass.GLACIER, description="GLACIER, DEEP_ARCHIVE or GLACIER_IR.")
+    storage_class: StorageClass = Field(
+        StorageClass.GLACIER, description="GLACIER, DEEP_ARCHIVE or GLACIER_IR."
+    )
     destination: S3Uri | None = Field(
         None, description="s3://bucket/prefix/ for the archive; default: the deployment's archive bucket."
     )
@@ -238,9 +263,13 @@ class Budget(_Strict):
 class Schedule(_Strict):
     """Recurring runs (retraining)."""
 
-    expression: str = Field(description="An EventBridge Scheduler expression: cron(...) with 6 fields, or rate(...).")
+    expression: str = Field(
+        description="An EventBridge Scheduler expression: cron(...) with 6 fields, or rate(...)."
+    )
     timezone: str = Field("UTC", description="IANA time zone for cron expressions.")
-    only_if_data_changed: bool = Field(False, description="Skip a run when no input changed since the last success.")
+    only_if_data_changed: bool = Field(
+        False, description="Skip a run when no input changed since the last success."
+    )
 
     @field_validator("expression")
     @classmethod
@@ -249,7 +278,9 @@ class Schedule(_Strict):
         if rate:
             singular = rate["value"] == "1"
             if singular != (not rate["unit"].endswith("s")):
-                raise ValueError(f"{value!r}: use a singular unit for 1 and a plural one otherwise, e.g. rate(1 day)")
+                raise ValueError(
+                    f"{value!r}: use a singular unit for 1 and a plural one otherwise, e.g. rate(1 day)"
+                )
             return value
         if not _CRON.match(value):
             raise ValueError(
@@ -277,7 +308,9 @@ class JobManifest(_Strict):
     @classmethod
     def _name_shape(cls, value: str) -> str:
         if not _NAME.match(value):
-            raise ValueError(f"{value!r} must be lower-case letters, digits and '-', starting with a letter or digit")
+            raise ValueError(
+                f"{value!r} must be lower-case letters, digits and '-', starting with a letter or digit"
+            )
         return value
 
     @field_validator("tags")
@@ -291,7 +324,6 @@ class JobManifest(_Strict):
             if len(tag_value) > 256:
                 raise ValueError(f"the value of tag {key!r} is longer than 256 characters")
         return value
-
 
 
 class ManifestError(ValueError):
@@ -343,7 +375,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"the key {key!r} appears twice", key_node.start_mark
@@ -375,7 +407,9 @@ def parse_manifest_text(text: str | bytes) -> JobManifest:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ManifestError([f"(manifest): not valid YAML or JSON{where}: {getattr(exc, 'problem', exc)}"]) from exc
+        raise ManifestError(
+            [f"(manifest): not valid YAML or JSON{where}: {getattr(exc, 'problem', exc)}"]
+        ) from exc
     return parse_manifest_document(document)
 
 

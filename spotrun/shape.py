@@ -110,6 +110,7 @@ def rule_pattern(rule: RuleSpec, bucket_names: dict[str, str]) -> dict[str, Any]
     detail = {**rule.pattern.get("detail", {}), "bucket": {"name": [bucket_names[rule.source_bucket]]}}
     return {**rule.pattern, "detail": detail}
 
+
 SHAPE = DeploymentShape(
     functions=(
         FunctionSpec(
@@ -186,4 +187,3 @@ SHAPE = DeploymentShape(
         "FinalizeFunctionArn": "finalize",
     },
 )
-

@@ -103,7 +103,9 @@ class DynamoJobStore:
         return True
 
     def get(self, job_id: str) -> Job | None:
-        item = self._table.get_item(Key={"pk": f"JOB#{job_id}", "sk": _JOB_SORT_KEY}, ConsistentRead=True).get("Item")
+        item = self._table.get_item(
+            Key={"pk": f"JOB#{job_id}", "sk": _JOB_SORT_KEY}, ConsistentRead=True
+        ).get("Item")
         if item is None:
             return None
         return Job.model_validate_json(item["doc"]).model_copy(update={"version": int(item["version"])})
@@ -123,10 +125,14 @@ class DynamoJobStore:
         return written
 
     def link_instance(self, instance_id: str, job_id: str) -> None:
-        self._table.put_item(Item={"pk": f"INSTANCE#{instance_id}", "sk": _INSTANCE_SORT_KEY, "job_id": job_id})
+        self._table.put_item(
+            Item={"pk": f"INSTANCE#{instance_id}", "sk": _INSTANCE_SORT_KEY, "job_id": job_id}
+        )
 
     def job_for_instance(self, instance_id: str) -> str | None:
-        item = self._table.get_item(Key={"pk": f"INSTANCE#{instance_id}", "sk": _INSTANCE_SORT_KEY}).get("Item")
+        item = self._table.get_item(Key={"pk": f"INSTANCE#{instance_id}", "sk": _INSTANCE_SORT_KEY}).get(
+            "Item"
+        )
         return None if item is None else str(item["job_id"])
 
     @staticmethod

@@ -32,7 +32,9 @@ class SubmitOutcome(BaseModel):
 def is_manifest_key(key: str) -> bool:
     """Whether a key under the manifest prefix is a manifest (and not, say, our own rejection report)."""
     return (
-        key.startswith(MANIFEST_PREFIX) and key.endswith(MANIFEST_SUFFIXES) and not key.endswith(REJECTION_SUFFIX)
+        key.startswith(MANIFEST_PREFIX)
+        and key.endswith(MANIFEST_SUFFIXES)
+        and not key.endswith(REJECTION_SUFFIX)
     )
 
 
@@ -99,7 +101,8 @@ def submit_s3_manifest(
         ``rejected`` with the report's key when the manifest is invalid, ``ignored`` for keys that are not
         manifests.
     """
-    assert source.key is not None and source.bucket is not None
+    assert source.key is not None
+    assert source.bucket is not None
     if not is_manifest_key(source.key):
         return SubmitOutcome(outcome="ignored", reason=f"{source.key} is not a manifest")
     try:
@@ -122,7 +125,9 @@ def submit_s3_manifest(
     payload = {"job_id": job_id, "timing": workflow_timing(manifest, time_scale).model_dump()}
     execution_arn = workflows.start(state_machine_arn, job_id, payload)
     _record_execution(store, job_id, execution_arn)
-    return SubmitOutcome(outcome="started" if created else "duplicate", job_id=job_id, execution_arn=execution_arn)
+    return SubmitOutcome(
+        outcome="started" if created else "duplicate", job_id=job_id, execution_arn=execution_arn
+    )
 
 
 def _record_execution(store: JobStore, job_id: str, execution_arn: str) -> None:
@@ -132,10 +137,13 @@ def _record_execution(store: JobStore, job_id: str, execution_arn: str) -> None:
 def _reject(
     source: ManifestSource, errors: list[str], *, store: JobStore, objects: Objects, now: datetime
 ) -> SubmitOutcome:
-    assert source.key is not None and source.bucket is not None
+    assert source.key is not None
+    assert source.bucket is not None
     name = PurePosixPath(source.key).stem
     job_id = job_id_for(name, source)
-    error = JobError(type="Manifest.Invalid", message=f"{len(errors)} problem(s) in the manifest", details=errors)
+    error = JobError(
+        type="Manifest.Invalid", message=f"{len(errors)} problem(s) in the manifest", details=errors
+    )
     store.create(rejected_job(job_id, name, source, error, now))
     report_key = rejection_report_key(source.key)
     objects.put_json(

@@ -78,9 +78,9 @@ def deployment(aws, monkeypatch) -> Settings:
     ec2 = boto3.client("ec2", region_name=REGION)
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnets = [
-        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{index}.0/24", AvailabilityZone=f"{REGION}{zone}")["Subnet"][
-            "SubnetId"
-        ]
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{index}.0/24", AvailabilityZone=f"{REGION}{zone}")[
+            "Subnet"
+        ]["SubnetId"]
         for index, zone in enumerate("abc")
     ]
     ec2.create_launch_template(

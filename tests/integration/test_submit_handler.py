@@ -34,7 +34,9 @@ def put(settings, key, body) -> str:
 
 
 def executions(settings):
-    return boto3.client("stepfunctions").list_executions(stateMachineArn=settings.state_machine_arn)["executions"]
+    return boto3.client("stepfunctions").list_executions(stateMachineArn=settings.state_machine_arn)[
+        "executions"
+    ]
 
 
 def test_a_valid_manifest_starts_one_workflow_named_after_the_job(deployment, lambda_context):
@@ -50,7 +52,9 @@ def test_a_valid_manifest_starts_one_workflow_named_after_the_job(deployment, la
     assert job.manifest["training"]["command"] == ["python", "train.py"]
     [execution] = executions(deployment)
     assert execution["name"] == result["job_id"]
-    payload = json.loads(boto3.client("stepfunctions").describe_execution(executionArn=job.execution_arn)["input"])
+    payload = json.loads(
+        boto3.client("stepfunctions").describe_execution(executionArn=job.execution_arn)["input"]
+    )
     assert payload["job_id"] == result["job_id"]
     assert payload["timing"]["heartbeat_seconds"] == 300
 
@@ -72,10 +76,14 @@ def test_the_same_object_delivered_twice_starts_one_job(deployment, lambda_conte
 def test_a_new_version_of_the_object_is_a_new_job(deployment, lambda_context):
     # Given a manifest uploaded, then uploaded again with a change
     first_etag = put(deployment, "manifests/tiny.yaml", VALID)
-    first = submit.handler(s3_event(deployment.jobs_bucket, "manifests/tiny.yaml", first_etag), lambda_context)
+    first = submit.handler(
+        s3_event(deployment.jobs_bucket, "manifests/tiny.yaml", first_etag), lambda_context
+    )
     second_etag = put(deployment, "manifests/tiny.yaml", VALID + b"tags: {team: vision}\n")
     # When the second upload's event arrives
-    second = submit.handler(s3_event(deployment.jobs_bucket, "manifests/tiny.yaml", second_etag), lambda_context)
+    second = submit.handler(
+        s3_event(deployment.jobs_bucket, "manifests/tiny.yaml", second_etag), lambda_context
+    )
     # Then it is a job of its own
     assert second["outcome"] == "started"
     assert second["job_id"] != first["job_id"]
@@ -89,7 +97,9 @@ def test_an_invalid_manifest_is_rejected_beside_itself_and_starts_nothing(deploy
     result = submit.handler(s3_event(deployment.jobs_bucket, "manifests/bad.yaml", etag), lambda_context)
     # Then a report listing every problem appears beside it
     assert result["outcome"] == "rejected"
-    report_body = boto3.client("s3").get_object(Bucket=deployment.jobs_bucket, Key="manifests/bad.yaml.rejected.json")
+    report_body = boto3.client("s3").get_object(
+        Bucket=deployment.jobs_bucket, Key="manifests/bad.yaml.rejected.json"
+    )
     report = json.loads(report_body["Body"].read())
     assert report["status"] == "REJECTED"
     assert any(line.startswith("name:") for line in report["errors"])
@@ -122,7 +132,9 @@ def test_a_manifest_no_instance_type_can_serve_is_rejected_at_the_drop(deploymen
     # Then it is rejected with a reason naming resources, before any workflow starts
     assert result["outcome"] == "rejected"
     report = json.loads(
-        boto3.client("s3").get_object(Bucket=deployment.jobs_bucket, Key="manifests/odd.yaml.rejected.json")["Body"].read()
+        boto3.client("s3")
+        .get_object(Bucket=deployment.jobs_bucket, Key="manifests/odd.yaml.rejected.json")["Body"]
+        .read()
     )
     [line] = report["errors"]
     assert line.startswith("resources:")

@@ -28,7 +28,13 @@ TIMING = workflow_timing(MANIFEST, 1.0).model_dump()
 @pytest.fixture
 def job_id(deployment):
     store = job_store(deployment.jobs_table, deployment.region)
-    job = new_job("tiny-000000000001", "tiny", ManifestSource(bucket="b", key="k", etag="e"), MANIFEST.model_dump(mode="json"), utc_now())
+    job = new_job(
+        "tiny-000000000001",
+        "tiny",
+        ManifestSource(bucket="b", key="k", etag="e"),
+        MANIFEST.model_dump(mode="json"),
+        utc_now(),
+    )
     assert store.create(job)
     boto3.client("ssm").create_document(
         Name=SHAPE.agent_document_name,
@@ -39,7 +45,11 @@ def job_id(deployment):
                 "description": "run a spotrun agent step",
                 "parameters": {"commandUri": {"type": "String"}},
                 "mainSteps": [
-                    {"action": "aws:runShellScript", "name": "run", "inputs": {"runCommand": ["spotrun-agent run"]}}
+                    {
+                        "action": "aws:runShellScript",
+                        "name": "run",
+                        "inputs": {"runCommand": ["spotrun-agent run"]},
+                    }
                 ],
             }
         ),
@@ -51,7 +61,9 @@ def stored(deployment, job_id):
     return job_store(deployment.jobs_table, deployment.region).get(job_id)
 
 
-def test_acquire_launches_one_tagged_spot_instance_and_a_retry_launches_nothing(deployment, job_id, lambda_context):
+def test_acquire_launches_one_tagged_spot_instance_and_a_retry_launches_nothing(
+    deployment, job_id, lambda_context
+):
     # Given a submitted job
     # When capacity is acquired, and the call is retried (as Step Functions may do)
     attempt = acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
@@ -68,10 +80,14 @@ def test_acquire_launches_one_tagged_spot_instance_and_a_retry_launches_nothing(
     job = stored(deployment, job_id)
     assert job.status is JobStatus.BOOTING
     assert job.attempts[0].instance_id == attempt["instance_id"]
-    assert job_store(deployment.jobs_table, deployment.region).job_for_instance(attempt["instance_id"]) == job_id
+    assert (
+        job_store(deployment.jobs_table, deployment.region).job_for_instance(attempt["instance_id"]) == job_id
+    )
 
 
-def test_instance_ready_reports_running_and_raises_when_the_instance_is_gone(deployment, job_id, lambda_context):
+def test_instance_ready_reports_running_and_raises_when_the_instance_is_gone(
+    deployment, job_id, lambda_context
+):
     # Given a launched instance
     attempt = acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
     # When it runs
@@ -86,7 +102,9 @@ def test_instance_ready_reports_running_and_raises_when_the_instance_is_gone(dep
     assert type(raised.value).__name__ == "Instance.Lost"
 
 
-def test_agent_step_sends_the_command_through_s3_and_never_shows_the_token(deployment, job_id, lambda_context, capsys):
+def test_agent_step_sends_the_command_through_s3_and_never_shows_the_token(
+    deployment, job_id, lambda_context, capsys
+):
     # Given a running instance
     attempt = acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
     token = "secret-task-token-" + "x" * 40
@@ -102,7 +120,9 @@ def test_agent_step_sends_the_command_through_s3_and_never_shows_the_token(deplo
     assert token not in json.dumps(commands[0], default=str)
     # And the command document holds the token, the step and the manifest
     key = uri.removeprefix(f"s3://{deployment.jobs_bucket}/")
-    document = json.loads(boto3.client("s3").get_object(Bucket=deployment.jobs_bucket, Key=key)["Body"].read())
+    document = json.loads(
+        boto3.client("s3").get_object(Bucket=deployment.jobs_bucket, Key=key)["Body"].read()
+    )
     assert document["task_token"] == token
     assert document["step"] == "stage"
     assert document["manifest"]["name"] == "tiny"
@@ -111,11 +131,17 @@ def test_agent_step_sends_the_command_through_s3_and_never_shows_the_token(deplo
     assert token not in capsys.readouterr().out
 
 
-def test_archive_copies_the_model_in_the_manifest_class_with_readable_metadata(deployment, job_id, lambda_context):
+def test_archive_copies_the_model_in_the_manifest_class_with_readable_metadata(
+    deployment, job_id, lambda_context
+):
     # Given a job whose training uploaded its model
     acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
-    agent_step.handler({"job_id": job_id, "step": "stage", "task_token": "t", "timing": TIMING}, lambda_context)
-    agent_step.handler({"job_id": job_id, "step": "train", "task_token": "t", "timing": TIMING}, lambda_context)
+    agent_step.handler(
+        {"job_id": job_id, "step": "stage", "task_token": "t", "timing": TIMING}, lambda_context
+    )
+    agent_step.handler(
+        {"job_id": job_id, "step": "train", "task_token": "t", "timing": TIMING}, lambda_context
+    )
     body = b"model-bytes"
     digest = hashlib.sha256(body).hexdigest()
     key = f"jobs/{job_id}/output/model.npy"
@@ -137,7 +163,9 @@ def test_archive_copies_the_model_in_the_manifest_class_with_readable_metadata(d
     head = s3.head_object(Bucket=deployment.archive_bucket, Key=f"models/{job_id}/model.npy")
     assert head["StorageClass"] == "DEEP_ARCHIVE"
     metadata = json.loads(
-        s3.get_object(Bucket=deployment.archive_bucket, Key=f"models/{job_id}/spotrun-model.json")["Body"].read()
+        s3.get_object(Bucket=deployment.archive_bucket, Key=f"models/{job_id}/spotrun-model.json")[
+            "Body"
+        ].read()
     )
     assert metadata["model_sha256"] == digest
     job = stored(deployment, job_id)
@@ -145,7 +173,9 @@ def test_archive_copies_the_model_in_the_manifest_class_with_readable_metadata(d
     assert job.model_sha256 == digest
 
 
-def test_release_terminates_the_instance_closes_the_attempt_and_can_run_twice(deployment, job_id, lambda_context):
+def test_release_terminates_the_instance_closes_the_attempt_and_can_run_twice(
+    deployment, job_id, lambda_context
+):
     # Given a job with an instance
     attempt = acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
     # When capacity is released twice
@@ -163,7 +193,9 @@ def test_release_terminates_the_instance_closes_the_attempt_and_can_run_twice(de
     assert closed.ended_at is not None
 
 
-def test_finalize_records_the_training_failure_with_exit_code_and_log_tail(deployment, job_id, lambda_context):
+def test_finalize_records_the_training_failure_with_exit_code_and_log_tail(
+    deployment, job_id, lambda_context
+):
     # Given a job whose training failed on the instance
     acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
     release.handler({"job_id": job_id, "reason": "failed"}, lambda_context)
@@ -189,7 +221,10 @@ def test_finalize_records_the_training_failure_with_exit_code_and_log_tail(deplo
 
 def test_finalize_reports_a_lambda_error_by_its_message(deployment, job_id, lambda_context):
     # Given a job that failed in a Lambda step
-    error = {"Error": "Capacity.Exhausted", "Cause": json.dumps({"errorType": "Capacity.Exhausted", "errorMessage": "no capacity"})}
+    error = {
+        "Error": "Capacity.Exhausted",
+        "Cause": json.dumps({"errorType": "Capacity.Exhausted", "errorMessage": "no capacity"}),
+    }
     # When the failure is recorded
     finalize.handler({"job_id": job_id, "outcome": "FAILED", "error": error}, lambda_context)
     # Then the message is the Lambda's, not the raw JSON

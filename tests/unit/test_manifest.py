@@ -527,9 +527,24 @@ def test_json_schema_is_stable_text() -> None:
             "overlap",
             id="nested destinations",
         ),
-        pytest.param("capacity: {max_price_per_hour: 0.0005}\n", "capacity.max_price_per_hour", "greater than 0.001", id="price below EC2 minimum"),
-        pytest.param("schedule: {expression: rate(0 minutes)}\n", "schedule.expression", "not a schedule", id="rate zero"),
-        pytest.param("schedule: {expression: rate(5 minute)}\n", "schedule.expression", "plural", id="rate singular unit"),
+        pytest.param(
+            "capacity: {max_price_per_hour: 0.0005}\n",
+            "capacity.max_price_per_hour",
+            "greater than 0.001",
+            id="price below EC2 minimum",
+        ),
+        pytest.param(
+            "schedule: {expression: rate(0 minutes)}\n",
+            "schedule.expression",
+            "not a schedule",
+            id="rate zero",
+        ),
+        pytest.param(
+            "schedule: {expression: rate(5 minute)}\n",
+            "schedule.expression",
+            "plural",
+            id="rate singular unit",
+        ),
         pytest.param("tags: {a: b}\ntags: {c: d}\n", "(manifest)", "appears twice", id="duplicate key"),
     ],
 )
@@ -547,6 +562,8 @@ def test_stricter_checks(fragment, path, message):
 
 def test_numbers_and_booleans_in_env_become_text():
     # Given env values YAML reads as a number and a boolean
-    manifest = parse_manifest_text(minimal_with("").replace("command:", "env: {OMP_NUM_THREADS: 4, DEBUG: true}\n  command:"))
+    manifest = parse_manifest_text(
+        minimal_with("").replace("command:", "env: {OMP_NUM_THREADS: 4, DEBUG: true}\n  command:")
+    )
     # Then they are the text the process will see
     assert manifest.training.env == {"OMP_NUM_THREADS": "4", "DEBUG": "true"}

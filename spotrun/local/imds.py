@@ -1,0 +1,182 @@
+"""A local EC2 instance metadata service (IMDSv2 only) for one simulated instance.
+
+The agent reads the same paths it reads on EC2, at ``SPOTRUN_IMDS_ENDPOINT`` instead of 169.254.169.254:
+a session token from ``PUT /latest/api/token`` first, then ``GET`` with that token. The spot notices are 404
+until chaos sets them, as on EC2.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TOKEN_PATH = "/latest/api/token"  # noqa: S105 - a URL path, not a secret
+TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
+TOKEN_HEADER = "X-aws-ec2-metadata-token"  # noqa: S105 - a header name
+MAX_TOKEN_TTL = 21_600
+
+
+@dataclass
+class InstanceMetadata:
+    """What the metadata service of one instance answers; the notices change while it runs."""
+
+    instance_id: str
+    instance_type: str
+    availability_zone: str
+    lifecycle: str  # "spot" or "on-demand"
+    region: str = "us-east-1"
+    ami_id: str = ""
+    local_ipv4: str = "10.0.0.10"
+    instance_action: dict[str, str] | None = None  # {"action": ..., "time": ...}
+    rebalance: dict[str, str] | None = None  # {"noticeTime": ...}
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def set_instance_action(self, action: str, when: str) -> None:
+        """Publish an interruption notice at ``spot/instance-action``."""
+        with self._lock:
+            self.instance_action = {"action": action, "time": when}
+
+    def set_rebalance(self, notice_time: str) -> None:
+        """Publish a rebalance recommendation at ``events/recommendations/rebalance``."""
+        with self._lock:
+            self.rebalance = {"noticeTime": notice_time}
+
+    def lookup(self, path: str) -> tuple[int, str, str]:
+        """Answer a GET of ``path`` as (status, content type, body)."""
+        with self._lock:
+            action, rebalance = self.instance_action, self.rebalance
+        text = {
+            "/latest/meta-data/instance-id": self.instance_id,
+            "/latest/meta-data/instance-type": self.instance_type,
+            "/latest/meta-data/instance-life-cycle": self.lifecycle,
+            "/latest/meta-data/placement/availability-zone": self.availability_zone,
+            "/latest/meta-data/placement/region": self.region,
+            "/latest/meta-data/ami-id": self.ami_id,
+            "/latest/meta-data/local-ipv4": self.local_ipv4,
+            "/latest/meta-data/hostname": f"ip-{self.local_ipv4.replace('.', '-')}.ec2.internal",
+        }
+        documents: dict[str, Any] = {
+            "/latest/meta-data/spot/instance-action": action,
+            "/latest/meta-data/events/recommendations/rebalance": rebalance,
+            "/latest/dynamic/instance-identity/document": {
+                "instanceId": self.instance_id,
+                "instanceType": self.instance_type,
+                "availabilityZone": self.availability_zone,
+                "region": self.region,
+                "imageId": self.ami_id,
+                "privateIp": self.local_ipv4,
+            },
+        }
+        path = path.split("?", 1)[0]
+        if path in text:
+            return 200, "text/plain", text[path]
+        if documents.get(path) is not None:
+            return 200, "application/json", json.dumps(documents[path])
+        if path.rstrip("/") == "/latest/meta-data":
+            listing = sorted({p.removeprefix("/latest/meta-data/").split("/")[0] for p in text})
+            return 200, "text/plain", "\n".join(listing)
+        return 404, "text/plain", "Not Found"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _ImdsHttpServer
+    protocol_version = "HTTP/1.1"
+
+    def do_PUT(self) -> None:
+        if self.path != TOKEN_PATH:
+            self._reply(404, "text/plain", "Not Found")
+            return
+        ttl = self.headers.get(TTL_HEADER, "")
+        if not ttl.isdigit() or not 1 <= int(ttl) <= MAX_TOKEN_TTL:
+            self._reply(400, "text/plain", "Bad Request")
+            return
+        self._reply(200, "text/plain", self.server.issue_token(int(ttl)))
+
+    def do_GET(self) -> None:
+        if not self.server.valid_token(self.headers.get(TOKEN_HEADER)):
+            self._reply(401, "text/plain", "Unauthorized")
+            return
+        self._reply(*self.server.metadata.lookup(self.path))
+
+    def _reply(self, status: int, content_type: str, body: str) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # The agent polls every few seconds; a line per request would bury the instance's own log.
+        return
+
+
+class _ImdsHttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, metadata: InstanceMetadata):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.metadata = metadata
+        self._tokens: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def issue_token(self, ttl_seconds: int) -> str:
+        token = secrets.token_urlsafe(32)
+        with self._lock:
+            self._tokens[token] = time.monotonic() + ttl_seconds
+        return token
+
+    def valid_token(self, token: str | None) -> bool:
+        with self._lock:
+            expiry = self._tokens.get(token or "")
+        return expiry is not None and expiry > time.monotonic()
+
+
+class ImdsServer:
+    """The metadata service of one instance, on 127.0.0.1 and a free port, served from a daemon thread.
+
+    Parameters
+    ----------
+    metadata
+        What the service answers.
+    """
+
+    def __init__(self, metadata: InstanceMetadata):
+        self.metadata = metadata
+        self._server: _ImdsHttpServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """Base URL of the service, e.g. ``http://127.0.0.1:40123``."""
+        if self._server is None:
+            raise RuntimeError("the metadata service is not running")
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> str:
+        """Start serving; return the endpoint."""
+        if self._server is None:
+            self._server = _ImdsHttpServer(self.metadata)
+            self._thread = threading.Thread(
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.1},
+                name=f"imds-{self.metadata.instance_id}",
+                daemon=True,
+            )
+            self._thread.start()
+        return self.endpoint
+
+    def stop(self) -> None:
+        """Stop serving (idempotent); later requests are refused, as on a terminated instance."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None

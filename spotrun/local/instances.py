@@ -1,0 +1,295 @@
+"""Simulated EC2 instances: a directory standing in for the disk, a metadata service, and real processes.
+
+moto keeps an instance's record (id, type, subnet, state); :class:`InstanceManager` adds what an instance
+*does*: it boots for the pool's delay (moto reports ``pending`` meanwhile), holds a pool slot, answers IMDS,
+runs the agent processes SSM starts, and on termination kills them and frees the slot. State changes are
+published as ``EC2 Instance State-change Notification`` events, as EC2 does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from spotrun.local.capacity import CapacityModel, Lifecycle
+from spotrun.local.clock import Clock
+from spotrun.local.imds import ImdsServer, InstanceMetadata
+
+logger = logging.getLogger(__name__)
+
+# Every process started on a simulated instance carries this variable, inherited by whatever it spawns, so
+# termination finds them all even when the agent put its children in sessions of their own.
+INSTANCE_MARKER = "SPOTRUN_LOCAL_INSTANCE_ID"
+KILL_GRACE_SECONDS = 1.0
+DEFAULT_BOOT_DELAY_SECONDS = 60.0
+
+# (source, detail-type, detail, resources) -> None
+Publisher = Callable[[str, str, dict[str, Any], list[str]], None]
+
+
+class SimulatedInstance:
+    """One instance: its moto record, its directory, its metadata service and its processes."""
+
+    def __init__(self, model: Any, lifecycle: Lifecycle, root: Path, region: str):
+        self.model = model  # moto.ec2.models.instances.Instance
+        self.instance_id: str = model.id
+        self.instance_type: str = model.instance_type
+        self.availability_zone: str = model.placement.zone
+        self.lifecycle: Lifecycle = lifecycle
+        self.directory = root / self.instance_id
+        self.nvme_dir = self.directory / "nvme"
+        self.log_path = self.directory / "agent.log"
+        self.nvme_dir.mkdir(parents=True, exist_ok=True)
+        self.metadata = InstanceMetadata(
+            instance_id=self.instance_id,
+            instance_type=self.instance_type,
+            availability_zone=self.availability_zone,
+            lifecycle=lifecycle,
+            region=region,
+            ami_id=getattr(model, "image_id", "") or "",
+        )
+        self.imds = ImdsServer(self.metadata)
+        self.booted = threading.Event()
+        self.ended = threading.Event()  # termination began (or the instance hung)
+        self.gone = threading.Event()  # processes dead and metadata service stopped
+        self.terminating = False
+        self.hung = False  # chaos: dead to the world while EC2 still says running
+        self.shutdown_grace = KILL_GRACE_SECONDS  # 0 for a death without shutdown
+        self._processes: list[subprocess.Popen[bytes]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def state(self) -> str:
+        """EC2 state name as moto reports it (pending, running, terminated...)."""
+        return str(self.model.state)
+
+    @property
+    def reachable(self) -> bool:
+        """Whether the instance has booted, runs, and can take a command."""
+        return self.booted.is_set() and not self.ended.is_set() and not self.hung and self.state == "running"
+
+    @property
+    def pids(self) -> list[int]:
+        """Ids of the processes started on the instance that are still alive."""
+        with self._lock:
+            return [proc.pid for proc in self._processes if proc.poll() is None]
+
+    def wait_running(self, timeout: float | None = None) -> bool:
+        """Block until the instance has booted; False on timeout or when it ended first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.booted.is_set() and not self.ended.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            self.booted.wait(0.05 if left is None else min(0.05, left))
+        return self.booted.is_set() and not self.ended.is_set()
+
+    def start_process(self, argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+        """Start ``argv`` on the instance: own session, output appended to the instance's log.
+
+        Raises
+        ------
+        RuntimeError
+            When the instance is not running.
+        """
+        with self._lock:
+            if not self.reachable:
+                raise RuntimeError(f"instance {self.instance_id} is not running")
+            with self.log_path.open("ab") as log:
+                proc = subprocess.Popen(
+                    list(argv),
+                    env={**env, INSTANCE_MARKER: self.instance_id},
+                    cwd=self.directory,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            self._processes.append(proc)
+        return proc
+
+    def kill_processes(self, grace_seconds: float) -> None:
+        """End every process of the instance: SIGTERM, then SIGKILL after ``grace_seconds`` (0: at once)."""
+        with self._lock:
+            procs = list(self._processes)
+        if grace_seconds > 0:
+            self._signal_all(procs, signal.SIGTERM)
+            deadline = time.monotonic() + grace_seconds
+            while time.monotonic() < deadline and (any(p.poll() is None for p in procs) or _marked(self)):
+                time.sleep(0.05)
+        self._signal_all(procs, signal.SIGKILL)
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+
+    def _signal_all(self, procs: list[subprocess.Popen[bytes]], sig: signal.Signals) -> None:
+        targets = {proc.pid for proc in procs if proc.poll() is None}
+        groups = set(targets)
+        for pid in _marked(self):
+            targets.add(pid)
+            with contextlib.suppress(OSError):
+                groups.add(os.getpgid(pid))
+        for group in groups:
+            with contextlib.suppress(OSError):
+                os.killpg(group, sig)
+        for pid in targets:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+
+
+def _marked(instance: SimulatedInstance) -> list[int]:
+    """Pids of live processes carrying the instance's marker variable (Linux /proc; empty elsewhere)."""
+    proc_root = Path("/proc")
+    if not proc_root.is_dir():
+        return []
+    needle = f"{INSTANCE_MARKER}={instance.instance_id}".encode()
+    found = []
+    for entry in proc_root.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # A zombie (state Z) has already died; it only waits for its parent to reap it.
+        if needle in environ.split(b"\0") and stat.rsplit(")", 1)[-1].split()[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+class InstanceManager:
+    """The simulated instances of one runtime and their life cycle.
+
+    Parameters
+    ----------
+    root
+        Directory under which each instance gets ``<instance-id>/``.
+    clock
+        Scales boot delays.
+    capacity
+        Pool slots are taken at launch and freed at termination.
+    publish
+        Puts an event on the default bus.
+    account_id, region
+        Used in event resources.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        clock: Clock,
+        capacity: CapacityModel,
+        publish: Publisher,
+        account_id: str,
+        region: str,
+    ):
+        self.root = root
+        self.clock = clock
+        self.capacity = capacity
+        self.publish = publish
+        self.account_id = account_id
+        self.region = region
+        self._instances: dict[str, SimulatedInstance] = {}
+        self._lock = threading.RLock()
+        self._reapers: list[threading.Thread] = []
+
+    def get(self, instance_id: str) -> SimulatedInstance | None:
+        """The simulated instance ``instance_id``, if the runtime launched it."""
+        with self._lock:
+            return self._instances.get(instance_id)
+
+    def all(self) -> list[SimulatedInstance]:
+        """Every instance launched so far, terminated ones included."""
+        with self._lock:
+            return list(self._instances.values())
+
+    def launched(self, model: Any, lifecycle: Lifecycle) -> SimulatedInstance:
+        """Take over an instance moto just created: hold its slot, report pending, boot it after the delay."""
+        sim = SimulatedInstance(model, lifecycle, self.root, self.region)
+        with self._lock:
+            self._instances[sim.instance_id] = sim
+        self.capacity.allocate(sim.instance_id, sim.instance_type, sim.availability_zone, lifecycle)
+        model._state.name, model._state.code = "pending", 0
+        sim.imds.start()
+        self._state_change(sim, "pending")
+        pool = self.capacity.pool(sim.instance_type, sim.availability_zone)
+        delay = pool.boot_delay_seconds if pool else DEFAULT_BOOT_DELAY_SECONDS
+        if self.clock.call_later(delay, self._boot, sim) is None:
+            logger.warning("instance %s launched after the runtime stopped; it never boots", sim.instance_id)
+        return sim
+
+    def _boot(self, sim: SimulatedInstance) -> None:
+        with self._lock:
+            if sim.model.state != "pending" or sim.ended.is_set():
+                return
+            sim.model._state.name, sim.model._state.code = "running", 16
+            sim.booted.set()
+        self._state_change(sim, "running")
+
+    def terminated(self, model: Any) -> None:
+        """React to moto terminating an instance: free its slot, stop its processes and metadata service."""
+        sim = self.get(model.id)
+        if sim is None:
+            return
+        with self._lock:
+            if sim.terminating:
+                return
+            sim.terminating = True
+            sim.ended.set()
+        self.capacity.release(sim.instance_id)
+        self._state_change(sim, "shutting-down")
+        # Killing waits for the grace period; the TerminateInstances caller must not.
+        reaper = threading.Thread(
+            target=self._reap, args=(sim, sim.shutdown_grace), name=f"reap-{sim.instance_id}", daemon=True
+        )
+        with self._lock:
+            self._reapers = [t for t in self._reapers if t.is_alive()] + [reaper]
+        reaper.start()
+
+    def _reap(self, sim: SimulatedInstance, grace_seconds: float) -> None:
+        try:
+            sim.kill_processes(grace_seconds)
+        finally:
+            sim.imds.stop()
+            sim.gone.set()
+            self._state_change(sim, "terminated")
+
+    def hang(self, sim: SimulatedInstance) -> None:
+        """Chaos: the instance dies silently; EC2 still reports it running and it keeps its slot."""
+        with self._lock:
+            sim.hung = True
+            sim.ended.set()
+        sim.kill_processes(0)
+        sim.imds.stop()
+
+    def close(self) -> None:
+        """Stop everything at once: processes killed without grace, metadata services stopped."""
+        for sim in self.all():
+            sim.terminating = True
+            sim.ended.set()
+            self.capacity.release(sim.instance_id)
+            sim.kill_processes(0)
+            sim.imds.stop()
+            sim.gone.set()
+        with self._lock:
+            reapers, self._reapers = self._reapers, []
+        for reaper in reapers:
+            reaper.join(timeout=10)
+
+    def _state_change(self, sim: SimulatedInstance, state: str) -> None:
+        arn = f"arn:aws:ec2:{self.region}:{self.account_id}:instance/{sim.instance_id}"
+        detail = {"instance-id": sim.instance_id, "state": state}
+        try:
+            self.publish("aws.ec2", "EC2 Instance State-change Notification", detail, [arn])
+        except Exception:
+            # Events are best effort, as in AWS; a broken bus must not break a launch or a termination.
+            logger.exception("could not publish the state change of %s", sim.instance_id)

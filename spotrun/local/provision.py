@@ -1,0 +1,331 @@
+"""Create the deployment declared in :mod:`spotrun.shape` inside the emulator.
+
+Everything named here comes from the shape (functions, tables, buckets, rules, state machine substitutions,
+agent document); the only additions are what AWS itself would already have or CDK would create around them
+(a role, a VPC with one subnet per zone, a security group, the agent's launch template).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spotrun.config import Settings
+from spotrun.local.capacity import DEFAULT_ZONES
+from spotrun.shape import DeploymentShape, rule_pattern
+
+ClientFactory = Callable[[str], Any]
+
+PREFIX = "spotrun"
+STATE_MACHINE_NAME = "spotrun-job"
+LAUNCH_TEMPLATE_NAME = "spotrun-agent"
+SECURITY_GROUP_NAME = "spotrun-agent"
+ROLE_NAME = "spotrun-local-execution"
+LOCAL_AMI_ID = "ami-0123456789abcdef0"  # moto does not validate image ids; none is ever booted
+VPC_CIDR = "10.42.0.0/16"
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
+
+
+def function_name(logical: str) -> str:
+    """Deployed name of the function declared as ``logical``."""
+    return f"{PREFIX}-{logical}"
+
+
+def table_name(logical: str) -> str:
+    """Deployed name of the table declared as ``logical``."""
+    return f"{PREFIX}-{logical}"
+
+
+def bucket_name(logical: str) -> str:
+    """Local name of the bucket declared as ``logical``."""
+    return f"{PREFIX}-{logical}-local"
+
+
+def rule_name(logical: str) -> str:
+    """Deployed name of the rule declared as ``logical``."""
+    return f"{PREFIX}-{logical}"
+
+
+def agent_document(document_name: str) -> dict[str, Any]:
+    """Content of the agent's SSM Command document: start the agent on a command URI, in the background.
+
+    The command returns at once (Run Command would otherwise hold the invocation for the whole step); the
+    agent reports to the workflow itself through the task token.
+    """
+    return {
+        "schemaVersion": "2.2",
+        "description": f"{document_name}: runs one step of a spotrun job with the instance agent.",
+        "parameters": {
+            "commandUri": {
+                "type": "String",
+                "description": "S3 URI of the AgentCommand document for this step.",
+                "allowedPattern": "^s3://[a-z0-9.-]+/.+$",
+            }
+        },
+        "mainSteps": [
+            {
+                "action": "aws:runShellScript",
+                "name": "runAgent",
+                "inputs": {
+                    "runCommand": [
+                        "nohup spotrun-agent run --command-uri {{ commandUri }} "
+                        ">> /var/log/spotrun-agent.log 2>&1 &"
+                    ]
+                },
+            }
+        ],
+    }
+
+
+def substitute(definition: str, values: dict[str, str]) -> str:
+    """Fill every ``${Placeholder}`` of an ASL document.
+
+    Raises
+    ------
+    ValueError
+        When the document holds a placeholder without a value: the shape and the ASL file have drifted.
+    """
+    missing = sorted({name for name in _PLACEHOLDER.findall(definition) if name not in values})
+    if missing:
+        raise ValueError(f"state machine placeholders without a value in the shape: {', '.join(missing)}")
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], definition)
+
+
+@dataclass
+class Deployment:
+    """Names and ARNs of what :func:`provision` created."""
+
+    settings: Settings
+    function_names: dict[str, str] = field(default_factory=dict)  # logical -> deployed
+    function_arns: dict[str, str] = field(default_factory=dict)  # logical -> ARN
+    bucket_names: dict[str, str] = field(default_factory=dict)
+    table_names: dict[str, str] = field(default_factory=dict)
+    rule_names: dict[str, str] = field(default_factory=dict)
+    state_machine_arn: str = ""
+    vpc_id: str = ""
+    subnet_ids: tuple[str, ...] = ()
+    security_group_id: str = ""
+    role_arn: str = ""
+
+
+def _dummy_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(
+            "README.txt", "The embedded runtime runs handlers in-process; this package is never used.\n"
+        )
+    return buffer.getvalue()
+
+
+def provision(
+    client: ClientFactory,
+    shape: DeploymentShape,
+    state_machine_file: Path,
+    time_scale: float,
+    region: str = "us-east-1",
+    zones: Sequence[str] = DEFAULT_ZONES,
+) -> Deployment:
+    """Create every resource of ``shape`` through the emulator's API.
+
+    Parameters
+    ----------
+    client
+        ``service name -> boto3 client`` on the emulator's endpoint.
+    shape
+        The deployment's declaration.
+    state_machine_file
+        ASL document whose placeholders ``shape.state_machine_functions`` fills.
+    time_scale
+        Carried into the settings.
+    region, zones
+        Where the VPC's subnets go (one per zone).
+
+    Returns
+    -------
+    Deployment
+        Every name and ARN, and the :class:`~spotrun.config.Settings` of the deployment.
+    """
+    dep = Deployment(settings=Settings())
+    dep.bucket_names = {b.logical_name: bucket_name(b.logical_name) for b in shape.buckets}
+    dep.table_names = {t.logical_name: table_name(t.logical_name) for t in shape.tables}
+    _buckets(client("s3"), shape, dep)
+    _tables(client("dynamodb"), shape, dep)
+    dep.role_arn = _role(client("iam"))
+    _functions(client("lambda"), shape, dep)
+    definition = substitute(
+        state_machine_file.read_text(),
+        {placeholder: dep.function_arns[name] for placeholder, name in shape.state_machine_functions.items()},
+    )
+    dep.state_machine_arn = client("stepfunctions").create_state_machine(
+        name=STATE_MACHINE_NAME, definition=definition, roleArn=dep.role_arn, type="STANDARD"
+    )["stateMachineArn"]
+    _rules(client("events"), client("lambda"), shape, dep)
+    client("ssm").create_document(
+        Name=shape.agent_document_name,
+        Content=json.dumps(agent_document(shape.agent_document_name)),
+        DocumentType="Command",
+        DocumentFormat="JSON",
+    )
+    _network(client("ec2"), zones, dep)
+    values: dict[str, Any] = {
+        "region": region,
+        "state_machine_arn": dep.state_machine_arn,
+        "agent_document_name": shape.agent_document_name,
+        "launch_template_name": LAUNCH_TEMPLATE_NAME,
+        "subnet_ids": dep.subnet_ids,
+        "time_scale": time_scale,
+    }
+    # Settings fields follow the shape's logical names: table "jobs" -> jobs_table, bucket "archive" -> ...
+    for logical, name in dep.table_names.items():
+        if f"{logical}_table" in Settings.model_fields:
+            values[f"{logical}_table"] = name
+    for logical, name in dep.bucket_names.items():
+        if f"{logical}_bucket" in Settings.model_fields:
+            values[f"{logical}_bucket"] = name
+    dep.settings = Settings(**values)
+    return dep
+
+
+def _buckets(s3: Any, shape: DeploymentShape, dep: Deployment) -> None:
+    for spec in shape.buckets:
+        name = dep.bucket_names[spec.logical_name]
+        s3.create_bucket(Bucket=name)
+        s3.put_public_access_block(
+            Bucket=name,
+            PublicAccessBlockConfiguration={
+                "BlockPublicAcls": True,
+                "IgnorePublicAcls": True,
+                "BlockPublicPolicy": True,
+                "RestrictPublicBuckets": True,
+            },
+        )
+        s3.put_bucket_encryption(
+            Bucket=name,
+            ServerSideEncryptionConfiguration={
+                "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+            },
+        )
+        if spec.versioned:
+            s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+        if spec.eventbridge_notifications:
+            s3.put_bucket_notification_configuration(
+                Bucket=name, NotificationConfiguration={"EventBridgeConfiguration": {}}
+            )
+
+
+def _tables(dynamodb: Any, shape: DeploymentShape, dep: Deployment) -> None:
+    for spec in shape.tables:
+        name = dep.table_names[spec.logical_name]
+        keys = [spec.partition_key] + ([spec.sort_key] if spec.sort_key else [])
+        indexes = []
+        for index_name, partition, sort in spec.global_indexes:
+            schema = [{"AttributeName": partition, "KeyType": "HASH"}]
+            schema += [{"AttributeName": sort, "KeyType": "RANGE"}] if sort else []
+            keys += [partition] + ([sort] if sort else [])
+            indexes.append(
+                {"IndexName": index_name, "KeySchema": schema, "Projection": {"ProjectionType": "ALL"}}
+            )
+        schema = [{"AttributeName": spec.partition_key, "KeyType": "HASH"}]
+        schema += [{"AttributeName": spec.sort_key, "KeyType": "RANGE"}] if spec.sort_key else []
+        dynamodb.create_table(
+            TableName=name,
+            BillingMode="PAY_PER_REQUEST",
+            KeySchema=schema,
+            AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in dict.fromkeys(keys)],
+            **({"GlobalSecondaryIndexes": indexes} if indexes else {}),
+        )
+        if spec.ttl_attribute:
+            dynamodb.update_time_to_live(
+                TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.ttl_attribute}
+            )
+
+
+def _role(iam: Any) -> str:
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+    return str(iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"])
+
+
+def _functions(lambda_: Any, shape: DeploymentShape, dep: Deployment) -> None:
+    package = _dummy_zip()
+    for spec in shape.functions:
+        name = function_name(spec.name)
+        created = lambda_.create_function(
+            FunctionName=name,
+            Runtime="python3.12",
+            Role=dep.role_arn,
+            Handler=spec.handler,
+            Code={"ZipFile": package},
+            Description=spec.description,
+            Timeout=spec.timeout_seconds,
+            MemorySize=spec.memory_mb,
+        )
+        dep.function_names[spec.name] = name
+        dep.function_arns[spec.name] = created["FunctionArn"]
+
+
+def _rules(events: Any, lambda_: Any, shape: DeploymentShape, dep: Deployment) -> None:
+    for spec in shape.rules:
+        name = rule_name(spec.name)
+        arn = events.put_rule(
+            Name=name,
+            EventPattern=json.dumps(rule_pattern(spec, dep.bucket_names)),
+            State="ENABLED",
+            Description=spec.description,
+        )["RuleArn"]
+        events.put_targets(
+            Rule=name, Targets=[{"Id": spec.target_function, "Arn": dep.function_arns[spec.target_function]}]
+        )
+        lambda_.add_permission(
+            FunctionName=dep.function_names[spec.target_function],
+            StatementId=f"events-{spec.name}",
+            Action="lambda:InvokeFunction",
+            Principal="events.amazonaws.com",
+            SourceArn=arn,
+        )
+        dep.rule_names[spec.name] = name
+
+
+def _network(ec2: Any, zones: Sequence[str], dep: Deployment) -> None:
+    dep.vpc_id = ec2.create_vpc(CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]
+    subnets = []
+    for index, zone in enumerate(zones):
+        subnet = ec2.create_subnet(VpcId=dep.vpc_id, CidrBlock=f"10.42.{index}.0/24", AvailabilityZone=zone)
+        subnets.append(subnet["Subnet"]["SubnetId"])
+    dep.subnet_ids = tuple(subnets)
+    # No inbound rule: the control plane reaches instances through SSM only.
+    dep.security_group_id = ec2.create_security_group(
+        GroupName=SECURITY_GROUP_NAME, Description="spotrun GPU instances (no inbound)", VpcId=dep.vpc_id
+    )["GroupId"]
+    user_data = "#!/bin/bash\n# The embedded runtime starts the agent itself; on EC2 this installs it.\n"
+    ec2.create_launch_template(
+        LaunchTemplateName=LAUNCH_TEMPLATE_NAME,
+        LaunchTemplateData={
+            "ImageId": LOCAL_AMI_ID,
+            "SecurityGroupIds": [dep.security_group_id],
+            "MetadataOptions": {
+                "HttpTokens": "required",
+                "HttpEndpoint": "enabled",
+                "HttpPutResponseHopLimit": 2,
+            },
+            "UserData": base64.b64encode(user_data.encode()).decode(),
+            "TagSpecifications": [
+                {"ResourceType": "instance", "Tags": [{"Key": "spotrun:managed", "Value": "true"}]}
+            ],
+        },
+    )

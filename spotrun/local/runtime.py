@@ -1,0 +1,335 @@
+"""The embedded runtime: the whole deployment on one machine, on moto, with simulated spot instances.
+
+``LocalRuntime`` starts moto's server in this process, patches it (Lambda, EventBridge, SSM, EC2), sets one
+process environment for every handler, provisions :data:`spotrun.shape.SHAPE`, and runs simulated instances
+whose agent subprocesses talk to the emulator over HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ClassVar
+
+from spotrun.config import Settings
+from spotrun.local import ec2_patch, events_patch, lambda_patch, sfn_patch, ssm_patch
+from spotrun.local.capacity import CapacityModel, Pool, default_pools
+from spotrun.local.chaos import Chaos
+from spotrun.local.clock import Clock
+from spotrun.local.environment import ProcessEnvironment
+from spotrun.local.events_patch import Dispatcher
+from spotrun.local.executions import stop_running_executions
+from spotrun.local.instances import InstanceManager, SimulatedInstance
+from spotrun.local.patches import PatchSet
+from spotrun.local.provision import Deployment, function_name, provision
+from spotrun.local.server import EmbeddedServer
+from spotrun.shape import METRICS_NAMESPACE, REPO_ROOT, SERVICE_NAME, SHAPE, DeploymentShape
+
+logger = logging.getLogger(__name__)
+
+ACCOUNT_ID = "123456789012"  # moto's default account
+FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+def default_agent_argv() -> list[str]:
+    """The real agent; the command URI is appended."""
+    return [sys.executable, "-m", "spotrun.agent", "run", "--command-uri"]
+
+
+class LocalRuntime:
+    """The deployment, emulated in this process.
+
+    Parameters
+    ----------
+    workdir
+        Where simulated instances keep their directories (``instances/<id>/nvme``, ``agent.log``).
+    time_scale
+        Real seconds per simulated second: shrinks boot delays and notices, and reaches the workflow through
+        ``Settings.time_scale``.
+    pools
+        The spot pools; :func:`~spotrun.local.capacity.default_pools` when omitted.
+    seed
+        Seeds the default pool table and random reclaims.
+    shape
+        The deployment's declaration (a test may pass a smaller one).
+    state_machine_file
+        ASL document; ``shape.STATE_MACHINE_FILE`` when omitted.
+    agent_argv
+        Program started by the agent's SSM document, the command URI appended; the real agent when omitted.
+    """
+
+    _active: ClassVar[LocalRuntime | None] = None
+    _active_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        workdir: Path,
+        time_scale: float = 1.0,
+        pools: Sequence[Pool] | None = None,
+        seed: int = 0,
+        *,
+        shape: DeploymentShape = SHAPE,
+        state_machine_file: Path | None = None,
+        agent_argv: Sequence[str] | None = None,
+        region: str = "us-east-1",
+    ):
+        from spotrun.shape import STATE_MACHINE_FILE
+
+        self.workdir = Path(workdir)
+        self.shape = shape
+        self.state_machine_file = state_machine_file or STATE_MACHINE_FILE
+        self.agent_argv = list(agent_argv) if agent_argv is not None else default_agent_argv()
+        self.region = region
+        self.clock = Clock(time_scale)
+        self.capacity = CapacityModel(pools if pools is not None else default_pools(seed))
+        self.handlers = lambda_patch.HandlerRegistry()
+        for spec in shape.functions:
+            self.handlers.register(function_name(spec.name), spec.handler)
+        self.manager = InstanceManager(
+            self.workdir / "instances", self.clock, self.capacity, self.publish_event, ACCOUNT_ID, region
+        )
+        self.chaos = Chaos(self.manager, self.clock, self.publish_event, self._terminate, ACCOUNT_ID, seed)
+        self._server = EmbeddedServer()
+        self._patches = PatchSet()
+        self._dispatcher = Dispatcher()
+        self._ec2_lock = threading.RLock()
+        self._environment = ProcessEnvironment()
+        self._deployment: Deployment | None = None
+        self.stopped_executions: list[str] = []  # executions stop() found running
+        self._started = self._used = False
+        self._session: Any = None
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients_lock = threading.Lock()
+
+    # ------------------------------------------------------------------------------------ life cycle
+
+    def __enter__(self) -> LocalRuntime:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> LocalRuntime:
+        """Start the emulator, patch it, set the environment and provision the shape.
+
+        Raises
+        ------
+        RuntimeError
+            When another runtime is active in this process (moto's state is process-wide), or this one has
+            already run (a runtime starts once).
+        FileNotFoundError
+            When the state machine file does not exist.
+        """
+        if self._used:
+            raise RuntimeError("a LocalRuntime starts once; create a new one")
+        with LocalRuntime._active_lock:
+            if LocalRuntime._active is not None:
+                raise RuntimeError("another LocalRuntime is running in this process")
+            LocalRuntime._active = self
+        self._started = self._used = True
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        if not self.state_machine_file.is_file():
+            raise FileNotFoundError(f"no state machine file at {self.state_machine_file}")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        # Before moto is imported (by the patches): it builds a boto3 session at import time.
+        self._environment.set(
+            {
+                **FAKE_CREDENTIALS,
+                "AWS_SESSION_TOKEN": None,
+                "AWS_PROFILE": None,  # a profile missing from ~/.aws would break every client
+                "AWS_DEFAULT_PROFILE": None,
+                "AWS_DEFAULT_REGION": self.region,
+                "AWS_REGION": self.region,
+                "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                "POWERTOOLS_TRACE_DISABLED": "true",
+            }
+        )
+        lambda_patch.install(self._patches, self.handlers)
+        sfn_patch.install(self._patches)
+        events_patch.install(self._patches, self._dispatcher)
+        ssm_patch.install(self._patches, self.shape.agent_document_name, self._can_receive, self._start_agent)
+        ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock)
+        endpoint = self._server.start()
+        self._environment.set(
+            {
+                "MOTO_PORT": str(self._server.port),  # the ASL interpreter's own clients call this port
+                "AWS_ENDPOINT_URL": endpoint,
+            }
+        )
+        self._deployment = provision(
+            self.client, self.shape, self.state_machine_file, self.clock.time_scale, self.region
+        )
+        self._environment.set(self._deployment.settings.to_env())
+        self.chaos.start_hazards(self.capacity)
+
+    def stop(self) -> None:
+        """Stop executions, instances, processes and the server; undo patches; restore the environment.
+
+        Safe to call twice and after a failed start.
+        """
+        if not self._started:
+            return
+        steps: list[tuple[str, Callable[[], None]]] = [
+            ("chaos", self.chaos.close),
+            ("clock", self.clock.close),
+            # Deliveries first: one in flight may start an execution.
+            ("event deliveries", self._dispatcher.close),
+            ("executions", self._stop_executions),
+            ("instances", self.manager.close),
+            ("server", self._server.stop),
+            ("patches", self._patches.undo_all),
+            ("environment", self._environment.restore),
+            ("clients", self._clients.clear),
+        ]
+        for name, step in steps:
+            try:
+                step()
+            except Exception:
+                logger.exception("stopping the runtime: %s failed", name)
+        self._started = False
+        with LocalRuntime._active_lock:
+            if LocalRuntime._active is self:
+                LocalRuntime._active = None
+
+    def _stop_executions(self) -> None:
+        if self._deployment is not None:
+            found = stop_running_executions(self.client("stepfunctions"), ACCOUNT_ID, self.region)
+            self.stopped_executions.extend(found)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The variables the runtime set for every function (AWS endpoint, credentials, SPOTRUN_*)."""
+        return self._environment.values
+
+    # ------------------------------------------------------------------------------------- accessors
+
+    @property
+    def time_scale(self) -> float:
+        """Real seconds per simulated second."""
+        return self.clock.time_scale
+
+    @property
+    def endpoint_url(self) -> str:
+        """URL of the emulator, e.g. ``http://127.0.0.1:41234``."""
+        return self._server.endpoint_url
+
+    @property
+    def deployment(self) -> Deployment:
+        """Names and ARNs of everything provisioned."""
+        if self._deployment is None:
+            raise RuntimeError("the runtime is not started")
+        return self._deployment
+
+    @property
+    def settings(self) -> Settings:
+        """The deployment's settings, as every function sees them."""
+        return self.deployment.settings
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for ``service`` on the emulator (one per service: clients are thread-safe)."""
+        import boto3
+
+        endpoint = self.endpoint_url
+        with self._clients_lock:
+            key = (service, endpoint)
+            if key not in self._clients:
+                # One session: its loader caches the service models, which take most of a client's creation.
+                if self._session is None:
+                    self._session = boto3.session.Session()
+                self._clients[key] = self._session.client(
+                    service,
+                    endpoint_url=endpoint,
+                    region_name=self.region,
+                    aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                    aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                )
+            return self._clients[key]
+
+    def set_handler(self, function: str, handler: str | lambda_patch.Handler) -> None:
+        """Serve the function declared as ``function`` with another handler (a callable or a dotted path)."""
+        self.shape.function(function)
+        self.handlers.register(function_name(function), handler)
+
+    @property
+    def instances(self) -> list[SimulatedInstance]:
+        """Every instance launched so far (terminated ones too), with state, type, zone, lifecycle, pids."""
+        return self.manager.all()
+
+    def instance(self, instance_id: str) -> SimulatedInstance:
+        """The simulated instance ``instance_id``."""
+        sim = self.manager.get(instance_id)
+        if sim is None:
+            raise KeyError(instance_id)
+        return sim
+
+    def running_instance_ids(self) -> list[str]:
+        """Ids of the instances that are booted and running."""
+        return [sim.instance_id for sim in self.manager.all() if sim.reachable]
+
+    def wait_running(self, instance_id: str, timeout: float = 30.0) -> bool:
+        """Wait until ``instance_id`` has booted; False on timeout or when it ended first."""
+        return self.instance(instance_id).wait_running(timeout)
+
+    # ----------------------------------------------------------------------------------------- chaos
+
+    def interrupt(
+        self, instance_id: str, notice_seconds: float = 120.0, rebalance_lead_seconds: float = 0.0
+    ) -> threading.Event:
+        """Reclaim a spot instance as AWS FIS does; see :meth:`spotrun.local.chaos.Chaos.interrupt`."""
+        return self.chaos.interrupt(instance_id, notice_seconds, rebalance_lead_seconds)
+
+    def kill(self, instance_id: str, hang: bool = False) -> threading.Event:
+        """Kill an instance without notice; see :meth:`spotrun.local.chaos.Chaos.kill`."""
+        return self.chaos.kill(instance_id, hang)
+
+    def publish_event(
+        self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str]
+    ) -> None:
+        """Put an event on the emulator's default bus (rules deliver it asynchronously)."""
+        events_patch.publish(ACCOUNT_ID, self.region, source, detail_type, detail, resources)
+
+    # --------------------------------------------------------------------------------- patch callbacks
+
+    def _terminate(self, instance_id: str, reason_code: str, reason_message: str) -> None:
+        from moto.ec2.models import ec2_backends
+        from moto.ec2.models.instances import StateReason
+
+        backend = ec2_backends[ACCOUNT_ID][self.region]
+        backend.terminate_instances([instance_id])
+        backend.get_instance(instance_id).state_reason = StateReason(reason_message, reason_code)
+
+    def _can_receive(self, instance_id: str) -> bool:
+        sim = self.manager.get(instance_id)
+        return sim is not None and sim.reachable
+
+    def _start_agent(self, instance_id: str, command_uri: str, command_id: str) -> None:
+        sim = self.instance(instance_id)
+        python_path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        env = {
+            **os.environ,
+            **self._environment.values,
+            "SPOTRUN_NVME_ROOT": str(sim.nvme_dir),
+            "SPOTRUN_IMDS_ENDPOINT": sim.imds.endpoint,
+            "SPOTRUN_LOCAL_COMMAND_ID": command_id,
+            "PYTHONPATH": python_path,
+            # The user's command says `python`: that must be this interpreter, with spotrun importable.
+            "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
+        }
+        proc = sim.start_process([*self.agent_argv, command_uri], env)
+        logger.info("agent pid %s started on %s for %s", proc.pid, instance_id, command_uri)

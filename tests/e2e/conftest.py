@@ -1,0 +1,69 @@
+"""Whole workflows in the embedded runtime: the real state machine, handlers and agent, over a local emulator."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from spotrun.demo import EXAMPLE_DIR, local_runtime, upload_example
+from spotrun.local.runtime import LocalRuntime
+from spotrun.shape import REPO_ROOT
+
+E2E_TIME_SCALE = 0.02
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory) -> Iterator[LocalRuntime]:
+    """One emulator per test module (moto's state is process-wide), with the example's code and data uploaded."""
+    with local_runtime(tmp_path_factory.mktemp("runtime"), time_scale=E2E_TIME_SCALE) as started:
+        upload_example(started)
+        yield started
+
+
+@pytest.fixture(scope="session")
+def direct_model(tmp_path_factory) -> bytes:
+    """The example's model, trained directly with the same data and arguments, without spotrun."""
+    workdir = tmp_path_factory.mktemp("direct")
+    subprocess.run([sys.executable, str(EXAMPLE_DIR / "generate_data.py"), str(workdir / "data")], check=True)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SPOTRUN_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    subprocess.run(
+        [sys.executable, str(EXAMPLE_DIR / "train.py"), "--data-dir", str(workdir / "data")],
+        cwd=workdir,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    return (workdir / "output" / "model.npy").read_bytes()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def example_manifest(**replacements: str) -> bytes:
+    """The example manifest, with text replaced (e.g. the training command) for a variant of the job."""
+    text = (EXAMPLE_DIR / "manifest.yaml").read_text()
+    for old, new in replacements.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    return text.encode()
+
+
+def read_archived(runtime: LocalRuntime, uri: str) -> bytes:
+    """Restore a Glacier object (instant in the emulator) and read it, as a user would."""
+    bucket, key = uri.removeprefix("s3://").split("/", 1)
+    s3 = runtime.client("s3")
+    s3.restore_object(Bucket=bucket, Key=key, RestoreRequest={"Days": 1})
+    return bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def instance_state(runtime: LocalRuntime, instance_id: str) -> str:
+    reservations = runtime.client("ec2").describe_instances(InstanceIds=[instance_id])["Reservations"]
+    return str(reservations[0]["Instances"][0]["State"]["Name"])

@@ -1,0 +1,36 @@
+"""`spotrun demo --json`: what `make demo` runs, with the record scripts rely on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_demo_json_prints_the_final_job_record_on_the_last_line(tmp_path):
+    # Given a fresh working directory for the emulator
+    # When the demo runs as a user would run it
+    finished = subprocess.run(
+        [sys.executable, "-m", "spotrun.cli", "demo", "--json", "--workdir", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    # Then it exits 0 and its last stdout line is the job record with the promised fields
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    record = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert record["status"] == "SUCCEEDED"
+    assert record["job_id"].startswith("tiny-regression-")
+    [attempt] = record["attempts"]
+    for field in ("instance_id", "instance_type", "availability_zone", "started_at", "ended_at", "end_reason"):
+        assert attempt[field], field
+    assert attempt["lifecycle"] == "spot"
+    assert [item["storage_class"] for item in record["archive"]] == ["GLACIER"]
+    assert record["archive"][0]["uri"].startswith("s3://spotrun-archive-local/models/")
+    assert record["cost"]["usd"] < record["cost"]["on_demand_usd"]
+    assert 0 < record["cost"]["savings_pct"] < 100
+    assert len(record["model_sha256"]) == 64
+    # And the people-facing summary went to stderr, not into the JSON stream
+    assert "status: SUCCEEDED" in finished.stderr
