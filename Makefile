@@ -3,17 +3,27 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+# The demo needs only the runtime and the emulator, not the CDK and the linters: a lighter first run.
+DEMO_STAMP := $(VENV)/.installed-local
 
 .PHONY: demo test lint typecheck bench clean synth
 
-$(STAMP): pyproject.toml
+# $(call install,EXTRA): create the venv if needed, install the project with that extra, stamp the target.
+define install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[$(1)]'
+	touch $@
+endef
+
+$(STAMP): pyproject.toml
+	$(call install,dev)
+
+$(DEMO_STAMP): pyproject.toml
+	$(call install,local)
 
 ## demo: run one training job through the whole control plane in the embedded AWS emulator
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/spotrun demo
 
 ## test: lint, type-check, then every test suite
