@@ -11,10 +11,13 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from spotrun.errors import InstanceLost
 from spotrun.store import DynamoJobStore
 
 _clients: dict[tuple[str, str, str | None], Any] = {}
 _lock = threading.Lock()
+# SendTask* answers these when the task already ended (reported, timed out, or its execution stopped).
+_CLOSED_TASK_CODES = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
 _RETRIES = Config(retries={"max_attempts": 5, "mode": "standard"})
 
 
@@ -96,13 +99,19 @@ class SsmCommands:
         self._ssm = client("ssm", region)
 
     def run_agent(self, document_name: str, instance_id: str, command_uri: str) -> str:
-        answer = self._ssm.send_command(
-            DocumentName=document_name,
-            InstanceIds=[instance_id],
-            Parameters={"commandUri": [command_uri]},
-            TimeoutSeconds=600,
-            Comment="spotrun agent step",
-        )
+        try:
+            answer = self._ssm.send_command(
+                DocumentName=document_name,
+                InstanceIds=[instance_id],
+                Parameters={"commandUri": [command_uri]},
+                TimeoutSeconds=600,
+                Comment="spotrun agent step",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "InvalidInstanceId":
+                # Gone (reclaimed) or not managed by SSM: the workflow relaunches rather than fails.
+                raise InstanceLost(f"SSM cannot reach instance {instance_id}: {exc}") from exc
+            raise
         return str(answer["Command"]["CommandId"])
 
 
@@ -151,6 +160,15 @@ class StepFunctionsWorkflows:
             # Same name: this submission's execution exists already. Its ARN is derivable from the name.
             return state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
         return str(answer["executionArn"])
+
+    def fail_task(self, task_token: str, error: str, cause: str) -> bool:
+        try:
+            self._sfn.send_task_failure(taskToken=task_token, error=error, cause=cause)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in _CLOSED_TASK_CODES:
+                return False
+            raise
+        return True
 
 
 def job_store(table_name: str, region: str) -> DynamoJobStore:

@@ -28,6 +28,8 @@ class Settings(BaseModel):
     agent_document_name: str = ""
     launch_template_name: str = ""
     subnet_ids: tuple[str, ...] = ()
+    # Launch the replacement on the interruption warning, so it boots while the checkpoint uploads.
+    overlap_replacement: bool = True
     # 1.0 in AWS. The emulator shrinks every wait, heartbeat and boot delay by this one factor.
     time_scale: float = Field(default=1.0, gt=0)
 

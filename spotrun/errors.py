@@ -51,6 +51,12 @@ class InstanceBootTimeout(SpotrunError):
     error_name = "Instance.BootTimeout"
 
 
+class InterruptionsExceeded(SpotrunError):
+    """The job lost its capacity more often than its manifest tolerates."""
+
+    error_name = "Interruptions.Exceeded"
+
+
 class BudgetExceeded(SpotrunError):
     """Continuing would spend more than the manifest's budget."""
 

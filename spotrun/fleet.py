@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
 from spotrun.capacity import (
     LaunchedInstance,
+    Pool,
     avoid_list,
     build_fleet_request,
     candidate_types,
@@ -15,14 +17,13 @@ from spotrun.capacity import (
     parse_fleet_response,
 )
 from spotrun.errors import CapacityExhausted, CapacityUnavailable, InstanceBootTimeout, InstanceLost
-from spotrun.job import Attempt, Job, JobStatus, Lifecycle, transition
+from spotrun.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, Lifecycle, transition
 from spotrun.manifest import JobManifest
 from spotrun.ports import Compute
 from spotrun.pricing import instance_info
 from spotrun.store import JobStore, update_job
 from spotrun.timing import WorkflowTiming
 
-INTERRUPTED_REASONS = frozenset({"interrupted", "reclaimed", "instance-lost"})
 _LOST_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
 
 
@@ -44,6 +45,95 @@ def _open_attempt(job: Job) -> Attempt | None:
     return attempt if attempt is not None and attempt.ended_at is None else None
 
 
+def launch_instance(
+    job: Job,
+    *,
+    compute: Compute,
+    subnet_ids: tuple[str, ...],
+    launch_template_name: str,
+    interruptions: int,
+    now: datetime,
+    also_avoid: Collection[Pool] = (),
+) -> Attempt:
+    """Launch capacity for the job's next attempt, without recording it.
+
+    Spot first (unless the policy says otherwise), over every candidate type and zone except the pools reclaimed
+    lately; on-demand when spot is unavailable and the manifest allows the fallback.
+
+    Parameters
+    ----------
+    job
+        The job (its manifest and past attempts decide types, pools to avoid and lifecycle).
+    compute
+        Port to EC2.
+    subnet_ids, launch_template_name
+        Where and how instances are launched.
+    interruptions
+        Interruptions to count for the on-demand fallback policy.
+    now
+        The current time.
+    also_avoid
+        Pools to avoid besides the recently reclaimed ones (the pool being reclaimed right now).
+
+    Returns
+    -------
+    Attempt
+        The launched instance as the job's next attempt, started ``now``.
+
+    Raises
+    ------
+    CapacityUnavailable
+        When no pool could supply an instance.
+    """
+    manifest = manifest_of(job)
+    subnets = compute.subnet_zones(subnet_ids)
+    reclaimed = [
+        ((attempt.instance_type, attempt.availability_zone), attempt.ended_at)
+        for attempt in job.attempts
+        if attempt.end_reason in INTERRUPTION_REASONS and attempt.ended_at is not None
+    ]
+    avoid = avoid_list(reclaimed, now, manifest.capacity.avoid_pool_minutes) | set(also_avoid)
+    tags = {**manifest.tags, "spotrun:job-id": job.job_id, "spotrun:attempt": str(len(job.attempts) + 1)}
+
+    def launch(chosen: Lifecycle) -> list[LaunchedInstance]:
+        request = build_fleet_request(
+            candidates=candidate_types(manifest.resources),
+            subnets=subnets,
+            launch_template_name=launch_template_name,
+            lifecycle=chosen,
+            max_price_per_hour=manifest.capacity.max_price_per_hour,
+            avoid_pools=avoid,
+            nodes=manifest.resources.nodes,
+            tags=tags,
+        )
+        return parse_fleet_response(compute.create_fleet(request), subnets)
+
+    lifecycle = choose_lifecycle(manifest.capacity, interruptions, spot_unavailable=False)
+    try:
+        first = launch(lifecycle)[0]
+    except CapacityUnavailable:
+        fallback = choose_lifecycle(manifest.capacity, interruptions, spot_unavailable=True)
+        if fallback == lifecycle:
+            raise
+        first = launch(fallback)[0]
+    price = (
+        compute.spot_price(first.instance_type, first.availability_zone)
+        if first.lifecycle == "spot"
+        else None
+    )
+    return Attempt(
+        number=len(job.attempts) + 1,
+        instance_id=first.instance_id,
+        instance_type=first.instance_type,
+        availability_zone=first.availability_zone,
+        lifecycle=first.lifecycle,
+        price_per_hour=price
+        if price is not None
+        else instance_info(first.instance_type).on_demand_usd_per_hour,
+        started_at=now,
+    )
+
+
 def acquire_instance(
     *,
     job_id: str,
@@ -54,7 +144,7 @@ def acquire_instance(
     timing: WorkflowTiming,
     now: datetime,
 ) -> Attempt:
-    """Launch the instance for the job's next attempt and record it.
+    """Give the job's next attempt an instance: the standby launched on the warning, or a new one.
 
     Parameters
     ----------
@@ -78,6 +168,8 @@ def acquire_instance(
     ------
     CapacityUnavailable
         When no pool could supply an instance; the workflow waits and calls again.
+    CapacityExhausted
+        When capacity has been unavailable for longer than the timing's patience.
     """
     job = store.get(job_id)
     if job is None:
@@ -86,68 +178,95 @@ def acquire_instance(
     if existing is not None:
         return existing
     job = update_job(store, job_id, lambda current: transition(current, JobStatus.ACQUIRING, now))
-    manifest = manifest_of(job)
-    interruptions = sum(1 for attempt in job.attempts if attempt.end_reason in INTERRUPTED_REASONS)
-    subnets = compute.subnet_zones(subnet_ids)
-    reclaimed = [
-        ((attempt.instance_type, attempt.availability_zone), attempt.ended_at)
-        for attempt in job.attempts
-        if attempt.end_reason in INTERRUPTED_REASONS and attempt.ended_at is not None
-    ]
-    avoid = avoid_list(reclaimed, now, manifest.capacity.avoid_pool_minutes)
-    lifecycle = choose_lifecycle(manifest.capacity, interruptions, spot_unavailable=False)
-    tags = {**manifest.tags, "spotrun:job-id": job_id, "spotrun:attempt": str(len(job.attempts) + 1)}
-
-    def launch(chosen: Lifecycle) -> list[LaunchedInstance]:
-        request = build_fleet_request(
-            candidates=candidate_types(manifest.resources),
-            subnets=subnets,
-            launch_template_name=launch_template_name,
-            lifecycle=chosen,
-            max_price_per_hour=manifest.capacity.max_price_per_hour,
-            avoid_pools=avoid,
-            nodes=manifest.resources.nodes,
-            tags=tags,
-        )
-        return parse_fleet_response(compute.create_fleet(request), subnets)
-
-    try:
-        launched = launch(lifecycle)
-    except CapacityUnavailable:
-        fallback = choose_lifecycle(manifest.capacity, interruptions, spot_unavailable=True)
-        if fallback == lifecycle:
+    attempt = _adopt_standby(job, compute)
+    if attempt is None:
+        try:
+            attempt = launch_instance(
+                job,
+                compute=compute,
+                subnet_ids=subnet_ids,
+                launch_template_name=launch_template_name,
+                interruptions=job.interruptions,
+                now=now,
+            )
+        except CapacityUnavailable:
             _note_capacity_wait(store, job, timing, now)
             raise
-        launched = launch(fallback)
-    first = launched[0]
-    price = (
-        compute.spot_price(first.instance_type, first.availability_zone)
-        if first.lifecycle == "spot"
-        else None
-    )
-    attempt = Attempt(
-        number=len(job.attempts) + 1,
-        instance_id=first.instance_id,
-        instance_type=first.instance_type,
-        availability_zone=first.availability_zone,
-        lifecycle=first.lifecycle,
-        price_per_hour=price
-        if price is not None
-        else instance_info(first.instance_type).on_demand_usd_per_hour,
-        started_at=now,
-    )
-    for instance in launched:
-        store.link_instance(instance.instance_id, job_id)
+        store.link_instance(attempt.instance_id, job_id)
+    chosen = attempt
 
     def record(current: Job) -> Job:
-        where = f"{attempt.instance_type} in {attempt.availability_zone}"
+        where = f"{chosen.instance_type} in {chosen.availability_zone}"
+        if current.standby is not None and current.standby.instance_id == chosen.instance_id:
+            where += " (launched on the warning)"
         booting = transition(current, JobStatus.BOOTING, now, detail=where)
         return booting.model_copy(
-            update={"attempts": [*current.attempts, attempt], "waiting_for_capacity_since": None}
+            update={
+                "attempts": [*current.attempts, chosen],
+                "waiting_for_capacity_since": None,
+                "standby": None,
+            }
         )
 
     update_job(store, job_id, record)
     return attempt
+
+
+def _adopt_standby(job: Job, compute: Compute) -> Attempt | None:
+    standby = job.standby
+    if standby is None:
+        return None
+    if compute.instance_state(standby.instance_id) in ("pending", "running"):
+        return standby.model_copy(update={"number": len(job.attempts) + 1})
+    return None
+
+
+def launch_standby(
+    *,
+    job_id: str,
+    store: JobStore,
+    compute: Compute,
+    subnet_ids: tuple[str, ...],
+    launch_template_name: str,
+    now: datetime,
+) -> Attempt | None:
+    """On an interruption warning, launch the replacement at once, so it boots while the checkpoint uploads.
+
+    The pool being reclaimed is avoided. At most one standby exists per job: when two warnings race, the
+    loser terminates what it launched.
+
+    Returns
+    -------
+    Attempt | None
+        The standby, or None when the job has one already, is finished, or no capacity was found (the
+        workflow will then acquire capacity itself after the interruption).
+    """
+    job = store.get(job_id)
+    current = None if job is None else _open_attempt(job)
+    if job is None or current is None or job.standby is not None or job.status.is_terminal:
+        return None
+    try:
+        standby = launch_instance(
+            job,
+            compute=compute,
+            subnet_ids=subnet_ids,
+            launch_template_name=launch_template_name,
+            interruptions=job.interruptions + 1,
+            now=now,
+            also_avoid={Pool(current.instance_type, current.availability_zone)},
+        )
+    except CapacityUnavailable:
+        return None
+    store.link_instance(standby.instance_id, job_id)
+    stored = update_job(
+        store,
+        job_id,
+        lambda latest: latest if latest.standby else latest.model_copy(update={"standby": standby}),
+    )
+    if stored.standby is None or stored.standby.instance_id != standby.instance_id:
+        compute.terminate([standby.instance_id])
+        return None
+    return standby
 
 
 def _note_capacity_wait(store: JobStore, job: Job, timing: WorkflowTiming, now: datetime) -> None:

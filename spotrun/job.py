@@ -42,6 +42,9 @@ class JobStatus(StrEnum):
         return self in TERMINAL_STATUSES
 
 
+# End reasons of an attempt whose capacity went away (as opposed to "completed", "failed", "cancelled").
+INTERRUPTION_REASONS = frozenset({"interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"})
+
 TERMINAL_STATUSES = frozenset(
     {JobStatus.REJECTED, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
 )
@@ -118,6 +121,9 @@ class Attempt(_Record):
     checkpoint_restored: str | None = None
     restored_step: int | None = None
     steps_lost: int | None = None
+    last_step: int | None = None  # the last training step reported before the attempt ended
+    rebalance_at: datetime | None = None
+    notice_at: datetime | None = None  # the spot interruption warning
 
 
 class ArchivedObject(_Record):
@@ -157,6 +163,10 @@ class Job(_Record):
     model_sha256: str | None = None
     error: JobError | None = None
     waiting_for_capacity_since: datetime | None = None
+    # An instance launched on the interruption warning, adopted by the next attempt (boot overlaps the upload).
+    standby: Attempt | None = None
+    # The token of the agent step in progress. Never logged, never shown: it can complete the step.
+    task_token: str | None = Field(default=None, repr=False)
     version: int = 0
 
     @property
@@ -165,8 +175,14 @@ class Job(_Record):
         return self.attempts[-1] if self.attempts else None
 
     def instance_ids(self) -> list[str]:
-        """Every instance the job has ever had."""
-        return [attempt.instance_id for attempt in self.attempts]
+        """Every instance the job has ever had, the standby included."""
+        standby = [self.standby.instance_id] if self.standby is not None else []
+        return [attempt.instance_id for attempt in self.attempts] + standby
+
+    @property
+    def interruptions(self) -> int:
+        """How many attempts ended because their capacity went away."""
+        return sum(1 for attempt in self.attempts if attempt.end_reason in INTERRUPTION_REASONS)
 
 
 def new_job(

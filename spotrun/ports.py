@@ -67,3 +67,7 @@ class Workflows(Protocol):
     def start(self, state_machine_arn: str, name: str, payload: dict[str, Any]) -> str:
         """Start an execution named ``name``; starting the same name again returns the existing execution."""
         ...
+
+    def fail_task(self, task_token: str, error: str, cause: str) -> bool:
+        """Fail the task waiting on ``task_token``; False when that task had already ended."""
+        ...

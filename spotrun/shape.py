@@ -151,6 +151,26 @@ SHAPE = DeploymentShape(
             settings=_ALL_STORE,
         ),
         FunctionSpec(
+            "interrupted",
+            "functions.interrupted.handler",
+            "Records an interruption: ends the attempt, measures the work lost, releases the instance.",
+            settings=(*_ALL_STORE, "jobs_bucket"),
+        ),
+        FunctionSpec(
+            "ec2_events",
+            "functions.ec2_events.handler",
+            "Acts on EC2 spot warnings, rebalance recommendations and state changes of the jobs' instances.",
+            settings=(
+                *_ALL_STORE,
+                "jobs_bucket",
+                "agent_document_name",
+                "subnet_ids",
+                "launch_template_name",
+                "overlap_replacement",
+                "time_scale",
+            ),
+        ),
+        FunctionSpec(
             "finalize",
             "functions.finalize.handler",
             "Records the job's outcome, error and cost.",
@@ -177,6 +197,28 @@ SHAPE = DeploymentShape(
             target_function="submit",
             source_bucket="jobs",
         ),
+        RuleSpec(
+            "spot-interruption-warning",
+            "EC2 will reclaim a spot instance in two minutes.",
+            pattern={"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+            target_function="ec2_events",
+        ),
+        RuleSpec(
+            "rebalance-recommendation",
+            "A spot instance is at elevated risk of interruption.",
+            pattern={"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
+            target_function="ec2_events",
+        ),
+        RuleSpec(
+            "instance-stopped",
+            "An instance is shutting down, stopping or gone.",
+            pattern={
+                "source": ["aws.ec2"],
+                "detail-type": ["EC2 Instance State-change Notification"],
+                "detail": {"state": ["shutting-down", "terminated", "stopping", "stopped"]},
+            },
+            target_function="ec2_events",
+        ),
     ),
     state_machine_functions={
         "AcquireFunctionArn": "acquire",
@@ -184,6 +226,7 @@ SHAPE = DeploymentShape(
         "AgentStepFunctionArn": "agent_step",
         "ArchiveFunctionArn": "archive",
         "ReleaseFunctionArn": "release",
+        "InterruptedFunctionArn": "interrupted",
         "FinalizeFunctionArn": "finalize",
     },
 )

@@ -65,6 +65,7 @@ def dispatch_agent_step(
 
     def record(current: Job) -> Job:
         moved = transition(current, _STEP_STATUS[step], now, detail=attempt.instance_id)
+        moved = moved.model_copy(update={"task_token": task_token})
         if staged is None or not moved.attempts:
             return moved
         last = moved.attempts[-1].model_copy(
@@ -84,6 +85,21 @@ def dispatch_agent_step(
         heartbeat_seconds=timing.agent_heartbeat_seconds,
         poll_seconds=timing.agent_poll_seconds,
     )
-    key = agent_command_key(job_id, attempt.number, step)
-    objects.put_json(jobs_bucket, key, command.model_dump(mode="json"))
-    return commands.run_agent(document_name, attempt.instance_id, f"s3://{jobs_bucket}/{key}")
+    return send_agent_command(
+        command, attempt.instance_id, objects=objects, commands=commands, document_name=document_name
+    )
+
+
+def send_agent_command(
+    command: AgentCommand, instance_id: str, *, objects: Objects, commands: Commands, document_name: str
+) -> str:
+    """Write ``command`` to the jobs bucket and send its key to the agent on ``instance_id`` through SSM.
+
+    Returns
+    -------
+    str
+        The SSM command id.
+    """
+    key = agent_command_key(command.job_id, command.attempt, command.step)
+    objects.put_json(command.jobs_bucket, key, command.model_dump(mode="json"))
+    return commands.run_agent(document_name, instance_id, f"s3://{command.jobs_bucket}/{key}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -9,7 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from spotrun.job import Job, JobStatus, timeline_durations
+from spotrun.job import INTERRUPTION_REASONS, Job, JobStatus, timeline_durations
 
 _STATUS_STYLE = {
     JobStatus.SUCCEEDED: "bold green",
@@ -44,11 +45,17 @@ def timeline_table(job: Job, now: datetime) -> Table:
 
 
 def attempts_table(job: Job) -> Table:
-    """One row per instance the job ran on."""
+    """One row per instance the job ran on: where, at what price, how it ended, and the work it lost.
+
+    ``restored`` is the checkpoint the attempt resumed from (``-``: it started from scratch), ``reached`` the
+    last step it reported, ``steps lost`` the steps it trained past its last committed checkpoint.
+    """
     table = Table(title="attempts", title_justify="left")
-    for column in ("#", "instance", "type", "zone", "lifecycle", "$/h", "ended by", "restored", "steps lost"):
-        table.add_column(column)
+    for column in ("#", "instance", "type", "zone", "lifecycle", "$/h", "ended by", "restored", "reached"):
+        table.add_column(column, justify="right" if column in ("#", "$/h") else "left")
+    table.add_column("steps lost", justify="right")
     for attempt in job.attempts:
+        interrupted = attempt.end_reason in INTERRUPTION_REASONS
         table.add_row(
             str(attempt.number),
             attempt.instance_id,
@@ -56,11 +63,46 @@ def attempts_table(job: Job) -> Table:
             attempt.availability_zone,
             attempt.lifecycle,
             f"{attempt.price_per_hour:.4f}",
-            attempt.end_reason or "running",
+            Text(attempt.end_reason or "running", style="yellow" if interrupted else ""),
             "-" if attempt.restored_step is None else f"step {attempt.restored_step}",
+            "-" if attempt.last_step is None else f"step {attempt.last_step}",
             "-" if attempt.steps_lost is None else str(attempt.steps_lost),
         )
     return table
+
+
+@dataclass(frozen=True)
+class WorkLost:
+    """Training work thrown away because capacity went away."""
+
+    steps: int  # summed over the interrupted attempts whose loss is known
+    interruptions: int  # attempts that ended by losing their instance
+    unknown: int  # of those, how many did not report what they lost
+
+
+def work_lost(job: Job) -> WorkLost:
+    """Sum the steps lost over the attempts that were interrupted (or lost their instance)."""
+    interrupted = [a for a in job.attempts if a.end_reason in INTERRUPTION_REASONS]
+    return WorkLost(
+        steps=sum(a.steps_lost or 0 for a in interrupted),
+        interruptions=len(interrupted),
+        unknown=sum(1 for a in interrupted if a.steps_lost is None),
+    )
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def work_lost_text(lost: WorkLost) -> Text:
+    """``work lost to interruptions: 12 steps over 2 interruptions``."""
+    line = (
+        f"work lost to interruptions: {_plural(lost.steps, 'step')} "
+        f"over {_plural(lost.interruptions, 'interruption')}"
+    )
+    if lost.unknown:
+        line += f" (loss unknown for {lost.unknown} of them)"
+    return Text(line, style="bold yellow" if lost.steps else "bold")
 
 
 def final_summary(job: Job, now: datetime) -> Group:
@@ -68,6 +110,9 @@ def final_summary(job: Job, now: datetime) -> Group:
     parts: list[Any] = [timeline_table(job, now)]
     if job.attempts:
         parts.append(attempts_table(job))
+    lost = work_lost(job)
+    if lost.interruptions:
+        parts.append(work_lost_text(lost))
     if job.cost is not None:
         parts.append(
             Text(
@@ -100,6 +145,6 @@ def final_summary(job: Job, now: datetime) -> Group:
 
 def job_record(job: Job) -> dict[str, Any]:
     """The job as one JSON-able object (what ``--json`` prints)."""
-    record = job.model_dump(mode="json", exclude={"version", "waiting_for_capacity_since"})
+    record = job.model_dump(mode="json", exclude={"version", "waiting_for_capacity_since", "task_token"})
     record["status"] = job.status.value
     return record

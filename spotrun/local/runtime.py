@@ -7,11 +7,12 @@ whose agent subprocesses talk to the emulator over HTTP.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
@@ -61,6 +62,8 @@ class LocalRuntime:
         ASL document; ``shape.STATE_MACHINE_FILE`` when omitted.
     agent_argv
         Program started by the agent's SSM document, the command URI appended; the real agent when omitted.
+    settings_overrides
+        Settings to change from what provisioning derives (e.g. ``overlap_replacement=False`` for a benchmark).
     """
 
     _active: ClassVar[LocalRuntime | None] = None
@@ -77,6 +80,7 @@ class LocalRuntime:
         state_machine_file: Path | None = None,
         agent_argv: Sequence[str] | None = None,
         region: str = "us-east-1",
+        settings_overrides: Mapping[str, Any] | None = None,
     ):
         from spotrun.shape import STATE_MACHINE_FILE
 
@@ -85,6 +89,7 @@ class LocalRuntime:
         self.state_machine_file = state_machine_file or STATE_MACHINE_FILE
         self.agent_argv = list(agent_argv) if agent_argv is not None else default_agent_argv()
         self.region = region
+        self.settings_overrides = dict(settings_overrides or {})
         self.clock = Clock(time_scale)
         self.capacity = CapacityModel(pools if pools is not None else default_pools(seed))
         self.handlers = lambda_patch.HandlerRegistry()
@@ -172,9 +177,11 @@ class LocalRuntime:
                 "AWS_ENDPOINT_URL": endpoint,
             }
         )
-        self._deployment = provision(
+        deployment = provision(
             self.client, self.shape, self.state_machine_file, self.clock.time_scale, self.region
         )
+        settings = deployment.settings.model_copy(update=self.settings_overrides)
+        self._deployment = dataclasses.replace(deployment, settings=settings)
         self._environment.set(self._deployment.settings.to_env())
         self.chaos.start_hazards(self.capacity)
 

@@ -10,8 +10,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spotrun.aws import forget_clients
+from spotrun.aws import forget_clients, job_store
 from spotrun.config import Settings
+from spotrun.job import ManifestSource, new_job, utc_now
+from spotrun.manifest import parse_manifest_text
 from spotrun.shape import SHAPE
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
@@ -109,3 +111,46 @@ def deployment(aws, monkeypatch) -> Settings:
     for name, value in settings.to_env().items():
         monkeypatch.setenv(name, value)
     return settings
+
+
+@pytest.fixture
+def job_id(deployment):
+    store = job_store(deployment.jobs_table, deployment.region)
+    job = new_job(
+        "tiny-000000000001",
+        "tiny",
+        ManifestSource(bucket="b", key="k", etag="e"),
+        MANIFEST.model_dump(mode="json"),
+        utc_now(),
+    )
+    assert store.create(job)
+    boto3.client("ssm").create_document(
+        Name=SHAPE.agent_document_name,
+        DocumentType="Command",
+        Content=json.dumps(
+            {
+                "schemaVersion": "2.2",
+                "description": "run a spotrun agent step",
+                "parameters": {"commandUri": {"type": "String"}},
+                "mainSteps": [
+                    {
+                        "action": "aws:runShellScript",
+                        "name": "run",
+                        "inputs": {"runCommand": ["spotrun-agent run"]},
+                    }
+                ],
+            }
+        ),
+    )
+    return job.job_id
+
+
+MANIFEST = parse_manifest_text(
+    """
+name: tiny
+resources: {gpu_names: [t4, a10g]}
+training: {command: [python, train.py]}
+outputs: {model: model.npy}
+archive: {storage_class: DEEP_ARCHIVE}
+"""
+)

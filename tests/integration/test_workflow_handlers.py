@@ -8,53 +8,12 @@ from functions import acquire, agent_step, archive, finalize, instance_ready, re
 from spotrun.agent.command import FailureCause, OutputObject, TrainResult
 from spotrun.aws import job_store
 from spotrun.errors import InstanceLost
-from spotrun.job import JobStatus, ManifestSource, new_job, utc_now
-from spotrun.manifest import parse_manifest_text
+from spotrun.job import JobStatus
 from spotrun.shape import SHAPE
 from spotrun.timing import workflow_timing
+from tests.integration.conftest import MANIFEST
 
-MANIFEST = parse_manifest_text(
-    """
-name: tiny
-resources: {gpu_names: [t4, a10g]}
-training: {command: [python, train.py]}
-outputs: {model: model.npy}
-archive: {storage_class: DEEP_ARCHIVE}
-"""
-)
 TIMING = workflow_timing(MANIFEST, 1.0).model_dump()
-
-
-@pytest.fixture
-def job_id(deployment):
-    store = job_store(deployment.jobs_table, deployment.region)
-    job = new_job(
-        "tiny-000000000001",
-        "tiny",
-        ManifestSource(bucket="b", key="k", etag="e"),
-        MANIFEST.model_dump(mode="json"),
-        utc_now(),
-    )
-    assert store.create(job)
-    boto3.client("ssm").create_document(
-        Name=SHAPE.agent_document_name,
-        DocumentType="Command",
-        Content=json.dumps(
-            {
-                "schemaVersion": "2.2",
-                "description": "run a spotrun agent step",
-                "parameters": {"commandUri": {"type": "String"}},
-                "mainSteps": [
-                    {
-                        "action": "aws:runShellScript",
-                        "name": "run",
-                        "inputs": {"runCommand": ["spotrun-agent run"]},
-                    }
-                ],
-            }
-        ),
-    )
-    return job.job_id
 
 
 def stored(deployment, job_id):

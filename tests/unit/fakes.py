@@ -1,0 +1,112 @@
+"""In-memory fakes of spotrun.ports, for unit tests of the control plane's logic."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+
+class FakeCompute:
+    """EC2 with unlimited capacity: every fleet gets its first override."""
+
+    def __init__(self, zones: dict[str, str] | None = None, price: float = 0.2):
+        self.zones = zones or {"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}
+        self.price = price
+        self.states: dict[str, str] = {}
+        self.fleet_requests: list[dict[str, Any]] = []
+        self.unavailable = False
+        self._ids = (f"i-{n:017x}" for n in itertools.count(1))
+
+    def subnet_zones(self, subnet_ids: tuple[str, ...]) -> dict[str, str]:
+        return {subnet: zone for subnet, zone in self.zones.items() if subnet in subnet_ids}
+
+    def create_fleet(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.fleet_requests.append(request)
+        config = request["LaunchTemplateConfigs"][0]
+        lifecycle = request["TargetCapacitySpecification"]["DefaultTargetCapacityType"]
+        if self.unavailable:
+            errors = [
+                {
+                    "LaunchTemplateAndOverrides": {"Overrides": override},
+                    "Lifecycle": lifecycle,
+                    "ErrorCode": "InsufficientInstanceCapacity",
+                    "ErrorMessage": "no capacity",
+                }
+                for override in config["Overrides"]
+            ]
+            return {"Instances": [], "Errors": errors}
+        override = config["Overrides"][0]
+        instance_id = next(self._ids)
+        self.states[instance_id] = "pending"
+        return {
+            "Instances": [
+                {
+                    "LaunchTemplateAndOverrides": {"Overrides": override},
+                    "Lifecycle": lifecycle,
+                    "InstanceIds": [instance_id],
+                    "InstanceType": override["InstanceType"],
+                }
+            ],
+            "Errors": [],
+        }
+
+    def spot_price(self, instance_type: str, availability_zone: str) -> float | None:
+        return self.price
+
+    def instance_state(self, instance_id: str) -> str | None:
+        return self.states.get(instance_id)
+
+    def terminate(self, instance_ids: list[str]) -> list[str]:
+        known = [instance_id for instance_id in instance_ids if instance_id in self.states]
+        for instance_id in known:
+            self.states[instance_id] = "terminated"
+        return known
+
+
+class FakeObjects:
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], bytes] = {}
+
+    def put_json(self, bucket: str, key: str, document: Any) -> None:
+        self.objects[(bucket, key)] = json.dumps(document, default=str).encode()
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        return self.objects[(bucket, key)]
+
+    def list_keys(self, bucket: str, prefix: str) -> list[tuple[str, int]]:
+        return sorted(
+            (key, len(body))
+            for (b, key), body in self.objects.items()
+            if b == bucket and key.startswith(prefix)
+        )
+
+    def copy(self, source: tuple[str, str], destination: tuple[str, str], storage_class: str) -> None:
+        self.objects[destination] = self.objects[source]
+
+
+class FakeCommands:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, str]] = []
+
+    def run_agent(self, document_name: str, instance_id: str, command_uri: str) -> str:
+        self.sent.append((document_name, instance_id, command_uri))
+        return f"command-{len(self.sent)}"
+
+
+class FakeWorkflows:
+    def __init__(self) -> None:
+        self.started: dict[str, dict[str, Any]] = {}
+        self.failed: list[tuple[str, str, str]] = []
+        self.closed_tokens: set[str] = set()
+
+    def start(self, state_machine_arn: str, name: str, payload: dict[str, Any]) -> str:
+        self.started.setdefault(name, payload)
+        return f"{state_machine_arn}:{name}"
+
+    def fail_task(self, task_token: str, error: str, cause: str) -> bool:
+        if task_token in self.closed_tokens:
+            return False
+        self.closed_tokens.add(task_token)
+        self.failed.append((task_token, error, cause))
+        return True

@@ -1,0 +1,226 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from spotrun.agent.command import FailureCause
+from spotrun.config import Settings
+from spotrun.errors import InterruptionsExceeded
+from spotrun.fleet import acquire_instance
+from spotrun.interruptions import on_instance_state, on_interruption_warning, record_interruption
+from spotrun.job import JobStatus, ManifestSource, new_job, transition
+from spotrun.layout import commit_marker_key, progress_key
+from spotrun.manifest import parse_manifest_text
+from spotrun.store import InMemoryJobStore, update_job
+from spotrun.timing import workflow_timing
+from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, FakeWorkflows
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+BUCKET = "jobs-bucket"
+MANIFEST = parse_manifest_text(
+    "name: tiny\nresources: {gpu_names: [t4]}\ncapacity: {max_interruptions: 2}\ntraining: {command: [python, t.py]}\n"
+)
+SETTINGS = Settings(
+    region="us-east-1",
+    jobs_table="jobs",
+    jobs_bucket=BUCKET,
+    agent_document_name="spotrun-agent-run",
+    launch_template_name="spotrun-agent",
+    subnet_ids=("subnet-a", "subnet-b"),
+)
+
+
+@pytest.fixture
+def world():
+    store, compute = InMemoryJobStore(), FakeCompute()
+    job = new_job(
+        "tiny-1", "tiny", ManifestSource(bucket="b", key="k", etag="e"), MANIFEST.model_dump(mode="json"), T0
+    )
+    store.create(job)
+    attempt = acquire_instance(
+        job_id="tiny-1",
+        store=store,
+        compute=compute,
+        subnet_ids=SETTINGS.subnet_ids,
+        launch_template_name="spotrun-agent",
+        timing=workflow_timing(MANIFEST, 1.0),
+        now=T0,
+    )
+    compute.states[attempt.instance_id] = "running"
+    for status in (JobStatus.STAGING, JobStatus.TRAINING):
+        update_job(store, "tiny-1", lambda current, status=status: transition(current, status, T0))
+    update_job(store, "tiny-1", lambda current: current.model_copy(update={"task_token": "token-1"}))
+    return store, compute, attempt
+
+
+def warn(store, compute, instance_id, commands=None, objects=None):
+    return on_interruption_warning(
+        instance_id=instance_id,
+        store=store,
+        compute=compute,
+        objects=objects or FakeObjects(),
+        commands=commands or FakeCommands(),
+        settings=SETTINGS,
+        now=T0 + timedelta(minutes=5),
+    )
+
+
+def test_a_warning_is_acted_on_once_however_often_it_arrives(world):
+    # Given a training job on a spot instance
+    store, compute, attempt = world
+    commands = FakeCommands()
+    # When the warning arrives three times
+    outcomes = [warn(store, compute, attempt.instance_id, commands=commands) for _ in range(3)]
+    # Then the first records the notice, tells the agent and launches one replacement; the others do nothing
+    assert outcomes[0].action == "warning recorded"
+    assert outcomes[0].standby_instance_id is not None
+    assert all(outcome.action.startswith("ignored") for outcome in outcomes[1:])
+    assert [instance for _, instance, _ in commands.sent] == [attempt.instance_id]
+    assert len(compute.fleet_requests) == 2  # the first attempt's and the one replacement
+    job = store.get("tiny-1")
+    assert job.current_attempt.notice_at == T0 + timedelta(minutes=5)
+    assert job.standby.instance_id == outcomes[0].standby_instance_id
+
+
+def test_the_replacement_avoids_the_pool_being_reclaimed(world):
+    # Given a job on g4dn.xlarge in one zone
+    store, compute, attempt = world
+    # When its warning arrives
+    warn(store, compute, attempt.instance_id)
+    # Then the replacement's request offers no override in that pool
+    overrides = compute.fleet_requests[-1]["LaunchTemplateConfigs"][0]["Overrides"]
+    reclaimed_subnet = next(s for s, z in compute.zones.items() if z == attempt.availability_zone)
+    assert all(
+        (item["InstanceType"], item["SubnetId"]) != (attempt.instance_type, reclaimed_subnet)
+        for item in overrides
+    )
+
+
+def test_the_next_attempt_adopts_the_standby_instead_of_launching(world):
+    # Given a warned job with a standby, whose interruption was recorded
+    store, compute, attempt = world
+    standby = warn(store, compute, attempt.instance_id).standby_instance_id
+    record_interruption(
+        job_id="tiny-1",
+        error={
+            "Error": "Spot.Interrupted",
+            "Cause": FailureCause(message="notice", last_step=10).model_dump_json(),
+        },
+        store=store,
+        compute=compute,
+        objects=FakeObjects(),
+        jobs_bucket=BUCKET,
+        now=T0 + timedelta(minutes=6),
+    )
+    requests_before = len(compute.fleet_requests)
+    # When the workflow acquires capacity again
+    second = acquire_instance(
+        job_id="tiny-1",
+        store=store,
+        compute=compute,
+        subnet_ids=SETTINGS.subnet_ids,
+        launch_template_name="spotrun-agent",
+        timing=workflow_timing(MANIFEST, 1.0),
+        now=T0 + timedelta(minutes=6),
+    )
+    # Then it gets the standby as attempt 2 and nothing new is launched
+    assert second.instance_id == standby
+    assert second.number == 2
+    assert len(compute.fleet_requests) == requests_before
+    job = store.get("tiny-1")
+    assert job.standby is None
+    assert job.status is JobStatus.BOOTING
+
+
+def test_recording_an_interruption_measures_the_steps_lost_and_releases_the_instance(world):
+    # Given a job that committed the checkpoint of step 100 and reached step 137 before its notice
+    store, compute, attempt = world
+    objects = FakeObjects()
+    objects.put_json(BUCKET, commit_marker_key("tiny-1", 100), {"step": 100})
+    objects.put_json(BUCKET, progress_key("tiny-1", 1), {"step": 137})
+    # When the workflow records an interruption without a cause (a silent death: heartbeat timeout)
+    record = record_interruption(
+        job_id="tiny-1",
+        error={"Error": "States.HeartbeatTimeout", "Cause": ""},
+        store=store,
+        compute=compute,
+        objects=objects,
+        jobs_bucket=BUCKET,
+        now=T0 + timedelta(minutes=7),
+    )
+    # Then the loss is what progress reported beyond the last committed checkpoint
+    assert (record.reason, record.last_step, record.resume_from_step, record.steps_lost) == (
+        "heartbeat-timeout",
+        137,
+        100,
+        37,
+    )
+    job = store.get("tiny-1")
+    assert job.status is JobStatus.INTERRUPTED
+    [closed] = job.attempts
+    assert (closed.end_reason, closed.steps_lost, closed.last_step) == ("heartbeat-timeout", 37, 137)
+    assert compute.states[attempt.instance_id] == "terminated"
+    assert job.task_token is None
+
+
+def test_one_interruption_too_many_fails_the_job(world):
+    # Given a job allowed two interruptions, interrupted twice already
+    store, compute, _ = world
+    for number in range(2):
+        record_interruption(
+            job_id="tiny-1",
+            error={"Error": "Spot.Interrupted", "Cause": "{}"},
+            store=store,
+            compute=compute,
+            objects=FakeObjects(),
+            jobs_bucket=BUCKET,
+            now=T0 + timedelta(minutes=10 + number),
+        )
+        acquire_instance(
+            job_id="tiny-1",
+            store=store,
+            compute=compute,
+            subnet_ids=SETTINGS.subnet_ids,
+            launch_template_name="spotrun-agent",
+            timing=workflow_timing(MANIFEST, 1.0),
+            now=T0 + timedelta(minutes=10 + number),
+        )
+    # When the third interruption is recorded
+    # Then it is refused with the error the workflow fails on
+    with pytest.raises(InterruptionsExceeded, match="interrupted 3 times"):
+        record_interruption(
+            job_id="tiny-1",
+            error={"Error": "Spot.Interrupted", "Cause": "{}"},
+            store=store,
+            compute=compute,
+            objects=FakeObjects(),
+            jobs_bucket=BUCKET,
+            now=T0 + timedelta(minutes=20),
+        )
+
+
+def test_a_terminated_instance_fails_its_open_step_once(world):
+    # Given a training job whose instance dies without notice
+    store, _, attempt = world
+    workflows = FakeWorkflows()
+    # When the terminated and then a duplicated shutting-down event arrive
+    first = on_instance_state(
+        instance_id=attempt.instance_id, state="terminated", store=store, workflows=workflows, now=T0
+    )
+    second = on_instance_state(
+        instance_id=attempt.instance_id, state="shutting-down", store=store, workflows=workflows, now=T0
+    )
+    # Then the open step is failed once, as a lost instance
+    assert first.action == "agent step failed: instance lost"
+    assert second.action == "ignored: the agent step had already ended"
+    [(token, error, _)] = workflows.failed
+    assert (token, error) == ("token-1", "Instance.Lost")
+
+
+def test_events_for_unknown_or_old_instances_change_nothing(world):
+    store, compute, _ = world
+    workflows = FakeWorkflows()
+    assert warn(store, compute, "i-unknown").action.startswith("ignored")
+    assert on_instance_state(
+        instance_id="i-unknown", state="terminated", store=store, workflows=workflows, now=T0
+    ).action.startswith("ignored")
+    assert workflows.failed == []
