@@ -35,7 +35,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy spotrun functions
+	$(BIN)/mypy spotrun functions infra bench
 
 ## synth: write the CloudFormation template of the CDK app to cdk.out (offline; no AWS account, no Docker)
 synth: $(STAMP)

@@ -79,6 +79,36 @@ class DeploymentShape:
     state_machine_functions: dict[str, str] = field(default_factory=dict)
     agent_document_name: str = "spotrun-agent-run"
 
+    def agent_document(self) -> dict[str, Any]:
+        """Content of the agent's SSM Command document: start the agent on a command URI, detached.
+
+        Run Command would otherwise hold the invocation for the whole step; the agent reports to the workflow
+        itself through the task token, which travels in the S3 document, never as a parameter.
+        """
+        return {
+            "schemaVersion": "2.2",
+            "description": f"{self.agent_document_name}: runs one step of a spotrun job with the instance agent.",
+            "parameters": {
+                "commandUri": {
+                    "type": "String",
+                    "description": "S3 URI of the AgentCommand document for this step.",
+                    "allowedPattern": "^s3://[a-z0-9.-]+/.+$",
+                }
+            },
+            "mainSteps": [
+                {
+                    "action": "aws:runShellScript",
+                    "name": "runAgent",
+                    "inputs": {
+                        "runCommand": [
+                            "nohup spotrun-agent run --command-uri {{ commandUri }} "
+                            ">> /var/log/spotrun-agent.log 2>&1 &"
+                        ]
+                    },
+                }
+            ],
+        }
+
     def function(self, name: str) -> FunctionSpec:
         """Return the function declared under ``name``."""
         for spec in self.functions:

@@ -53,37 +53,6 @@ def rule_name(logical: str) -> str:
     return f"{PREFIX}-{logical}"
 
 
-def agent_document(document_name: str) -> dict[str, Any]:
-    """Content of the agent's SSM Command document: start the agent on a command URI, in the background.
-
-    The command returns at once (Run Command would otherwise hold the invocation for the whole step); the
-    agent reports to the workflow itself through the task token.
-    """
-    return {
-        "schemaVersion": "2.2",
-        "description": f"{document_name}: runs one step of a spotrun job with the instance agent.",
-        "parameters": {
-            "commandUri": {
-                "type": "String",
-                "description": "S3 URI of the AgentCommand document for this step.",
-                "allowedPattern": "^s3://[a-z0-9.-]+/.+$",
-            }
-        },
-        "mainSteps": [
-            {
-                "action": "aws:runShellScript",
-                "name": "runAgent",
-                "inputs": {
-                    "runCommand": [
-                        "nohup spotrun-agent run --command-uri {{ commandUri }} "
-                        ">> /var/log/spotrun-agent.log 2>&1 &"
-                    ]
-                },
-            }
-        ],
-    }
-
-
 def substitute(definition: str, values: dict[str, str]) -> str:
     """Fill every ``${Placeholder}`` of an ASL document.
 
@@ -169,7 +138,7 @@ def provision(
     _rules(client("events"), client("lambda"), shape, dep)
     client("ssm").create_document(
         Name=shape.agent_document_name,
-        Content=json.dumps(agent_document(shape.agent_document_name)),
+        Content=json.dumps(shape.agent_document()),
         DocumentType="Command",
         DocumentFormat="JSON",
     )

@@ -1,0 +1,64 @@
+#!/bin/bash
+# spotrun instance bootstrap (cloud-init runs it once, as root, at first boot).
+#   1. a wrapper /usr/local/bin/spotrun-agent, first, so a step that SSM delivers early waits for the install;
+#   2. the instance-store NVMe volumes as one filesystem at @NVME_ROOT@ (RAID 0 when there are several);
+#   3. the agent from its S3 asset into a virtualenv, then the ready marker.
+# @...@ markers are filled in by infra/constructs/instances.py.
+set -euo pipefail
+exec > >(tee -a /var/log/spotrun-bootstrap.log) 2>&1
+
+NVME_ROOT=@NVME_ROOT@
+HOME_DIR=/opt/spotrun
+READY="$HOME_DIR/ready"
+mkdir -p "$HOME_DIR"
+
+cat > /usr/local/bin/spotrun-agent <<'WRAPPER'
+#!/bin/bash
+# Waits (up to 15 minutes) for the bootstrap to finish installing the agent, then runs it.
+for _ in $(seq 1 900); do [ -f /opt/spotrun/ready ] && break; sleep 1; done
+[ -f /opt/spotrun/ready ] || { echo "spotrun agent not installed; see /var/log/spotrun-bootstrap.log" >&2; exit 1; }
+set -a; . /opt/spotrun/agent.env; set +a
+exec /opt/spotrun/venv/bin/spotrun-agent "$@"
+WRAPPER
+chmod 0755 /usr/local/bin/spotrun-agent
+
+# --- instance-store NVMe --------------------------------------------------------------------------------------
+mkdir -p "$NVME_ROOT"
+if mountpoint -q /opt/dlami/nvme; then
+  # The Deep Learning AMI has already assembled the instance stores there.
+  mount --bind /opt/dlami/nvme "$NVME_ROOT"
+else
+  mapfile -t DEVICES < <(lsblk -dpno NAME,MODEL | awk '/Instance Storage/ {print $1}')
+  if [ "${#DEVICES[@]}" -gt 1 ]; then
+    command -v mdadm >/dev/null || (apt-get update -q && apt-get install -yq mdadm) || dnf install -yq mdadm
+    mdadm --create /dev/md/spotrun --run --level=0 --raid-devices="${#DEVICES[@]}" "${DEVICES[@]}"
+    TARGET=/dev/md/spotrun
+  elif [ "${#DEVICES[@]}" -eq 1 ]; then
+    TARGET="${DEVICES[0]}"
+  else
+    TARGET=""  # no instance store: the directory stays on the root volume
+  fi
+  if [ -n "$TARGET" ]; then
+    # Lazy init: a multi-terabyte volume is usable in seconds instead of minutes.
+    mkfs.ext4 -q -F -E lazy_itable_init=1,lazy_journal_init=1,nodiscard "$TARGET"
+    mount -o noatime "$TARGET" "$NVME_ROOT"
+  fi
+fi
+chmod 0777 "$NVME_ROOT"
+
+# --- the agent -----------------------------------------------------------------------------------------------
+PYTHON=$(command -v python3.12 || command -v python3.13 || command -v python3.11 || true)
+if [ -z "$PYTHON" ]; then
+  (apt-get update -q && apt-get install -yq python3 python3-venv) || dnf install -yq python3.12
+  PYTHON=$(command -v python3.12 || command -v python3)
+fi
+"$PYTHON" -m venv "$HOME_DIR/venv" 2>/dev/null \
+  || { apt-get update -q && apt-get install -yq "$(basename "$PYTHON")-venv" && "$PYTHON" -m venv "$HOME_DIR/venv"; }
+aws s3 cp --only-show-errors --region @REGION@ "@AGENT_URI@" "$HOME_DIR/agent.zip"
+rm -rf "$HOME_DIR/src"
+"$PYTHON" -m zipfile -e "$HOME_DIR/agent.zip" "$HOME_DIR/src"
+"$HOME_DIR/venv/bin/pip" install --quiet --upgrade pip
+"$HOME_DIR/venv/bin/pip" install --quiet "$HOME_DIR/src"
+printf 'SPOTRUN_NVME_ROOT=%s\n' "$NVME_ROOT" > "$HOME_DIR/agent.env"
+touch "$READY"
+echo "spotrun agent ready"

@@ -1,0 +1,197 @@
+"""The GPU instances' side: their role and profile, the launch template, and the agent's SSM document.
+
+The launch template is what ``acquire`` names in every CreateFleet request; its user data installs the agent
+from an S3 asset built from this repository and assembles the instance-store NVMe at ``/mnt/nvme``.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_ssm as ssm
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.constructs.bundling import agent_trees, bundled
+from infra.constructs.functions import RUNTIME
+from infra.constructs.storage import JOBS_PREFIX
+from infra.nag import acknowledge, wildcard_resource_finding
+from infra.options import StackOptions
+from spotrun.shape import METRICS_NAMESPACE, REPO_ROOT, DeploymentShape
+
+NVME_ROOT = "/mnt/nvme"
+USER_DATA_TEMPLATE = REPO_ROOT / "infra" / "assets" / "user_data.sh"
+SSM_CORE_POLICY = "AmazonSSMManagedInstanceCore"
+
+
+class Instances(Construct):
+    """Instance role and profile, the agent asset, the launch template and the SSM document.
+
+    Attributes
+    ----------
+    role
+        The instances' role.
+    launch_template, launch_template_name
+        The template every fleet request launches from, and its name.
+    document
+        The agent's SSM Command document.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        options: StackOptions,
+        security_group: ec2.ISecurityGroup,
+        jobs_bucket: s3.IBucket,
+        shape: DeploymentShape,
+    ):
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description="spotrun GPU instances: SSM, the job's S3 prefix, task reports, GPU metrics",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(SSM_CORE_POLICY)],
+        )
+        acknowledge(
+            self.role,
+            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{SSM_CORE_POLICY}]",
+            "AWS's own minimal policy for the SSM agent (Run Command is how the control plane reaches the "
+            "instance); AWS keeps it current with the agent's needs",
+        )
+        self.profile = iam.InstanceProfile(self, "Profile", role=self.role)
+        self._grant_storage(jobs_bucket, options)
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
+            )
+        )
+        agent = s3_assets.Asset(self, "AgentPackage", **bundled(agent_trees(), RUNTIME.bundling_image))
+        # The one object, not the whole (shared) CDK asset bucket that `agent.grant_read` would open.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[f"arn:{Aws.PARTITION}:s3:::{agent.s3_bucket_name}/{agent.s3_object_key}"],
+            )
+        )
+        # Named (after the stack, so two stacks never collide): fleet requests name the template.
+        self.launch_template_name = f"{Stack.of(self).stack_name}-agent"
+        self.launch_template = self._launch_template(options, security_group, agent)
+        self.document = ssm.CfnDocument(
+            self,
+            "AgentDocument",
+            name=shape.agent_document_name,
+            document_type="Command",
+            document_format="JSON",
+            content=shape.agent_document(),
+            # A changed document becomes a new version of the same name instead of a replacement.
+            update_method="NewVersion",
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "cloudwatch:PutMetricData has no resource-level permissions; it is limited to the spotrun namespace "
+            "by the cloudwatch:namespace condition",
+        )
+
+    def grant_task_reports(self, state_machine: sfn.IStateMachine) -> None:
+        """Let the agent report success, failure and heartbeats for the workflow's task tokens.
+
+        A policy of its own rather than a statement in the role's default policy: the launch template waits for
+        the default policy, ``acquire`` waits for the launch template and the state machine for ``acquire``, so
+        a reference to the state machine there would close a dependency cycle.
+        """
+        iam.Policy(
+            self,
+            "TaskReports",
+            roles=[self.role],
+            statements=[
+                iam.PolicyStatement(
+                    actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
+                    resources=[state_machine.state_machine_arn],
+                )
+            ],
+        )
+
+    def _grant_storage(self, jobs_bucket: s3.IBucket, options: StackOptions) -> None:
+        working = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*")
+        everything = jobs_bucket.arn_for_objects("*")
+        # Writes only under jobs/: the job's checkpoints (uploaded, then pruned), logs and outputs.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"], resources=[working]
+            )
+        )
+        # Reads anywhere in the jobs bucket: the step's command and checkpoints under jobs/, and the training
+        # inputs and code a manifest points at (the example keeps them under examples/).
+        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[everything]))
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[jobs_bucket.bucket_arn])
+        )
+        acknowledge(
+            self.role,
+            wildcard_resource_finding(self.role, working),
+            "the agent writes the objects of its job, whose id is only known at run time, under jobs/ only",
+        )
+        acknowledge(
+            self.role,
+            wildcard_resource_finding(self.role, everything),
+            "read-only: training inputs and code may sit anywhere in the spotrun jobs bucket (manifests name them)",
+        )
+        for name in options.data_buckets:
+            # Training inputs and code that manifests name in the deployer's own buckets: read only.
+            bucket_arn = f"arn:{Aws.PARTITION}:s3:::{name}"
+            self.role.add_to_policy(
+                iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{bucket_arn}/*"])
+            )
+            self.role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket_arn]))
+            acknowledge(
+                self.role,
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{name}/*]",
+                f"read-only access to the training data bucket {name}, named by the deployer (data_buckets)",
+            )
+
+    def _launch_template(
+        self, options: StackOptions, security_group: ec2.ISecurityGroup, agent: s3_assets.Asset
+    ) -> ec2.LaunchTemplate:
+        script = (
+            USER_DATA_TEMPLATE.read_text()
+            .replace("@NVME_ROOT@", NVME_ROOT)
+            .replace("@REGION@", Aws.REGION)
+            .replace("@AGENT_URI@", agent.s3_object_url)
+        )
+        user_data = ec2.UserData.custom(script)
+        return ec2.LaunchTemplate(
+            self,
+            "LaunchTemplate",
+            launch_template_name=self.launch_template_name,
+            machine_image=ec2.MachineImage.from_ssm_parameter(options.ami_ssm_parameter, user_data=user_data),
+            user_data=user_data,
+            instance_profile=self.profile,
+            security_group=security_group,
+            http_tokens=ec2.LaunchTemplateHttpTokens.REQUIRED,  # IMDSv2 only
+            http_endpoint=True,
+            # 2 hops: the agent may run in a container on the instance and still reach IMDS.
+            http_put_response_hop_limit=2,
+            instance_metadata_tags=False,
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name=options.root_device_name,
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        options.root_volume_gib,
+                        encrypted=True,
+                        volume_type=ec2.EbsDeviceVolumeType.GP3,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
+            # A spot instance that shuts itself down must not linger as a stopped instance.
+            instance_initiated_shutdown_behavior=ec2.InstanceInitiatedShutdownBehavior.TERMINATE,
+        )

@@ -1,0 +1,283 @@
+"""What each Lambda function may do in AWS: derived from the settings it reads, plus a short table per function.
+
+A function's :attr:`~spotrun.shape.FunctionSpec.settings` say what it touches (``jobs_table`` -> item access to
+that table, ``state_machine_arn`` -> starting executions, ...). Some calls follow from the code rather than from
+a setting (``release`` terminates instances); :data:`FUNCTION_GRANTS` lists those, and :data:`BUCKET_ACCESS` says
+which keys of a bucket a function reads or writes. A function that names a bucket setting without an entry in
+:data:`BUCKET_ACCESS` stops the synth: every new function declares its S3 access here, on purpose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_cdk import Aws
+
+from infra.constructs.storage import JOBS_PREFIX
+from spotrun.shape import MANIFEST_PREFIX, FunctionSpec
+
+JOB_TAG = "spotrun:job-id"  # set on every instance by spotrun.fleet; the only instances spotrun may touch
+
+
+@dataclass(frozen=True)
+class Targets:
+    """ARNs the grants point at (tokens of the stack's resources)."""
+
+    table_arns: Mapping[str, str]
+    tables_with_indexes: frozenset[str]
+    bucket_arns: Mapping[str, str]
+    state_machine_arn: str
+    agent_document_name: str
+    launch_template_id: str
+    instance_role_arn: str
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One IAM statement and why the function needs it."""
+
+    actions: tuple[str, ...]
+    resources: tuple[str, ...]
+    why: str
+    conditions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def _arn(service: str, resource: str, *, region: bool = True, account: bool = True) -> str:
+    return (
+        f"arn:{Aws.PARTITION}:{service}:{Aws.REGION if region else ''}:{Aws.ACCOUNT_ID if account else ''}:"
+        f"{resource}"
+    )
+
+
+INSTANCES = _arn("ec2", "instance/*")
+TAGGED_INSTANCES = {"StringLike": {f"aws:ResourceTag/{JOB_TAG}": "*"}}
+NO_RESOURCE_LEVEL = (
+    "these EC2 read calls (Describe*) have no resource-level permissions in IAM, so they are granted on '*'"
+)
+
+
+def _table(logical: str) -> Callable[[Targets], list[Grant]]:
+    def grants(targets: Targets) -> list[Grant]:
+        arn = targets.table_arns[logical]
+        resources = (arn, f"{arn}/index/*") if logical in targets.tables_with_indexes else (arn,)
+        return [
+            Grant(
+                (
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem",
+                    "dynamodb:Query",
+                    "dynamodb:ConditionCheckItem",
+                ),
+                resources,
+                f"item reads and conditional writes on the {logical} table",
+            )
+        ]
+
+    return grants
+
+
+def _start_execution(targets: Targets) -> list[Grant]:
+    return [Grant(("states:StartExecution",), (targets.state_machine_arn,), "starts the job's workflow")]
+
+
+def _send_command(targets: Targets) -> list[Grant]:
+    # Two statements: the tag condition must hold for instances, and a document carries no such tag.
+    return [
+        Grant(
+            ("ssm:SendCommand",),
+            (_arn("ssm", f"document/{targets.agent_document_name}"),),
+            "runs the agent through the project's own SSM document only",
+        ),
+        Grant(
+            ("ssm:SendCommand",),
+            (INSTANCES,),
+            "only on instances that spotrun launched (tagged with a job id)",
+            {"StringLike": {f"ssm:resourceTag/{JOB_TAG}": "*"}},
+        ),
+    ]
+
+
+def _launch(targets: Targets) -> list[Grant]:
+    template = _arn("ec2", f"launch-template/{targets.launch_template_id}")
+    return [
+        Grant(
+            ("ec2:CreateFleet",),
+            ("*",),
+            "EC2 authorizes CreateFleet against resources that only exist once it runs (the fleet); what it "
+            "may launch is confined by the RunInstances statement below",
+        ),
+        Grant(
+            ("ec2:RunInstances",),
+            ("*",),
+            "launches are only allowed from the deployment's launch template (condition ec2:LaunchTemplate); "
+            "RunInstances authorizes images, subnets, volumes and interfaces that cannot be named in advance",
+            {"ArnLike": {"ec2:LaunchTemplate": template}},
+        ),
+        Grant(
+            ("ec2:CreateTags",),
+            (INSTANCES, _arn("ec2", "volume/*"), _arn("ec2", "fleet/*")),
+            "tags only while launching (the job id tag is what every later call is conditioned on)",
+            {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}},
+        ),
+        Grant(
+            ("ec2:DescribeLaunchTemplateVersions", "ec2:DescribeImages"),
+            ("*",),
+            NO_RESOURCE_LEVEL,
+        ),
+        Grant(
+            ("iam:PassRole",),
+            (targets.instance_role_arn,),
+            "hands the instance role to EC2 for the launched instances, and nothing else",
+            {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        ),
+        Grant(
+            ("iam:CreateServiceLinkedRole",),
+            (
+                _arn(
+                    "iam", "role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot", region=False
+                ),
+                _arn(
+                    "iam",
+                    "role/aws-service-role/ec2fleet.amazonaws.com/AWSServiceRoleForEC2Fleet",
+                    region=False,
+                ),
+            ),
+            "the first spot launch in an account creates EC2's own service-linked roles",
+            {"StringEquals": {"iam:AWSServiceName": ["spot.amazonaws.com", "ec2fleet.amazonaws.com"]}},
+        ),
+    ]
+
+
+def _describe_subnets(_targets: Targets) -> list[Grant]:
+    return [Grant(("ec2:DescribeSubnets",), ("*",), NO_RESOURCE_LEVEL)]
+
+
+def _terminate(_targets: Targets) -> list[Grant]:
+    return [
+        Grant(
+            ("ec2:TerminateInstances",),
+            (INSTANCES,),
+            "terminates only instances that spotrun launched (tagged with a job id)",
+            TAGGED_INSTANCES,
+        )
+    ]
+
+
+def _describe_instances(_targets: Targets) -> list[Grant]:
+    return [Grant(("ec2:DescribeInstances",), ("*",), NO_RESOURCE_LEVEL)]
+
+
+def _spot_prices(_targets: Targets) -> list[Grant]:
+    return [Grant(("ec2:DescribeSpotPriceHistory",), ("*",), NO_RESOURCE_LEVEL)]
+
+
+def _fail_tasks(targets: Targets) -> list[Grant]:
+    return [
+        Grant(
+            ("states:SendTaskFailure",),
+            (targets.state_machine_arn,),
+            "fails the waiting task of the workflow's own executions when their instance is gone",
+        )
+    ]
+
+
+# Setting -> what reading it implies. Bucket settings are refined per function by BUCKET_ACCESS.
+SETTING_GRANTS: dict[str, Callable[[Targets], list[Grant]]] = {
+    "jobs_table": _table("jobs"),
+    "idempotency_table": _table("idempotency"),
+    "state_machine_arn": _start_execution,
+    "agent_document_name": _send_command,
+    "launch_template_name": _launch,
+    "subnet_ids": _describe_subnets,
+}
+
+# Calls a function makes that none of its settings implies.
+FUNCTION_GRANTS: dict[str, tuple[Callable[[Targets], list[Grant]], ...]] = {
+    "acquire": (_spot_prices, _describe_instances),  # the price paid; whether a standby is still alive
+    "instance_ready": (_describe_instances, _terminate),  # a boot that times out is terminated
+    "release": (_terminate,),
+    "interrupted": (_terminate,),
+    # A standby launched on the warning loses a race with a second warning: it is terminated again.
+    "ec2_events": (_spot_prices, _terminate, _fail_tasks),
+}
+
+READ = ("s3:GetObject",)
+LIST = ("s3:ListBucket",)  # granted on the bucket, with the pattern as an s3:prefix condition
+WRITE = ("s3:PutObject", "s3:AbortMultipartUpload")
+COPY_READ = ("s3:GetObject", "s3:GetObjectTagging")
+COPY_WRITE = ("s3:PutObject", "s3:PutObjectTagging", "s3:AbortMultipartUpload")
+
+# (function, bucket) -> [(actions, key pattern)]
+BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
+    # Reads the dropped manifest; writes `<key>.rejected.json` beside a manifest that fails validation.
+    ("submit", "jobs"): [(READ + WRITE, f"{MANIFEST_PREFIX}*")],
+    # Writes the agent's command document under the job's prefix.
+    ("agent_step", "jobs"): [(WRITE, f"{JOBS_PREFIX}*")],
+    # Copies the trained model out of the job's outputs into the archive (any prefix a manifest chooses).
+    ("archive", "jobs"): [(COPY_READ, f"{JOBS_PREFIX}*")],
+    ("archive", "archive"): [(COPY_WRITE, "*")],
+    # Reads the attempt's last reported progress and lists its committed checkpoints (the work lost).
+    ("interrupted", "jobs"): [(READ, f"{JOBS_PREFIX}*"), (LIST, f"{JOBS_PREFIX}*")],
+    # Writes the agent's "notice" command under the job's prefix.
+    ("ec2_events", "jobs"): [(WRITE, f"{JOBS_PREFIX}*")],
+}
+
+
+def _bucket_grant(actions: tuple[str, ...], pattern: str, logical: str, bucket_arn: str) -> Grant:
+    if actions == LIST:
+        return Grant(
+            LIST,
+            (bucket_arn,),
+            f"lists keys under '{pattern}' of the {logical} bucket only",
+            {"StringLike": {"s3:prefix": [pattern]}},
+        )
+    where = (
+        f"any object of the {logical} bucket (a manifest chooses the keys) and of no other bucket"
+        if pattern == "*"
+        else f"objects under '{pattern}' of the {logical} bucket only"
+    )
+    return Grant(actions, (f"{bucket_arn}/{pattern}",), where)
+
+
+def grants_for(spec: FunctionSpec, targets: Targets, bucket_settings: Mapping[str, str]) -> list[Grant]:
+    """Every statement the function ``spec`` gets.
+
+    Parameters
+    ----------
+    spec
+        The function's declaration.
+    targets
+        The stack's resources.
+    bucket_settings
+        Setting name -> logical bucket name (``jobs_bucket`` -> ``jobs``).
+
+    Returns
+    -------
+    list[Grant]
+        Statements implied by its settings, then by :data:`FUNCTION_GRANTS`.
+
+    Raises
+    ------
+    KeyError
+        When the function reads a bucket setting without a :data:`BUCKET_ACCESS` entry for that bucket.
+    """
+    grants: list[Grant] = []
+    for setting in spec.settings:
+        if setting in bucket_settings:
+            logical = bucket_settings[setting]
+            if (spec.name, logical) not in BUCKET_ACCESS:
+                raise KeyError(
+                    f"function {spec.name!r} reads {setting}: declare its S3 access in BUCKET_ACCESS "
+                    "(infra/constructs/permissions.py)"
+                )
+            for actions, pattern in BUCKET_ACCESS[(spec.name, logical)]:
+                grants.append(_bucket_grant(actions, pattern, logical, targets.bucket_arns[logical]))
+        elif setting in SETTING_GRANTS:
+            grants += SETTING_GRANTS[setting](targets)
+    for extra in FUNCTION_GRANTS.get(spec.name, ()):
+        grants += extra(targets)
+    return grants

@@ -1,0 +1,122 @@
+"""The one spotrun stack: composes the capability constructs and publishes what the CLI needs as outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack, Tags
+from constructs import Construct
+
+from infra.constructs.events import Rules
+from infra.constructs.functions import Functions
+from infra.constructs.instances import Instances
+from infra.constructs.monitoring import Monitoring
+from infra.constructs.network import Network
+from infra.constructs.permissions import Targets
+from infra.constructs.storage import Storage
+from infra.constructs.workflow import Workflow
+from infra.options import StackOptions
+from spotrun.config import Settings
+from spotrun.shape import SERVICE_NAME, STATE_MACHINE_FILE, DeploymentShape
+
+
+def output_key(setting: str) -> str:
+    """Stack output that carries the setting ``setting`` (``jobs_table`` -> ``JobsTable``)."""
+    return "".join(part.capitalize() for part in setting.split("_"))
+
+
+class SpotrunStack(Stack):
+    """Everything spotrun needs in one account and region, built from ``shape``.
+
+    Attributes
+    ----------
+    settings
+        The deployment's :class:`~spotrun.config.Settings` (values are CloudFormation tokens); each field is
+        also a stack output named by :func:`output_key`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        shape: DeploymentShape,
+        options: StackOptions,
+        **kwargs: Any,
+    ):
+        super().__init__(scope, construct_id, **kwargs)
+        Tags.of(self).add("project", SERVICE_NAME)
+
+        storage = Storage(self, "Storage", shape=shape, options=options)
+        network = Network(self, "Network", options=options)
+        jobs_bucket = storage.buckets["jobs"]
+        instances = Instances(
+            self,
+            "Instances",
+            options=options,
+            security_group=network.security_group,
+            jobs_bucket=jobs_bucket,
+            shape=shape,
+        )
+        functions = Functions(self, "Functions", shape=shape, layer_version=options.powertools_layer_version)
+        workflow = Workflow(
+            self, "Workflow", shape=shape, definition_file=STATE_MACHINE_FILE, functions=functions.functions
+        )
+        instances.grant_task_reports(workflow.state_machine)
+        bucket_names = {logical: bucket.bucket_name for logical, bucket in storage.buckets.items()}
+        Rules(self, "Rules", shape=shape, bucket_names=bucket_names, functions=functions.functions)
+
+        values: dict[str, Any] = {
+            "region": self.region,
+            "state_machine_arn": workflow.state_machine.state_machine_arn,
+            "agent_document_name": shape.agent_document_name,
+            "launch_template_name": instances.launch_template_name,
+            "subnet_ids": tuple(subnet.subnet_id for subnet in network.subnets),
+        }
+        # Settings fields follow the shape's logical names, as in the emulator: table "jobs" -> jobs_table.
+        bucket_settings = {
+            f"{name}_bucket": name for name in storage.buckets if f"{name}_bucket" in Settings.model_fields
+        }
+        values |= {setting: storage.buckets[name].bucket_name for setting, name in bucket_settings.items()}
+        values |= {
+            f"{name}_table": table.table_name
+            for name, table in storage.tables.items()
+            if f"{name}_table" in Settings.model_fields
+        }
+        self.settings = Settings(**values)
+        functions.configure(
+            self.settings,
+            Targets(
+                table_arns={name: table.table_arn for name, table in storage.tables.items()},
+                tables_with_indexes=frozenset(
+                    spec.logical_name for spec in shape.tables if spec.global_indexes
+                ),
+                bucket_arns={name: bucket.bucket_arn for name, bucket in storage.buckets.items()},
+                state_machine_arn=workflow.state_machine.state_machine_arn,
+                agent_document_name=shape.agent_document_name,
+                launch_template_id=instances.launch_template.launch_template_id or "",
+                instance_role_arn=instances.role.role_arn,
+            ),
+            bucket_settings,
+        )
+        monitoring = Monitoring(
+            self,
+            "Monitoring",
+            options=options,
+            state_machine=workflow.state_machine,
+            workflow_logs=workflow.log_group,
+            functions=functions.functions,
+        )
+        self._outputs(monitoring)
+
+    def _outputs(self, monitoring: Monitoring) -> None:
+        for setting, value in self.settings.to_env().items():
+            name = setting.removeprefix("SPOTRUN_").lower()
+            CfnOutput(self, output_key(name), value=value, description=f"spotrun setting {name}")
+        CfnOutput(self, "AlarmTopicArn", value=monitoring.topic.topic_arn, description="Alarm notifications")
+        CfnOutput(
+            self,
+            "DashboardName",
+            value=monitoring.dashboard.dashboard_name,
+            description="CloudWatch dashboard",
+        )
