@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
-from spotrun.agent.command import AgentStep, StageResult
+from spotrun.agent.command import StageResult, WorkflowStep
 from spotrun.aws import S3Objects, SsmCommands, job_store
 from spotrun.config import Settings
 from spotrun.job import utc_now
@@ -24,7 +24,7 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 
 class AgentStepRequest(BaseModel):
     job_id: str
-    step: AgentStep
+    step: WorkflowStep
     task_token: str = Field(repr=False)
     timing: WorkflowTiming
     staged: StageResult | None = None

@@ -90,6 +90,11 @@ def log_key(job_id: str, attempt: int) -> str:
     return f"{job_prefix(job_id)}logs/attempt-{attempt:03d}.log"
 
 
+def progress_key(job_id: str, attempt: int) -> str:
+    """Key of the latest step one attempt's training reached: ``{"step": n, "updated_at": "<ISO 8601>"}``."""
+    return f"{job_prefix(job_id)}progress/attempt-{attempt:03d}.json"
+
+
 class NvmeLayout:
     """Directories of one job on the instance's NVMe (RAID 0 volume, or a plain directory locally)."""
 
@@ -124,6 +129,14 @@ class NvmeLayout:
     def log_file(self, attempt: int) -> Path:
         """Local log of one attempt's training command (every restart appends to it)."""
         return self.log_dir / f"attempt-{attempt:03d}.log"
+
+    def progress_file(self, attempt: int) -> Path:
+        """Where the training script writes the latest step it reached (``SPOTRUN_PROGRESS_FILE``)."""
+        return self.runtime_dir / f"progress-attempt-{attempt:03d}"
+
+    def supervisor_pid_file(self, attempt: int) -> Path:
+        """Names the agent process supervising one attempt's training, while it runs (see ``notify``)."""
+        return self.runtime_dir / f"supervisor-attempt-{attempt:03d}.pid"
 
     def create(self) -> None:
         """Create every directory."""

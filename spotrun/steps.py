@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from spotrun.agent.command import AgentCommand, AgentStep, StageResult
+from spotrun.agent.command import AgentCommand, StageResult, WorkflowStep
 from spotrun.errors import InstanceLost
 from spotrun.fleet import manifest_of
 from spotrun.job import Job, JobStatus, transition
@@ -13,13 +13,13 @@ from spotrun.ports import Commands, Objects
 from spotrun.store import JobStore, update_job
 from spotrun.timing import WorkflowTiming
 
-_STEP_STATUS: dict[AgentStep, JobStatus] = {"stage": JobStatus.STAGING, "train": JobStatus.TRAINING}
+_STEP_STATUS: dict[WorkflowStep, JobStatus] = {"stage": JobStatus.STAGING, "train": JobStatus.TRAINING}
 
 
 def dispatch_agent_step(
     *,
     job_id: str,
-    step: AgentStep,
+    step: WorkflowStep,
     task_token: str,
     timing: WorkflowTiming,
     staged: StageResult | None,

@@ -12,14 +12,18 @@ spot instance is about to be reclaimed. This module wraps that in a few lines::
     step = load_state(latest.path) if latest else 0
     while step < total_steps:
         step = train_one_step(step)
-        if run.checkpoint_due(step) or run.stop_requested:
+        if run.checkpoint_due(step) or run.stop_requested:  # checkpoint_due also reports the step reached
             run.save_checkpoint(step, lambda directory: save_state(directory))
             if run.stop_requested:
                 run.exit_for_preemption()
     run.save_model(lambda path: save_model(path))
 
+Under spotrun, :meth:`Run.report_step` (which :meth:`Run.checkpoint_due` calls) tells the agent the latest step
+reached, through a small file (``$SPOTRUN_PROGRESS_FILE``), so that the control plane knows how much work an
+interruption cost.
+
 The same script runs without spotrun: the directories then default to ``./data``, ``./checkpoints`` and
-``./output`` (or the arguments given to :meth:`Run.from_env`).
+``./output`` (or the arguments given to :meth:`Run.from_env`), and no progress is written.
 
 This module uses the standard library only (and :mod:`spotrun.layout`, which does too), so that the agent can
 put it on the training command's ``PYTHONPATH`` whatever interpreter runs the command.
@@ -32,6 +36,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +55,10 @@ ENV_OUTPUT_DIR = "SPOTRUN_OUTPUT_DIR"
 ENV_CHECKPOINT_INTERVAL_STEPS = "SPOTRUN_CHECKPOINT_INTERVAL_STEPS"
 ENV_CHECKPOINT_SIGNAL = "SPOTRUN_CHECKPOINT_SIGNAL"
 ENV_MODEL = "SPOTRUN_MODEL"
+ENV_PROGRESS_FILE = "SPOTRUN_PROGRESS_FILE"
+
+# The progress file is rewritten at most this often, however fast the steps go (a new step is held until then).
+PROGRESS_MIN_INTERVAL_SECONDS = 0.1
 
 _TEMP_MARK = ".tmp-"
 
@@ -82,6 +91,8 @@ class Run:
     keep_local
         Complete checkpoints kept in ``checkpoint_dir``; older ones are deleted after each save. The agent
         keeps the committed copies in S3, so the local directory only needs the newest few.
+    progress_file
+        Where :meth:`report_step` writes the latest step (``SPOTRUN_PROGRESS_FILE``); None: nowhere.
     """
 
     data_dir: Path
@@ -94,6 +105,8 @@ class Run:
     job_id: str | None = None
     attempt: int = 1
     keep_local: int = 3
+    progress_file: Path | None = None
+    _progress: _ProgressFile | None = field(default=None, init=False, repr=False)
     _stop: bool = field(default=False, init=False, repr=False)
     _previous_handler: Any = field(default=None, init=False, repr=False)
     _handler_installed: bool = field(default=False, init=False, repr=False)
@@ -103,6 +116,8 @@ class Run:
             raise ValueError("checkpoint_interval_steps must be at least 1")
         if self.keep_local < 1:
             raise ValueError("keep_local must be at least 1")
+        if self.progress_file is not None:
+            self._progress = _ProgressFile(Path(self.progress_file))
 
     @classmethod
     def from_env(
@@ -167,6 +182,7 @@ class Run:
             job_id=env.get(ENV_JOB_ID) or None,
             attempt=int(env.get(ENV_ATTEMPT) or 1),
             keep_local=keep_local,
+            progress_file=Path(env[ENV_PROGRESS_FILE]) if env.get(ENV_PROGRESS_FILE) else None,
         )
         run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         run.output_dir.mkdir(parents=True, exist_ok=True)
@@ -219,25 +235,52 @@ class Run:
         The status is non-zero on purpose: a preempted run has not finished, and the agent must never mistake
         it for a completed one.
         """
+        self.flush_progress()
         sys.stdout.flush()
         sys.stderr.flush()
         raise SystemExit(128 + int(self.checkpoint_signal))
 
-    # -- checkpoints --------------------------------------------------------------------------
+    # -- progress ---------------------------------------------------------------------------
 
-    def checkpoint_due(self, step: int) -> bool:
-        """Whether ``step`` is one at which a periodic checkpoint is taken.
+    def report_step(self, step: int, *, force: bool = False) -> None:
+        """Tell the agent the latest step reached; cheap enough to call every step.
+
+        The step goes to ``SPOTRUN_PROGRESS_FILE`` (replaced atomically) at most every
+        :data:`PROGRESS_MIN_INTERVAL_SECONDS`; a step reported sooner is held and written by a later call, by
+        :meth:`flush_progress`, or by :meth:`save_checkpoint`, :meth:`save_model` and
+        :meth:`exit_for_preemption`. Nothing happens when the variable is not set (the script runs on its own).
 
         Parameters
         ----------
         step
             The number of steps completed.
+        force
+            Write now, whatever the time since the last write.
+        """
+        if self._progress is not None:
+            self._progress.report(step, force=force)
+
+    def flush_progress(self) -> None:
+        """Write a step :meth:`report_step` held back, if any."""
+        if self._progress is not None:
+            self._progress.flush()
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def checkpoint_due(self, step: int) -> bool:
+        """Whether ``step`` is one at which a periodic checkpoint is taken; also reports ``step`` reached.
+
+        Parameters
+        ----------
+        step
+            The number of steps completed (passed on to :meth:`report_step`).
 
         Returns
         -------
         bool
             True for positive multiples of the checkpoint interval.
         """
+        self.report_step(step)
         return step > 0 and step % self.checkpoint_interval_steps == 0
 
     def checkpoints(self) -> list[Checkpoint]:
@@ -294,6 +337,7 @@ class Run:
             raise
         _fsync_directory(self.checkpoint_dir)
         self._prune_local()
+        self.report_step(step, force=True)
         return final
 
     def _prune_local(self) -> None:
@@ -345,7 +389,46 @@ class Run:
         except BaseException:
             _remove(temporary)
             raise
+        self.flush_progress()
         return final
+
+
+class _ProgressFile:
+    """The latest step reported, in a small text file replaced atomically (the agent polls it)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.written: int | None = None
+        self.pending: int | None = None
+        self.written_at = float("-inf")
+        self.warned = False
+
+    def report(self, step: int, *, force: bool) -> None:
+        if step == self.written:
+            self.pending = None
+            return
+        self.pending = step
+        if force or _clock() - self.written_at >= PROGRESS_MIN_INTERVAL_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending is None:
+            return
+        step = self.pending
+        temporary = self.path.with_name(f"{layout.TEMP_PREFIX}{self.path.name}.{os.getpid()}.tmp")
+        try:
+            temporary.write_text(f"{step}\n")
+            temporary.replace(self.path)
+        except OSError as exc:  # progress is information only: training goes on without it
+            if not self.warned:
+                print(f"spotrun.training: cannot write progress to {self.path}: {exc}", file=sys.stderr)
+                self.warned = True
+            return
+        self.written, self.pending, self.written_at = step, None, _clock()
+
+
+def _clock() -> float:
+    return time.monotonic()
 
 
 def _parse_signal(name: str) -> signal.Signals:

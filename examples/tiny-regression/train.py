@@ -51,8 +51,14 @@ def initial_state(features: int, seed: int) -> State:
     return State(0, params, velocity, rng)
 
 
-def save_state(directory: Path, state: State) -> None:
-    """Write a checkpoint: one .npy per array, and the step and generator state as JSON."""
+def save_state(directory: Path, state: State, padding_mb: int = 0) -> None:
+    """Write a checkpoint: one .npy per array, and the step and generator state as JSON.
+
+    ``padding_mb`` adds a file of that many MiB, standing in for the optimizer state of a large model, so that
+    benchmarks can give the checkpoint upload a realistic duration. Resuming ignores it.
+    """
+    if padding_mb:
+        (directory / "padding.bin").write_bytes(bytes(padding_mb * 1024 * 1024))
     for group, arrays in (("params", state.params), ("velocity", state.velocity)):
         for name, value in arrays.items():
             np.save(directory / f"{group}-{name}.npy", value)
@@ -118,6 +124,9 @@ def main() -> None:
     parser.add_argument(
         "--step-seconds", type=float, default=0.0, help="Sleep per step, to make progress visible."
     )
+    parser.add_argument(
+        "--checkpoint-padding-mb", type=int, default=0, help="Extra MiB in each checkpoint (benchmarks)."
+    )
     args = parser.parse_args()
 
     run = training.Run.from_env(
@@ -141,8 +150,11 @@ def main() -> None:
         state.step = step = state.step + 1
         if args.step_seconds:
             time.sleep(args.step_seconds)
+        # checkpoint_due comes first so that it runs every step: it also reports the step reached to spotrun.
         if run.checkpoint_due(step) or run.stop_requested or step == args.steps:
-            run.save_checkpoint(step, lambda directory: save_state(directory, state))
+            run.save_checkpoint(
+                step, lambda directory: save_state(directory, state, args.checkpoint_padding_mb)
+            )
             print(f"step {step} loss {loss:.6f}", flush=True)
             if run.stop_requested and step < args.steps:
                 print(f"checkpoint signal: saved step {step}, exiting", flush=True)

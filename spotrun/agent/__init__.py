@@ -6,8 +6,12 @@
 - ``stage`` (:mod:`spotrun.agent.stage`): copy the inputs and the code to the NVMe, verified, and restore the
   job's latest committed checkpoint;
 - ``train`` (:mod:`spotrun.agent.train`): run the training command under the checkpoint contract, upload its
-  checkpoints as they appear, watch IMDS for a spot notice, and upload the outputs when it succeeds.
+  checkpoints and the step it reached (:mod:`spotrun.agent.progress`) as they appear, publish GPU metrics
+  (:mod:`spotrun.agent.gpu`), watch IMDS for a spot notice, and upload the outputs when it succeeds.
 
 Either way it heartbeats the workflow's task while it works and answers it once, with ``SendTaskSuccess`` or
 ``SendTaskFailure`` (:mod:`spotrun.agent.reporter`).
+
+- ``notice`` (:mod:`spotrun.agent.notify`): hand a spot notice, sent through SSM, to the running ``train`` step
+  of the same job and attempt, and exit; nothing is reported (the train step reports ``Spot.Interrupted``).
 """

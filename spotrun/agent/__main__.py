@@ -11,8 +11,10 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
+from spotrun.agent.command import NOTICE_STEP
 from spotrun.agent.imds import ImdsClient
 from spotrun.agent.notices import Notice
+from spotrun.agent.notify import install_notice_handler
 from spotrun.agent.runner import (
     EXIT_BAD_COMMAND,
     AgentSettings,
@@ -20,6 +22,7 @@ from spotrun.agent.runner import (
     bootstrap_region,
     build_context,
     execute,
+    forward_notice,
     load_command,
 )
 
@@ -54,11 +57,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``spotrun-agent``; returns the process exit status.
 
-    Exit status: 0 the step's result was reported; 1 it could not be reported; 2 the command document could
-    not be read (nothing can be reported without its task token); 3 the workflow had abandoned the task.
+    Exit status: 0 the step's result was reported (for a ``notice``: it was handed on, or nothing runs to hand
+    it to); 1 it could not be reported; 2 the command document could not be read (nothing can be reported
+    without its task token); 3 the workflow had abandoned the task.
     """
     args = parse_args(argv)
     configure_logging(args.log_level)
+    # From the start: a notice signal that comes before (or after) the train step must not end the process.
+    install_notice_handler()
     settings = AgentSettings.from_env()
     environ = dict(os.environ)
     try:
@@ -67,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         logger.error("cannot read the agent command at %s: %s", args.command_uri, exc)
         return EXIT_BAD_COMMAND
+    if command.step == NOTICE_STEP:
+        return forward_notice(command, settings.nvme_root)
     ctx = build_context(command, settings, environ)
 
     def on_termination(signum: int, frame: FrameType | None) -> None:

@@ -4,6 +4,11 @@ The control plane writes an :class:`AgentCommand` as JSON to the jobs bucket and
 SSM Run Command, so that the task token never appears in SSM's command history. The agent answers the
 workflow directly: ``SendTaskSuccess`` with a :class:`StageResult` or :class:`TrainResult`, or
 ``SendTaskFailure`` with one of the error names below and a JSON cause.
+
+A ``notice`` command is the exception: the control plane sends it when EC2 warns that the instance will be
+reclaimed (the agent also watches IMDS for that warning; this is the second way in). The agent hands it to the
+running ``train`` step of the same job and attempt, which checkpoints and reports ``Spot.Interrupted``; the
+notice itself is answered to nobody, and its ``task_token`` may be empty.
 """
 
 from __future__ import annotations
@@ -14,7 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from spotrun.manifest import JobManifest
 
-AgentStep = Literal["stage", "train"]
+# The steps the workflow waits on (with a task token); "notice" is sent by the EC2 event handler, outside them.
+WorkflowStep = Literal["stage", "train"]
+AgentStep = Literal["stage", "train", "notice"]
+
+NOTICE_STEP = "notice"
 
 STAGING_FAILED = "Staging.Failed"
 TRAINING_FAILED = "Training.Failed"
@@ -69,6 +78,7 @@ class TrainResult(BaseModel):
     exit_code: int = 0
     seconds: float
     last_checkpoint_step: int | None = None
+    last_step: int | None = None  # the last step the script reported (spotrun.training.Run.report_step)
     outputs: list[OutputObject]
     model_key: str  # key of the model file, or prefix of the model directory
     model_sha256: str
@@ -84,3 +94,6 @@ class FailureCause(BaseModel):
     log_key: str | None = None
     checkpoint: str | None = None  # for Spot.Interrupted: S3 prefix of the checkpoint committed in the notice
     checkpoint_step: int | None = None
+    # The last step the script reported (spotrun.training.Run.report_step): with checkpoint_step, how much
+    # work the interruption or failure lost.
+    last_step: int | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from spotrun.agent.command import FailureCause
+from spotrun.agent.gpu import MetricsPort
 from spotrun.agent.notices import NoticeWatcher
 from spotrun.agent.reporter import WorkflowReporter
 from spotrun.staging import DEFAULT_WORKERS
@@ -36,6 +37,10 @@ class StepContext:
         Set when the workflow stopped waiting for the task (a heartbeat was refused).
     workers
         Files copied at once when staging and uploading.
+    metrics
+        Where GPU metrics go while training; None: not sampled.
+    instance_id
+        The instance's id (the ``InstanceId`` dimension of the metrics), or None when unknown.
     """
 
     s3: Any
@@ -45,6 +50,8 @@ class StepContext:
     watcher: NoticeWatcher
     abandoned: threading.Event = field(default_factory=threading.Event)
     workers: int = DEFAULT_WORKERS
+    metrics: MetricsPort | None = None
+    instance_id: Callable[[], str | None] = field(default=lambda: None)
 
 
 @dataclass(frozen=True)

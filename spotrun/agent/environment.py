@@ -74,6 +74,7 @@ def child_environment(
             training.ENV_CHECKPOINT_INTERVAL_STEPS: str(manifest.training.checkpoint.interval_steps),
             training.ENV_CHECKPOINT_SIGNAL: manifest.training.checkpoint.signal,
             training.ENV_MODEL: manifest.outputs.model,
+            training.ENV_PROGRESS_FILE: str(job_layout.progress_file(command.attempt)),
         }
     )
     existing = env.get("PYTHONPATH")

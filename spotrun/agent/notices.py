@@ -77,7 +77,8 @@ class NoticeWatcher:
     """Polls a :class:`NoticeSource` in a background thread and holds the first interruption notice.
 
     The training supervisor only asks :meth:`interruption`; it does not care whether the notice came from
-    IMDS or from :meth:`interrupt` (the agent's own SIGTERM handler, or a test).
+    IMDS or from :meth:`interrupt` (the agent's own SIGTERM handler, a notice sent through SSM, or a test). The
+    first interruption wins: a later one, from any source, starts nothing more.
 
     Parameters
     ----------
@@ -99,7 +100,8 @@ class NoticeWatcher:
         self.on_rebalance = on_rebalance
         self._interruption: Notice | None = None
         self._rebalance_seen = False
-        self._lock = threading.Lock()
+        # Reentrant: signal handlers call interrupt() in the main thread, which may hold the lock right then.
+        self._lock = threading.RLock()
         self._unreachable_logged = False
         self._ticker = Ticker(poll_seconds, self._poll_once, "imds-watch") if source is not None else None
 
@@ -108,12 +110,14 @@ class NoticeWatcher:
         with self._lock:
             return self._interruption
 
-    def interrupt(self, notice: Notice) -> None:
-        """Record an interruption notice (the first one wins)."""
+    def interrupt(self, notice: Notice) -> bool:
+        """Record an interruption notice; returns False when an earlier one was already recorded (it wins)."""
         with self._lock:
-            if self._interruption is None:
-                self._interruption = notice
-                logger.warning("interruption notice: %s", notice.describe())
+            if self._interruption is not None:
+                return False
+            self._interruption = notice
+        logger.warning("interruption notice: %s", notice.describe())
+        return True
 
     def _poll_once(self) -> bool:
         assert self.source is not None

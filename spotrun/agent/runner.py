@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spotrun import layout
 from spotrun.agent.command import STAGING_FAILED, TRAINING_FAILED, AgentCommand, FailureCause
 from spotrun.agent.context import StepContext, StepReport
+from spotrun.agent.gpu import CachedInstanceId, CloudWatchMetrics
 from spotrun.agent.imds import DEFAULT_ENDPOINT, ImdsClient
 from spotrun.agent.notices import ImdsNotices, NoticeWatcher
+from spotrun.agent.notify import deliver_notice
 from spotrun.agent.periodic import Ticker
 from spotrun.agent.reporter import ReportError, StepFunctionsReporter, TaskAbandonedError, WorkflowReporter
 from spotrun.agent.stage import run_stage
@@ -87,6 +90,9 @@ def execute(command: AgentCommand, ctx: StepContext) -> int:
             logger.warning("heartbeat not delivered: %s", exc)
         return True
 
+    if command.step not in STEPS:
+        logger.error("step %s is not one answered to the workflow", command.step)
+        return EXIT_BAD_COMMAND
     logger.info("step %s of job %s, attempt %d", command.step, command.job_id, command.attempt)
     with Ticker(command.heartbeat_seconds, beat, "heartbeat"):
         try:
@@ -97,6 +103,47 @@ def execute(command: AgentCommand, ctx: StepContext) -> int:
                 STEP_ERRORS[command.step], FailureCause(message=f"{type(exc).__name__}: {exc}")
             )
     return send_report(report, ctx.reporter)
+
+
+def forward_notice(command: AgentCommand, nvme_root: Path) -> int:
+    """Run a ``notice`` command: hand the spot notice to the train step of its job and attempt, if it runs here.
+
+    Nothing is reported to the workflow: the train step reports ``Spot.Interrupted`` itself. A notice for a
+    job whose train step does not run on this instance (ended, or never started) changes nothing.
+
+    Parameters
+    ----------
+    command
+        A ``notice`` command.
+    nvme_root
+        The instance-store root where the train step keeps its pid file.
+
+    Returns
+    -------
+    int
+        :data:`EXIT_REPORTED` (delivered, or nothing to deliver to); :data:`EXIT_REPORT_FAILED` when the train
+        step's process could not be signalled.
+    """
+    pid_file = layout.NvmeLayout(nvme_root, command.job_id).supervisor_pid_file(command.attempt)
+    try:
+        outcome, pid = deliver_notice(pid_file)
+    except OSError as exc:
+        logger.error("could not deliver the spot notice to the train step: %s", exc)
+        return EXIT_REPORT_FAILED
+    if outcome == "delivered":
+        logger.warning(
+            "spot notice for job %s attempt %d delivered to its train step (agent pid %s)",
+            command.job_id,
+            command.attempt,
+            pid,
+        )
+    else:
+        logger.info(
+            "spot notice for job %s attempt %d: no train step of it runs on this instance; nothing to do",
+            command.job_id,
+            command.attempt,
+        )
+    return EXIT_REPORTED
 
 
 def send_report(report: StepReport, reporter: WorkflowReporter) -> int:
@@ -157,7 +204,8 @@ def bootstrap_region(environ: Mapping[str, str], imds: ImdsClient) -> str:
 
 def build_context(command: AgentCommand, settings: AgentSettings, environ: Mapping[str, str]) -> StepContext:
     """The production ports for ``command``: boto3 clients in its region, and the IMDS notice source."""
-    notices = ImdsNotices(ImdsClient(settings.imds_endpoint))
+    imds = ImdsClient(settings.imds_endpoint)
+    notices = ImdsNotices(imds)
     return StepContext(
         s3=aws_client("s3", command.region),
         reporter=StepFunctionsReporter(aws_client("stepfunctions", command.region), command.task_token),
@@ -165,4 +213,6 @@ def build_context(command: AgentCommand, settings: AgentSettings, environ: Mappi
         base_env=dict(environ),
         watcher=NoticeWatcher(notices, command.poll_seconds),
         workers=settings.workers,
+        metrics=CloudWatchMetrics(aws_client("cloudwatch", command.region)),
+        instance_id=CachedInstanceId(imds),
     )

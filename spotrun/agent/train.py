@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
+from collections.abc import Iterator
 
 from spotrun import layout
 from spotrun.agent.command import (
@@ -15,9 +17,12 @@ from spotrun.agent.command import (
 )
 from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.environment import child_environment, install_runtime
+from spotrun.agent.gpu import GpuMonitor, metrics_interval
 from spotrun.agent.notices import Notice
+from spotrun.agent.notify import NoticeChannel
 from spotrun.agent.outputs import ModelMissingError, locate_model, log_tail, upload_log, upload_outputs
 from spotrun.agent.periodic import Ticker
+from spotrun.agent.progress import ProgressPublisher
 from spotrun.agent.supervisor import TrainingSupervisor, TrainOutcome, describe_exit
 from spotrun.agent.sync import CheckpointSyncer
 from spotrun.checkpoints import CommittedCheckpoint, latest_committed
@@ -35,10 +40,11 @@ def max_runtime_seconds(command: AgentCommand) -> float:
 def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     """Run the training command until it succeeds, fails, runs out of time or is interrupted.
 
-    Checkpoints are uploaded every ``command.poll_seconds`` while it runs, and once more when it ends. The
-    interruption notice comes from ``ctx.watcher`` (IMDS, or the agent's own SIGTERM): the command then gets
-    the manifest's checkpoint signal, and its last checkpoint is committed before ``Spot.Interrupted`` is
-    reported.
+    Checkpoints and the step reached are uploaded every ``command.poll_seconds`` while it runs, and once more
+    when it ends; GPU metrics go to ``ctx.metrics`` every :func:`~spotrun.agent.gpu.metrics_interval`. The
+    interruption notice comes from ``ctx.watcher`` (IMDS, the agent's own SIGTERM, or a ``notice`` command
+    through :class:`~spotrun.agent.notify.NoticeChannel`): the command then gets the manifest's checkpoint
+    signal, and its last checkpoint is committed before ``Spot.Interrupted`` is reported.
 
     Parameters
     ----------
@@ -57,6 +63,9 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     job_layout.create()
     install_runtime(job_layout.runtime_dir)
     log_path = job_layout.log_file(command.attempt)
+    progress_path = job_layout.progress_file(command.attempt)
+    progress_path.unlink(missing_ok=True)  # left by an earlier run of this step: not this run's progress
+    progress = ProgressPublisher(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, progress_path)
     syncer = CheckpointSyncer(
         ctx.s3,
         command.jobs_bucket,
@@ -79,31 +88,54 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         tick_seconds=min(0.2, command.poll_seconds),
     )
     sync_ticker = Ticker(command.poll_seconds, syncer.sync_quietly, "checkpoint-sync", immediately=False)
+    progress_ticker = Ticker(command.poll_seconds, progress.publish_quietly, "progress", immediately=False)
+    channel = NoticeChannel(
+        job_layout.supervisor_pid_file(command.attempt), ctx.watcher, command.job_id, command.attempt
+    )
 
     def on_rebalance(notice: Notice) -> None:
         sync_ticker.trigger()  # interruption risk is up: get the newest checkpoint out now
 
     ctx.watcher.on_rebalance = on_rebalance
     logger.info("training job %s attempt %d: %s", command.job_id, command.attempt, manifest.training.command)
-    with sync_ticker, ctx.watcher:
-        outcome = supervisor.run()
-    logger.info("training ended: %s (%s)", outcome.kind, outcome.message)
-    # Whatever the outcome, the newest local checkpoint is worth committing: the next attempt resumes it.
-    syncer.sync_quietly()
-    log_key = upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)
+    with channel:
+        with sync_ticker, progress_ticker, ctx.watcher, _gpu_metrics(command, ctx):
+            outcome = supervisor.run()
+        logger.info("training ended: %s (%s)", outcome.kind, outcome.message)
+        # Whatever the outcome, the newest local checkpoint is worth committing: the next attempt resumes it.
+        syncer.sync_quietly()
+        progress.publish_quietly()
+        log_key = upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)
     if outcome.kind == "abandoned":
         return StepReport()
     if outcome.kind == "completed":
-        return _completed(command, ctx, outcome, syncer.last_committed, log_key, job_layout)
+        return _completed(
+            command, ctx, outcome, syncer.last_committed, progress.last_step, log_key, job_layout
+        )
     cause = FailureCause(
         message=outcome.message,
         exit_code=outcome.exit_code,
         log_tail=log_tail(log_path),
         log_key=log_key,
+        last_step=progress.last_step,
     )
     if outcome.kind == "interrupted":
         return _interrupted(outcome, cause, syncer.last_committed)
     return StepReport.failed(TRAINING_FAILED, cause)
+
+
+@contextlib.contextmanager
+def _gpu_metrics(command: AgentCommand, ctx: StepContext) -> Iterator[None]:
+    """Sample the GPUs while the block runs (when the context has a metrics port)."""
+    if ctx.metrics is None:
+        yield
+        return
+    monitor = GpuMonitor(ctx.metrics, command.job_id, ctx.instance_id)
+    ticker = Ticker(metrics_interval(command.poll_seconds), monitor.sample_quietly, "gpu-metrics").start()
+    try:
+        yield
+    finally:
+        ticker.stop(timeout=1.0)  # a hung nvidia-smi must not delay the checkpoint upload
 
 
 def _already_committed(ctx: StepContext, command: AgentCommand) -> CommittedCheckpoint | None:
@@ -119,6 +151,7 @@ def _completed(
     ctx: StepContext,
     outcome: TrainOutcome,
     committed: CommittedCheckpoint | None,
+    last_step: int | None,
     log_key: str | None,
     job_layout: layout.NvmeLayout,
 ) -> StepReport:
@@ -133,12 +166,14 @@ def _completed(
             exit_code=0,
             log_tail=log_tail(job_layout.log_file(command.attempt)),
             log_key=log_key,
+            last_step=last_step,
         )
         return StepReport.failed(TRAINING_FAILED, cause)
     result = TrainResult(
         exit_code=0,
         seconds=round(outcome.seconds, 3),
         last_checkpoint_step=committed.step if committed else None,
+        last_step=last_step,
         outputs=outputs,
         model_key=model.key,
         model_sha256=model.sha256,

@@ -264,3 +264,110 @@ def test_checkpoint_names_sort_by_step_and_round_trip():
     assert layout.checkpoint_step("step-abc") is None
     assert layout.checkpoint_step(".step-000000000005.tmp") is None
     assert layout.commit_marker_key("j", 5) == "jobs/j/checkpoints/step-000000000005/_COMMITTED.json"
+
+
+# -- progress ---------------------------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(training, "_clock", fake)
+    return fake
+
+
+def progress_of(path: Path) -> str:
+    return path.read_text().strip()
+
+
+def test_checkpoint_due_reports_the_step_to_the_progress_file_the_agent_gives(tmp_path):
+    # Given the agent's contract, with a progress file
+    progress = tmp_path / "runtime" / "progress-attempt-001"
+    progress.parent.mkdir()
+    environ = {"SPOTRUN_CHECKPOINT_DIR": str(tmp_path / "ck"), "SPOTRUN_PROGRESS_FILE": str(progress)}
+    run = training.Run.from_env(environ, handle_signal=False)
+
+    # When the script asks whether step 7 is a checkpoint step
+    run.checkpoint_due(7)
+
+    # Then step 7 is in the file, written whole (no temporary left beside it)
+    assert run.progress_file == progress
+    assert progress_of(progress) == "7"
+    assert sorted(p.name for p in progress.parent.iterdir()) == ["progress-attempt-001"]
+
+
+def test_progress_is_written_at_most_every_tenth_of_a_second_and_held_steps_are_flushed(tmp_path, clock):
+    # Given a run with a progress file
+    progress = tmp_path / "progress"
+    run = make_run(tmp_path, progress_file=progress)
+
+    # When steps come faster than ten a second
+    run.report_step(1)
+    clock.now += 0.05
+    run.report_step(2)
+
+    # Then the second is held
+    assert progress_of(progress) == "1"
+
+    # When time passes, the next step is written; a save writes at once; so does a flush
+    clock.now += 0.06
+    run.report_step(3)
+    assert progress_of(progress) == "3"
+    clock.now += 0.01
+    run.save_checkpoint(4, write_marker)
+    assert progress_of(progress) == "4"
+    run.report_step(5)
+    assert progress_of(progress) == "4"
+    run.flush_progress()
+    assert progress_of(progress) == "5"
+
+
+def test_exit_for_preemption_writes_the_held_step(tmp_path, clock):
+    # Given a step held back by the throttle
+    progress = tmp_path / "progress"
+    run = make_run(tmp_path, progress_file=progress)
+    run.report_step(10)
+    run.report_step(11)
+
+    # When the run exits for preemption
+    with pytest.raises(SystemExit):
+        run.exit_for_preemption()
+
+    # Then the agent sees the last step
+    assert progress_of(progress) == "11"
+
+
+def test_without_the_variable_nothing_is_written(tmp_path, monkeypatch):
+    # Given a script run directly
+    monkeypatch.chdir(tmp_path)
+    run = training.Run.from_env({}, handle_signal=False, checkpoint_interval_steps=1)
+
+    # When it reports steps and saves
+    run.checkpoint_due(1)
+    run.report_step(2, force=True)
+    run.save_checkpoint(2, write_marker)
+
+    # Then only its own directories exist
+    assert run.progress_file is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints", "output"]
+
+
+def test_an_unwritable_progress_file_does_not_stop_training(tmp_path, capsys):
+    # Given a progress file in a directory that does not exist
+    run = make_run(tmp_path, progress_file=tmp_path / "missing" / "progress")
+
+    # When steps are reported
+    run.report_step(1)
+    run.report_step(2, force=True)
+
+    # Then training goes on, with one warning
+    assert run.checkpoint_due(50) is True
+    assert capsys.readouterr().err.count("cannot write progress") == 1

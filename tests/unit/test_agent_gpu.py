@@ -1,0 +1,185 @@
+"""GPU metrics: nvidia-smi read through PATH, summarized, and published to CloudWatch (moto)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from spotrun.agent.gpu import (
+    CloudWatchMetrics,
+    GpuMonitor,
+    GpuReading,
+    metrics_interval,
+    parse_nvidia_smi,
+    read_nvidia_smi,
+    summarize,
+)
+
+REGION = "us-east-1"
+INSTANCE = "i-0123456789abcdef0"
+
+
+def fake_nvidia_smi(directory: Path, body: str) -> Path:
+    """An executable ``nvidia-smi`` in ``directory`` running the shell ``body``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / "nvidia-smi"
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return script
+
+
+@pytest.fixture
+def two_gpus(tmp_path, monkeypatch) -> Path:
+    script = fake_nvidia_smi(
+        tmp_path / "bin",
+        'case "$*" in *utilization.gpu,memory.used,memory.total*csv,noheader,nounits*) ;; *) exit 9;; esac\n'
+        'echo "40, 2048, 16384"\necho "80, 12288, 16384"',
+    )
+    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
+    return script
+
+
+@pytest.fixture
+def cloudwatch(monkeypatch) -> Iterator[Any]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        yield boto3.client("cloudwatch", region_name=REGION)
+
+
+class RecordingMetrics:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.calls: list[tuple[str, list[dict[str, Any]]]] = []
+        self.error = error
+
+    def put(self, namespace: str, data: list[dict[str, Any]]) -> None:
+        if self.error is not None:
+            raise self.error
+        self.calls.append((namespace, data))
+
+
+def average(client: Any, metric: str, dimension: dict[str, str]) -> list[float]:
+    now = datetime.now(UTC)
+    points = client.get_metric_statistics(
+        Namespace="spotrun",
+        MetricName=metric,
+        Dimensions=[dimension],
+        StartTime=now - timedelta(minutes=10),
+        EndTime=now + timedelta(minutes=10),
+        Period=60,
+        Statistics=["Average"],
+    )["Datapoints"]
+    return [point["Average"] for point in points]
+
+
+def test_the_mean_utilization_and_the_fullest_memory_are_published_per_instance_and_per_job(
+    two_gpus, cloudwatch
+):
+    # Given two GPUs at 40 % and 80 %, with 12.5 % and 75 % of their memory used
+    monitor = GpuMonitor(CloudWatchMetrics(cloudwatch), "j-1", lambda: INSTANCE)
+
+    # When the monitor samples once
+    assert monitor.sample_quietly() is True
+
+    # Then both metrics exist in the spotrun namespace, each with an InstanceId and a JobId dimension
+    listed = cloudwatch.list_metrics(Namespace="spotrun")["Metrics"]
+    assert sorted((m["MetricName"], m["Dimensions"][0]["Name"]) for m in listed) == [
+        ("GPUMemoryUtilization", "InstanceId"),
+        ("GPUMemoryUtilization", "JobId"),
+        ("GPUUtilization", "InstanceId"),
+        ("GPUUtilization", "JobId"),
+    ]
+    assert all(len(m["Dimensions"]) == 1 for m in listed)
+    # and carry the mean utilization and the highest memory use
+    for dimension in ({"Name": "InstanceId", "Value": INSTANCE}, {"Name": "JobId", "Value": "j-1"}):
+        assert average(cloudwatch, "GPUUtilization", dimension) == [60.0]
+        assert average(cloudwatch, "GPUMemoryUtilization", dimension) == [75.0]
+
+
+def test_without_nvidia_smi_nothing_is_read_or_published(tmp_path, monkeypatch):
+    # Given a PATH without nvidia-smi
+    monkeypatch.setenv("PATH", str(tmp_path))
+    metrics = RecordingMetrics()
+    asked: list[str] = []
+
+    def instance_id() -> str:
+        asked.append("asked")
+        return INSTANCE
+
+    monitor = GpuMonitor(metrics, "j-1", instance_id)
+
+    # When it samples
+    ticking = monitor.sample_quietly()
+
+    # Then nothing happened, not even an IMDS lookup, and the ticker is told to stop
+    assert read_nvidia_smi() is None
+    assert ticking is False
+    assert metrics.calls == []
+    assert asked == []
+
+
+def test_failures_to_read_or_publish_are_logged_not_raised(tmp_path, monkeypatch, caplog, two_gpus):
+    # Given an nvidia-smi that works and a metrics port that fails
+    monitor = GpuMonitor(RecordingMetrics(ConnectionError("no route")), "j-1", lambda: None)
+
+    # When it samples / Then it goes on
+    assert monitor.sample_quietly() is True
+    assert "could not publish GPU metrics: no route" in caplog.text
+
+    # Given an nvidia-smi that fails
+    broken = fake_nvidia_smi(tmp_path / "broken", "echo 'NVIDIA-SMI has failed' >&2; exit 9")
+    monkeypatch.setenv("PATH", str(broken.parent))
+    metrics = RecordingMetrics()
+
+    # When it samples / Then it goes on, publishing nothing
+    assert GpuMonitor(metrics, "j-1", lambda: None).sample_quietly() is True
+    assert "nvidia-smi exited 9: NVIDIA-SMI has failed" in caplog.text
+    assert metrics.calls == []
+
+
+def test_without_an_instance_id_only_the_job_dimension_is_published(two_gpus):
+    # Given a monitor off EC2
+    metrics = RecordingMetrics()
+
+    # When it samples
+    GpuMonitor(metrics, "j-1", lambda: None).sample()
+
+    # Then each metric is published once, per job
+    [(namespace, data)] = metrics.calls
+    assert namespace == "spotrun"
+    assert [(d["MetricName"], d["Dimensions"], d["Unit"]) for d in data] == [
+        ("GPUUtilization", [{"Name": "JobId", "Value": "j-1"}], "Percent"),
+        ("GPUMemoryUtilization", [{"Name": "JobId", "Value": "j-1"}], "Percent"),
+    ]
+
+
+def test_nvidia_smi_lines_that_are_not_numbers_are_skipped():
+    # Given a GPU that cannot report its utilization, and a blank line
+    text = "[N/A], 100, 1000\n\n10, 500, 1000\n 30 , 0 , 0 \n"
+
+    # When / Then
+    readings = parse_nvidia_smi(text)
+    assert readings == [GpuReading(10.0, 500.0, 1000.0), GpuReading(30.0, 0.0, 0.0)]
+    summary = summarize(readings)
+    assert summary is not None
+    assert (summary.utilization, summary.memory_utilization, summary.gpus) == (20.0, 50.0, 2)
+    assert summarize([]) is None
+
+
+def test_the_sampling_interval_is_a_minute_at_the_production_poll_and_scales_with_it():
+    # Given / When / Then
+    assert metrics_interval(5.0) == 60.0
+    assert metrics_interval(0.1) == pytest.approx(1.2)
