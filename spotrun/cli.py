@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import shutil
+import secrets
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.live import Live
-from rich.spinner import Spinner
-from rich.text import Text
 
+from spotrun.cli_local import fail, local_app
 from spotrun.manifest import ManifestError, manifest_json_schema, parse_manifest_text
 
 app = typer.Typer(
@@ -21,6 +19,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(local_app, name="local")
 
 
 @app.command()
@@ -51,63 +50,33 @@ def demo(
     workdir: Annotated[
         Path, typer.Option(help="Where the emulator keeps its files (instances, logs); emptied first.")
     ] = Path(".spotrun/demo"),
+    interruptions: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Spot interruptions to inject at random training steps, each into a new attempt; 0: none.",
+        ),
+    ] = 1,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of the interrupted steps (printed when chosen at random).")
+    ] = None,
 ) -> None:
     """Run the example job end to end in the embedded AWS emulator (no AWS account needed)."""
-    from spotrun.demo import (
-        EXAMPLE_DIR,
-        control_plane_logs,
-        drop_manifest,
-        local_runtime,
-        upload_example,
-        wait_for_job,
-    )
-    from spotrun.job import Job, utc_now
-    from spotrun.summary import final_summary, job_record, status_text
+    from spotrun.demo_run import run_demo
+    from spotrun.summary import job_record
 
-    workdir = workdir.resolve()
-    shutil.rmtree(workdir, ignore_errors=True)
     out = sys.stderr if as_json else sys.stdout
     # Wide enough for the summary tables when the output is a file or a pipe; a terminal keeps its own width.
     console = Console(file=out, width=None if out.isatty() else 120)
-    with local_runtime(workdir) as runtime, control_plane_logs(runtime.workdir / "control-plane.log"):
-        console.print(
-            f"[bold]spotrun demo[/bold]: AWS emulator on {runtime.endpoint_url}, time scale {runtime.time_scale}"
+    try:
+        job = run_demo(
+            console,
+            workdir.resolve(),
+            interruptions,
+            secrets.randbelow(1_000_000) if seed is None else seed,
         )
-        upload_example(runtime)
-        manifest = (EXAMPLE_DIR / "manifest.yaml").read_bytes()
-        submitted = drop_manifest(runtime, manifest, "tiny-regression.yaml")
-        console.print(
-            f"manifest dropped at s3://{runtime.settings.jobs_bucket}/{submitted.key} -> job {submitted.job_id}"
-        )
-
-        spinner = Spinner("dots", text="waiting for the S3 event to start the workflow")
-        printed = 0
-        live_view = Live(
-            spinner,
-            console=console,
-            refresh_per_second=10,
-            transient=True,
-            redirect_stdout=False,
-            redirect_stderr=False,
-        )
-        with live_view as live:
-
-            def show(job: Job) -> None:
-                nonlocal printed
-                for change in job.timeline[printed:]:
-                    live.console.print(
-                        Text.assemble("  ", status_text(change.status), f"  {change.detail or ''}")
-                    )
-                printed = len(job.timeline)
-                attempt = job.current_attempt
-                where = f" on {attempt.instance_type} in {attempt.availability_zone}" if attempt else ""
-                spinner.update(text=Text.assemble(status_text(job.status), where))
-
-            job = wait_for_job(runtime, submitted.job_id, on_change=show)
-        console.print(final_summary(job, utc_now()))
-        console.print(
-            f"control-plane logs: {runtime.workdir / 'control-plane.log'}; instances: {runtime.workdir}"
-        )
+    except ValueError as exc:
+        raise fail(exc, code=2) from None
     if as_json:
         sys.stdout.write(json.dumps(job_record(job)) + "\n")
     raise typer.Exit(code=0 if job.status.value == "SUCCEEDED" else 1)

@@ -6,6 +6,7 @@ Used by ``spotrun demo`` and by the end-to-end tests, so what the tests prove is
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import subprocess
 import sys
@@ -17,8 +18,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from botocore.exceptions import ClientError
+
 from spotrun.aws import job_store
-from spotrun.job import Job, ManifestSource, job_id_for
+from spotrun.checkpoints import latest_committed
+from spotrun.injector import Progress, ProgressSource
+from spotrun.job import Job, JobStatus, ManifestSource, job_id_for
+from spotrun.layout import progress_key
 from spotrun.local.runtime import LocalRuntime
 from spotrun.manifest import parse_manifest_text
 from spotrun.shape import MANIFEST_PREFIX, REPO_ROOT, SERVICE_NAME
@@ -26,6 +32,8 @@ from spotrun.shape import MANIFEST_PREFIX, REPO_ROOT, SERVICE_NAME
 EXAMPLE_DIR = REPO_ROOT / "examples" / "tiny-regression"
 EXAMPLE_PREFIX = "examples/tiny-regression/"
 DEMO_TIME_SCALE = 0.02
+# train.py's default --steps, used when the manifest's command does not pass one.
+EXAMPLE_DEFAULT_STEPS = 300
 
 
 @dataclass(frozen=True)
@@ -131,3 +139,70 @@ def wait_for_job(
             return job
         time.sleep(poll)
     raise TimeoutError(f"job {job_id} did not finish within {timeout:.0f} s")
+
+
+def example_steps(manifest_text: bytes | str) -> int:
+    """Number of steps the example's training runs: its command's ``--steps``, else train.py's default.
+
+    Parameters
+    ----------
+    manifest_text
+        The manifest (YAML or JSON).
+
+    Returns
+    -------
+    int
+        Total training steps.
+    """
+    command = parse_manifest_text(manifest_text).training.command
+    for index, arg in enumerate(command):
+        if arg == "--steps" and index + 1 < len(command):
+            return int(command[index + 1])
+        if arg.startswith("--steps="):
+            return int(arg.removeprefix("--steps="))
+    return EXAMPLE_DEFAULT_STEPS
+
+
+def job_progress(runtime: LocalRuntime, job_id: str) -> ProgressSource:
+    """A progress source for :class:`spotrun.injector.Injector`: the job's training attempt and its step.
+
+    The step is the one in the attempt's progress object, or, when that is missing or behind, the latest
+    committed checkpoint the attempt wrote itself (one newer than the checkpoint it restored).
+
+    Parameters
+    ----------
+    runtime
+        The runtime the job runs in.
+    job_id
+        The job.
+
+    Returns
+    -------
+    ProgressSource
+        Returns None while the job is not training (or its current attempt has ended).
+    """
+    store = job_store(runtime.settings.jobs_table, runtime.settings.region)
+    s3 = runtime.client("s3")
+    bucket = runtime.settings.jobs_bucket
+
+    def reported_step(attempt: int) -> int | None:
+        try:
+            body = s3.get_object(Bucket=bucket, Key=progress_key(job_id, attempt))["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
+        step = json.loads(body).get("step")
+        return int(step) if isinstance(step, int | float) else None
+
+    def read() -> Progress | None:
+        job = store.get(job_id)
+        attempt = job.current_attempt if job is not None else None
+        if job is None or attempt is None or job.status is not JobStatus.TRAINING or attempt.ended_at:
+            return None
+        committed = latest_committed(s3, bucket, job_id)
+        own = committed.step if committed and committed.step > (attempt.restored_step or 0) else None
+        steps = [step for step in (reported_step(attempt.number), own) if step is not None]
+        return Progress(attempt.number, attempt.instance_id, max(steps) if steps else None)
+
+    return read

@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from spotrun.job import INTERRUPTION_REASONS, Job, JobStatus, timeline_durations
+from spotrun.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, timeline_durations
 
 _STATUS_STYLE = {
     JobStatus.SUCCEEDED: "bold green",
@@ -44,15 +44,36 @@ def timeline_table(job: Job, now: datetime) -> Table:
     return table
 
 
+def attempt_steps(attempt: Attempt) -> str:
+    """The steps an attempt trained: from the checkpoint it restored (0: from scratch) to the last it reported.
+
+    ``150 -> 164``; ``150 -> end`` once it completed the run; ``150 -> ...`` while it runs; ``-`` for an attempt
+    that ended without training or reporting anything.
+    """
+    start = attempt.restored_step if attempt.restored_step is not None else 0
+    if attempt.last_step is not None:
+        return f"{start} \u2192 {attempt.last_step}"
+    if attempt.end_reason == "completed":
+        return f"{start} \u2192 end"
+    if attempt.ended_at is None:
+        return f"{start} \u2192 \u2026"
+    return "-" if attempt.restored_step is None else f"{start} \u2192 ?"
+
+
 def attempts_table(job: Job) -> Table:
     """One row per instance the job ran on: where, at what price, how it ended, and the work it lost.
 
-    ``restored`` is the checkpoint the attempt resumed from (``-``: it started from scratch), ``reached`` the
-    last step it reported, ``steps lost`` the steps it trained past its last committed checkpoint.
+    ``steps`` runs from the checkpoint the attempt restored to the last step it reported (see
+    :func:`attempt_steps`); ``steps lost`` are the steps it trained past its last committed checkpoint.
     """
     table = Table(title="attempts", title_justify="left")
-    for column in ("#", "instance", "type", "zone", "lifecycle", "$/h", "ended by", "restored", "reached"):
-        table.add_column(column, justify="right" if column in ("#", "$/h") else "left")
+    table.add_column("#", justify="right")
+    table.add_column("instance", no_wrap=True)
+    for column in ("type", "zone", "lifecycle"):
+        table.add_column(column)
+    table.add_column("$/h", justify="right")
+    table.add_column("ended by")
+    table.add_column("steps", no_wrap=True)
     table.add_column("steps lost", justify="right")
     for attempt in job.attempts:
         interrupted = attempt.end_reason in INTERRUPTION_REASONS
@@ -64,8 +85,7 @@ def attempts_table(job: Job) -> Table:
             attempt.lifecycle,
             f"{attempt.price_per_hour:.4f}",
             Text(attempt.end_reason or "running", style="yellow" if interrupted else ""),
-            "-" if attempt.restored_step is None else f"step {attempt.restored_step}",
-            "-" if attempt.last_step is None else f"step {attempt.last_step}",
+            attempt_steps(attempt),
             "-" if attempt.steps_lost is None else str(attempt.steps_lost),
         )
     return table

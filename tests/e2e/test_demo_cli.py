@@ -11,7 +11,7 @@ def test_demo_json_prints_the_final_job_record_on_the_last_line(tmp_path):
     # Given a fresh working directory for the emulator
     # When the demo runs as a user would run it
     finished = subprocess.run(
-        [sys.executable, "-m", "spotrun.cli", "demo", "--json", "--workdir", str(tmp_path / "demo")],
+        [sys.executable, "-m", "spotrun.cli", "demo", "--json", "--seed", "1", "--workdir", str(tmp_path / "demo")],
         capture_output=True,
         text=True,
         timeout=300,
@@ -24,7 +24,14 @@ def test_demo_json_prints_the_final_job_record_on_the_last_line(tmp_path):
     assert record["status"] == "SUCCEEDED"
     assert record["job_id"].startswith("tiny-regression-")
     [attempt] = record["attempts"]
-    for field in ("instance_id", "instance_type", "availability_zone", "started_at", "ended_at", "end_reason"):
+    for field in (
+        "instance_id",
+        "instance_type",
+        "availability_zone",
+        "started_at",
+        "ended_at",
+        "end_reason",
+    ):
         assert attempt[field], field
     assert attempt["lifecycle"] == "spot"
     assert [item["storage_class"] for item in record["archive"]] == ["GLACIER"]
@@ -34,3 +41,5 @@ def test_demo_json_prints_the_final_job_record_on_the_last_line(tmp_path):
     assert len(record["model_sha256"]) == 64
     # And the people-facing summary went to stderr, not into the JSON stream
     assert "status: SUCCEEDED" in finished.stderr
+    assert "interruption warning to i-" in finished.stderr
+    assert "work lost to interruptions:" in finished.stderr

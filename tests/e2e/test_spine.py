@@ -98,7 +98,7 @@ def test_an_invalid_manifest_is_rejected_where_it_was_dropped_and_starts_nothing
 def test_the_same_object_delivered_twice_starts_one_job(runtime):
     # Given a manifest dropped once, whose S3 event started a job
     manifest = example_manifest(
-        **{"name: tiny-regression": "name: delivered-twice", "--step-seconds, \"0.02\"": "--steps, \"20\""}
+        **{"name: tiny-regression": "name: delivered-twice", '--step-seconds, "0.02"': '--steps, "20"'}
     )
     submitted = drop_manifest(runtime, manifest, "twice.yaml")
     # When EventBridge delivers the same object's event again
@@ -108,7 +108,12 @@ def test_the_same_object_delivered_twice_starts_one_job(runtime):
         {
             "version": "0",
             "bucket": {"name": runtime.settings.jobs_bucket},
-            "object": {"key": submitted.key, "size": len(manifest), "etag": submitted.etag, "sequencer": "01"},
+            "object": {
+                "key": submitted.key,
+                "size": len(manifest),
+                "etag": submitted.etag,
+                "sequencer": "01",
+            },
             "reason": "PutObject",
         },
         [f"arn:aws:s3:::{runtime.settings.jobs_bucket}"],
@@ -122,7 +127,9 @@ def test_the_same_object_delivered_twice_starts_one_job(runtime):
 
 
 def _execution_names(runtime) -> list[str]:
-    executions = runtime.client("stepfunctions").list_executions(stateMachineArn=runtime.settings.state_machine_arn)
+    executions = runtime.client("stepfunctions").list_executions(
+        stateMachineArn=runtime.settings.state_machine_arn
+    )
     return [item["name"] for item in executions["executions"]]
 
 

@@ -1,0 +1,157 @@
+"""``spotrun local up``: the embedded runtime as a long-running local AWS, with a chaos control API beside it."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+from spotrun.job import utc_now
+from spotrun.local.control import ControlApi, ControlServer
+from spotrun.local.control_state import (
+    ControlClient,
+    LocalState,
+    NoLocalRuntime,
+    read_state,
+    remove_state,
+    state_path,
+    write_state,
+)
+from spotrun.local.runtime import FAKE_CREDENTIALS, LocalRuntime
+from spotrun.shape import MANIFEST_PREFIX
+
+
+class AlreadyRunning(RuntimeError):
+    """Another ``spotrun local up`` answers for the same working directory."""
+
+
+def _running_elsewhere(workdir: Path) -> LocalState | None:
+    try:
+        state = read_state(workdir)
+        ControlClient(state, timeout=2.0).status()
+    except NoLocalRuntime:
+        return None
+    return state
+
+
+@contextmanager
+def local_up(
+    workdir: Path,
+    time_scale: float,
+    seed: int = 0,
+    on_action: Callable[[str], None] | None = None,
+) -> Iterator[tuple[LocalRuntime, LocalState]]:
+    """Start the runtime and its control API, and write the state file; undo all three on exit.
+
+    Parameters
+    ----------
+    workdir
+        Holds the state file and the instances' directories.
+    time_scale
+        Real seconds per simulated second.
+    seed
+        Seeds the spot pools' table.
+    on_action
+        Told each chaos action done through the control API.
+
+    Yields
+    ------
+    tuple[LocalRuntime, LocalState]
+        The started runtime and what the state file says.
+
+    Raises
+    ------
+    AlreadyRunning
+        When a ``local up`` already answers for ``workdir``.
+    """
+    workdir = Path(workdir).resolve()
+    other = _running_elsewhere(workdir)
+    if other is not None:
+        raise AlreadyRunning(
+            f"a local runtime already runs for {workdir} (pid {other.pid}, {other.endpoint_url})"
+        )
+    with LocalRuntime(workdir, time_scale=time_scale, seed=seed) as runtime:
+        server = ControlServer(ControlApi(runtime, on_action))
+        try:
+            control_url = server.start()
+            state = LocalState(
+                pid=os.getpid(),
+                endpoint_url=runtime.endpoint_url,
+                control_url=control_url,
+                time_scale=time_scale,
+                workdir=str(workdir),
+                started_at=utc_now(),
+                settings=runtime.settings,
+            )
+            write_state(workdir, state)
+            yield runtime, state
+        finally:
+            remove_state(workdir, os.getpid())
+            server.stop()
+
+
+def connection_help(state: LocalState, workdir_option: str = "") -> str:
+    """What to type to use the running runtime: environment for the AWS CLI, bucket names, chaos commands.
+
+    Parameters
+    ----------
+    state
+        The running runtime's state.
+    workdir_option
+        ``--workdir DIR`` to add to the chaos commands when the working directory is not the default.
+
+    Returns
+    -------
+    str
+        Several lines of plain text.
+    """
+    settings = state.settings
+    env = {
+        "AWS_ENDPOINT_URL": state.endpoint_url,
+        "AWS_ACCESS_KEY_ID": FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "AWS_SECRET_ACCESS_KEY": FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        "AWS_DEFAULT_REGION": settings.region,
+    }
+    exports = " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items())
+    option = f" {workdir_option}" if workdir_option else ""
+    chaos = [
+        (f"spotrun local instances{option}", ""),
+        (f"spotrun local interrupt INSTANCE_ID{option}", "rebalance, 2-minute warning, termination"),
+        (f"spotrun local kill INSTANCE_ID{option}", "silent death"),
+        (f"spotrun local exhaust INSTANCE_TYPE ZONE{option}", "no capacity left in a pool"),
+    ]
+    width = max(len(command) for command, _ in chaos)
+    return "\n".join(
+        [
+            "Point the AWS CLI (or any SDK) at it:",
+            f"  export {exports}",
+            f"jobs bucket: s3://{settings.jobs_bucket}   archive bucket: s3://{settings.archive_bucket}   "
+            f"jobs table: {settings.jobs_table}",
+            "Submit a job by dropping its manifest:",
+            f"  aws s3 cp examples/tiny-regression/manifest.yaml s3://{settings.jobs_bucket}/{MANIFEST_PREFIX}",
+            "Watch and break things from another terminal:",
+            *(f"  {command:<{width}}  # {note}".rstrip(" #") for command, note in chaos),
+            f"control API: {state.control_url}   state file: {state_path(Path(state.workdir))}",
+        ]
+    )
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM while the block runs (main thread only); handlers restored after."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
