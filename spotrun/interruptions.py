@@ -112,14 +112,19 @@ def on_interruption_warning(
             action="ignored: warning already handled", job_id=job.job_id, instance_id=instance_id
         )
 
+    won = False
+
     def note(current: Job) -> Job:
+        # update_job may call this more than once; the last call is the one whose result stands.
+        nonlocal won
         latest = _current_attempt_on(current, instance_id)
+        won = latest is not None and latest.notice_at is None
         if latest is None or latest.notice_at is not None:
             return current
         return _replace_current(current, latest.model_copy(update={"notice_at": now}))
 
-    noted = update_job(store, job.job_id, note)
-    if noted.version == job.version:
+    update_job(store, job.job_id, note)
+    if not won:
         # Another delivery of the same warning got there first.
         return EventOutcome(
             action="ignored: warning already handled", job_id=job.job_id, instance_id=instance_id

@@ -6,11 +6,14 @@ import hashlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from spotrun.demo import EXAMPLE_DIR, local_runtime, upload_example
+from spotrun.chaos_plan import InterruptionSchedule
+from spotrun.demo import EXAMPLE_DIR, drop_manifest, job_progress, local_runtime, upload_example, wait_for_job
+from spotrun.injector import Injector
+from spotrun.job import Job
 from spotrun.local.runtime import LocalRuntime
 from spotrun.shape import REPO_ROOT
 
@@ -66,3 +69,28 @@ def read_archived(runtime: LocalRuntime, uri: str) -> bytes:
 def instance_state(runtime: LocalRuntime, instance_id: str) -> str:
     reservations = runtime.client("ec2").describe_instances(InstanceIds=[instance_id])["Reservations"]
     return str(reservations[0]["Instances"][0]["State"]["Name"])
+
+
+def run_with_chaos(
+    runtime: LocalRuntime,
+    manifest: bytes,
+    key_name: str,
+    steps: list[int],
+    strike: Callable[[str], object],
+    timeout: float = 240.0,
+) -> Job:
+    """Drop a manifest and, each time the current attempt reaches the next of ``steps``, ``strike`` its instance."""
+    submitted = drop_manifest(runtime, manifest, key_name)
+    injector = Injector(InterruptionSchedule(steps), job_progress(runtime, submitted.job_id), strike)
+    with injector:
+        job = wait_for_job(runtime, submitted.job_id, timeout=timeout)
+    assert not injector.schedule.pending, f"planned steps never reached: {injector.schedule.pending}"
+    return job
+
+
+def assert_nothing_left_running(runtime: LocalRuntime, job: Job) -> None:
+    """Every instance the job ever had is gone (terminated or shutting down)."""
+    running = set(runtime.running_instance_ids())
+    assert not running & set(job.instance_ids()), running & set(job.instance_ids())
+    for instance_id in job.instance_ids():
+        assert instance_state(runtime, instance_id) in {"shutting-down", "terminated"}, instance_id

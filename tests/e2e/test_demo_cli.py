@@ -11,7 +11,17 @@ def test_demo_json_prints_the_final_job_record_on_the_last_line(tmp_path):
     # Given a fresh working directory for the emulator
     # When the demo runs as a user would run it
     finished = subprocess.run(
-        [sys.executable, "-m", "spotrun.cli", "demo", "--json", "--seed", "1", "--workdir", str(tmp_path / "demo")],
+        [
+            sys.executable,
+            "-m",
+            "spotrun.cli",
+            "demo",
+            "--json",
+            "--seed",
+            "1",
+            "--workdir",
+            str(tmp_path / "demo"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,3 +1,5 @@
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -224,3 +226,27 @@ def test_events_for_unknown_or_old_instances_change_nothing(world):
         instance_id="i-unknown", state="terminated", store=store, workflows=workflows, now=T0
     ).action.startswith("ignored")
     assert workflows.failed == []
+
+
+def test_concurrent_deliveries_of_one_warning_launch_one_replacement(world):
+    # Given a training job, and its warning delivered eight times at once (EventBridge is at-least-once),
+    # over a store as slow to read as DynamoDB, so the deliveries really overlap
+    store, compute, attempt = world
+    read = store.get
+    store.get = lambda job_id: (time.sleep(0.01), read(job_id))[1]
+    barrier = threading.Barrier(8)
+    outcomes = []
+
+    def deliver():
+        barrier.wait()
+        outcomes.append(warn(store, compute, attempt.instance_id))
+
+    threads = [threading.Thread(target=deliver) for _ in range(8)]
+    # When they race
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then exactly one acted, and one replacement was launched
+    assert [outcome.action for outcome in outcomes].count("warning recorded") == 1
+    assert len(compute.fleet_requests) == 2
