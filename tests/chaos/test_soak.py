@@ -1,0 +1,113 @@
+"""Bounded soaks in the emulator: several jobs at once through random chaos, and capacity running out.
+
+Bounded in count (3 jobs, 2 strikes each) and in time (each job must end within its timeout), so the soak
+fits in `make test` on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from spotrun.aws import job_store
+from spotrun.chaos_plan import plan_interruptions
+from spotrun.demo import drop_manifest, wait_for_job
+from spotrun.job import JobStatus
+from tests.e2e.conftest import assert_nothing_left_running, example_manifest, read_archived, run_with_chaos
+
+JOBS = 3
+STRIKES_PER_JOB = 2
+SEED = 2026
+
+
+def _model(runtime, job) -> bytes:
+    [model] = [item for item in job.archive if item.uri.endswith("/model.npy")]
+    return read_archived(runtime, model.uri)
+
+
+def test_concurrent_jobs_survive_random_interruptions_and_deaths(runtime, direct_model):
+    # Given three jobs at once, each struck twice at random steps by a warning, a death or a hang
+    rng = random.Random(SEED)
+    strikes = {
+        "interrupt": runtime.interrupt,
+        "kill": runtime.kill,
+        "hang": lambda instance: runtime.kill(instance, hang=True),
+    }
+    plans = [
+        (
+            f"soak-{index}",
+            plan_interruptions(STRIKES_PER_JOB, 300, seed=SEED + index),
+            rng.choice(list(strikes)),
+        )
+        for index in range(JOBS)
+    ]
+
+    def run(plan):
+        name, steps, kind = plan
+        manifest = example_manifest(**{"name: tiny-regression": f"name: {name}"})
+        return kind, run_with_chaos(runtime, manifest, f"{name}.yaml", steps, strikes[kind], timeout=300)
+
+    # When they run concurrently
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        results = list(pool.map(run, plans))
+
+    # Then every job succeeded with the uninterrupted model, after one new attempt per strike
+    for kind, job in results:
+        assert job.status is JobStatus.SUCCEEDED, (kind, job.error)
+        assert len(job.attempts) == STRIKES_PER_JOB + 1, kind
+        assert _model(runtime, job) == direct_model, kind
+        assert_nothing_left_running(runtime, job)
+
+
+def test_a_job_waits_while_spot_capacity_is_exhausted_and_runs_when_it_returns(runtime, direct_model):
+    # Given no spot capacity left in any pool
+    pools = runtime.capacity.pools()
+    for pool in pools:
+        runtime.capacity.exhaust(pool.instance_type, pool.availability_zone)
+    manifest = example_manifest(**{"name: tiny-regression": "name: capacity-wait"})
+    submitted = drop_manifest(runtime, manifest, "capacity-wait.yaml")
+    store = job_store(runtime.settings.jobs_table, runtime.settings.region)
+
+    # When the job has been waiting for capacity a while, and capacity comes back
+    deadline = time.monotonic() + 60
+    while (job := store.get(submitted.job_id)) is None or job.waiting_for_capacity_since is None:
+        assert time.monotonic() < deadline, "the job never waited for capacity"
+        time.sleep(0.1)
+    assert job.status is JobStatus.ACQUIRING
+    assert job.attempts == []
+    for pool in pools:
+        runtime.capacity.refill(pool.instance_type, pool.availability_zone)
+    job = wait_for_job(runtime, submitted.job_id, timeout=180)
+
+    # Then it ran to the end on spot capacity
+    assert job.status is JobStatus.SUCCEEDED, job.error
+    assert [attempt.lifecycle for attempt in job.attempts] == ["spot"]
+    assert _model(runtime, job) == direct_model
+
+
+def test_on_demand_fallback_takes_over_when_spot_is_exhausted(runtime, direct_model):
+    # Given a job that allows falling back to on-demand, and no spot capacity anywhere
+    pools = runtime.capacity.pools()
+    for pool in pools:
+        runtime.capacity.exhaust(pool.instance_type, pool.availability_zone)
+    manifest = example_manifest(
+        **{
+            "name: tiny-regression": "name: fallback",
+            "  spot: true": "  spot: true\n  on_demand_fallback: true",
+        }
+    )
+    try:
+        # When it is submitted
+        job = wait_for_job(runtime, drop_manifest(runtime, manifest, "fallback.yaml").job_id, timeout=180)
+    finally:
+        for pool in pools:
+            runtime.capacity.refill(pool.instance_type, pool.availability_zone)
+
+    # Then it ran on on-demand capacity, at the on-demand price
+    assert job.status is JobStatus.SUCCEEDED, job.error
+    [attempt] = job.attempts
+    assert attempt.lifecycle == "on-demand"
+    assert job.cost is not None
+    assert job.cost.savings_pct == 0
+    assert _model(runtime, job) == direct_model
