@@ -33,17 +33,24 @@ def test_demo_json_prints_the_final_job_record_on_the_last_line(tmp_path):
     record = json.loads(finished.stdout.strip().splitlines()[-1])
     assert record["status"] == "SUCCEEDED"
     assert record["job_id"].startswith("tiny-regression-")
-    [attempt] = record["attempts"]
-    for field in (
-        "instance_id",
-        "instance_type",
-        "availability_zone",
-        "started_at",
-        "ended_at",
-        "end_reason",
-    ):
-        assert attempt[field], field
-    assert attempt["lifecycle"] == "spot"
+    # (one interruption by default, so the demo shows the recovery)
+    first, last = record["attempts"]
+    for attempt in (first, last):
+        for field in (
+            "instance_id",
+            "instance_type",
+            "availability_zone",
+            "started_at",
+            "ended_at",
+            "end_reason",
+        ):
+            assert attempt[field], field
+        assert attempt["lifecycle"] == "spot"
+    assert first["end_reason"] == "interrupted"
+    assert first["steps_lost"] is not None
+    assert first["checkpoint_restored"] is None
+    assert last["end_reason"] == "completed"
+    assert last["checkpoint_restored"].endswith(f"step-{last['restored_step']:012d}/")
     assert [item["storage_class"] for item in record["archive"]] == ["GLACIER"]
     assert record["archive"][0]["uri"].startswith("s3://spotrun-archive-local/models/")
     assert record["cost"]["usd"] < record["cost"]["on_demand_usd"]
