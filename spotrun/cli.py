@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from spotrun.cli_local import fail, local_app
-from spotrun.manifest import ManifestError, manifest_json_schema, parse_manifest_text
+from spotrun.manifest_io import ManifestError, manifest_json_schema, parse_manifest_text
 
 app = typer.Typer(
     help="Run deep-learning training on EC2 Spot GPUs, through interruptions, at spot prices.",

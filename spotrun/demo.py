@@ -26,7 +26,7 @@ from spotrun.injector import Progress, ProgressSource
 from spotrun.job import Job, JobStatus, ManifestSource, job_id_for
 from spotrun.layout import progress_key
 from spotrun.local.runtime import LocalRuntime
-from spotrun.manifest import parse_manifest_text
+from spotrun.manifest_io import parse_manifest_text
 from spotrun.shape import MANIFEST_PREFIX, REPO_ROOT, SERVICE_NAME
 
 EXAMPLE_DIR = REPO_ROOT / "examples" / "tiny-regression"

@@ -23,7 +23,7 @@ from spotrun.demo import (
 )
 from spotrun.injector import Injector, Progress
 from spotrun.job import Job, utc_now
-from spotrun.manifest import parse_manifest_text
+from spotrun.manifest_io import parse_manifest_text
 from spotrun.summary import final_summary, status_text
 
 

@@ -7,16 +7,9 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
-from spotrun.capacity import (
-    LaunchedInstance,
-    Pool,
-    avoid_list,
-    build_fleet_request,
-    candidate_types,
-    choose_lifecycle,
-    parse_fleet_response,
-)
+from spotrun.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
 from spotrun.errors import CapacityExhausted, CapacityUnavailable, InstanceBootTimeout, InstanceLost
+from spotrun.fleet_api import LaunchedInstance, build_fleet_request, parse_fleet_response
 from spotrun.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, Lifecycle, transition
 from spotrun.manifest import JobManifest
 from spotrun.ports import Compute

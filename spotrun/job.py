@@ -10,10 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spotrun.capacity import Lifecycle
 from spotrun.errors import InvalidTransition
 from spotrun.pricing import CostReport
-
-Lifecycle = Literal["spot", "on-demand"]
 
 
 def utc_now() -> datetime:

@@ -11,7 +11,8 @@ from pydantic import BaseModel
 from spotrun.capacity import candidate_types
 from spotrun.errors import ManifestInvalid
 from spotrun.job import JobError, ManifestSource, job_id_for, new_job, rejected_job
-from spotrun.manifest import JobManifest, ManifestError, parse_manifest_text
+from spotrun.manifest import JobManifest
+from spotrun.manifest_io import ManifestError, parse_manifest_text
 from spotrun.ports import Objects, Workflows
 from spotrun.shape import MANIFEST_PREFIX, REJECTION_SUFFIX
 from spotrun.store import JobStore, update_job

@@ -62,7 +62,7 @@ class FleetPlan:
 def on_demand_price(instance_type: str) -> float:
     """On-demand price of ``instance_type`` in USD per hour, or infinity when the catalogue lacks it."""
     info = INSTANCE_TYPES.get(instance_type)
-    return info.on_demand_price if info else math.inf
+    return info.on_demand_usd_per_hour if info else math.inf
 
 
 class CapacityModel:

@@ -14,39 +14,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spotrun.pricing import InstanceTypeInfo, instance_info
+
 PoolKey = tuple[str, str]  # (instance type, availability zone)
 DEFAULT_ZONES = ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d")
 
 
-@dataclass(frozen=True)
-class InstanceTypeInfo:
-    """Size and accelerators of one instance type."""
-
-    name: str
-    vcpus: int
-    memory_mib: int
-    gpus: int
-    gpu_name: str  # lower case, as in InstanceRequirements.AcceleratorNames
-    gpu_memory_mib: int  # total over all GPUs
-    on_demand_price: float  # USD per hour
-    gpu_manufacturer: str = "nvidia"
-
-
-INSTANCE_TYPES: dict[str, InstanceTypeInfo] = {
-    info.name: info
-    for info in (
-        InstanceTypeInfo("g4dn.xlarge", 4, 16_384, 1, "t4", 16_384, 0.526),
-        InstanceTypeInfo("g4dn.12xlarge", 48, 196_608, 4, "t4", 65_536, 3.912),
-        InstanceTypeInfo("g5.xlarge", 4, 16_384, 1, "a10g", 24_576, 1.006),
-        InstanceTypeInfo("g5.2xlarge", 8, 32_768, 1, "a10g", 24_576, 1.212),
-        InstanceTypeInfo("g5.12xlarge", 48, 196_608, 4, "a10g", 98_304, 5.672),
-        InstanceTypeInfo("g6.xlarge", 4, 16_384, 1, "l4", 22_888, 0.805),
-        InstanceTypeInfo("g6e.xlarge", 4, 32_768, 1, "l40s", 45_776, 1.861),
-        InstanceTypeInfo("p3.2xlarge", 8, 62_464, 1, "v100", 16_384, 3.06),
-        InstanceTypeInfo("p4d.24xlarge", 96, 1_179_648, 8, "a100", 327_680, 32.773),
-        InstanceTypeInfo("p5.48xlarge", 192, 2_097_152, 8, "h100", 655_360, 98.32),
-    )
-}
+# The types the emulator has pools for: the common single- and multi-GPU families. Their sizes and on-demand
+# prices are the control plane's own catalogue (spotrun.pricing), so the two can never disagree.
+EMULATED_TYPES = (
+    "g4dn.xlarge",
+    "g4dn.12xlarge",
+    "g5.xlarge",
+    "g5.2xlarge",
+    "g5.12xlarge",
+    "g6.xlarge",
+    "g6e.xlarge",
+    "p3.2xlarge",
+    "p4d.24xlarge",
+    "p5.48xlarge",
+)
+INSTANCE_TYPES: dict[str, InstanceTypeInfo] = {name: instance_info(name) for name in EMULATED_TYPES}
+GPU_MANUFACTURER = "nvidia"  # every type in the catalogue carries NVIDIA GPUs
 
 
 def _within(value: float, bounds: Mapping[str, Any] | None) -> bool:
@@ -79,14 +68,14 @@ def matches_requirements(info: InstanceTypeInfo, requirements: Mapping[str, Any]
     """
     checks = (
         _within(info.vcpus, requirements.get("VCpuCount")),
-        _within(info.memory_mib, requirements.get("MemoryMiB")),
+        _within(info.memory_gib * 1024, requirements.get("MemoryMiB")),
         _within(info.gpus, requirements.get("AcceleratorCount")),
-        _within(info.gpu_memory_mib, requirements.get("AcceleratorTotalMemoryMiB")),
+        _within(info.gpus * info.gpu_memory_gib * 1024, requirements.get("AcceleratorTotalMemoryMiB")),
     )
     if not all(checks):
         return False
     manufacturers = requirements.get("AcceleratorManufacturers")
-    if manufacturers and info.gpu_manufacturer not in {m.lower() for m in manufacturers}:
+    if manufacturers and GPU_MANUFACTURER not in {m.lower() for m in manufacturers}:
         return False
     names = requirements.get("AcceleratorNames")
     if names and info.gpu_name not in {n.lower() for n in names}:
@@ -158,7 +147,7 @@ def default_pools(seed: int = 0, zones: Sequence[str] = DEFAULT_ZONES) -> list[P
                 Pool(
                     instance_type=info.name,
                     availability_zone=zone,
-                    spot_price=round(info.on_demand_price * fraction, 4),
+                    spot_price=round(info.on_demand_usd_per_hour * fraction, 4),
                     capacity=capacity,
                     boot_delay_seconds=round(boot, 1),
                     on_demand_capacity=max(4, capacity * 4),

@@ -13,7 +13,7 @@ from moto import mock_aws
 from spotrun.aws import forget_clients, job_store
 from spotrun.config import Settings
 from spotrun.job import ManifestSource, new_job, utc_now
-from spotrun.manifest import parse_manifest_text
+from spotrun.manifest_io import parse_manifest_text
 from spotrun.shape import SHAPE
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"

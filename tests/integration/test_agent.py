@@ -30,7 +30,7 @@ from spotrun.agent.outputs import log_tail
 from spotrun.agent.reporter import RecordingReporter, StepFunctionsReporter, TaskAbandonedError, cause_json
 from spotrun.agent.runner import EXIT_ABANDONED, EXIT_REPORTED, execute
 from spotrun.agent.supervisor import interruption_grace
-from spotrun.manifest import parse_manifest_document
+from spotrun.manifest_io import parse_manifest_document
 from spotrun.staging import StageItem, StagingError, download_verified
 
 REGION = "us-east-1"

@@ -24,7 +24,7 @@ from spotrun.agent.notify import (
     process_start_time,
 )
 from spotrun.agent.runner import EXIT_REPORTED, forward_notice
-from spotrun.manifest import parse_manifest_document
+from spotrun.manifest_io import parse_manifest_document
 
 
 @pytest.fixture(autouse=True)

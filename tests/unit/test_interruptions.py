@@ -11,7 +11,7 @@ from spotrun.fleet import acquire_instance
 from spotrun.interruptions import on_instance_state, on_interruption_warning, record_interruption
 from spotrun.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.layout import commit_marker_key, progress_key
-from spotrun.manifest import parse_manifest_text
+from spotrun.manifest_io import parse_manifest_text
 from spotrun.store import InMemoryJobStore, update_job
 from spotrun.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, FakeWorkflows

@@ -176,7 +176,7 @@ def test_default_pools_are_deterministic_and_priced_like_spot() -> None:
     assert {p.instance_type for p in first} == set(INSTANCE_TYPES)
     assert {p.availability_zone for p in first} == {"us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"}
     for pool in first:
-        ratio = pool.spot_price / INSTANCE_TYPES[pool.instance_type].on_demand_price
+        ratio = pool.spot_price / INSTANCE_TYPES[pool.instance_type].on_demand_usd_per_hour
         assert 0.29 <= ratio <= 0.41
         assert pool.capacity >= 1
 

@@ -8,14 +8,8 @@ import textwrap
 import pytest
 import yaml
 
-from spotrun.manifest import (
-    MANIFEST_VERSION,
-    JobManifest,
-    ManifestError,
-    StorageClass,
-    manifest_json_schema,
-    parse_manifest_text,
-)
+from spotrun.manifest import MANIFEST_VERSION, JobManifest, StorageClass
+from spotrun.manifest_io import ManifestError, manifest_json_schema, parse_manifest_text
 
 MINIMAL = """\
 name: tiny-regression

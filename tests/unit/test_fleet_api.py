@@ -1,0 +1,437 @@
+"""Unit tests of spotrun.fleet_api: the CreateFleet request and what its response means."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import botocore.session
+import pytest
+from botocore.validate import ParamValidator
+from moto import mock_aws
+
+from spotrun.capacity import Pool
+from spotrun.errors import CapacityUnavailable, ManifestInvalid
+from spotrun.fleet_api import (
+    MAX_OVERRIDES,
+    FleetLaunchError,
+    LaunchedInstance,
+    build_fleet_request,
+    fleet_errors,
+    parse_fleet_response,
+)
+from spotrun.pricing import GPU_CATALOG, InstanceTypeInfo, instance_info
+
+NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
+SUBNETS = {"subnet-aaa": "us-east-1a", "subnet-bbb": "us-east-1b"}
+
+
+def names(types: list[InstanceTypeInfo]) -> list[str]:
+    return [info.name for info in types]
+
+
+def request_for(**overrides: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {
+        "candidates": [instance_info("g6.xlarge"), instance_info("g5.xlarge")],
+        "subnets": SUBNETS,
+        "launch_template_name": "spotrun-gpu",
+        "lifecycle": "spot",
+        "max_price_per_hour": None,
+        "avoid_pools": (),
+        "nodes": 1,
+        "tags": {"spotrun:job": "job-1"},
+    }
+    arguments.update(overrides)
+    return build_fleet_request(**arguments)
+
+
+def override_pools(request: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (override["InstanceType"], override["SubnetId"])
+        for override in request["LaunchTemplateConfigs"][0]["Overrides"]
+    ]
+
+
+def assert_valid_create_fleet(request: dict[str, Any]) -> None:
+    # botocore's own model of the EC2 API: the same check boto3 makes before sending.
+    shape = botocore.session.get_session().get_service_model("ec2").operation_model("CreateFleet").input_shape
+    report = ParamValidator().validate(request, shape)
+    assert not report.has_errors(), report.generate_report()
+
+
+# ----------------------------------------------------------------------------------------------------
+# build_fleet_request
+# ----------------------------------------------------------------------------------------------------
+
+
+def test_spot_request_for_one_node() -> None:
+    # Given two candidates, two zones, spot, no price cap
+    # When the request is built
+    request = request_for()
+    # Then it is exactly an instant spot fleet over the four pools, cheapest type first
+    tags = [{"Key": "spotrun:job", "Value": "job-1"}]
+    assert request == {
+        "Type": "instant",
+        "LaunchTemplateConfigs": [
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateName": "spotrun-gpu", "Version": "$Latest"},
+                "Overrides": [
+                    {"InstanceType": "g6.xlarge", "SubnetId": "subnet-aaa"},
+                    {"InstanceType": "g6.xlarge", "SubnetId": "subnet-bbb"},
+                    {"InstanceType": "g5.xlarge", "SubnetId": "subnet-aaa"},
+                    {"InstanceType": "g5.xlarge", "SubnetId": "subnet-bbb"},
+                ],
+            }
+        ],
+        "TargetCapacitySpecification": {
+            "TotalTargetCapacity": 1,
+            "DefaultTargetCapacityType": "spot",
+            "SpotTargetCapacity": 1,
+        },
+        "SpotOptions": {"AllocationStrategy": "price-capacity-optimized"},
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": tags},
+            {"ResourceType": "volume", "Tags": tags},
+        ],
+    }
+    assert_valid_create_fleet(request)
+
+
+def test_spot_max_price_is_a_string_on_every_override() -> None:
+    # Given a spot price cap
+    # When the request is built
+    request = request_for(max_price_per_hour=0.5)
+    # Then each override carries it as the string EC2 expects
+    overrides = request["LaunchTemplateConfigs"][0]["Overrides"]
+    assert {override["MaxPrice"] for override in overrides} == {"0.5"}
+    assert_valid_create_fleet(request)
+
+
+def test_max_price_keeps_its_precision_without_exponent() -> None:
+    # Given a cap with four decimals and a tiny one just above EC2's minimum
+    # When requests are built
+    precise = request_for(max_price_per_hour=1.2345)
+    tiny = request_for(max_price_per_hour=0.0015)
+    # Then the strings are plain decimals
+    assert precise["LaunchTemplateConfigs"][0]["Overrides"][0]["MaxPrice"] == "1.2345"
+    assert tiny["LaunchTemplateConfigs"][0]["Overrides"][0]["MaxPrice"] == "0.0015"
+
+
+def test_max_price_at_ec2_minimum_is_refused() -> None:
+    # Given a cap of 0.001 USD, which EC2 rejects
+    # When the request is built
+    # Then the manifest field is blamed
+    with pytest.raises(ManifestInvalid, match=r"capacity\.max_price_per_hour"):
+        request_for(max_price_per_hour=0.001)
+
+
+def test_on_demand_request_uses_on_demand_options_and_no_max_price() -> None:
+    # Given an on-demand request, with a spot cap left in the policy
+    # When the request is built
+    request = request_for(lifecycle="on-demand", max_price_per_hour=0.5)
+    # Then it targets on-demand capacity, lowest price first, and no override carries a spot price
+    assert request["TargetCapacitySpecification"] == {
+        "TotalTargetCapacity": 1,
+        "DefaultTargetCapacityType": "on-demand",
+        "OnDemandTargetCapacity": 1,
+    }
+    assert request["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
+    assert "SpotOptions" not in request
+    assert all("MaxPrice" not in override for override in request["LaunchTemplateConfigs"][0]["Overrides"])
+    assert_valid_create_fleet(request)
+
+
+@pytest.mark.parametrize(
+    ("lifecycle", "options_key"), [("spot", "SpotOptions"), ("on-demand", "OnDemandOptions")]
+)
+def test_several_nodes_are_all_or_nothing_in_one_zone_on_one_type(lifecycle: str, options_key: str) -> None:
+    # Given a four-node job
+    # When the request is built
+    request = request_for(lifecycle=lifecycle, nodes=4)
+    # Then all four land together or none does
+    options = request[options_key]
+    assert options["SingleAvailabilityZone"] is True
+    assert options["SingleInstanceType"] is True
+    assert options["MinTargetCapacity"] == 4
+    assert request["TargetCapacitySpecification"]["TotalTargetCapacity"] == 4
+    assert_valid_create_fleet(request)
+
+
+def test_one_node_sets_no_minimum_capacity() -> None:
+    # Given a one-node job
+    # When the request is built
+    request = request_for(nodes=1)
+    # Then no MinTargetCapacity is sent (EC2 would want a Single* flag with it, and one instance needs none)
+    assert set(request["SpotOptions"]) == {"AllocationStrategy"}
+
+
+def test_avoided_pools_are_left_out() -> None:
+    # Given g6.xlarge in us-east-1a was just reclaimed (as a Pool) and g5.xlarge in us-east-1b (as a tuple)
+    avoid = {Pool("g6.xlarge", "us-east-1a"), ("g5.xlarge", "us-east-1b")}
+    # When the request is built
+    request = request_for(avoid_pools=avoid)
+    # Then only the two other pools remain
+    assert override_pools(request) == [("g6.xlarge", "subnet-bbb"), ("g5.xlarge", "subnet-aaa")]
+
+
+def test_when_every_pool_is_avoided_none_is() -> None:
+    # Given every pool of the request was reclaimed recently
+    avoid = {(t, z) for t in ("g6.xlarge", "g5.xlarge") for z in ("us-east-1a", "us-east-1b")}
+    # When the request is built
+    request = request_for(avoid_pools=avoid)
+    # Then the avoid list is dropped rather than sending a request with no pool
+    assert len(override_pools(request)) == 4
+
+
+def test_one_subnet_per_zone_is_used() -> None:
+    # Given two subnets in us-east-1a and one in us-east-1b (a fleet request may not span two of one zone)
+    subnets = {"subnet-zzz": "us-east-1a", "subnet-aaa": "us-east-1a", "subnet-bbb": "us-east-1b"}
+    # When the request is built for one type
+    request = request_for(candidates=[instance_info("g5.xlarge")], subnets=subnets)
+    # Then the lowest subnet id of us-east-1a and the one of us-east-1b are used
+    assert override_pools(request) == [("g5.xlarge", "subnet-aaa"), ("g5.xlarge", "subnet-bbb")]
+
+
+def test_overrides_are_capped_keeping_the_cheapest() -> None:
+    # Given the whole catalog over eight zones: more pools than EC2 accepts in one request
+    candidates = sorted(GPU_CATALOG.values(), key=lambda info: info.on_demand_usd_per_hour)
+    subnets = {f"subnet-{index}": f"us-east-1{letter}" for index, letter in enumerate("abcdefgh")}
+    assert len(candidates) * len(subnets) > MAX_OVERRIDES
+    # When the request is built
+    request = request_for(candidates=candidates, subnets=subnets)
+    # Then exactly the cap is sent, and the dropped pools are those of the most expensive types
+    pools = override_pools(request)
+    assert len(pools) == MAX_OVERRIDES == 300
+    assert pools[0][0] == "g4dn.xlarge"
+    assert "p5e.48xlarge" not in {instance_type for instance_type, _ in pools}
+    assert_valid_create_fleet(request)
+
+
+def test_no_tags_means_no_tag_specifications() -> None:
+    # Given no tags
+    # When the request is built
+    request = request_for(tags={})
+    # Then the key is absent
+    assert "TagSpecifications" not in request
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"candidates": []}, "no candidate"),
+        ({"subnets": {}}, "no subnets"),
+        ({"nodes": 0}, "at least 1"),
+        ({"lifecycle": "capacity-block"}, "lifecycle"),
+    ],
+)
+def test_impossible_requests_are_refused(overrides: dict[str, Any], match: str) -> None:
+    # Given arguments no fleet can be built from
+    # When the request is built
+    # Then a ValueError says what is wrong
+    with pytest.raises(ValueError, match=match):
+        request_for(**overrides)
+
+
+# ----------------------------------------------------------------------------------------------------
+# parse_fleet_response and fleet_errors
+# ----------------------------------------------------------------------------------------------------
+
+
+def aws_instance(
+    instance_type: str,
+    subnet_id: str,
+    ids: list[str],
+    *,
+    zone: str | None = None,
+    lifecycle: str | None = "spot",
+) -> dict[str, Any]:
+    """One entry of CreateFleet's Instances, shaped as in botocore's service model."""
+    overrides: dict[str, Any] = {"InstanceType": instance_type, "SubnetId": subnet_id}
+    entry: dict[str, Any] = {
+        "LaunchTemplateAndOverrides": {
+            "LaunchTemplateSpecification": {"LaunchTemplateName": "spotrun-gpu", "Version": "3"},
+            "Overrides": overrides,
+        },
+        "InstanceIds": ids,
+        "InstanceType": instance_type,
+    }
+    if lifecycle:
+        entry["Lifecycle"] = lifecycle
+    if zone:
+        entry["AvailabilityZone"] = zone
+        entry["SubnetId"] = subnet_id
+    return entry
+
+
+def aws_error(
+    code: str, instance_type: str | None, subnet_id: str | None, message: str = ""
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {"ErrorCode": code, "ErrorMessage": message, "Lifecycle": "spot"}
+    if instance_type:
+        entry["LaunchTemplateAndOverrides"] = {
+            "LaunchTemplateSpecification": {"LaunchTemplateName": "spotrun-gpu", "Version": "3"},
+            "Overrides": {"InstanceType": instance_type, "SubnetId": subnet_id},
+        }
+    return entry
+
+
+def test_launched_instance_is_read_with_its_zone() -> None:
+    # Given a response where AWS names the zone and subnet of the instance
+    response = {
+        "FleetId": "fleet-1",
+        "Instances": [aws_instance("g5.xlarge", "subnet-bbb", ["i-1"], zone="us-east-1b")],
+        "Errors": [],
+    }
+    # When it is parsed
+    launched = parse_fleet_response(response, SUBNETS)
+    # Then the instance, its pool and its lifecycle come back
+    assert launched == [LaunchedInstance("i-1", "g5.xlarge", "us-east-1b", "spot", "subnet-bbb")]
+    assert launched[0].pool == ("g5.xlarge", "us-east-1b")
+
+
+def test_zone_is_found_through_the_subnet_when_aws_omits_it() -> None:
+    # Given a response that names only the subnet (as moto does)
+    response = {"Instances": [aws_instance("g6.xlarge", "subnet-aaa", ["i-1"])]}
+    # When it is parsed
+    launched = parse_fleet_response(response, SUBNETS)
+    # Then the zone comes from the subnets mapping
+    assert launched[0].availability_zone == "us-east-1a"
+    assert launched[0].subnet_id == "subnet-aaa"
+
+
+def test_every_instance_id_of_an_entry_is_returned() -> None:
+    # Given a multi-node launch reported as one entry with three ids
+    response = {
+        "Instances": [
+            aws_instance("p4d.24xlarge", "subnet-aaa", ["i-1", "i-2", "i-3"], lifecycle="on-demand")
+        ]
+    }
+    # When it is parsed
+    launched = parse_fleet_response(response, SUBNETS)
+    # Then there is one LaunchedInstance per id
+    assert [instance.instance_id for instance in launched] == ["i-1", "i-2", "i-3"]
+    assert {instance.lifecycle for instance in launched} == {"on-demand"}
+
+
+def test_errors_of_other_pools_do_not_hide_a_launch() -> None:
+    # Given one pool failed and another launched
+    response = {
+        "Instances": [aws_instance("g5.xlarge", "subnet-bbb", ["i-1"])],
+        "Errors": [aws_error("InsufficientInstanceCapacity", "g6.xlarge", "subnet-aaa")],
+    }
+    # When it is parsed
+    launched = parse_fleet_response(response, SUBNETS)
+    # Then the launched instance is returned
+    assert [instance.instance_id for instance in launched] == ["i-1"]
+
+
+def test_missing_lifecycle_falls_back_to_the_requested_one() -> None:
+    # Given an entry without Lifecycle
+    response = {"Instances": [aws_instance("g5.xlarge", "subnet-aaa", ["i-1"], lifecycle=None)]}
+    # When it is parsed, saying on-demand was requested
+    launched = parse_fleet_response(response, SUBNETS, requested_lifecycle="on-demand")
+    # Then the instance is recorded as on-demand
+    assert launched[0].lifecycle == "on-demand"
+
+
+def test_missing_lifecycle_without_a_fallback_is_an_error() -> None:
+    # Given an entry without Lifecycle and no requested lifecycle
+    response = {"Instances": [aws_instance("g5.xlarge", "subnet-aaa", ["i-1"], lifecycle=None)]}
+    # When it is parsed
+    # Then the instance id is named rather than a lifecycle guessed (it decides the cost)
+    with pytest.raises(ValueError, match="i-1"):
+        parse_fleet_response(response, SUBNETS)
+
+
+def test_an_unknown_subnet_is_an_error_naming_the_instance() -> None:
+    # Given an instance in a subnet missing from the mapping, with no zone in the response
+    response = {"Instances": [aws_instance("g5.xlarge", "subnet-other", ["i-9"])]}
+    # When it is parsed
+    # Then the error names the instance and the subnet
+    with pytest.raises(ValueError, match=r"i-9.*subnet-other"):
+        parse_fleet_response(response, SUBNETS)
+
+
+def test_no_instance_raises_capacity_unavailable_with_codes_and_pools() -> None:
+    # Given every pool failed
+    response = {
+        "FleetId": "fleet-1",
+        "Instances": [],
+        "Errors": [
+            aws_error(
+                "InsufficientInstanceCapacity",
+                "g5.xlarge",
+                "subnet-aaa",
+                "There is no Spot capacity available that matches your request.",
+            ),
+            aws_error("InsufficientInstanceCapacity", "g5.xlarge", "subnet-bbb"),
+            aws_error("SpotMaxPriceTooLow", "g6.xlarge", "subnet-aaa"),
+        ],
+    }
+    # When it is parsed
+    with pytest.raises(CapacityUnavailable) as caught:
+        parse_fleet_response(response, SUBNETS)
+    # Then the message groups pools by code and keeps AWS's explanation, under the ASL error name
+    message = str(caught.value)
+    assert "InsufficientInstanceCapacity in g5.xlarge/us-east-1a, g5.xlarge/us-east-1b" in message
+    assert "There is no Spot capacity available" in message
+    assert "SpotMaxPriceTooLow in g6.xlarge/us-east-1a" in message
+    assert type(caught.value).__name__ == "Capacity.Unavailable"
+
+
+def test_an_empty_response_is_capacity_unavailable() -> None:
+    # Given a response with neither instances nor errors
+    # When it is parsed
+    # Then it still fails loudly
+    with pytest.raises(CapacityUnavailable, match="no instance and no error"):
+        parse_fleet_response({"FleetId": "fleet-1"}, SUBNETS)
+
+
+def test_fleet_errors_are_classified() -> None:
+    # Given a capacity error with a pool and a configuration error without one
+    response = {
+        "Errors": [
+            aws_error("InsufficientInstanceCapacity", "g5.xlarge", "subnet-bbb", "no capacity"),
+            aws_error("InvalidLaunchTemplateName.NotFoundException", None, None, "not found"),
+        ]
+    }
+    # When the errors are read
+    errors = fleet_errors(response, SUBNETS)
+    # Then each has its pool (when known) and whether waiting could help
+    assert errors == [
+        FleetLaunchError(
+            "InsufficientInstanceCapacity", "no capacity", Pool("g5.xlarge", "us-east-1b"), "spot"
+        ),
+        FleetLaunchError("InvalidLaunchTemplateName.NotFoundException", "not found", None, "spot"),
+    ]
+    assert [error.is_capacity for error in errors] == [True, False]
+
+
+def test_request_and_response_round_trip_through_moto() -> None:
+    # Given an emulated account with two subnets and a launch template
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        vpc_id = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        subnets = {
+            ec2.create_subnet(VpcId=vpc_id, CidrBlock=f"10.0.{index}.0/24", AvailabilityZone=zone)["Subnet"][
+                "SubnetId"
+            ]: zone
+            for index, zone in enumerate(("us-east-1a", "us-east-1b"))
+        }
+        ec2.create_launch_template(
+            LaunchTemplateName="spotrun-gpu", LaunchTemplateData={"ImageId": "ami-12c6146b"}
+        )
+        request = request_for(subnets=subnets, nodes=2, tags={"spotrun:job": "job-1"})
+        # When the fleet is created and its response parsed
+        launched = parse_fleet_response(ec2.create_fleet(**request), subnets)
+        # Then two spot instances of one candidate type exist, tagged, in the subnet's zone
+        assert len(launched) == 2
+        assert {instance.lifecycle for instance in launched} == {"spot"}
+        assert {instance.instance_type for instance in launched} <= {"g6.xlarge", "g5.xlarge"}
+        described = ec2.describe_instances(InstanceIds=[instance.instance_id for instance in launched])
+        for reservation in described["Reservations"]:
+            for instance in reservation["Instances"]:
+                assert {"Key": "spotrun:job", "Value": "job-1"} in instance["Tags"]
+                ours = next(item for item in launched if item.instance_id == instance["InstanceId"])
+                assert instance["Placement"]["AvailabilityZone"] == ours.availability_zone
