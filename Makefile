@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-dev
 # The demo needs only the runtime and the emulator, not the CDK and the linters: a lighter first run.
 DEMO_STAMP := $(VENV)/.installed-local
 
-.PHONY: demo test lint typecheck bench clean synth
+.PHONY: demo test lint typecheck bench clean synth openapi
 
 # $(call install,EXTRA): create the venv if needed, install the project with that extra, stamp the target.
 define install
@@ -40,6 +40,10 @@ typecheck: $(STAMP)
 ## synth: write the CloudFormation template of the CDK app to cdk.out (offline; no AWS account, no Docker)
 synth: $(STAMP)
 	CDK_HOME=$(CURDIR)/.cache/cdk $(BIN)/python -m infra.app
+
+## openapi: regenerate openapi.json (the REST API's OpenAPI document) from the API function
+openapi: $(STAMP)
+	$(BIN)/python -m spotrun.openapi
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

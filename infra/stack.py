@@ -7,6 +7,7 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 
+from infra.constructs.api import RestApi
 from infra.constructs.events import Rules
 from infra.constructs.functions import Functions
 from infra.constructs.instances import Instances
@@ -93,6 +94,7 @@ class SpotrunStack(Stack):
                 ),
                 bucket_arns={name: bucket.bucket_arn for name, bucket in storage.buckets.items()},
                 state_machine_arn=workflow.state_machine.state_machine_arn,
+                state_machine_name=workflow.state_machine.state_machine_name,
                 agent_document_name=shape.agent_document_name,
                 launch_template_id=instances.launch_template.launch_template_id or "",
                 instance_role_arn=instances.role.role_arn,
@@ -107,7 +109,9 @@ class SpotrunStack(Stack):
             workflow_logs=workflow.log_group,
             functions=functions.functions,
         )
+        api = RestApi(self, "Api", function=functions.functions["api"])
         self._outputs(monitoring)
+        CfnOutput(self, "ApiUrl", value=api.url, description="spotrun REST API (IAM auth: sign with SigV4)")
 
     def _outputs(self, monitoring: Monitoring) -> None:
         for setting, value in self.settings.to_env().items():

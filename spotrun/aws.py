@@ -18,6 +18,7 @@ _clients: dict[tuple[str, str, str | None], Any] = {}
 _lock = threading.Lock()
 # SendTask* answers these when the task already ended (reported, timed out, or its execution stopped).
 _CLOSED_TASK_CODES = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
+_MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 _RETRIES = Config(retries={"max_attempts": 5, "mode": "standard"})
 
 
@@ -142,6 +143,38 @@ class S3Objects:
             ExtraArgs={"StorageClass": storage_class, "MetadataDirective": "COPY"},
         )
 
+    def get_tail(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        try:
+            answer = self._s3.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{max_bytes}")
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code == "InvalidRange":  # an empty object has no last bytes
+                return b""
+            if code in _MISSING_CODES:
+                return None
+            raise
+        return bytes(answer["Body"].read())
+
+    def head(self, bucket: str, key: str) -> dict[str, str] | None:
+        try:
+            answer = self._s3.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in _MISSING_CODES:
+                return None
+            raise
+        return {"storage_class": answer.get("StorageClass", "STANDARD"), "restore": answer.get("Restore", "")}
+
+    def restore(self, bucket: str, key: str, days: int) -> None:
+        try:
+            self._s3.restore_object(
+                Bucket=bucket,
+                Key=key,
+                RestoreRequest={"Days": days, "GlacierJobParameters": {"Tier": "Standard"}},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "RestoreAlreadyInProgress":
+                raise
+
 
 class StepFunctionsWorkflows:
     """:class:`spotrun.ports.Workflows` on Step Functions."""
@@ -166,6 +199,18 @@ class StepFunctionsWorkflows:
             self._sfn.send_task_failure(taskToken=task_token, error=error, cause=cause)
         except ClientError as exc:
             if exc.response["Error"]["Code"] in _CLOSED_TASK_CODES:
+                return False
+            raise
+        return True
+
+    def stop(self, execution_arn: str, cause: str) -> bool:
+        try:
+            status = self._sfn.describe_execution(executionArn=execution_arn)["status"]
+            if status != "RUNNING":
+                return False
+            self._sfn.stop_execution(executionArn=execution_arn, error="Job.Cancelled", cause=cause)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ExecutionDoesNotExist":
                 return False
             raise
         return True

@@ -79,3 +79,27 @@ class ConcurrentUpdate(SpotrunError):
     """Someone else changed the job record first; read it again and retry."""
 
     error_name = "Job.ConcurrentUpdate"
+
+
+class InvalidPageToken(SpotrunError):
+    """A listing's continuation token that the listing did not make."""
+
+    error_name = "Request.InvalidPageToken"
+
+
+class JobFinished(SpotrunError):
+    """The job has ended: it cannot be cancelled any more."""
+
+    error_name = "Job.Finished"
+
+
+class RequestRejected(SpotrunError):
+    """A request the API refuses (bad manifest, unknown attempt, nothing to restore), with its problems."""
+
+    error_name = "Request.Rejected"
+
+    def __init__(self, message: str, errors: list[str] | None = None, status: int = 422):
+        super().__init__(message)
+        self.message = message
+        self.errors = errors or []
+        self.status = status

@@ -5,6 +5,7 @@ person can act on (one line per problem, each naming its field), and the JSON Sc
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -44,8 +45,13 @@ def describe_validation_error(error: ValidationError) -> list[str]:
     list[str]
         Lines such as ``"resources.gpus_per_node: Input should be greater than or equal to 1"``.
     """
+    return describe_error_items(error.errors())
+
+
+def describe_error_items(items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """:func:`describe_validation_error` for pydantic's error dicts (``loc``, ``msg``, ``type``)."""
     lines = []
-    for item in error.errors():
+    for item in items:
         # Model-level validators report an empty location; their message already names the fields.
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":

@@ -60,6 +60,18 @@ class Objects(Protocol):
         """Server-side copy of (bucket, key) to (bucket, key) in ``storage_class``."""
         ...
 
+    def get_tail(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        """The last ``max_bytes`` of an object; None when it does not exist."""
+        ...
+
+    def head(self, bucket: str, key: str) -> dict[str, str] | None:
+        """``{"storage_class": ..., "restore": <Restore header or "">}``; None when the object does not exist."""
+        ...
+
+    def restore(self, bucket: str, key: str, days: int) -> None:
+        """Ask S3 to restore an archived object for ``days``; a restore already under way is not an error."""
+        ...
+
 
 class Workflows(Protocol):
     """Step Functions."""
@@ -70,4 +82,8 @@ class Workflows(Protocol):
 
     def fail_task(self, task_token: str, error: str, cause: str) -> bool:
         """Fail the task waiting on ``task_token``; False when that task had already ended."""
+        ...
+
+    def stop(self, execution_arn: str, cause: str) -> bool:
+        """Stop a running execution; False when it had already ended (or never existed)."""
         ...

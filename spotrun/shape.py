@@ -201,6 +201,20 @@ SHAPE = DeploymentShape(
             ),
         ),
         FunctionSpec(
+            "api",
+            "functions.api.handler",
+            "The REST API (behind API Gateway, IAM auth): submit, list, show, cancel jobs; logs; model restores.",
+            timeout_seconds=29,  # API Gateway's integration timeout
+            settings=(
+                "jobs_table",
+                "idempotency_table",
+                "jobs_bucket",
+                "archive_bucket",
+                "state_machine_arn",
+                "time_scale",
+            ),
+        ),
+        FunctionSpec(
             "finalize",
             "functions.finalize.handler",
             "Records the job's outcome, error and cost.",
@@ -208,7 +222,13 @@ SHAPE = DeploymentShape(
         ),
     ),
     tables=(
-        TableSpec("jobs", partition_key="pk", sort_key="sk"),
+        TableSpec(
+            "jobs",
+            partition_key="pk",
+            sort_key="sk",
+            # The API's listing, newest first: by status, and over every job (job items carry kind = "JOB").
+            global_indexes=(("by-status", "status", "created_at"), ("all-jobs", "kind", "created_at")),
+        ),
         TableSpec("idempotency", partition_key="id", ttl_attribute="expiration"),
     ),
     buckets=(

@@ -9,15 +9,49 @@ update: the loser reads again and re-applies its change (:func:`update_job`).
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from spotrun.errors import ConcurrentUpdate, JobNotFound
-from spotrun.job import Job
+from spotrun.errors import ConcurrentUpdate, InvalidPageToken, JobNotFound
+from spotrun.job import Job, JobStatus
 
 _JOB_SORT_KEY = "JOB"
 _INSTANCE_SORT_KEY = "INSTANCE"
+# Global secondary indexes of the jobs table (declared in spotrun.shape): newest first, by status or over all.
+BY_STATUS_INDEX = "by-status"
+ALL_JOBS_INDEX = "all-jobs"
+KIND_ATTRIBUTE = "kind"  # "JOB" on job items only: the partition of ALL_JOBS_INDEX
+_QUERY_ROUNDS = 10  # a name filter may skip many items; a page stops after this many reads
+
+
+def encode_page_token(position: dict[str, str]) -> str:
+    """An opaque token for a position in a listing."""
+    return base64.urlsafe_b64encode(json.dumps(position, sort_keys=True).encode()).decode()
+
+
+def decode_page_token(token: str, keys: frozenset[str]) -> dict[str, str]:
+    """Read a token made by :func:`encode_page_token`; it must hold exactly ``keys``, all strings.
+
+    Raises
+    ------
+    InvalidPageToken
+        When the token was not made by this listing.
+    """
+    try:
+        position = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (binascii.Error, ValueError, UnicodeError) as exc:
+        raise InvalidPageToken("next_token: not a token returned by this listing") from exc
+    if (
+        not isinstance(position, dict)
+        or set(position) != keys
+        or not all(isinstance(value, str) and value for value in position.values())
+    ):
+        raise InvalidPageToken("next_token: not a token returned by this listing")
+    return position
 
 
 class JobStore(Protocol):
@@ -44,6 +78,19 @@ class JobStore(Protocol):
 
     def job_for_instance(self, instance_id: str) -> str | None:
         """The job an instance works for, or None."""
+        ...
+
+    def list_jobs(
+        self,
+        status: JobStatus | None = None,
+        name: str | None = None,
+        limit: int = 20,
+        next_token: str | None = None,
+    ) -> tuple[list[Job], str | None]:
+        """Jobs, newest first, filtered by status and name; the token continues the listing (None: the end).
+
+        Raises InvalidPageToken for a token this listing did not make.
+        """
         ...
 
 
@@ -135,11 +182,50 @@ class DynamoJobStore:
         )
         return None if item is None else str(item["job_id"])
 
+    def list_jobs(
+        self,
+        status: JobStatus | None = None,
+        name: str | None = None,
+        limit: int = 20,
+        next_token: str | None = None,
+    ) -> tuple[list[Job], str | None]:
+        partition = "status" if status is not None else KIND_ATTRIBUTE
+        query: dict[str, Any] = {
+            "IndexName": BY_STATUS_INDEX if status is not None else ALL_JOBS_INDEX,
+            "KeyConditionExpression": "#p = :p",
+            "ExpressionAttributeNames": {"#p": partition},
+            "ExpressionAttributeValues": {":p": status.value if status is not None else _JOB_SORT_KEY},
+            "ScanIndexForward": False,
+        }
+        if name is not None:
+            query["FilterExpression"] = "#n = :n"
+            query["ExpressionAttributeNames"]["#n"] = "name"
+            query["ExpressionAttributeValues"][":n"] = name
+        start = (
+            None
+            if next_token is None
+            else decode_page_token(next_token, frozenset({"pk", "sk", "created_at", partition}))
+        )
+        jobs: list[Job] = []
+        for _ in range(_QUERY_ROUNDS):
+            page = self._table.query(
+                **query, Limit=limit - len(jobs), **({"ExclusiveStartKey": start} if start else {})
+            )
+            jobs += [
+                Job.model_validate_json(item["doc"]).model_copy(update={"version": int(item["version"])})
+                for item in page.get("Items", [])
+            ]
+            start = page.get("LastEvaluatedKey")
+            if start is None or len(jobs) >= limit:
+                break
+        return jobs, None if start is None else encode_page_token({k: str(v) for k, v in start.items()})
+
     @staticmethod
     def _job_item(job: Job) -> dict[str, Any]:
         return {
             "pk": f"JOB#{job.job_id}",
             "sk": _JOB_SORT_KEY,
+            KIND_ATTRIBUTE: _JOB_SORT_KEY,
             "job_id": job.job_id,
             "name": job.name,
             "status": job.status.value,
@@ -181,3 +267,24 @@ class InMemoryJobStore:
 
     def job_for_instance(self, instance_id: str) -> str | None:
         return self._instances.get(instance_id)
+
+    def list_jobs(
+        self,
+        status: JobStatus | None = None,
+        name: str | None = None,
+        limit: int = 20,
+        next_token: str | None = None,
+    ) -> tuple[list[Job], str | None]:
+        ordered = sorted(self._jobs.values(), key=lambda job: (job.created_at, job.job_id), reverse=True)
+        matching = [
+            job
+            for job in ordered
+            if (status is None or job.status == status) and (name is None or job.name == name)
+        ]
+        offset = 0
+        if next_token is not None:
+            after = decode_page_token(next_token, frozenset({"job_id"}))["job_id"]
+            offset = next((i + 1 for i, job in enumerate(matching) if job.job_id == after), len(matching))
+        page = matching[offset : offset + limit]
+        more = offset + limit < len(matching)
+        return page, encode_page_token({"job_id": page[-1].job_id}) if more and page else None

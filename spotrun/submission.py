@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Literal
@@ -9,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from spotrun.capacity import candidate_types
-from spotrun.errors import ManifestInvalid
+from spotrun.errors import ManifestInvalid, RequestRejected
 from spotrun.job import JobError, ManifestSource, job_id_for, new_job, rejected_job
 from spotrun.manifest import JobManifest
 from spotrun.manifest_io import ManifestError, parse_manifest_text
@@ -114,6 +116,79 @@ def submit_s3_manifest(
     if problems:
         return _reject(source, problems, store=store, objects=objects, now=now)
 
+    return start_job(
+        manifest,
+        source,
+        store=store,
+        workflows=workflows,
+        state_machine_arn=state_machine_arn,
+        time_scale=time_scale,
+        now=now,
+    )
+
+
+def manifest_sha256(manifest: JobManifest) -> str:
+    """The sha256 of the manifest's canonical JSON (sorted keys, no spaces): equal manifests, equal hashes."""
+    canonical = json.dumps(manifest.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def api_source(manifest: JobManifest, idempotency_key: str | None) -> ManifestSource:
+    """Identity of an API submission: the Idempotency-Key header when given, else the manifest's hash."""
+    if idempotency_key:
+        return ManifestSource(kind="api", key=f"idempotency-key:{idempotency_key}")
+    return ManifestSource(kind="api", key=f"sha256:{manifest_sha256(manifest)}")
+
+
+def submit_api_manifest(
+    manifest: JobManifest,
+    *,
+    idempotency_key: str | None,
+    store: JobStore,
+    workflows: Workflows,
+    state_machine_arn: str,
+    time_scale: float,
+    now: datetime,
+) -> SubmitOutcome:
+    """Handle a manifest posted to the API.
+
+    Unlike a dropped manifest, a refused one leaves no trace: the caller gets the problems in the answer.
+
+    Returns
+    -------
+    SubmitOutcome
+        ``started``, or ``duplicate`` (with the first job's id) when this submission's identity was seen before.
+
+    Raises
+    ------
+    RequestRejected
+        When the deployment cannot run the manifest; nothing is stored or started.
+    """
+    problems = admission_problems(manifest)
+    if problems:
+        raise RequestRejected(f"{len(problems)} problem(s) in the manifest", problems)
+    return start_job(
+        manifest,
+        api_source(manifest, idempotency_key),
+        store=store,
+        workflows=workflows,
+        state_machine_arn=state_machine_arn,
+        time_scale=time_scale,
+        now=now,
+    )
+
+
+def start_job(
+    manifest: JobManifest,
+    source: ManifestSource,
+    *,
+    store: JobStore,
+    workflows: Workflows,
+    state_machine_arn: str,
+    time_scale: float,
+    now: datetime,
+) -> SubmitOutcome:
+    """Record the job of a valid manifest once and start its workflow once (idempotent per ``source``)."""
     job_id = job_id_for(manifest.name, source)
     manifest_doc = manifest.model_dump(mode="json")
     created = store.create(new_job(job_id, manifest.name, source, manifest_doc, now))

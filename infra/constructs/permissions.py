@@ -29,6 +29,7 @@ class Targets:
     tables_with_indexes: frozenset[str]
     bucket_arns: Mapping[str, str]
     state_machine_arn: str
+    state_machine_name: str
     agent_document_name: str
     launch_template_id: str
     instance_role_arn: str
@@ -185,6 +186,16 @@ def _fail_tasks(targets: Targets) -> list[Grant]:
     ]
 
 
+def _stop_executions(targets: Targets) -> list[Grant]:
+    return [
+        Grant(
+            ("states:DescribeExecution", "states:StopExecution"),
+            (_arn("states", f"execution:{targets.state_machine_name}:*"),),
+            "cancel stops the executions of the job workflow, and of no other state machine",
+        )
+    ]
+
+
 # Setting -> what reading it implies. Bucket settings are refined per function by BUCKET_ACCESS.
 SETTING_GRANTS: dict[str, Callable[[Targets], list[Grant]]] = {
     "jobs_table": _table("jobs"),
@@ -203,6 +214,7 @@ FUNCTION_GRANTS: dict[str, tuple[Callable[[Targets], list[Grant]], ...]] = {
     "interrupted": (_terminate,),
     # A standby launched on the warning loses a race with a second warning: it is terminated again.
     "ec2_events": (_spot_prices, _terminate, _fail_tasks),
+    "api": (_stop_executions, _terminate),  # cancel: stop the workflow, terminate the job's instances
 }
 
 READ = ("s3:GetObject",)
@@ -224,6 +236,10 @@ BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
     ("interrupted", "jobs"): [(READ, f"{JOBS_PREFIX}*"), (LIST, f"{JOBS_PREFIX}*")],
     # Writes the agent's "notice" command under the job's prefix.
     ("ec2_events", "jobs"): [(WRITE, f"{JOBS_PREFIX}*")],
+    # Reads the tail of the jobs' training logs.
+    ("api", "jobs"): [(READ, f"{JOBS_PREFIX}*")],
+    # Reads archived objects' state (HeadObject) and restores them from Glacier.
+    ("api", "archive"): [(("s3:GetObject", "s3:RestoreObject"), "*")],
 }
 
 

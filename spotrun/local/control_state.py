@@ -54,6 +54,9 @@ class LocalState(BaseModel):
     pid: int
     endpoint_url: str  # the AWS emulator
     control_url: str  # the chaos control API
+    api_url: str | None = (
+        None  # the REST API (API Gateway's proxy, emulated), when the shape has an "api" function
+    )
     time_scale: float
     workdir: str
     started_at: datetime

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 
 from spotrun.job import utc_now
+from spotrun.local.api_gateway import ApiServer, ProxyApp
 from spotrun.local.control import ControlApi, ControlServer
 from spotrun.local.control_state import (
     ControlClient,
@@ -22,8 +23,12 @@ from spotrun.local.control_state import (
     state_path,
     write_state,
 )
+from spotrun.local.lambda_patch import import_handler
+from spotrun.local.provision import function_name
 from spotrun.local.runtime import FAKE_CREDENTIALS, LocalRuntime
 from spotrun.shape import MANIFEST_PREFIX
+
+API_FUNCTION = "api"
 
 
 class AlreadyRunning(RuntimeError):
@@ -77,12 +82,14 @@ def local_up(
         )
     with LocalRuntime(workdir, time_scale=time_scale, seed=seed) as runtime:
         server = ControlServer(ControlApi(runtime, on_action))
+        api = _api_server(runtime)
         try:
             control_url = server.start()
             state = LocalState(
                 pid=os.getpid(),
                 endpoint_url=runtime.endpoint_url,
                 control_url=control_url,
+                api_url=api.start() if api is not None else None,
                 time_scale=time_scale,
                 workdir=str(workdir),
                 started_at=utc_now(),
@@ -93,6 +100,17 @@ def local_up(
         finally:
             remove_state(workdir, os.getpid())
             server.stop()
+            if api is not None:
+                api.stop()
+
+
+def _api_server(runtime: LocalRuntime) -> ApiServer | None:
+    """The REST API on 127.0.0.1, calling the shape's ``api`` handler in process (None without one)."""
+    try:
+        spec = runtime.shape.function(API_FUNCTION)
+    except KeyError:
+        return None
+    return ApiServer(ProxyApp(import_handler(spec.handler), function_name(API_FUNCTION)))
 
 
 def connection_help(state: LocalState, workdir_option: str = "") -> str:
@@ -126,6 +144,16 @@ def connection_help(state: LocalState, workdir_option: str = "") -> str:
         (f"spotrun local exhaust INSTANCE_TYPE ZONE{option}", "no capacity left in a pool"),
     ]
     width = max(len(command) for command, _ in chaos)
+    api = (
+        [
+            f"REST API (no IAM locally): {state.api_url}   e.g.",
+            f"  curl -s {state.api_url}/jobs",
+            f"  curl -s -X POST {state.api_url}/jobs -H 'Content-Type: application/json' "
+            f"-H 'Idempotency-Key: demo-1' -d @manifest.json",
+        ]
+        if state.api_url
+        else []
+    )
     return "\n".join(
         [
             "Point the AWS CLI (or any SDK) at it:",
@@ -134,6 +162,7 @@ def connection_help(state: LocalState, workdir_option: str = "") -> str:
             f"jobs table: {settings.jobs_table}",
             "Submit a job by dropping its manifest:",
             f"  aws s3 cp examples/tiny-regression/manifest.yaml s3://{settings.jobs_bucket}/{MANIFEST_PREFIX}",
+            *api,
             "Watch and break things from another terminal:",
             *(f"  {command:<{width}}  # {note}".rstrip(" #") for command, note in chaos),
             f"control API: {state.control_url}   state file: {state_path(Path(state.workdir))}",

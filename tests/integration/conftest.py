@@ -68,11 +68,26 @@ def deployment(aws, monkeypatch) -> Settings:
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     for table in SHAPE.tables:
         keys = [(table.partition_key, "HASH")] + ([(table.sort_key, "RANGE")] if table.sort_key else [])
+        indexes = [
+            {
+                "IndexName": index,
+                "KeySchema": [{"AttributeName": partition, "KeyType": "HASH"}]
+                + ([{"AttributeName": sort, "KeyType": "RANGE"}] if sort else []),
+                "Projection": {"ProjectionType": "ALL"},
+            }
+            for index, partition, sort in table.global_indexes
+        ]
+        attributes = [name for name, _ in keys] + [
+            name for _, partition, sort in table.global_indexes for name in (partition, sort) if name
+        ]
         dynamodb.create_table(
             TableName=f"spotrun-{table.logical_name}",
             KeySchema=[{"AttributeName": name, "KeyType": kind} for name, kind in keys],
-            AttributeDefinitions=[{"AttributeName": name, "AttributeType": "S"} for name, _ in keys],
+            AttributeDefinitions=[
+                {"AttributeName": name, "AttributeType": "S"} for name in dict.fromkeys(attributes)
+            ],
             BillingMode="PAY_PER_REQUEST",
+            **({"GlobalSecondaryIndexes": indexes} if indexes else {}),
         )
     s3 = boto3.client("s3", region_name=REGION)
     for bucket in SHAPE.buckets:

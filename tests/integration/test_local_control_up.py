@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,14 @@ def test_local_up_serves_until_sigterm_and_the_chaos_commands_reach_it(tmp_path:
             "the interrupted instance to terminate",
         )
         second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
+        # and its REST API is asked for the jobs, and for one that does not exist
+        assert state.api_url is not None
+        with urllib.request.urlopen(f"{state.api_url}/jobs", timeout=30) as reply:  # noqa: S310 - local URL
+            listing = json.loads(reply.read())
+        try:
+            urllib.request.urlopen(f"{state.api_url}/jobs/nope-1", timeout=30)  # noqa: S310 - local URL
+        except urllib.error.HTTPError as exc:
+            missing = (exc.code, json.loads(exc.read()))
     finally:
         # ...and the first one gets SIGTERM
         up.send_signal(signal.SIGTERM)
@@ -115,6 +125,10 @@ def test_local_up_serves_until_sigterm_and_the_chaos_commands_reach_it(tmp_path:
         in out
     )
     assert f"interrupt {instance_id}" in out
+    assert f"curl -s {state.api_url}/jobs" in out
+    assert listing == {"jobs": [], "next_token": None}
+    assert missing[0] == 404
+    assert "nope-1" in missing[1]["message"]
     gone = runner.invoke(app, ["local", "instances", "--workdir", str(workdir)])
     assert gone.exit_code == 1
     assert "no local runtime is running" in gone.stderr

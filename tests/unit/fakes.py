@@ -67,6 +67,8 @@ class FakeCompute:
 class FakeObjects:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str], bytes] = {}
+        self.heads: dict[tuple[str, str], dict[str, str]] = {}  # storage class and Restore header by object
+        self.restored: list[tuple[str, str, int]] = []
 
     def put_json(self, bucket: str, key: str, document: Any) -> None:
         self.objects[(bucket, key)] = json.dumps(document, default=str).encode()
@@ -84,6 +86,19 @@ class FakeObjects:
     def copy(self, source: tuple[str, str], destination: tuple[str, str], storage_class: str) -> None:
         self.objects[destination] = self.objects[source]
 
+    def get_tail(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        body = self.objects.get((bucket, key))
+        return None if body is None else body[-max_bytes:]
+
+    def head(self, bucket: str, key: str) -> dict[str, str] | None:
+        if (bucket, key) not in self.objects:
+            return None
+        return self.heads.get((bucket, key), {"storage_class": "STANDARD", "restore": ""})
+
+    def restore(self, bucket: str, key: str, days: int) -> None:
+        self.restored.append((bucket, key, days))
+        self.heads[(bucket, key)] = {**self.heads[(bucket, key)], "restore": 'ongoing-request="true"'}
+
 
 class FakeCommands:
     def __init__(self) -> None:
@@ -99,10 +114,17 @@ class FakeWorkflows:
         self.started: dict[str, dict[str, Any]] = {}
         self.failed: list[tuple[str, str, str]] = []
         self.closed_tokens: set[str] = set()
+        self.stopped: list[str] = []
 
     def start(self, state_machine_arn: str, name: str, payload: dict[str, Any]) -> str:
         self.started.setdefault(name, payload)
         return f"{state_machine_arn}:{name}"
+
+    def stop(self, execution_arn: str, cause: str) -> bool:
+        if execution_arn in self.stopped:
+            return False
+        self.stopped.append(execution_arn)
+        return True
 
     def fail_task(self, task_token: str, error: str, cause: str) -> bool:
         if task_token in self.closed_tokens:

@@ -1,0 +1,98 @@
+"""The REST API: API Gateway proxying every path to the ``api`` function, every method behind IAM (SigV4)."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.nag import acknowledge
+
+# Steady requests per second and burst for the whole stage: a control plane, not a data plane.
+THROTTLE_RATE = 20
+THROTTLE_BURST = 40
+
+
+class RestApi(Construct):
+    """API Gateway REST API in front of the ``api`` function.
+
+    Every resource and method, the root and the ``{proxy+}`` catch-all included, requires IAM authorization:
+    callers sign requests with SigV4 and need ``execute-api:Invoke`` on the API. The function routes the
+    request itself (Powertools' resolver) and owns the OpenAPI document (``openapi.json``).
+
+    Attributes
+    ----------
+    api
+        The REST API.
+    url
+        URL of its stage.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, function: lambda_.IFunction):
+        super().__init__(scope, construct_id)
+        access_logs = logs.LogGroup(
+            self, "AccessLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.api = apigw.LambdaRestApi(
+            self,
+            "Api",
+            handler=function,
+            proxy=True,
+            description="spotrun jobs API (IAM auth); its OpenAPI document is openapi.json in the repository",
+            default_method_options=apigw.MethodOptions(authorization_type=apigw.AuthorizationType.IAM),
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            cloud_watch_role=True,
+            cloud_watch_role_removal_policy=RemovalPolicy.DESTROY,
+            deploy_options=apigw.StageOptions(
+                stage_name="v1",
+                access_log_destination=apigw.LogGroupLogDestination(access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=True,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=True,
+                ),
+                logging_level=apigw.MethodLoggingLevel.ERROR,
+                data_trace_enabled=False,  # request bodies (manifests) stay out of the execution logs
+                tracing_enabled=True,
+                throttling_rate_limit=THROTTLE_RATE,
+                throttling_burst_limit=THROTTLE_BURST,
+            ),
+        )
+        self.url = self.api.url
+        self._acknowledge()
+
+    def _acknowledge(self) -> None:
+        acknowledge(
+            self.api,
+            "AwsSolutions-APIG2",
+            "The API is a proxy to one function whose resolver validates every parameter and body against the "
+            "same pydantic models that generate the OpenAPI document, answering 4xx with the problems named; "
+            "an API Gateway request validator would duplicate that with a second copy of the schema.",
+        )
+        acknowledge(
+            self.api,
+            "AwsSolutions-APIG3",
+            "The API is IAM-authorized (SigV4) and throttled per stage; a WAF web ACL is an account-level "
+            "choice (and cost) left to the deployer, who can associate one with the stage.",
+        )
+        acknowledge(
+            self.api,
+            "AwsSolutions-COG4",
+            "Callers are AWS principals (CLI, CI roles) authorized with IAM (SigV4), not end users of a Cognito "
+            "user pool: every method's AuthorizationType is AWS_IAM.",
+        )
+        acknowledge(
+            self.api,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AmazonAPIGatewayPushToCloudWatchLogs]",
+            "API Gateway's account-level role for execution logs must carry this AWS-managed policy; it only "
+            "writes to CloudWatch Logs.",
+        )
