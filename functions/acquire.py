@@ -35,7 +35,7 @@ def handler(event: AcquireRequest, context: LambdaContext) -> dict[str, Any]:
     settings = Settings.from_env()
     attempt = acquire_instance(
         job_id=event.job_id,
-        store=job_store(settings.jobs_table, settings.region),
+        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
         compute=Ec2Compute(settings.region),
         subnet_ids=settings.subnet_ids,
         launch_template_name=settings.launch_template_name,

@@ -42,7 +42,7 @@ def handler(event: AgentStepRequest, context: LambdaContext) -> dict[str, Any]:
         task_token=event.task_token,
         timing=event.timing,
         staged=event.staged,
-        store=job_store(settings.jobs_table, settings.region),
+        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
         objects=S3Objects(settings.region),
         commands=SsmCommands(settings.region),
         region=settings.region,

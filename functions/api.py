@@ -23,6 +23,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
 from functions.api_errors import ApiError, error_response, ok_response, register_error_handlers
+from functions.api_schedules import router as schedules_router
 from spotrun.api_artifacts import JobLogs, RestoreReport, job_logs, restore_status, start_restore
 from spotrun.api_jobs import CancelResult, JobPage, JobView, cancel_job, get_job, job_view, list_jobs
 from spotrun.aws import Ec2Compute, S3Objects, StepFunctionsWorkflows, job_store
@@ -113,7 +114,7 @@ def submit(
         outcome = submit_api_manifest(
             JobManifest.model_validate(request["manifest"]),
             idempotency_key=idempotency_key,
-            store=job_store(settings.jobs_table, settings.region),
+            store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
             workflows=StepFunctionsWorkflows(settings.region),
             state_machine_arn=settings.state_machine_arn,
             time_scale=settings.time_scale,
@@ -151,7 +152,7 @@ def list_(
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
 ) -> JobPage:
     settings = Settings.from_env()
-    store = job_store(settings.jobs_table, settings.region)
+    store = job_store(settings.jobs_table, settings.region, settings.event_bus_name)
     return list_jobs(store, status=status, name=name, limit=limit, next_token=next_token)
 
 
@@ -163,7 +164,7 @@ def list_(
 )
 def show(job_id: JOB_ID) -> JobView:
     settings = Settings.from_env()
-    return job_view(get_job(job_store(settings.jobs_table, settings.region), job_id))
+    return job_view(get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id))
 
 
 @app.delete(
@@ -181,7 +182,7 @@ def cancel(job_id: JOB_ID) -> CancelResult:
     settings = Settings.from_env()
     result = cancel_job(
         job_id,
-        store=job_store(settings.jobs_table, settings.region),
+        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
         workflows=StepFunctionsWorkflows(settings.region),
         compute=Ec2Compute(settings.region),
         now=utc_now(),
@@ -205,7 +206,7 @@ def logs(
     tail: Annotated[int, Query(ge=1, le=5_000, description="Lines from the end of each log.")] = 200,
 ) -> JobLogs:
     settings = Settings.from_env()
-    job = get_job(job_store(settings.jobs_table, settings.region), job_id)
+    job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
     objects = S3Objects(settings.region)
     return job_logs(job, objects=objects, jobs_bucket=settings.jobs_bucket, attempt=attempt, tail=tail)
 
@@ -230,7 +231,7 @@ def restore(
     days: Annotated[int, Query(ge=1, le=365, description="How long restored copies stay.")] = 7,
 ) -> Response[RestoreReport]:
     settings = Settings.from_env()
-    job = get_job(job_store(settings.jobs_table, settings.region), job_id)
+    job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
     report = start_restore(
         job, objects=S3Objects(settings.region), archive_bucket=settings.archive_bucket, days=days
     )
@@ -244,13 +245,14 @@ def restore(
 )
 def restore_report(job_id: JOB_ID) -> RestoreReport:
     settings = Settings.from_env()
-    job = get_job(job_store(settings.jobs_table, settings.region), job_id)
+    job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
     return restore_status(job, objects=S3Objects(settings.region), archive_bucket=settings.archive_bucket)
 
 
 # ----------------------------------------------------------------------------------------------- errors
 
 
+app.include_router(schedules_router)
 register_error_handlers(app, logger)
 
 

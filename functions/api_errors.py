@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 from pydantic import BaseModel, Field
 
-from spotrun.errors import InvalidPageToken, JobFinished, JobNotFound, RequestRejected
+from spotrun.errors import InvalidPageToken, JobFinished, JobNotFound, RequestRejected, ScheduleNotFound
 from spotrun.manifest_io import describe_error_items
 
 
@@ -67,6 +67,7 @@ def register_error_handlers(app: APIGatewayRestResolver, logger: Logger) -> None
     """Map spotrun's and Powertools' exceptions to refusals on ``app``."""
     fixed: dict[type[Exception], tuple[int, str | None]] = {
         JobNotFound: (404, None),
+        ScheduleNotFound: (404, None),
         JobFinished: (409, None),
         InvalidPageToken: (400, None),
         IdempotencyValidationError: (

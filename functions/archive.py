@@ -36,7 +36,7 @@ def handler(event: ArchiveRequest, context: LambdaContext) -> dict[str, Any]:
     archived = archive_model(
         job_id=event.job_id,
         trained=event.trained,
-        store=job_store(settings.jobs_table, settings.region),
+        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
         objects=S3Objects(settings.region),
         jobs_bucket=settings.jobs_bucket,
         archive_bucket=settings.archive_bucket,

@@ -27,7 +27,7 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 @event_parser(model=Ec2InstanceEvent)
 def handler(event: Ec2InstanceEvent, context: LambdaContext) -> dict[str, Any]:
     settings = Settings.from_env()
-    store = job_store(settings.jobs_table, settings.region)
+    store = job_store(settings.jobs_table, settings.region, settings.event_bus_name)
     instance_id = event.detail.instance_id
     if event.detail_type == SPOT_WARNING:
         outcome = on_interruption_warning(

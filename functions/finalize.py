@@ -11,9 +11,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
 from spotrun.aws import job_store
+from spotrun.aws_schedules import DynamoRunRecords
 from spotrun.config import Settings
 from spotrun.job import utc_now
 from spotrun.outcome import finalize_job
+from spotrun.schedules import promote_success
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 
 logger = Logger(service=SERVICE_NAME)
@@ -37,9 +39,11 @@ def handler(event: FinalizeRequest, context: LambdaContext) -> dict[str, Any]:
         job_id=event.job_id,
         outcome=event.outcome,
         error=event.error,
-        store=job_store(settings.jobs_table, settings.region),
+        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
         now=utc_now(),
     )
+    # A scheduled job that succeeded makes its inputs the ones a later firing compares with.
+    promote_success(job, DynamoRunRecords(settings.jobs_table, settings.region))
     metrics.add_metric(name=f"Jobs{job.status.value.capitalize()}", unit=MetricUnit.Count, value=1)
     if job.cost is not None:
         metrics.add_metric(name="JobCostUSD", unit=MetricUnit.NoUnit, value=job.cost.usd)

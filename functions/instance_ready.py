@@ -34,7 +34,7 @@ def handler(event: ReadyRequest, context: LambdaContext) -> dict[str, Any]:
     settings = Settings.from_env()
     report = check_ready(
         job_id=event.job_id,
-        store=job_store(settings.jobs_table, settings.region),
+        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
         compute=Ec2Compute(settings.region),
         timing=event.timing,
         now=utc_now(),

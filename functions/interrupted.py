@@ -35,7 +35,7 @@ def handler(event: InterruptedRequest, context: LambdaContext) -> dict[str, Any]
     record = record_interruption(
         job_id=event.job_id,
         error=event.error,
-        store=job_store(settings.jobs_table, settings.region),
+        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
         compute=Ec2Compute(settings.region),
         objects=S3Objects(settings.region),
         jobs_bucket=settings.jobs_bucket,

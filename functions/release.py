@@ -34,7 +34,7 @@ def handler(event: ReleaseRequest, context: LambdaContext) -> dict[str, Any]:
     terminated = release_instances(
         job_id=event.job_id,
         reason=event.reason,
-        store=job_store(settings.jobs_table, settings.region),
+        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
         compute=Ec2Compute(settings.region),
         now=utc_now(),
     )

@@ -35,7 +35,7 @@ def handler(event: S3EventNotificationEventBridgeModel, context: LambdaContext) 
     outcome = submit_s3_manifest(
         source=source,
         body=objects.get_bytes(bucket, key),
-        store=job_store(settings.jobs_table, settings.region),
+        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
         objects=objects,
         workflows=StepFunctionsWorkflows(settings.region),
         state_machine_arn=settings.state_machine_arn,

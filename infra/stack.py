@@ -8,12 +8,13 @@ from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 
 from infra.constructs.api import RestApi
-from infra.constructs.events import Rules
+from infra.constructs.events import Buses, Rules
 from infra.constructs.functions import Functions
 from infra.constructs.instances import Instances
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.network import Network
 from infra.constructs.permissions import Targets
+from infra.constructs.schedules import ScheduleGroup
 from infra.constructs.storage import Storage
 from infra.constructs.workflow import Workflow
 from infra.options import StackOptions
@@ -66,6 +67,10 @@ class SpotrunStack(Stack):
         instances.grant_task_reports(workflow.state_machine)
         bucket_names = {logical: bucket.bucket_name for logical, bucket in storage.buckets.items()}
         Rules(self, "Rules", shape=shape, bucket_names=bucket_names, functions=functions.functions)
+        buses = Buses(self, "Buses", shape=shape).buses
+        schedules = ScheduleGroup(
+            self, "Schedules", shape=shape, target=functions.functions[shape.schedule_target]
+        )
 
         values: dict[str, Any] = {
             "region": self.region,
@@ -73,6 +78,10 @@ class SpotrunStack(Stack):
             "agent_document_name": shape.agent_document_name,
             "launch_template_name": instances.launch_template_name,
             "subnet_ids": tuple(subnet.subnet_id for subnet in network.subnets),
+            **{setting: bus.event_bus_name for setting, bus in buses.items()},
+            "schedule_group": schedules.group_name,
+            "scheduler_role_arn": schedules.role.role_arn,
+            "scheduled_run_arn": schedules.target.function_arn,
         }
         # Settings fields follow the shape's logical names, as in the emulator: table "jobs" -> jobs_table.
         bucket_settings = {
@@ -98,6 +107,9 @@ class SpotrunStack(Stack):
                 agent_document_name=shape.agent_document_name,
                 launch_template_id=instances.launch_template.launch_template_id or "",
                 instance_role_arn=instances.role.role_arn,
+                bus_arns={setting: bus.event_bus_arn for setting, bus in buses.items()},
+                schedule_group=schedules.group_name,
+                scheduler_role_arn=schedules.role.role_arn,
             ),
             bucket_settings,
         )

@@ -12,6 +12,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from spotrun.errors import InstanceLost
+from spotrun.job_events import SOURCE
 from spotrun.store import DynamoJobStore
 
 _clients: dict[tuple[str, str, str | None], Any] = {}
@@ -135,6 +136,12 @@ class S3Objects:
             keys += [(item["Key"], int(item["Size"])) for item in page.get("Contents", [])]
         return keys
 
+    def list_versions(self, bucket: str, prefix: str) -> list[tuple[str, str, int]]:
+        found = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            found += [(item["Key"], item["ETag"], int(item["Size"])) for item in page.get("Contents", [])]
+        return sorted(found)
+
     def copy(self, source: tuple[str, str], destination: tuple[str, str], storage_class: str) -> None:
         self._s3.copy(
             CopySource={"Bucket": source[0], "Key": source[1]},
@@ -216,9 +223,29 @@ class StepFunctionsWorkflows:
         return True
 
 
-def job_store(table_name: str, region: str) -> DynamoJobStore:
-    """The job store on its DynamoDB table."""
-    return DynamoJobStore(dynamodb_table(table_name, region))
+class EventBridgeEvents:
+    """:class:`spotrun.ports.Events` on one EventBridge bus."""
+
+    def __init__(self, bus_name: str, region: str):
+        self._bus = bus_name
+        self._events = client("events", region)
+
+    def publish(self, detail_type: str, detail: dict[str, Any]) -> None:
+        entry = {
+            "Source": SOURCE,
+            "DetailType": detail_type,
+            "Detail": json.dumps(detail),
+            "EventBusName": self._bus,
+        }
+        answer = self._events.put_events(Entries=[entry])
+        if answer.get("FailedEntryCount"):
+            raise RuntimeError(f"EventBridge refused the event: {answer['Entries'][0].get('ErrorMessage')}")
+
+
+def job_store(table_name: str, region: str, event_bus_name: str = "") -> DynamoJobStore:
+    """The job store on its DynamoDB table, publishing status changes on ``event_bus_name`` when one is given."""
+    events = EventBridgeEvents(event_bus_name, region) if event_bus_name else None
+    return DynamoJobStore(dynamodb_table(table_name, region), events)
 
 
 def forget_clients() -> None:

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from spotrun.cli_jobs import register as register_api_commands
 from spotrun.cli_local import fail, local_app
 from spotrun.manifest_io import ManifestError, manifest_json_schema, parse_manifest_text
 
@@ -20,6 +21,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(local_app, name="local")
+register_api_commands(app)
 
 
 @app.command()

@@ -25,6 +25,12 @@ class Settings(BaseModel):
     jobs_bucket: str = ""
     archive_bucket: str = ""
     state_machine_arn: str = ""
+    # The EventBridge bus on which job status changes are published; empty: not published.
+    event_bus_name: str = ""
+    # Scheduled retraining: the Scheduler group, the role it assumes and the function its schedules invoke.
+    schedule_group: str = ""
+    scheduler_role_arn: str = ""
+    scheduled_run_arn: str = ""
     agent_document_name: str = ""
     launch_template_name: str = ""
     subnet_ids: tuple[str, ...] = ()

@@ -103,3 +103,9 @@ class RequestRejected(SpotrunError):
         self.message = message
         self.errors = errors or []
         self.status = status
+
+
+class ScheduleNotFound(SpotrunError):
+    """No schedule has that name."""
+
+    error_name = "Schedule.NotFound"

@@ -56,6 +56,10 @@ class Objects(Protocol):
         """(key, size) of every object under ``prefix``."""
         ...
 
+    def list_versions(self, bucket: str, prefix: str) -> list[tuple[str, str, int]]:
+        """(key, etag, size) of every object under ``prefix``, by key."""
+        ...
+
     def copy(self, source: tuple[str, str], destination: tuple[str, str], storage_class: str) -> None:
         """Server-side copy of (bucket, key) to (bucket, key) in ``storage_class``."""
         ...
@@ -86,4 +90,28 @@ class Workflows(Protocol):
 
     def stop(self, execution_arn: str, cause: str) -> bool:
         """Stop a running execution; False when it had already ended (or never existed)."""
+        ...
+
+
+class Events(Protocol):
+    """EventBridge: the deployment's own bus."""
+
+    def publish(self, detail_type: str, detail: dict[str, Any]) -> None:
+        """Put one event with source ``spotrun`` on the bus."""
+        ...
+
+
+class Schedules(Protocol):
+    """EventBridge Scheduler: the deployment's schedule group, every schedule invoking one target."""
+
+    def create(self, name: str, expression: str, timezone: str, payload: dict[str, Any]) -> bool:
+        """Create a schedule sending ``payload``; False (nothing changed) when the name exists already."""
+        ...
+
+    def list(self) -> list[dict[str, Any]]:
+        """``{"name", "expression", "timezone", "state"}`` of every schedule of the group."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Delete a schedule; False when there was none of that name."""
         ...

@@ -56,6 +56,15 @@ class BucketSpec:
 
 
 @dataclass(frozen=True)
+class BusSpec:
+    """One custom EventBridge bus on which spotrun publishes (source ``spotrun``); its name is ``setting``."""
+
+    logical_name: str
+    description: str
+    setting: str
+
+
+@dataclass(frozen=True)
 class RuleSpec:
     """One EventBridge rule on the default bus, delivering to one function."""
 
@@ -75,6 +84,10 @@ class DeploymentShape:
     tables: tuple[TableSpec, ...]
     buckets: tuple[BucketSpec, ...]
     rules: tuple[RuleSpec, ...]
+    buses: tuple[BusSpec, ...] = ()
+    # Scheduled retraining: the EventBridge Scheduler group and the function every schedule invokes.
+    schedule_group: str = "spotrun"
+    schedule_target: str = "scheduled_run"
     # ASL placeholder (without ${}) -> name of the function whose ARN fills it.
     state_machine_functions: dict[str, str] = field(default_factory=dict)
     agent_document_name: str = "spotrun-agent-run"
@@ -117,7 +130,8 @@ class DeploymentShape:
         raise KeyError(name)
 
 
-_ALL_STORE = ("jobs_table",)
+# Every function that writes jobs publishes their status changes on the events bus.
+_ALL_STORE = ("jobs_table", "event_bus_name")
 
 
 def rule_pattern(rule: RuleSpec, bucket_names: dict[str, str]) -> dict[str, Any]:
@@ -147,7 +161,7 @@ SHAPE = DeploymentShape(
             "submit",
             "functions.submit.handler",
             "Validates a dropped manifest, records the job once and starts its workflow.",
-            settings=("jobs_table", "idempotency_table", "jobs_bucket", "state_machine_arn", "time_scale"),
+            settings=(*_ALL_STORE, "idempotency_table", "jobs_bucket", "state_machine_arn", "time_scale"),
         ),
         FunctionSpec(
             "acquire",
@@ -206,13 +220,22 @@ SHAPE = DeploymentShape(
             "The REST API (behind API Gateway, IAM auth): submit, list, show, cancel jobs; logs; model restores.",
             timeout_seconds=29,  # API Gateway's integration timeout
             settings=(
-                "jobs_table",
+                *_ALL_STORE,
                 "idempotency_table",
                 "jobs_bucket",
                 "archive_bucket",
                 "state_machine_arn",
                 "time_scale",
+                "schedule_group",
+                "scheduler_role_arn",
+                "scheduled_run_arn",
             ),
+        ),
+        FunctionSpec(
+            "scheduled_run",
+            "functions.scheduled_run.handler",
+            "One firing of a schedule: starts a new job, or records a skip when the inputs did not change.",
+            settings=(*_ALL_STORE, "jobs_bucket", "state_machine_arn", "time_scale"),
         ),
         FunctionSpec(
             "finalize",
@@ -234,6 +257,9 @@ SHAPE = DeploymentShape(
     buckets=(
         BucketSpec("jobs", eventbridge_notifications=True),
         BucketSpec("archive"),
+    ),
+    buses=(
+        BusSpec("events", "Job status changes (detail-type 'Spotrun Job Status Change').", "event_bus_name"),
     ),
     rules=(
         RuleSpec(

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 from spotrun.errors import ConcurrentUpdate, InvalidPageToken, JobNotFound
 from spotrun.job import Job, JobStatus
+from spotrun.job_events import publish_status_change
+from spotrun.ports import Events
 
 _JOB_SORT_KEY = "JOB"
 _INSTANCE_SORT_KEY = "INSTANCE"
@@ -137,9 +139,10 @@ def update_job(store: JobStore, job_id: str, change: Callable[[Job], Job], attem
 class DynamoJobStore:
     """:class:`JobStore` on a DynamoDB table (see the module docstring for the item layout)."""
 
-    def __init__(self, table: Any):
-        """Wrap a boto3 ``Table`` resource (``boto3.resource("dynamodb").Table(name)``)."""
+    def __init__(self, table: Any, events: Events | None = None):
+        """Wrap a boto3 ``Table`` resource; publish each status change written on ``events`` when given."""
         self._table = table
+        self._events = events
 
     def create(self, job: Job) -> bool:
         client_error = self._table.meta.client.exceptions.ConditionalCheckFailedException
@@ -147,6 +150,8 @@ class DynamoJobStore:
             self._table.put_item(Item=self._job_item(job), ConditionExpression="attribute_not_exists(pk)")
         except client_error:
             return False
+        if self._events is not None:
+            publish_status_change(self._events, job, None)
         return True
 
     def get(self, job_id: str) -> Job | None:
@@ -161,14 +166,18 @@ class DynamoJobStore:
         written = job.model_copy(update={"version": job.version + 1})
         client_error = self._table.meta.client.exceptions.ConditionalCheckFailedException
         try:
-            self._table.put_item(
+            replaced = self._table.put_item(
                 Item=self._job_item(written),
                 ConditionExpression="#v = :expected",
                 ExpressionAttributeNames={"#v": "version"},
                 ExpressionAttributeValues={":expected": job.version},
-            )
+                ReturnValues="ALL_OLD",  # the status this write replaced, read atomically with the write
+            ).get("Attributes", {})
         except client_error as exc:
             raise ConcurrentUpdate(f"job {job.job_id} changed since version {job.version}") from exc
+        previous = replaced.get("status")
+        if self._events is not None and previous != written.status.value:
+            publish_status_change(self._events, written, None if previous is None else JobStatus(previous))
         return written
 
     def link_instance(self, instance_id: str, job_id: str) -> None:

@@ -24,6 +24,24 @@ def event_pattern(pattern: Mapping[str, Any]) -> events.EventPattern:
     return events.EventPattern(**{key.replace("-", "_"): value for key, value in pattern.items()})
 
 
+class Buses(Construct):
+    """One custom bus per :class:`~spotrun.shape.BusSpec`.
+
+    Attributes
+    ----------
+    buses
+        Setting that carries the bus's name (``event_bus_name``) -> bus.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, shape: DeploymentShape):
+        super().__init__(scope, construct_id)
+        self.buses: dict[str, events.EventBus] = {}
+        for spec in shape.buses:
+            bus = events.EventBus(self, spec.logical_name.capitalize(), description=spec.description)
+            mark(bus, "bus", spec.logical_name)
+            self.buses[spec.setting] = bus
+
+
 class Rules(Construct):
     """One rule per :class:`~spotrun.shape.RuleSpec`.
 

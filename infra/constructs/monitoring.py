@@ -28,6 +28,7 @@ from spotrun.shape import METRICS_NAMESPACE
 GPU_UTILIZATION = "GPUUtilization"
 GPU_MEMORY = "GPUMemoryUtilization"
 INSTANCE_DIMENSION = "InstanceId"
+MAX_ALARM_METRICS = 10
 FIVE_MINUTES = Duration.minutes(5)
 
 
@@ -65,15 +66,28 @@ class Monitoring(Construct):
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         self._job_alarms(state_machine, workflow_logs)
         self._gpu_alarms(options)
-        errors = cloudwatch.MathExpression(
-            expression=" + ".join(f"FILL(e{i}, 0)" for i in range(len(functions))),
-            using_metrics={
-                f"e{i}": fn.metric_errors(period=FIVE_MINUTES) for i, fn in enumerate(functions.values())
-            },
-            label="Function errors",
-            period=FIVE_MINUTES,
-        )
-        self._alarm("FunctionErrors", errors, 1, "A spotrun Lambda function failed (after its retries).")
+        # An alarm's math takes at most 10 metrics: one alarm per 10 functions.
+        named = list(functions.values())
+        errors: list[cloudwatch.IMetric] = []
+        for first in range(0, len(named), MAX_ALARM_METRICS):
+            chunk = named[first : first + MAX_ALARM_METRICS]
+            errors.append(
+                cloudwatch.MathExpression(
+                    expression=" + ".join(f"FILL(e{first + i}, 0)" for i in range(len(chunk))),
+                    using_metrics={
+                        f"e{first + i}": fn.metric_errors(period=FIVE_MINUTES) for i, fn in enumerate(chunk)
+                    },
+                    label="Function errors" if first == 0 else f"Function errors ({first + 1}-)",
+                    period=FIVE_MINUTES,
+                )
+            )
+            suffix = "" if first == 0 else str(first // MAX_ALARM_METRICS + 1)
+            self._alarm(
+                f"FunctionErrors{suffix}",
+                errors[-1],
+                1,
+                "A spotrun Lambda function failed (after its retries).",
+            )
         self.dashboard = self._dashboard(state_machine, functions, errors)
 
     def _topic(self, options: StackOptions) -> sns.Topic:
@@ -197,7 +211,7 @@ class Monitoring(Construct):
         self,
         state_machine: sfn.StateMachine,
         functions: Mapping[str, lambda_.IFunction],
-        errors: cloudwatch.IMetric,
+        errors: list[cloudwatch.IMetric],
     ) -> cloudwatch.Dashboard:
         dashboard = cloudwatch.Dashboard(self, "Dashboard", default_interval=Duration.days(1))
         dashboard.add_widgets(
@@ -228,7 +242,7 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title="Function duration (p90, ms) and errors",
                 left=[fn.metric_duration(statistic="p90", label=name) for name, fn in functions.items()],
-                right=[errors],
+                right=errors,
                 width=12,
             ),
         )

@@ -10,49 +10,17 @@ which keys of a bucket a function reads or writes. A function that names a bucke
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
-from aws_cdk import Aws
-
+from infra.constructs.grant_types import Grant, Targets, arn_of
+from infra.constructs.grants_scheduling import manage_schedules, pass_scheduler_role, put_events
 from infra.constructs.storage import JOBS_PREFIX
+from spotrun.schedules import SCHEDULES_PREFIX
 from spotrun.shape import MANIFEST_PREFIX, FunctionSpec
 
 JOB_TAG = "spotrun:job-id"  # set on every instance by spotrun.fleet; the only instances spotrun may touch
 
 
-@dataclass(frozen=True)
-class Targets:
-    """ARNs the grants point at (tokens of the stack's resources)."""
-
-    table_arns: Mapping[str, str]
-    tables_with_indexes: frozenset[str]
-    bucket_arns: Mapping[str, str]
-    state_machine_arn: str
-    state_machine_name: str
-    agent_document_name: str
-    launch_template_id: str
-    instance_role_arn: str
-
-
-@dataclass(frozen=True)
-class Grant:
-    """One IAM statement and why the function needs it."""
-
-    actions: tuple[str, ...]
-    resources: tuple[str, ...]
-    why: str
-    conditions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-
-
-def _arn(service: str, resource: str, *, region: bool = True, account: bool = True) -> str:
-    return (
-        f"arn:{Aws.PARTITION}:{service}:{Aws.REGION if region else ''}:{Aws.ACCOUNT_ID if account else ''}:"
-        f"{resource}"
-    )
-
-
-INSTANCES = _arn("ec2", "instance/*")
+INSTANCES = arn_of("ec2", "instance/*")
 TAGGED_INSTANCES = {"StringLike": {f"aws:ResourceTag/{JOB_TAG}": "*"}}
 NO_RESOURCE_LEVEL = (
     "these EC2 read calls (Describe*) have no resource-level permissions in IAM, so they are granted on '*'"
@@ -90,7 +58,7 @@ def _send_command(targets: Targets) -> list[Grant]:
     return [
         Grant(
             ("ssm:SendCommand",),
-            (_arn("ssm", f"document/{targets.agent_document_name}"),),
+            (arn_of("ssm", f"document/{targets.agent_document_name}"),),
             "runs the agent through the project's own SSM document only",
         ),
         Grant(
@@ -103,7 +71,7 @@ def _send_command(targets: Targets) -> list[Grant]:
 
 
 def _launch(targets: Targets) -> list[Grant]:
-    template = _arn("ec2", f"launch-template/{targets.launch_template_id}")
+    template = arn_of("ec2", f"launch-template/{targets.launch_template_id}")
     return [
         Grant(
             ("ec2:CreateFleet",),
@@ -120,7 +88,7 @@ def _launch(targets: Targets) -> list[Grant]:
         ),
         Grant(
             ("ec2:CreateTags",),
-            (INSTANCES, _arn("ec2", "volume/*"), _arn("ec2", "fleet/*")),
+            (INSTANCES, arn_of("ec2", "volume/*"), arn_of("ec2", "fleet/*")),
             "tags only while launching (the job id tag is what every later call is conditioned on)",
             {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}},
         ),
@@ -138,10 +106,10 @@ def _launch(targets: Targets) -> list[Grant]:
         Grant(
             ("iam:CreateServiceLinkedRole",),
             (
-                _arn(
+                arn_of(
                     "iam", "role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot", region=False
                 ),
-                _arn(
+                arn_of(
                     "iam",
                     "role/aws-service-role/ec2fleet.amazonaws.com/AWSServiceRoleForEC2Fleet",
                     region=False,
@@ -190,7 +158,7 @@ def _stop_executions(targets: Targets) -> list[Grant]:
     return [
         Grant(
             ("states:DescribeExecution", "states:StopExecution"),
-            (_arn("states", f"execution:{targets.state_machine_name}:*"),),
+            (arn_of("states", f"execution:{targets.state_machine_name}:*"),),
             "cancel stops the executions of the job workflow, and of no other state machine",
         )
     ]
@@ -204,6 +172,9 @@ SETTING_GRANTS: dict[str, Callable[[Targets], list[Grant]]] = {
     "agent_document_name": _send_command,
     "launch_template_name": _launch,
     "subnet_ids": _describe_subnets,
+    "event_bus_name": put_events,
+    "schedule_group": manage_schedules,
+    "scheduler_role_arn": pass_scheduler_role,
 }
 
 # Calls a function makes that none of its settings implies.
@@ -236,8 +207,10 @@ BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
     ("interrupted", "jobs"): [(READ, f"{JOBS_PREFIX}*"), (LIST, f"{JOBS_PREFIX}*")],
     # Writes the agent's "notice" command under the job's prefix.
     ("ec2_events", "jobs"): [(WRITE, f"{JOBS_PREFIX}*")],
-    # Reads the tail of the jobs' training logs.
-    ("api", "jobs"): [(READ, f"{JOBS_PREFIX}*")],
+    # Reads the tail of the jobs' training logs, and writes the manifests of the schedules it creates.
+    ("api", "jobs"): [(READ, f"{JOBS_PREFIX}*"), (WRITE, f"{SCHEDULES_PREFIX}*")],
+    # Reads a schedule's manifest; lists the inputs and code it names (the fingerprint of "data changed").
+    ("scheduled_run", "jobs"): [(READ, f"{SCHEDULES_PREFIX}*"), (LIST, "*")],
     # Reads archived objects' state (HeadObject) and restores them from Glacier.
     ("api", "archive"): [(("s3:GetObject", "s3:RestoreObject"), "*")],
 }

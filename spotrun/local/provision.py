@@ -19,6 +19,7 @@ from typing import Any
 
 from spotrun.config import Settings
 from spotrun.local.capacity import DEFAULT_ZONES
+from spotrun.local.provision_events import provision_buses_and_schedules
 from spotrun.shape import DeploymentShape, rule_pattern
 
 ClientFactory = Callable[[str], Any]
@@ -77,6 +78,7 @@ class Deployment:
     bucket_names: dict[str, str] = field(default_factory=dict)
     table_names: dict[str, str] = field(default_factory=dict)
     rule_names: dict[str, str] = field(default_factory=dict)
+    bus_names: dict[str, str] = field(default_factory=dict)
     state_machine_arn: str = ""
     vpc_id: str = ""
     subnet_ids: tuple[str, ...] = ()
@@ -136,6 +138,7 @@ def provision(
         name=STATE_MACHINE_NAME, definition=definition, roleArn=dep.role_arn, type="STANDARD"
     )["stateMachineArn"]
     _rules(client("events"), client("lambda"), shape, dep)
+    scheduling = provision_buses_and_schedules(client, shape, dep)
     client("ssm").create_document(
         Name=shape.agent_document_name,
         Content=json.dumps(shape.agent_document()),
@@ -150,6 +153,7 @@ def provision(
         "launch_template_name": LAUNCH_TEMPLATE_NAME,
         "subnet_ids": dep.subnet_ids,
         "time_scale": time_scale,
+        **scheduling,
     }
     # Settings fields follow the shape's logical names: table "jobs" -> jobs_table, bucket "archive" -> ...
     for logical, name in dep.table_names.items():

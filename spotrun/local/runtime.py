@@ -28,6 +28,7 @@ from spotrun.local.executions import stop_running_executions
 from spotrun.local.instances import InstanceManager, SimulatedInstance
 from spotrun.local.patches import PatchSet
 from spotrun.local.provision import Deployment, function_name, provision
+from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import EmbeddedServer
 from spotrun.shape import METRICS_NAMESPACE, REPO_ROOT, SERVICE_NAME, SHAPE, DeploymentShape
 
@@ -99,6 +100,7 @@ class LocalRuntime:
             self.workdir / "instances", self.clock, self.capacity, self.publish_event, ACCOUNT_ID, region
         )
         self.chaos = Chaos(self.manager, self.clock, self.publish_event, self._terminate, ACCOUNT_ID, seed)
+        self.scheduler = LocalScheduler(self.clock, self.client, shape.schedule_group)
         self._server = EmbeddedServer()
         self._patches = PatchSet()
         self._dispatcher = Dispatcher()
@@ -184,6 +186,7 @@ class LocalRuntime:
         self._deployment = dataclasses.replace(deployment, settings=settings)
         self._environment.set(self._deployment.settings.to_env())
         self.chaos.start_hazards(self.capacity)
+        self.scheduler.start()
 
     def stop(self) -> None:
         """Stop executions, instances, processes and the server; undo patches; restore the environment.
@@ -195,6 +198,7 @@ class LocalRuntime:
         steps: list[tuple[str, Callable[[], None]]] = [
             ("chaos", self.chaos.close),
             ("clock", self.clock.close),
+            ("schedules", self.scheduler.close),
             # Deliveries first: one in flight may start an execution.
             ("event deliveries", self._dispatcher.close),
             ("executions", self._stop_executions),
@@ -304,6 +308,10 @@ class LocalRuntime:
     def kill(self, instance_id: str, hang: bool = False) -> threading.Event:
         """Kill an instance without notice; see :meth:`spotrun.local.chaos.Chaos.kill`."""
         return self.chaos.kill(instance_id, hang)
+
+    def fire_schedule(self, name: str) -> dict[str, Any]:
+        """Fire a schedule now, as EventBridge Scheduler would; see :class:`spotrun.local.scheduler.LocalScheduler`."""
+        return self.scheduler.fire(name)
 
     def publish_event(
         self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str]

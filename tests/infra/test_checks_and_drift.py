@@ -74,7 +74,7 @@ def emulator() -> Deployment:
         )
 
 
-def test_stack_and_emulator_deploy_the_same_functions_rules_tables_and_buckets(
+def test_stack_and_emulator_deploy_the_same_functions_rules_tables_buckets_and_buses(
     synthesized: Synthesized, emulator: Deployment
 ) -> None:
     # Given what the emulator provisions and what the stack declares, by the shape's names
@@ -83,12 +83,14 @@ def test_stack_and_emulator_deploy_the_same_functions_rules_tables_and_buckets(
         "rule": set(emulator.rule_names),
         "table": set(emulator.table_names),
         "bucket": set(emulator.bucket_names),
+        "bus": set(emulator.bus_names),
     }
     resource_types = {
         "function": "AWS::Lambda::Function",
         "rule": "AWS::Events::Rule",
         "table": "AWS::DynamoDB::Table",
         "bucket": "AWS::S3::Bucket",
+        "bus": "AWS::Events::EventBus",
     }
 
     # Then each kind holds the same names on both sides, and the stack has no unmarked resource of that kind

@@ -111,8 +111,14 @@ def deployment(aws, monkeypatch) -> Settings:
         definition=json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}),
         roleArn=role,
     )["stateMachineArn"]
+    boto3.client("events", region_name=REGION).create_event_bus(Name="spotrun-events")
+    boto3.client("scheduler", region_name=REGION).create_schedule_group(Name=SHAPE.schedule_group)
     settings = Settings(
         region=REGION,
+        event_bus_name="spotrun-events",
+        schedule_group=SHAPE.schedule_group,
+        scheduler_role_arn=role,
+        scheduled_run_arn=f"arn:aws:lambda:{REGION}:123456789012:function:spotrun-scheduled_run",
         jobs_table="spotrun-jobs",
         idempotency_table="spotrun-idempotency",
         jobs_bucket="spotrun-jobs-test",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from typing import Any
@@ -79,6 +80,13 @@ class FakeObjects:
     def list_keys(self, bucket: str, prefix: str) -> list[tuple[str, int]]:
         return sorted(
             (key, len(body))
+            for (b, key), body in self.objects.items()
+            if b == bucket and key.startswith(prefix)
+        )
+
+    def list_versions(self, bucket: str, prefix: str) -> list[tuple[str, str, int]]:
+        return sorted(
+            (key, hashlib.md5(body).hexdigest(), len(body))  # noqa: S324 - an ETag, as S3 makes it
             for (b, key), body in self.objects.items()
             if b == bucket and key.startswith(prefix)
         )

@@ -1,0 +1,44 @@
+"""The vocabulary of :mod:`infra.constructs.permissions`: the stack's ARNs, one IAM statement, an ARN builder."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_cdk import Aws
+
+
+@dataclass(frozen=True)
+class Targets:
+    """ARNs the grants point at (tokens of the stack's resources)."""
+
+    table_arns: Mapping[str, str]
+    tables_with_indexes: frozenset[str]
+    bucket_arns: Mapping[str, str]
+    state_machine_arn: str
+    state_machine_name: str
+    agent_document_name: str
+    launch_template_id: str
+    instance_role_arn: str
+    bus_arns: Mapping[str, str] = field(default_factory=dict)  # setting (event_bus_name) -> bus ARN
+    schedule_group: str = ""
+    scheduler_role_arn: str = ""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One IAM statement and why the function needs it."""
+
+    actions: tuple[str, ...]
+    resources: tuple[str, ...]
+    why: str
+    conditions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def arn_of(service: str, resource: str, *, region: bool = True, account: bool = True) -> str:
+    """An ARN of ``service`` in the stack's partition (and region and account, unless told otherwise)."""
+    return (
+        f"arn:{Aws.PARTITION}:{service}:{Aws.REGION if region else ''}:{Aws.ACCOUNT_ID if account else ''}:"
+        f"{resource}"
+    )

@@ -1,0 +1,246 @@
+"""The REST API client: SigV4 signing, error mapping, target resolution, and the schedule commands."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from botocore.credentials import Credentials
+from typer.testing import CliRunner
+
+from spotrun.cli import app
+from spotrun.client import ApiError, SpotrunClient, TargetError, default_target, resolve_client
+from spotrun.config import Settings
+from spotrun.job import utc_now
+from spotrun.local.control_state import LocalState, write_state
+
+runner = CliRunner()
+FAKE = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token="session-token")
+SCHEDULED = {
+    "name": "nightly",
+    "training": {"command": ["python", "train.py"]},
+    "schedule": {"expression": "rate(1 day)"},
+}
+
+
+class FakeApi:
+    """An HTTP server answering each (method, path) with a canned (status, body); it records every request."""
+
+    def __init__(self, answers: dict[tuple[str, str], tuple[int, Any]]):
+        self.answers = answers
+        self.seen: list[tuple[str, str, dict[str, str], Any]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                fake.seen.append((self.command, self.path, dict(self.headers.items()), body))
+                status, out = fake.answers.get(
+                    (self.command, urlsplit(self.path).path), (404, {"message": "?"})
+                )
+                raw = out if isinstance(out, bytes) else json.dumps(out).encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def do_GET(self) -> None:
+                self._answer()
+
+            def do_POST(self) -> None:
+                self._answer()
+
+            def do_DELETE(self) -> None:
+                self._answer()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+def fake_api() -> Iterator[FakeApi]:
+    api = FakeApi({})
+    thread = threading.Thread(target=api.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield api
+    api.server.shutdown()
+    api.server.server_close()
+
+
+def local_workdir(tmp_path: Path, api_url: str | None) -> Path:
+    state = LocalState(
+        pid=os.getpid(),
+        endpoint_url="http://127.0.0.1:1",
+        control_url="http://127.0.0.1:1",
+        api_url=api_url,
+        time_scale=1.0,
+        workdir=str(tmp_path),
+        started_at=utc_now(),
+        settings=Settings(),
+    )
+    write_state(tmp_path, state)
+    return tmp_path
+
+
+def _hmac(key: bytes, text: str) -> bytes:
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+def test_an_aws_client_signs_each_request_with_sigv4_for_execute_api() -> None:
+    # Given a client of a deployed API, with fake credentials
+    client = SpotrunClient("https://abc.execute-api.eu-west-1.amazonaws.com/prod", FAKE, region="eu-west-1")
+    # When a request is prepared
+    request = client.prepare("GET", "/jobs", query={"status": "FAILED", "limit": 5})
+    # Then it carries a SigV4 signature for execute-api in eu-west-1 that a verifier recomputes
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    headers.setdefault("host", "abc.execute-api.eu-west-1.amazonaws.com")  # urllib sends it from the URL
+    amz_date = headers["x-amz-date"]
+    assert headers["x-amz-security-token"] == "session-token"
+    scope = f"{amz_date[:8]}/eu-west-1/execute-api/aws4_request"
+    authorization = headers["authorization"]
+    assert authorization.startswith(f"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/{scope}, SignedHeaders=")
+    signed = authorization.split("SignedHeaders=")[1].split(",")[0].split(";")
+    assert {"host", "x-amz-date", "x-amz-security-token"} <= set(signed)
+    canonical = "\n".join(
+        [
+            "GET",
+            "/prod/jobs",
+            "limit=5&status=FAILED",
+            *(f"{name}:{headers[name].strip()}" for name in signed),
+            "",
+            ";".join(signed),
+            hashlib.sha256(b"").hexdigest(),
+        ]
+    )
+    to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+    key = _hmac(("AWS4" + FAKE.secret_key).encode(), amz_date[:8])
+    for part in ("eu-west-1", "execute-api", "aws4_request"):
+        key = _hmac(key, part)
+    assert authorization.endswith("Signature=" + hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest())
+    assert FAKE.secret_key not in repr(client)
+
+
+def test_a_local_client_sends_no_signature(fake_api: FakeApi, tmp_path: Path) -> None:
+    # Given a `local up` state file naming the fake API
+    fake_api.answers[("GET", "/jobs")] = (200, {"jobs": [], "next_token": None})
+    client = resolve_client(None, local_workdir(tmp_path, fake_api.url))
+    # When jobs are listed
+    answer = client.list_jobs(status="FAILED")
+    # Then the request went unsigned, with its query, and the JSON came back parsed
+    assert answer == {"jobs": [], "next_token": None}
+    method, path, headers, _ = fake_api.seen[0]
+    assert (method, path) == ("GET", "/jobs?status=FAILED")
+    assert "Authorization" not in headers
+    assert "X-Amz-Date" not in headers
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "message", "errors"),
+    [
+        (
+            422,
+            {"message": "invalid manifest", "errors": ["training.command: required"]},
+            "invalid manifest",
+            1,
+        ),
+        (404, {"message": "no job x"}, "no job x", 0),
+        (502, b"<html>bad gateway</html>", "HTTP 502 Bad Gateway", 0),
+    ],
+)
+def test_api_errors_carry_status_message_and_errors(
+    fake_api: FakeApi, status: int, body: Any, message: str, errors: int
+) -> None:
+    # Given an API answering an error
+    fake_api.answers[("GET", "/jobs/x")] = (status, body)
+    # When the job is asked
+    with pytest.raises(ApiError) as raised:
+        SpotrunClient(fake_api.url).get_job("x")
+    # Then one exception carries the status, the message and every problem
+    assert (raised.value.status, raised.value.message, len(raised.value.errors)) == (status, message, errors)
+
+
+def test_the_target_is_local_only_when_a_state_file_exists(tmp_path: Path) -> None:
+    # Given a working directory without, then with, a state file that names no REST API
+    before = default_target(tmp_path)
+    local_workdir(tmp_path, None)
+    # When the target is resolved
+    after = default_target(tmp_path)
+    # Then it is aws, then local, and a local runtime without an API is a clear error
+    assert (before, after) == ("aws", "local")
+    with pytest.raises(TargetError, match="serves no REST API"):
+        resolve_client("local", tmp_path)
+
+
+def test_no_target_reachable_is_one_line_and_exit_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given no `local up` and no AWS credentials
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # When jobs are listed
+    result = runner.invoke(app, ["list", "--workdir", str(tmp_path), "--region", "us-east-1"])
+    # Then one line on stderr says so
+    assert result.exit_code == 1
+    assert result.stderr.count("\n") == 1
+    assert "no AWS credentials" in result.stderr
+
+
+def test_schedule_commands_call_the_schedules_routes(fake_api: FakeApi, tmp_path: Path) -> None:
+    # Given a fake API with schedules, and a manifest with a schedule block
+    fake_api.answers[("POST", "/schedules")] = (201, {"name": "nightly", "expression": "rate(1 day)"})
+    fake_api.answers[("GET", "/schedules")] = (200, {"schedules": [{"name": "nightly", "state": "ENABLED"}]})
+    fake_api.answers[("DELETE", "/schedules/nightly")] = (204, b"")
+    fake_api.answers[("GET", "/schedules/nightly/runs")] = (
+        200,
+        {"name": "nightly", "runs": [{"job_id": "j-1"}]},
+    )
+    workdir = local_workdir(tmp_path / "local", fake_api.url)
+    file = tmp_path / "nightly.json"
+    file.write_text(json.dumps(SCHEDULED))
+    # When a schedule is created, listed, and deleted
+    created = runner.invoke(app, ["schedule", "create", str(file), "--workdir", str(workdir), "--json"])
+    listed = runner.invoke(app, ["schedule", "list", "--workdir", str(workdir)])
+    runs = runner.invoke(app, ["schedule", "runs", "nightly", "--workdir", str(workdir)])
+    deleted = runner.invoke(app, ["schedule", "delete", "nightly", "--workdir", str(workdir), "--json"])
+    # Then each called its route: the manifest as the body, the table and messages for people
+    assert [r.exit_code for r in (created, listed, runs, deleted)] == [0, 0, 0, 0], (
+        created.stderr + listed.stderr
+    )
+    assert json.loads(created.stdout)["name"] == "nightly"
+    assert fake_api.seen[0][3]["schedule"]["expression"] == "rate(1 day)"
+    assert "ENABLED" in listed.stdout
+    assert "j-1" in runs.stdout
+    assert json.loads(deleted.stdout) == {"name": "nightly", "deleted": True}
+    assert [(m, p) for m, p, _, _ in fake_api.seen] == [
+        ("POST", "/schedules"),
+        ("GET", "/schedules"),
+        ("GET", "/schedules/nightly/runs"),
+        ("DELETE", "/schedules/nightly"),
+    ]
+
+
+def test_an_api_refusal_prints_its_message_and_each_problem(fake_api: FakeApi, tmp_path: Path) -> None:
+    # Given an API refusing the cancel of an ended job
+    fake_api.answers[("DELETE", "/jobs/done-1")] = (409, {"message": "job done-1 has ended", "errors": ["x"]})
+    workdir = local_workdir(tmp_path, fake_api.url)
+    # When it is cancelled
+    result = runner.invoke(app, ["cancel", "done-1", "--workdir", str(workdir), "--json"])
+    # Then exit 1, the message and its problems on stderr, nothing on stdout
+    assert result.exit_code == 1
+    assert "job done-1 has ended (HTTP 409)" in result.stderr
+    assert "  - x" in result.stderr
+    assert result.stdout == ""
