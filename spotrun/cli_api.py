@@ -42,6 +42,7 @@ WorkdirOpt = Annotated[
     typer.Option(envvar=WORKDIR_ENV, help="Working directory of `spotrun local up` (local target)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's answer as one JSON object.")]
+ManifestFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, metavar="FILE")]
 
 
 @contextmanager

@@ -8,13 +8,13 @@ Tables and progress for people; ``--json`` prints the API's answer (one object) 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from spotrun.cli_api import (
     JsonOpt,
+    ManifestFile,
     RegionOpt,
     StackOpt,
     TargetOpt,
@@ -34,7 +34,6 @@ from spotrun.job import JobStatus, utc_now
 from spotrun.local.control_state import DEFAULT_WORKDIR
 from spotrun.summary import final_summary, status_text
 
-ManifestFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, metavar="FILE")]
 JobId = Annotated[str, typer.Argument(metavar="ID", help="The job's id.")]
 PollOpt = Annotated[float, typer.Option(min=0.05, help="Seconds between polls with --wait.")]
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from spotrun.cli_api import (
     JsonOpt,
+    ManifestFile,
     RegionOpt,
     StackOpt,
     TargetOpt,
@@ -23,7 +23,6 @@ from spotrun.cli_local import fail
 from spotrun.client import DEFAULT_STACK
 from spotrun.local.control_state import DEFAULT_WORKDIR
 
-ManifestFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, metavar="FILE")]
 ScheduleName = Annotated[str, typer.Argument(metavar="NAME", help="The schedule's name (its manifest's).")]
 
 schedule_app = typer.Typer(help="Jobs started on a schedule (EventBridge Scheduler).", no_args_is_help=True)

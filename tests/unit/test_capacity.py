@@ -3,55 +3,19 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import botocore.session
 import pytest
-from botocore.validate import ParamValidator
 
 from spotrun.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
 from spotrun.errors import ManifestInvalid
-from spotrun.fleet_api import (
-    build_fleet_request,
-)
 from spotrun.manifest import CapacityPolicy, Resources
-from spotrun.pricing import GPU_CATALOG, InstanceTypeInfo, instance_info
+from spotrun.pricing import GPU_CATALOG, InstanceTypeInfo
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
-SUBNETS = {"subnet-aaa": "us-east-1a", "subnet-bbb": "us-east-1b"}
 
 
 def names(types: list[InstanceTypeInfo]) -> list[str]:
     return [info.name for info in types]
-
-
-def request_for(**overrides: Any) -> dict[str, Any]:
-    arguments: dict[str, Any] = {
-        "candidates": [instance_info("g6.xlarge"), instance_info("g5.xlarge")],
-        "subnets": SUBNETS,
-        "launch_template_name": "spotrun-gpu",
-        "lifecycle": "spot",
-        "max_price_per_hour": None,
-        "avoid_pools": (),
-        "nodes": 1,
-        "tags": {"spotrun:job": "job-1"},
-    }
-    arguments.update(overrides)
-    return build_fleet_request(**arguments)
-
-
-def override_pools(request: dict[str, Any]) -> list[tuple[str, str]]:
-    return [
-        (override["InstanceType"], override["SubnetId"])
-        for override in request["LaunchTemplateConfigs"][0]["Overrides"]
-    ]
-
-
-def assert_valid_create_fleet(request: dict[str, Any]) -> None:
-    # botocore's own model of the EC2 API: the same check boto3 makes before sending.
-    shape = botocore.session.get_session().get_service_model("ec2").operation_model("CreateFleet").input_shape
-    report = ParamValidator().validate(request, shape)
-    assert not report.has_errors(), report.generate_report()
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -21,14 +20,9 @@ from spotrun.fleet_api import (
     fleet_errors,
     parse_fleet_response,
 )
-from spotrun.pricing import GPU_CATALOG, InstanceTypeInfo, instance_info
+from spotrun.pricing import GPU_CATALOG, instance_info
 
-NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 SUBNETS = {"subnet-aaa": "us-east-1a", "subnet-bbb": "us-east-1b"}
-
-
-def names(types: list[InstanceTypeInfo]) -> list[str]:
-    return [info.name for info in types]
 
 
 def request_for(**overrides: Any) -> dict[str, Any]:
