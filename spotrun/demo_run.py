@@ -35,9 +35,9 @@ def plan_for_example(manifest: bytes, interruptions: int, seed: int) -> list[int
     ValueError
         When that many interruptions do not fit in the example's run.
     """
-    # A wider margin than the default at the end: a warning takes effect some steps after it is decided, and
-    # one landing after the last step would change nothing.
-    return plan_interruptions(interruptions, example_steps(manifest), seed, margin=0.2)
+    # Planned in the first 60 % of the run: a warning takes effect some steps after it is decided, and one
+    # landing after the last step would change nothing.
+    return plan_interruptions(interruptions, example_steps(manifest) * 3 // 5, seed, margin=0.15)
 
 
 def run_demo(console: Console, workdir: Path, interruptions: int, seed: int) -> Job:

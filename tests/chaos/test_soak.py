@@ -37,7 +37,7 @@ def test_concurrent_jobs_survive_random_interruptions_and_deaths(runtime, direct
     plans = [
         (
             f"soak-{index}",
-            plan_interruptions(STRIKES_PER_JOB, 300, seed=SEED + index, margin=0.25),
+            plan_interruptions(STRIKES_PER_JOB, 180, seed=SEED + index, margin=0.15),
             rng.choice(list(strikes)),
         )
         for index in range(JOBS)
