@@ -13,7 +13,8 @@ from spotrun.fleet_api import LaunchedInstance, build_fleet_request, parse_fleet
 from spotrun.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, Lifecycle, transition
 from spotrun.manifest import JobManifest
 from spotrun.ports import Compute
-from spotrun.pricing import instance_info
+from spotrun.pricing import attempt_price
+from spotrun.standby import keep_unused, retire_standby
 from spotrun.store import JobStore, update_job
 from spotrun.timing import WorkflowTiming
 
@@ -109,10 +110,16 @@ def launch_instance(
         if fallback == lifecycle:
             raise
         first = launch(fallback)[0]
-    price = (
+    spot_price = (
         compute.spot_price(first.instance_type, first.availability_zone)
         if first.lifecycle == "spot"
         else None
+    )
+    price, source = attempt_price(
+        lifecycle=first.lifecycle,
+        instance_type=first.instance_type,
+        availability_zone=first.availability_zone,
+        spot_price=spot_price,
     )
     return Attempt(
         number=len(job.attempts) + 1,
@@ -120,9 +127,8 @@ def launch_instance(
         instance_type=first.instance_type,
         availability_zone=first.availability_zone,
         lifecycle=first.lifecycle,
-        price_per_hour=price
-        if price is not None
-        else instance_info(first.instance_type).on_demand_usd_per_hour,
+        price_per_hour=price,
+        price_source=source,
         started_at=now,
     )
 
@@ -193,12 +199,10 @@ def acquire_instance(
         if current.standby is not None and current.standby.instance_id == chosen.instance_id:
             where += " (launched on the warning)"
         booting = transition(current, JobStatus.BOOTING, now, detail=where)
+        # A standby not adopted (reclaimed before this attempt) still ran: it stays in the bill.
+        booting = retire_standby(booting, now, adopted=chosen.instance_id)
         return booting.model_copy(
-            update={
-                "attempts": [*current.attempts, chosen],
-                "waiting_for_capacity_since": None,
-                "standby": None,
-            }
+            update={"attempts": [*current.attempts, chosen], "waiting_for_capacity_since": None}
         )
 
     update_job(store, job_id, record)
@@ -258,6 +262,7 @@ def launch_standby(
     )
     if stored.standby is None or stored.standby.instance_id != standby.instance_id:
         compute.terminate([standby.instance_id])
+        update_job(store, job_id, lambda latest: keep_unused(latest, standby, now))  # it ran: EC2 bills it
         return None
     return standby
 
@@ -322,6 +327,7 @@ def release_instances(
     terminated = compute.terminate(job.instance_ids())
 
     def close(current: Job) -> Job:
+        current = retire_standby(current, now)  # terminated above, never used: still billed
         attempt = _open_attempt(current)
         if attempt is None:
             return current

@@ -131,7 +131,8 @@ def on_interruption_warning(
         )
     _notify_agent(job, attempt, objects=objects, commands=commands, settings=settings)
     standby = None
-    if settings.overlap_replacement:
+    usable = replacement_is_usable(job)
+    if settings.overlap_replacement and usable:
         standby = launch_standby(
             job_id=job.job_id,
             store=store,
@@ -141,11 +142,21 @@ def on_interruption_warning(
             now=now,
         )
     return EventOutcome(
-        action="warning recorded",
+        action="warning recorded" if usable else "warning recorded; no replacement: max_interruptions spent",
         job_id=job.job_id,
         instance_id=instance_id,
         standby_instance_id=None if standby is None else standby.instance_id,
     )
+
+
+def replacement_is_usable(job: Job) -> bool:
+    """Whether a replacement launched on this warning could host the job's next attempt.
+
+    The interruption the warning announces counts against ``capacity.max_interruptions`` once it is recorded;
+    when that makes one too many, the job fails instead of resuming, and a replacement launched now would only
+    be started, billed and terminated unused.
+    """
+    return job.interruptions + 1 <= manifest_of(job).capacity.max_interruptions
 
 
 def _notify_agent(job: Job, attempt: Attempt, *, objects: Objects, commands: Commands, settings: Any) -> None:

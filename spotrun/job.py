@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from spotrun.capacity import Lifecycle
 from spotrun.errors import InvalidTransition
-from spotrun.pricing import CostReport
+from spotrun.pricing import CostReport, PriceSource
 
 
 def utc_now() -> datetime:
@@ -113,7 +113,9 @@ class Attempt(_Record):
     instance_type: str
     availability_zone: str
     lifecycle: Lifecycle
-    price_per_hour: float
+    price_per_hour: float | None  # None: no figure for this pool (price_source "unknown")
+    # Where price_per_hour came from (spotrun.pricing.PriceSource); None on records older than the field.
+    price_source: PriceSource | None = None
     started_at: datetime
     ended_at: datetime | None = None
     end_reason: str | None = None
@@ -164,6 +166,8 @@ class Job(_Record):
     waiting_for_capacity_since: datetime | None = None
     # An instance launched on the interruption warning, adopted by the next attempt (boot overlaps the upload).
     standby: Attempt | None = None
+    # Instances that ran for the job without hosting an attempt (a standby terminated unused): EC2 bills them.
+    unused_instances: list[Attempt] = Field(default_factory=list)
     # The token of the agent step in progress. Never logged, never shown: it can complete the step.
     task_token: str | None = Field(default=None, repr=False)
     version: int = 0
@@ -176,7 +180,13 @@ class Job(_Record):
     def instance_ids(self) -> list[str]:
         """Every instance the job has ever had, the standby included."""
         standby = [self.standby.instance_id] if self.standby is not None else []
-        return [attempt.instance_id for attempt in self.attempts] + standby
+        unused = [instance.instance_id for instance in self.unused_instances]
+        return [attempt.instance_id for attempt in self.attempts] + standby + unused
+
+    def billed_instances(self) -> list[Attempt]:
+        """Every instance EC2 bills the job for: its attempts, its standby, and the standbys it never used."""
+        standby = [self.standby] if self.standby is not None else []
+        return [*self.attempts, *standby, *self.unused_instances]
 
     @property
     def interruptions(self) -> int:

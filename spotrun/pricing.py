@@ -1,26 +1,26 @@
-"""On-demand prices of the GPU instance types spotrun knows, and what a job costs.
+"""The GPU instance types spotrun knows, the price each instance ran at, and what a job costs.
 
-Pure: no AWS call happens here. The catalog is a static table of us-east-1 Linux on-demand list prices, used
-for two things: ordering candidate instance types (cheapest first) and telling a user what the same
-instance-seconds would have cost on demand, which is the saving spot bought them.
-
-Prices change. The P4/P5 figures are the long-standing list prices (p4d.24xlarge 32.7726, p5.48xlarge 98.32
-USD/h); AWS cut on-demand prices of P4 and P5 instances in June 2025, so savings against those figures read
-higher than against today's on-demand price. Update the table, not the code, when prices move.
+Pure: no AWS call happens here. The catalog's ``on_demand_usd_per_hour`` is a us-east-1 list price used only to
+order candidate instance types (cheapest first). What a job cost and what it saved are measured per region:
+the price an instance ran at comes from EC2's spot price history for its pool (spot) or from the on-demand
+table of its region (:mod:`spotrun.on_demand_prices`), and every figure says which source it came from. A
+region or type without a published on-demand figure gets no borrowed one: the comparison is "unknown".
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from spotrun.manifest import GpuName
+from spotrun.on_demand_prices import ON_DEMAND_USD_PER_HOUR, PRICES_SOURCE
 
 # EC2 bills Linux instances per second with a one-minute minimum for each instance it starts.
 BILLING_MINIMUM_SECONDS = 60
@@ -46,7 +46,8 @@ class InstanceTypeInfo:
     memory_gib
         Host memory of one instance, GiB.
     on_demand_usd_per_hour
-        us-east-1 Linux on-demand list price, USD per instance-hour.
+        us-east-1 Linux on-demand list price, USD per instance-hour: ranks candidates, never prices a job
+        (see :func:`on_demand_price`).
     """
 
     name: str
@@ -106,11 +107,12 @@ _TABLE: tuple[tuple[str, GpuName, int, int, int, int, float], ...] = (
     ("p3.16xlarge", "v100", 8, 16, 64, 488, 24.48),
     ("p3dn.24xlarge", "v100", 8, 32, 96, 768, 31.212),
     # p4d / p4de: NVIDIA A100, 40 GiB (80 GiB on p4de)
-    ("p4d.24xlarge", "a100", 8, 40, 96, 1152, 32.7726),
-    ("p4de.24xlarge", "a100", 8, 80, 96, 1152, 40.9657),
+    ("p4d.24xlarge", "a100", 8, 40, 96, 1152, 21.957642),
+    ("p4de.24xlarge", "a100", 8, 80, 96, 1152, 27.44705),
     # p5: NVIDIA H100, 80 GiB
-    ("p5.48xlarge", "h100", 8, 80, 192, 2048, 98.32),
-    # p5e: NVIDIA H200, 141 GiB. Sold mostly through Capacity Blocks; this on-demand figure is approximate.
+    ("p5.48xlarge", "h100", 8, 80, 192, 2048, 55.04),
+    # p5e: NVIDIA H200, 141 GiB. Sold mostly through Capacity Blocks: no published on-demand figure, so this
+    # approximate one only ranks it last; spotrun.on_demand_prices has none, and no cost is compared with it.
     ("p5e.48xlarge", "h200", 8, 141, 192, 2048, 108.53),
 )
 
@@ -202,6 +204,69 @@ def usd_for(price_per_hour: float, started_at: datetime, ended_at: datetime) -> 
     return price_per_hour * billable_seconds(started_at, ended_at) / _SECONDS_PER_HOUR
 
 
+PriceSource = Literal["spot-price-history", "on-demand-table", "estimate", "unknown"]
+"""Where the price of an instance came from.
+
+``spot-price-history``: EC2's DescribeSpotPriceHistory for the pool launched; ``on-demand-table``: the on-demand
+price of the instance's region (:mod:`spotrun.on_demand_prices`), for an on-demand instance; ``estimate``: a
+spot instance whose pool had no price history, counted at its region's on-demand price (EC2 never charges a
+spot instance more than that, so the cost is an upper bound); ``unknown``: no figure at all, so the instance
+is not in the cost (and the report says how many such instances ran).
+"""
+
+_REGION = re.compile(r"^[a-z]{2}(?:-gov)?-[a-z]+-\d+")
+
+
+def region_of_zone(availability_zone: str) -> str:
+    """The region of an availability zone, Local Zone or Wavelength Zone (``us-west-2-lax-1a`` -> ``us-west-2``).
+
+    Raises
+    ------
+    ValueError
+        When the name is not an AWS zone name.
+    """
+    match = _REGION.match(availability_zone)
+    if match is None:
+        raise ValueError(f"{availability_zone!r} is not an AWS availability zone name")
+    return match.group(0)
+
+
+def on_demand_price(instance_type: str, region: str) -> float | None:
+    """The published on-demand price of ``instance_type`` in ``region``, USD per hour; None when there is none.
+
+    Never falls back on another region's figure: a region or type missing from
+    :data:`spotrun.on_demand_prices.ON_DEMAND_USD_PER_HOUR` has no on-demand price as far as spotrun knows.
+    """
+    return ON_DEMAND_USD_PER_HOUR.get(region, {}).get(instance_type)
+
+
+def attempt_price(
+    *, lifecycle: str, instance_type: str, availability_zone: str, spot_price: float | None
+) -> tuple[float | None, PriceSource]:
+    """The price an instance runs at, and where that figure came from.
+
+    Parameters
+    ----------
+    lifecycle
+        ``spot`` or ``on-demand``.
+    instance_type, availability_zone
+        The pool the instance was launched in.
+    spot_price
+        The pool's price from DescribeSpotPriceHistory (spot only), or None when EC2 reported none.
+
+    Returns
+    -------
+    tuple[float | None, PriceSource]
+        USD per hour (None when unknown) and its :data:`PriceSource`.
+    """
+    if lifecycle == "spot" and spot_price is not None:
+        return spot_price, "spot-price-history"
+    listed = on_demand_price(instance_type, region_of_zone(availability_zone))
+    if listed is None:
+        return None, "unknown"
+    return listed, "on-demand-table" if lifecycle == "on-demand" else "estimate"
+
+
 class CostedAttempt(Protocol):
     """The shape of one instance's run that :func:`job_cost` can price.
 
@@ -213,7 +278,13 @@ class CostedAttempt(Protocol):
     def instance_type(self) -> str: ...
 
     @property
-    def price_per_hour(self) -> float: ...
+    def availability_zone(self) -> str: ...
+
+    @property
+    def lifecycle(self) -> str: ...
+
+    @property
+    def price_per_hour(self) -> float | None: ...
 
     @property
     def started_at(self) -> datetime: ...
@@ -223,40 +294,69 @@ class CostedAttempt(Protocol):
 
 
 class CostReport(BaseModel):
-    """What a job cost, and what it would have cost on demand."""
+    """What a job cost, split by how its instances were bought, and what its spot instances saved.
+
+    Savings are measured only where both figures exist: a spot instance against the on-demand price of the
+    same type in its own region. On-demand instances save nothing and are not in the comparison.
+    """
 
     model_config = ConfigDict(frozen=True)
 
-    usd: float = Field(description="What the job's instances cost, USD, rounded to 4 decimals.")
-    on_demand_usd: float = Field(
-        description="What the same instance-seconds would have cost on demand, USD, rounded to 4 decimals."
+    usd: float = Field(
+        description="What the job's instances cost, USD, rounded to 4 decimals: spot_usd + on_demand_usd."
     )
-    savings_pct: float = Field(description="1 - usd / on_demand_usd, in percent, rounded to 1 decimal.")
+    spot_usd: float = Field(0.0, description="What its spot instances cost, USD, at the prices they ran at.")
+    on_demand_usd: float = Field(0.0, description="What its on-demand instances cost, USD, at on-demand prices.")
+    spot_instances: int = Field(0, description="Spot instances that ran (attempts and unused standbys).")
+    on_demand_instances: int = Field(0, description="On-demand instances that ran.")
+    unpriced_instances: int = Field(
+        0, description="Instances that ran at a price spotrun does not know: they are not in usd."
+    )
+    spot_at_on_demand_usd: float | None = Field(
+        None,
+        description="What the compared spot instance-seconds would have cost on demand in their region, USD; "
+        "null when no spot instance could be compared.",
+    )
+    savings_pct: float | None = Field(
+        None,
+        description="1 - cost / on-demand cost over the compared spot instances, in percent (1 decimal); null "
+        "when nothing was compared.",
+    )
+    spot_not_compared: int = Field(
+        0,
+        description="Spot instances without an on-demand figure for their type and region: their saving is "
+        "unknown and left out of savings_pct.",
+    )
+    on_demand_source: str = Field(
+        PRICES_SOURCE, description="Where the on-demand figures come from, and their date."
+    )
 
 
 def job_cost(attempts: Iterable[CostedAttempt], *, now: datetime | None = None) -> CostReport:
-    """Price a job's attempts, each billed per second with EC2's 60-second minimum.
+    """Price every instance a job ran on, each billed per second with EC2's 60-second minimum.
 
     Parameters
     ----------
     attempts
-        Every instance the job ran on, finished or not.
+        Every instance the job ran on, finished or not, unused standbys included
+        (``spotrun.job.Job.billed_instances``).
     now
-        The end used for an attempt still running (``ended_at`` is None). Required only when one is.
+        The end used for an instance still running (``ended_at`` is None). Required only when one is.
 
     Returns
     -------
     CostReport
-        Actual cost, on-demand equivalent and the saving. An instance type missing from the catalog is
-        counted at its own price on both sides, so an unknown price never inflates the saving.
+        The cost split into spot and on-demand, and the saving of the spot instances against the on-demand
+        price of their own region, where that price is known.
 
     Raises
     ------
     ValueError
         When an attempt is still running and ``now`` is not given, or for naive or inverted times.
     """
-    usd = 0.0
-    on_demand_usd = 0.0
+    spot_usd = on_demand_usd = compared_spot_usd = 0.0
+    spot_at_on_demand: float | None = None
+    spot = on_demand = unpriced = not_compared = 0
     for attempt in attempts:
         ended_at = attempt.ended_at
         if ended_at is None:
@@ -266,12 +366,34 @@ def job_cost(attempts: Iterable[CostedAttempt], *, now: datetime | None = None) 
                     "still running: pass now= to cost it up to the present"
                 )
             ended_at = now
-        usd += usd_for(attempt.price_per_hour, attempt.started_at, ended_at)
-        known = GPU_CATALOG.get(attempt.instance_type)
-        on_demand_price = known.on_demand_usd_per_hour if known else attempt.price_per_hour
-        on_demand_usd += usd_for(on_demand_price, attempt.started_at, ended_at)
-    savings = (1 - usd / on_demand_usd) * 100 if on_demand_usd > 0 else 0.0
-    # + 0.0 turns a rounded -0.0 into 0.0, which reads better in a report.
+        if attempt.price_per_hour is None:
+            unpriced += 1
+            continue
+        usd = usd_for(attempt.price_per_hour, attempt.started_at, ended_at)
+        if attempt.lifecycle != "spot":
+            on_demand += 1
+            on_demand_usd += usd
+            continue
+        spot += 1
+        spot_usd += usd
+        listed = on_demand_price(attempt.instance_type, region_of_zone(attempt.availability_zone))
+        if listed is None:
+            not_compared += 1
+            continue
+        compared_spot_usd += usd
+        spot_at_on_demand = (spot_at_on_demand or 0.0) + usd_for(listed, attempt.started_at, ended_at)
+    savings = None
+    if spot_at_on_demand:
+        # + 0.0 turns a rounded -0.0 into 0.0, which reads better in a report.
+        savings = round((1 - compared_spot_usd / spot_at_on_demand) * 100, 1) + 0.0
     return CostReport(
-        usd=round(usd, 4), on_demand_usd=round(on_demand_usd, 4), savings_pct=round(savings, 1) + 0.0
+        usd=round(spot_usd + on_demand_usd, 4),
+        spot_usd=round(spot_usd, 4),
+        on_demand_usd=round(on_demand_usd, 4),
+        spot_instances=spot,
+        on_demand_instances=on_demand,
+        unpriced_instances=unpriced,
+        spot_at_on_demand_usd=None if spot_at_on_demand is None else round(spot_at_on_demand, 4),
+        savings_pct=savings,
+        spot_not_compared=not_compared,
     )

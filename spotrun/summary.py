@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from spotrun.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, timeline_durations
+from spotrun.pricing import CostReport
 
 _STATUS_STYLE = {
     JobStatus.SUCCEEDED: "bold green",
@@ -72,10 +73,11 @@ def attempts_table(job: Job) -> Table:
     for column in ("type", "zone", "lifecycle"):
         table.add_column(column)
     table.add_column("$/h", justify="right")
+    table.add_column("price from")
     table.add_column("ended by")
     table.add_column("steps", no_wrap=True)
     table.add_column("steps lost", justify="right")
-    for attempt in job.attempts:
+    for attempt in [*job.attempts, *job.unused_instances]:
         interrupted = attempt.end_reason in INTERRUPTION_REASONS
         table.add_row(
             str(attempt.number),
@@ -83,7 +85,8 @@ def attempts_table(job: Job) -> Table:
             attempt.instance_type,
             attempt.availability_zone,
             attempt.lifecycle,
-            f"{attempt.price_per_hour:.4f}",
+            "unknown" if attempt.price_per_hour is None else f"{attempt.price_per_hour:.4f}",
+            attempt.price_source or "-",
             Text(attempt.end_reason or "running", style="yellow" if interrupted else ""),
             attempt_steps(attempt),
             "-" if attempt.steps_lost is None else str(attempt.steps_lost),
@@ -125,6 +128,46 @@ def work_lost_text(lost: WorkLost) -> Text:
     return Text(line, style="bold yellow" if lost.steps else "bold")
 
 
+def cost_lines(cost: CostReport) -> list[str]:
+    """The cost, each figure labelled by how it was bought, and a saving only where one was compared.
+
+    ``cost: $0.0123 at spot prices (2 instances)``; an on-demand run says ``at on-demand prices`` and claims no
+    saving; a mixed run is split; a saving is shown against the on-demand price of the same instance-seconds,
+    with the table's date, and "unknown" where no on-demand figure exists for the instance's region.
+    """
+    parts = []
+    if cost.spot_instances:
+        parts.append((cost.spot_usd, f"at spot prices ({_plural(cost.spot_instances, 'instance')})"))
+    if cost.on_demand_instances:
+        parts.append(
+            (cost.on_demand_usd, f"at on-demand prices ({_plural(cost.on_demand_instances, 'instance')})")
+        )
+    if len(parts) == 1:
+        first = f"cost: ${cost.usd:.4f} {parts[0][1]}"
+    elif parts:
+        first = f"cost: ${cost.usd:.4f} = " + " + ".join(f"${usd:.4f} {label}" for usd, label in parts)
+    else:
+        first = f"cost: ${cost.usd:.4f}" + ("" if cost.unpriced_instances else " (no instance ran)")
+    lines = [first]
+    if cost.unpriced_instances:
+        lines.append(
+            f"{_plural(cost.unpriced_instances, 'instance')} ran at a price spotrun does not know "
+            "(no figure for its region): not in the cost"
+        )
+    if cost.spot_at_on_demand_usd is not None and cost.savings_pct is not None:
+        compared = cost.spot_instances - cost.spot_not_compared
+        lines.append(
+            f"spot saved {cost.savings_pct:.1f} %: the same {_plural(compared, 'spot instance')} would have cost "
+            f"${cost.spot_at_on_demand_usd:.4f} on demand ({cost.on_demand_source})"
+        )
+    if cost.spot_not_compared:
+        lines.append(
+            f"saving unknown for {_plural(cost.spot_not_compared, 'spot instance')}: no on-demand price "
+            "for its type in its region"
+        )
+    return lines
+
+
 def final_summary(job: Job, now: datetime) -> Group:
     """Everything a user wants to see when a job has ended."""
     parts: list[Any] = [timeline_table(job, now)]
@@ -134,13 +177,7 @@ def final_summary(job: Job, now: datetime) -> Group:
     if lost.interruptions:
         parts.append(work_lost_text(lost))
     if job.cost is not None:
-        parts.append(
-            Text(
-                f"cost: ${job.cost.usd:.4f} at spot prices, ${job.cost.on_demand_usd:.4f} on demand "
-                f"({job.cost.savings_pct:.1f} % saved)",
-                style="bold",
-            )
-        )
+        parts.append(Text("\n".join(cost_lines(job.cost)), style="bold"))
     if job.archive:
         archive = Table(title="archived model", title_justify="left")
         archive.add_column("object")

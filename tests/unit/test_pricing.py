@@ -11,14 +11,18 @@ import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from spotrun.manifest import GpuName
+from spotrun.on_demand_prices import ON_DEMAND_USD_PER_HOUR, REGIONS
 from spotrun.pricing import (
     BILLING_MINIMUM_SECONDS,
     GPU_CATALOG,
     CostReport,
     InstanceTypeInfo,
+    attempt_price,
     billable_seconds,
     instance_info,
     job_cost,
+    on_demand_price,
+    region_of_zone,
     usd_for,
 )
 
@@ -28,9 +32,11 @@ T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 @dataclass(frozen=True)
 class FrozenAttempt:
     instance_type: str
-    price_per_hour: float
+    price_per_hour: float | None
     started_at: datetime
     ended_at: datetime | None
+    availability_zone: str = "us-east-1a"
+    lifecycle: str = "spot"
 
 
 class ModelAttempt(BaseModel):
@@ -39,10 +45,11 @@ class ModelAttempt(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     instance_type: str
-    price_per_hour: float
+    price_per_hour: float | None
     started_at: datetime
     ended_at: datetime | None
     lifecycle: str = "spot"
+    availability_zone: str = "us-east-1a"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -103,9 +110,9 @@ def test_catalog_holds_nothing_but_the_promised_types() -> None:
         ("g6.xlarge", 0.8048),
         ("g6e.xlarge", 1.861),
         ("p3.2xlarge", 3.06),
-        ("p4d.24xlarge", 32.7726),
-        ("p4de.24xlarge", 40.9657),
-        ("p5.48xlarge", 98.32),
+        ("p4d.24xlarge", 21.957642),
+        ("p4de.24xlarge", 27.44705),
+        ("p5.48xlarge", 55.04),
     ],
 )
 def test_on_demand_prices_are_the_published_us_east_1_prices(name: str, price: float) -> None:
@@ -275,12 +282,14 @@ def test_a_negative_price_is_refused() -> None:
 
 
 def test_job_cost_of_one_spot_attempt() -> None:
-    # Given two hours on g5.xlarge spot at 0.30 USD/h (on demand: 1.006 USD/h)
+    # Given two hours on g5.xlarge spot at 0.30 USD/h in us-east-1 (on demand there: 1.006 USD/h)
     attempts = [FrozenAttempt("g5.xlarge", 0.30, T0, T0 + timedelta(hours=2))]
     # When the job is costed
     report = job_cost(attempts)
-    # Then it cost 0.60, would have cost 2.012 on demand, a 70.2 % saving
-    assert report == CostReport(usd=0.6, on_demand_usd=2.012, savings_pct=70.2)
+    # Then it cost 0.60 at spot prices, would have cost 2.012 on demand, a 70.2 % saving
+    assert report == CostReport(
+        usd=0.6, spot_usd=0.6, spot_instances=1, spot_at_on_demand_usd=2.012, savings_pct=70.2
+    )
 
 
 def test_job_cost_sums_attempts_each_with_its_own_minimum() -> None:
@@ -293,7 +302,7 @@ def test_job_cost_sums_attempts_each_with_its_own_minimum() -> None:
     report = job_cost(attempts)
     # Then 3660 instance-seconds are billed on both sides
     assert report.usd == round(0.918 * 3660 / 3600, 4)
-    assert report.on_demand_usd == round(3.06 * 3660 / 3600, 4)
+    assert report.spot_at_on_demand_usd == round(3.06 * 3660 / 3600, 4)
     assert report.savings_pct == 70.0
 
 
@@ -304,7 +313,7 @@ def test_job_cost_of_a_running_attempt_goes_up_to_now() -> None:
     report = job_cost(attempts, now=T0 + timedelta(minutes=30))
     # Then half an hour is billed
     assert report.usd == 0.1
-    assert report.on_demand_usd == 0.263
+    assert report.spot_at_on_demand_usd == 0.263
 
 
 def test_job_cost_of_a_running_attempt_needs_now() -> None:
@@ -316,22 +325,14 @@ def test_job_cost_of_a_running_attempt_needs_now() -> None:
         job_cost(attempts)
 
 
-def test_job_cost_of_an_on_demand_attempt_saves_nothing() -> None:
+def test_an_on_demand_run_is_costed_on_demand_and_claims_no_saving() -> None:
     # Given an on-demand attempt, paid at the on-demand price
-    attempts = [
-        ModelAttempt(
-            instance_type="g6.xlarge",
-            price_per_hour=0.8048,
-            started_at=T0,
-            ended_at=T0 + timedelta(hours=3),
-            lifecycle="on-demand",
-        )
-    ]
+    attempts = [FrozenAttempt("g6.xlarge", 0.8048, T0, T0 + timedelta(hours=3), lifecycle="on-demand")]
     # When the job is costed
     report = job_cost(attempts)
-    # Then the saving is zero, not -0.0
-    assert report.usd == report.on_demand_usd == 2.4144
-    assert str(report.savings_pct) == "0.0"
+    # Then the cost is on-demand money, and no saving is claimed: nothing was compared
+    assert report == CostReport(usd=2.4144, on_demand_usd=2.4144, on_demand_instances=1)
+    assert report.savings_pct is None and report.spot_at_on_demand_usd is None
 
 
 def test_job_cost_never_reports_minus_zero() -> None:
@@ -344,15 +345,47 @@ def test_job_cost_never_reports_minus_zero() -> None:
 
 
 def test_job_cost_of_an_unknown_type_claims_no_saving() -> None:
-    # Given an attempt on a type missing from the catalog, so its on-demand price is unknown
+    # Given a spot attempt on a type without any on-demand figure
     attempts = [FrozenAttempt("g7e.2xlarge", 1.0, T0, T0 + timedelta(hours=1))]
     # When the job is costed
     report = job_cost(attempts)
-    # Then its own price stands in for on-demand: no invented saving
-    assert report == CostReport(usd=1.0, on_demand_usd=1.0, savings_pct=0.0)
+    # Then it is paid for, and its saving is said to be unknown rather than invented
+    assert report == CostReport(usd=1.0, spot_usd=1.0, spot_instances=1, spot_not_compared=1)
 
 
-def test_job_cost_mixes_spot_and_on_demand_attempts() -> None:
+def test_spot_in_another_region_is_compared_with_that_regions_on_demand_price() -> None:
+    # Given an hour of g5.xlarge spot at 0.5 USD/h in eu-west-1, where on demand costs 1.123 USD/h
+    attempts = [FrozenAttempt("g5.xlarge", 0.5, T0, T0 + timedelta(hours=1), availability_zone="eu-west-1b")]
+    # When the job is costed
+    report = job_cost(attempts)
+    # Then the saving is against eu-west-1's price, not us-east-1's 1.006
+    assert report.spot_at_on_demand_usd == 1.123
+    assert report.savings_pct == round((1 - 0.5 / 1.123) * 100, 1)
+
+
+def test_spot_in_a_region_without_figures_has_an_unknown_saving() -> None:
+    # Given an hour of g5.xlarge spot in sa-east-1, a region the on-demand table does not cover
+    attempts = [FrozenAttempt("g5.xlarge", 0.5, T0, T0 + timedelta(hours=1), availability_zone="sa-east-1a")]
+    # When the job is costed
+    report = job_cost(attempts)
+    # Then no us-east-1 figure is borrowed: the comparison is unknown
+    assert report.spot_at_on_demand_usd is None and report.savings_pct is None
+    assert report.spot_not_compared == 1 and report.usd == 0.5
+
+
+def test_an_instance_at_an_unknown_price_is_counted_as_unpriced() -> None:
+    # Given an on-demand hour in a region without figures (price unknown), and a spot hour at 0.3
+    attempts = [
+        FrozenAttempt("g5.xlarge", None, T0, T0 + timedelta(hours=1), "sa-east-1a", "on-demand"),
+        FrozenAttempt("g5.xlarge", 0.3, T0, T0 + timedelta(hours=1)),
+    ]
+    # When the job is costed
+    report = job_cost(attempts)
+    # Then the known cost is reported and the unpriced instance is named, not priced at zero silently
+    assert (report.usd, report.unpriced_instances, report.on_demand_instances) == (0.3, 1, 0)
+
+
+def test_a_mixed_job_is_split_and_saves_only_on_its_spot_part() -> None:
     # Given a spot hour at 0.5 on g5.xlarge, then an on-demand hour at 1.006 after fallback
     attempts = [
         ModelAttempt(
@@ -368,8 +401,16 @@ def test_job_cost_mixes_spot_and_on_demand_attempts() -> None:
     ]
     # When the job is costed
     report = job_cost(attempts)
-    # Then the saving is over the whole job: 1 - 1.506 / 2.012
-    assert report == CostReport(usd=1.506, on_demand_usd=2.012, savings_pct=25.1)
+    # Then spot and on-demand money are apart, and the saving is the spot hour's: 1 - 0.5 / 1.006
+    assert report == CostReport(
+        usd=1.506,
+        spot_usd=0.5,
+        on_demand_usd=1.006,
+        spot_instances=1,
+        on_demand_instances=1,
+        spot_at_on_demand_usd=1.006,
+        savings_pct=50.3,
+    )
 
 
 def test_job_cost_rounds_money_to_four_decimals() -> None:
@@ -379,7 +420,7 @@ def test_job_cost_rounds_money_to_four_decimals() -> None:
     report = job_cost(attempts)
     # Then amounts carry four decimals and the percentage one
     assert report.usd == 0.0169
-    assert report.on_demand_usd == round(1.006 * 61 / 3600, 4)
+    assert report.spot_at_on_demand_usd == round(1.006 * 61 / 3600, 4)
     assert report.savings_pct == round((1 - 1.0 / 1.006) * 100, 1)
 
 
@@ -387,14 +428,85 @@ def test_job_cost_of_no_attempt_is_zero() -> None:
     # Given a job that never got an instance
     # When it is costed
     report = job_cost([])
-    # Then everything is zero and nothing divides by zero
-    assert report == CostReport(usd=0.0, on_demand_usd=0.0, savings_pct=0.0)
+    # Then everything is zero, nothing divides by zero, and no saving is claimed
+    assert report == CostReport(usd=0.0)
+    assert report.savings_pct is None
 
 
 def test_cost_report_is_immutable() -> None:
     # Given a report
-    report = CostReport(usd=1.0, on_demand_usd=2.0, savings_pct=50.0)
+    report = CostReport(usd=1.0, spot_usd=1.0)
     # When a field is assigned
     # Then pydantic refuses, so a stored report cannot drift
     with pytest.raises(ValidationError):
         report.usd = 0.5  # type: ignore[misc]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Regions and price sources
+# ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("zone", "region"),
+    [
+        ("us-east-1a", "us-east-1"),
+        ("eu-central-1c", "eu-central-1"),
+        ("us-west-2-lax-1a", "us-west-2"),
+        ("us-gov-west-1b", "us-gov-west-1"),
+        ("ap-northeast-1d", "ap-northeast-1"),
+    ],
+)
+def test_the_region_of_a_zone(zone: str, region: str) -> None:
+    assert region_of_zone(zone) == region
+
+
+def test_a_name_that_is_no_zone_is_refused() -> None:
+    with pytest.raises(ValueError, match="not an AWS availability zone"):
+        region_of_zone("mars-1a")
+
+
+@pytest.mark.parametrize(
+    ("region", "name", "price"),
+    [
+        ("us-east-1", "g5.xlarge", 1.006),
+        ("eu-west-1", "g5.xlarge", 1.123),
+        ("eu-central-1", "g4dn.xlarge", 0.658),
+        ("ap-northeast-1", "p4d.24xlarge", 30.09784),
+    ],
+)
+def test_on_demand_prices_are_per_region(region: str, name: str, price: float) -> None:
+    assert on_demand_price(name, region) == price
+
+
+def test_no_price_is_borrowed_from_another_region_or_invented() -> None:
+    # Given a region the table does not cover, a type not offered in a covered region, and a type with no figure
+    # Then there is no on-demand price for any of them
+    assert on_demand_price("g5.xlarge", "sa-east-1") is None
+    assert on_demand_price("g6.xlarge", "eu-west-1") is None
+    assert on_demand_price("p5e.48xlarge", "us-east-1") is None
+
+
+def test_every_claimed_region_prices_most_of_the_catalog_and_nothing_else() -> None:
+    for region in REGIONS:
+        prices = ON_DEMAND_USD_PER_HOUR[region]
+        assert set(prices) <= set(GPU_CATALOG)
+        assert len(prices) >= 15, region
+        assert all(0.1 < price < 100 for price in prices.values())
+
+
+@pytest.mark.parametrize(
+    ("lifecycle", "zone", "spot", "expected"),
+    [
+        ("spot", "eu-west-1a", 0.41, (0.41, "spot-price-history")),
+        ("spot", "eu-west-1a", None, (1.123, "estimate")),
+        ("on-demand", "eu-west-1a", None, (1.123, "on-demand-table")),
+        ("on-demand", "sa-east-1a", None, (None, "unknown")),
+        ("spot", "sa-east-1a", None, (None, "unknown")),
+    ],
+)
+def test_each_price_says_where_it_came_from(
+    lifecycle: str, zone: str, spot: float | None, expected: tuple[float | None, str]
+) -> None:
+    price = attempt_price(lifecycle=lifecycle, instance_type="g5.xlarge", availability_zone=zone, spot_price=spot)
+    assert price == expected
