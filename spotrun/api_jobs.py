@@ -122,7 +122,7 @@ def cancel_job(
         if current.status.is_terminal:  # the workflow finished it meanwhile: its outcome stands
             return current
         cancelled = transition(current, JobStatus.CANCELLED, now, detail="cancelled through the API")
-        return cancelled.model_copy(update={"cost": job_cost(current.attempts, now=now)})
+        return cancelled.model_copy(update={"cost": job_cost(current.billed_instances(), now=now)})
 
     final = update_job(store, job_id, cancel)
     return CancelResult(job=job_view(final), execution_stopped=stopped, instances_terminated=terminated)

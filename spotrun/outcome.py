@@ -49,7 +49,7 @@ def finalize_job(
     """
 
     def finish(current: Job) -> Job:
-        cost = job_cost(current.attempts, now=now)
+        cost = job_cost(current.billed_instances(), now=now)
         if current.status.is_terminal:
             return current.model_copy(update={"cost": cost})
         if outcome == "SUCCEEDED":

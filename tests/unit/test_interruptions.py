@@ -7,10 +7,11 @@ import pytest
 from spotrun.agent.command import FailureCause
 from spotrun.config import Settings
 from spotrun.errors import InterruptionsExceeded
-from spotrun.fleet import acquire_instance
+from spotrun.fleet import acquire_instance, launch_standby, release_instances
 from spotrun.interruptions import on_instance_state, on_interruption_warning, record_interruption
 from spotrun.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.layout import commit_marker_key, progress_key
+from spotrun.outcome import finalize_job
 from spotrun.manifest_io import parse_manifest_text
 from spotrun.store import InMemoryJobStore, update_job
 from spotrun.timing import workflow_timing
@@ -250,3 +251,110 @@ def test_concurrent_deliveries_of_one_warning_launch_one_replacement(world):
     # Then exactly one acted, and one replacement was launched
     assert [outcome.action for outcome in outcomes].count("warning recorded") == 1
     assert len(compute.fleet_requests) == 2
+
+
+def _interrupt_and_relaunch(store, compute, times):
+    for number in range(times):
+        minute = T0 + timedelta(minutes=10 + number)
+        record_interruption(
+            job_id="tiny-1",
+            error={"Error": "Spot.Interrupted", "Cause": "{}"},
+            store=store,
+            compute=compute,
+            objects=FakeObjects(),
+            jobs_bucket=BUCKET,
+            now=minute,
+        )
+        attempt = acquire_instance(
+            job_id="tiny-1",
+            store=store,
+            compute=compute,
+            subnet_ids=SETTINGS.subnet_ids,
+            launch_template_name="spotrun-agent",
+            timing=workflow_timing(MANIFEST, 1.0),
+            now=minute,
+        )
+        compute.states[attempt.instance_id] = "running"
+    return store.get("tiny-1").current_attempt
+
+
+def test_no_replacement_is_launched_when_the_warned_interruption_is_one_too_many(world):
+    # Given a job allowed two interruptions that has had two, training on its third instance
+    store, compute, _ = world
+    third = _interrupt_and_relaunch(store, compute, 2)
+    launched = len(compute.fleet_requests)
+    # When that instance is warned
+    outcome = warn(store, compute, third.instance_id)
+    # Then no replacement is launched: the job will fail on this interruption, it could never use one
+    assert len(compute.fleet_requests) == launched
+    assert outcome.standby_instance_id is None
+    assert outcome.action == "warning recorded; no replacement: max_interruptions spent"
+    assert store.get("tiny-1").standby is None
+
+
+def test_a_replacement_is_still_launched_while_interruptions_remain(world):
+    # Given a job allowed two interruptions that has had one
+    store, compute, _ = world
+    second = _interrupt_and_relaunch(store, compute, 1)
+    # When its instance is warned
+    outcome = warn(store, compute, second.instance_id)
+    # Then a replacement is launched, since the next attempt can use it
+    assert outcome.standby_instance_id is not None
+
+
+def test_a_standby_never_used_is_billed_when_the_job_ends(world):
+    # Given a warned job whose standby was launched at T0 + 5 min
+    store, compute, attempt = world
+    standby = warn(store, compute, attempt.instance_id).standby_instance_id
+    # When the job fails and its instances are released at T0 + 8 min, then its outcome is recorded
+    release_instances(job_id="tiny-1", reason="failed", store=store, compute=compute, now=T0 + timedelta(minutes=8))
+    job = finalize_job(job_id="tiny-1", outcome="FAILED", error=None, store=store, now=T0 + timedelta(minutes=9))
+    # Then the standby is kept as an unused instance that ran 3 minutes, and the cost counts both instances
+    [unused] = job.unused_instances
+    assert (unused.instance_id, unused.end_reason) == (standby, "unused-standby")
+    assert unused.ended_at - unused.started_at == timedelta(minutes=3)
+    assert job.standby is None
+    assert job.cost.spot_instances == 2
+    assert job.cost.usd == round(0.2 * (8 * 60) / 3600 + 0.2 * (3 * 60) / 3600, 4)
+
+
+def test_a_standby_that_lost_a_race_is_billed(world):
+    # Given a warned job where another standby got recorded while this one was being launched
+    store, compute, attempt = world
+    update_job(store, "tiny-1", lambda job: job.model_copy(update={"standby": None}))
+    launch = compute.create_fleet
+    rival = store.get("tiny-1").current_attempt.model_copy(update={"instance_id": "i-rival", "number": 2})
+
+    def create_fleet_while_another_wins(request):
+        answer = launch(request)
+        update_job(store, "tiny-1", lambda job: job.model_copy(update={"standby": rival}))
+        return answer
+
+    compute.create_fleet = create_fleet_while_another_wins
+    # When the standby is launched and finds it lost the race
+    kept = launch_standby(
+        job_id="tiny-1",
+        store=store,
+        compute=compute,
+        subnet_ids=SETTINGS.subnet_ids,
+        launch_template_name="spotrun-agent",
+        now=T0 + timedelta(minutes=5),
+    )
+    # Then it is terminated, and still billed: it ran
+    assert kept is None
+    [unused] = store.get("tiny-1").unused_instances
+    assert compute.states[unused.instance_id] == "terminated"
+    assert unused.end_reason == "unused-standby"
+
+
+def test_a_standby_reclaimed_before_the_next_attempt_is_billed(world):
+    # Given a warned job whose standby was reclaimed before the interruption was recorded
+    store, compute, attempt = world
+    standby = warn(store, compute, attempt.instance_id).standby_instance_id
+    compute.states[standby] = "terminated"
+    _interrupt_and_relaunch(store, compute, 1)
+    # Then the next attempt runs on a new instance, and the reclaimed standby stays in the bill
+    job = store.get("tiny-1")
+    assert job.current_attempt.instance_id != standby
+    assert [unused.instance_id for unused in job.unused_instances] == [standby]
+    assert standby in [instance.instance_id for instance in job.billed_instances()]
