@@ -53,7 +53,7 @@ def test_demo_json_prints_the_final_job_record_on_the_last_line(tmp_path):
     assert last["checkpoint_restored"].endswith(f"step-{last['restored_step']:012d}/")
     assert [item["storage_class"] for item in record["archive"]] == ["GLACIER"]
     assert record["archive"][0]["uri"].startswith("s3://spotrun-archive-local/models/")
-    assert record["cost"]["usd"] < record["cost"]["on_demand_usd"]
+    assert record["cost"]["usd"] < record["cost"]["spot_at_on_demand_usd"]
     assert 0 < record["cost"]["savings_pct"] < 100
     assert len(record["model_sha256"]) == 64
     # And the people-facing summary went to stderr, not into the JSON stream

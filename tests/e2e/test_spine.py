@@ -47,8 +47,11 @@ def test_example_job_succeeds_and_archives_the_model_a_direct_run_produces(runti
     assert instance_state(runtime, attempt.instance_id) in {"shutting-down", "terminated"}
     assert attempt.instance_id not in runtime.running_instance_ids()
     assert job.cost is not None
-    assert 0 < job.cost.usd < job.cost.on_demand_usd
+    assert 0 < job.cost.usd < job.cost.spot_at_on_demand_usd
     assert 0 < job.cost.savings_pct < 100
+    # priced at its pool's spot price, read from DescribeSpotPriceHistory (the emulator's capacity model)
+    assert attempt.price_source == "spot-price-history"
+    assert attempt.price_per_hour == runtime.capacity.price(attempt.instance_type, attempt.availability_zone)
 
 
 def test_a_failing_training_command_fails_the_job_with_its_exit_code_and_log(runtime):

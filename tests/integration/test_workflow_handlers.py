@@ -175,7 +175,8 @@ def test_finalize_records_the_training_failure_with_exit_code_and_log_tail(
     assert job.error.exit_code == 3
     assert job.error.log_tail == "boom\n"
     assert job.cost is not None
-    assert job.cost.on_demand_usd > 0  # a minute of g4dn at list price; moto's spot price rounds to 0
+    assert job.cost.spot_instances == 1
+    assert job.cost.spot_at_on_demand_usd > 0  # a minute of g4dn at list price; moto's spot price rounds to 0
 
 
 def test_finalize_reports_a_lambda_error_by_its_message(deployment, job_id, lambda_context):

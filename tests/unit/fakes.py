@@ -11,7 +11,7 @@ from typing import Any
 class FakeCompute:
     """EC2 with unlimited capacity: every fleet gets its first override."""
 
-    def __init__(self, zones: dict[str, str] | None = None, price: float = 0.2):
+    def __init__(self, zones: dict[str, str] | None = None, price: float | None = 0.2):
         self.zones = zones or {"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}
         self.price = price
         self.states: dict[str, str] = {}
