@@ -43,5 +43,6 @@ def handler(event: ArchiveRequest, context: LambdaContext) -> dict[str, Any]:
         now=utc_now(),
     )
     metrics.add_metric(name="ArchivedBytes", unit=MetricUnit.Bytes, value=sum(item.size for item in archived))
-    logger.info("model archived", extra={"job_id": event.job_id, "objects": [item.uri for item in archived]})
-    return {"archived": [item.model_dump(mode="json") for item in archived]}
+    logger.info("model archived", extra={"job_id": event.job_id, "objects": len(archived)})
+    # A count, not the list: the result enters the workflow state, which Step Functions caps at 256 KiB.
+    return {"objects": len(archived), "bytes": sum(item.size for item in archived)}

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
-from spotrun.agent.command import TrainResult
+from pydantic import TypeAdapter, ValidationError
+
+from spotrun.agent.command import OutputList, OutputObject, TrainResult
+from spotrun.errors import OutputsInvalid
 from spotrun.fleet import manifest_of
 from spotrun.job import ArchivedObject, Job, JobStatus, transition
 from spotrun.manifest import split_s3_uri
@@ -22,6 +26,32 @@ def archive_location(job: Job, archive_bucket: str) -> tuple[str, str]:
     if prefix and not prefix.endswith("/"):
         prefix += "/"
     return bucket, f"{prefix}{job.job_id}/"
+
+
+_OUTPUTS = TypeAdapter(list[OutputObject])
+
+
+def read_output_list(objects: Objects, jobs_bucket: str, reference: OutputList) -> list[OutputObject]:
+    """Read the list of uploaded outputs the agent stored in S3, and check it is the one it reported.
+
+    Raises
+    ------
+    OutputsInvalid
+        When the list is missing, unreadable, or its count or total size differs from the reference.
+    """
+    try:
+        outputs = _OUTPUTS.validate_python(json.loads(objects.get_bytes(jobs_bucket, reference.key)))
+    except (ValidationError, ValueError) as exc:
+        raise OutputsInvalid(f"the output list s3://{jobs_bucket}/{reference.key} is not valid: {exc}") from exc
+    except Exception as exc:  # the port's "no such object" (botocore is not imported here)
+        raise OutputsInvalid(f"the output list s3://{jobs_bucket}/{reference.key} is not readable: {exc}") from exc
+    total = sum(item.size for item in outputs)
+    if (len(outputs), total) != (reference.count, reference.bytes):
+        raise OutputsInvalid(
+            f"the output list s3://{jobs_bucket}/{reference.key} holds {len(outputs)} files ({total} bytes); "
+            f"the agent reported {reference.count} ({reference.bytes} bytes)"
+        )
+    return outputs
 
 
 def archive_model(
@@ -44,7 +74,7 @@ def archive_model(
     job_id
         The job.
     trained
-        What the agent reported: the uploaded outputs, the model's key and digest.
+        What the agent reported: where the list of uploaded outputs is, the model's key and digest.
     store, objects
         Ports to the job store and S3.
     jobs_bucket, archive_bucket
@@ -64,7 +94,7 @@ def archive_model(
     # Keys keep their path below the model's parent, so a model directory stays a directory.
     parent = model_key.rsplit("/", 1)[0] + "/"
     archived = []
-    for output in trained.outputs:
+    for output in read_output_list(objects, jobs_bucket, trained.outputs):
         if output.key != model_key and not output.key.startswith(model_key + "/"):
             continue
         destination_key = prefix + output.key.removeprefix(parent)

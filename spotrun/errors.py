@@ -109,3 +109,9 @@ class ScheduleNotFound(SpotrunError):
     """No schedule has that name."""
 
     error_name = "Schedule.NotFound"
+
+
+class OutputsInvalid(SpotrunError):
+    """The list of uploaded outputs the agent stored does not match what it reported."""
+
+    error_name = "Outputs.Invalid"

@@ -85,6 +85,11 @@ def output_prefix(job_id: str) -> str:
     return f"{job_prefix(job_id)}output/"
 
 
+def output_list_key(job_id: str, attempt: int) -> str:
+    """Key of the JSON list of every file one attempt uploaded as output (kept in S3, out of the workflow state)."""
+    return f"{job_prefix(job_id)}agent/attempt-{attempt:03d}-outputs.json"
+
+
 def log_key(job_id: str, attempt: int) -> str:
     """Key of the training log of one attempt."""
     return f"{job_prefix(job_id)}logs/attempt-{attempt:03d}.log"

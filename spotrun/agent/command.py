@@ -72,6 +72,18 @@ class OutputObject(BaseModel):
     sha256: str
 
 
+class OutputList(BaseModel):
+    """Where the list of uploaded output files is, and what it holds.
+
+    The list itself stays in S3: a model directory of thousands of files would pass the 256 KiB that Step
+    Functions allows a task result (``SendTaskSuccess`` output), so the workflow carries only this reference.
+    """
+
+    key: str = Field(description="Key, in the jobs bucket, of a JSON array of OutputObject.")
+    count: int = Field(ge=0, description="Files in the list.")
+    bytes: int = Field(ge=0, description="Their total size.")
+
+
 class TrainResult(BaseModel):
     """Reported when the training command exited 0 and its outputs were uploaded."""
 
@@ -79,7 +91,7 @@ class TrainResult(BaseModel):
     seconds: float
     last_checkpoint_step: int | None = None
     last_step: int | None = None  # the last step the script reported (spotrun.training.Run.report_step)
-    outputs: list[OutputObject]
+    outputs: OutputList
     model_key: str  # key of the model file, or prefix of the model directory
     model_sha256: str
     log_key: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from spotrun import layout
-from spotrun.agent.command import OutputObject
+from spotrun.agent.command import OutputList, OutputObject
 from spotrun.agent.digest import tree_digest
 from spotrun.checkpoints import file_sha256, local_files
 
@@ -62,6 +63,31 @@ def upload_outputs(
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="output-up") as pool:
         futures = [pool.submit(_upload, s3, bucket, prefix + relative, path) for relative, path in files]
         return sorted((future.result() for future in futures), key=lambda item: item.key)
+
+
+def write_output_list(
+    s3: Any, bucket: str, job_id: str, attempt: int, outputs: list[OutputObject]
+) -> OutputList:
+    """Store the list of uploaded outputs in the jobs bucket; return the reference the workflow carries.
+
+    Parameters
+    ----------
+    s3
+        A boto3 S3 client.
+    bucket, job_id, attempt
+        The jobs bucket, the job and the attempt whose outputs these are.
+    outputs
+        What :func:`upload_outputs` returned.
+
+    Returns
+    -------
+    OutputList
+        The list's key (:func:`spotrun.layout.output_list_key`), its length and the files' total size.
+    """
+    key = layout.output_list_key(job_id, attempt)
+    body = json.dumps([item.model_dump() for item in outputs], separators=(",", ":")).encode()
+    s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
+    return OutputList(key=key, count=len(outputs), bytes=sum(item.size for item in outputs))
 
 
 def locate_model(job_id: str, model: str, outputs: list[OutputObject]) -> ModelLocation:

@@ -20,7 +20,14 @@ from spotrun.agent.environment import child_environment, install_runtime
 from spotrun.agent.gpu import GpuMonitor, metrics_interval
 from spotrun.agent.notices import Notice
 from spotrun.agent.notify import NoticeChannel
-from spotrun.agent.outputs import ModelMissingError, locate_model, log_tail, upload_log, upload_outputs
+from spotrun.agent.outputs import (
+    ModelMissingError,
+    locate_model,
+    log_tail,
+    upload_log,
+    upload_outputs,
+    write_output_list,
+)
 from spotrun.agent.periodic import Ticker
 from spotrun.agent.progress import ProgressPublisher
 from spotrun.agent.supervisor import TrainingSupervisor, TrainOutcome, describe_exit
@@ -174,7 +181,7 @@ def _completed(
         seconds=round(outcome.seconds, 3),
         last_checkpoint_step=committed.step if committed else None,
         last_step=last_step,
-        outputs=outputs,
+        outputs=write_output_list(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, outputs),
         model_key=model.key,
         model_sha256=model.sha256,
         log_key=log_key or layout.log_key(command.job_id, command.attempt),

@@ -389,7 +389,13 @@ def test_train_runs_the_example_uploads_checkpoints_and_reports_the_model(
     assert model == reference_model
     assert result["model_key"] == "jobs/j-1/output/model.npy"
     assert result["model_sha256"] == hashlib.sha256(model).hexdigest()
-    assert result["outputs"] == [
+    # and the list of outputs is in S3, the result carrying only its key, count and size
+    assert result["outputs"] == {
+        "key": "jobs/j-1/agent/attempt-001-outputs.json",
+        "count": 1,
+        "bytes": len(model),
+    }
+    assert json.loads(object_bytes(s3, result["outputs"]["key"])) == [
         {"key": "jobs/j-1/output/model.npy", "size": len(model), "sha256": result["model_sha256"]}
     ]
     # and the checkpoints were committed as they appeared, pruned to keep_last

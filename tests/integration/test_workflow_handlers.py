@@ -5,7 +5,7 @@ import boto3
 import pytest
 
 from functions import acquire, agent_step, archive, finalize, instance_ready, release
-from spotrun.agent.command import FailureCause, OutputObject, TrainResult
+from spotrun.agent.command import FailureCause, OutputList, OutputObject, TrainResult
 from spotrun.aws import job_store
 from spotrun.errors import InstanceLost
 from spotrun.job import JobStatus
@@ -104,10 +104,14 @@ def test_archive_copies_the_model_in_the_manifest_class_with_readable_metadata(
     body = b"model-bytes"
     digest = hashlib.sha256(body).hexdigest()
     key = f"jobs/{job_id}/output/model.npy"
-    boto3.client("s3").put_object(Bucket=deployment.jobs_bucket, Key=key, Body=body)
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket=deployment.jobs_bucket, Key=key, Body=body)
+    listed = [OutputObject(key=key, size=len(body), sha256=digest).model_dump()]
+    list_key = f"jobs/{job_id}/agent/attempt-001-outputs.json"
+    s3.put_object(Bucket=deployment.jobs_bucket, Key=list_key, Body=json.dumps(listed).encode())
     trained = TrainResult(
         seconds=1.0,
-        outputs=[OutputObject(key=key, size=len(body), sha256=digest)],
+        outputs=OutputList(key=list_key, count=1, bytes=len(body)),
         model_key=key,
         model_sha256=digest,
         log_key=f"jobs/{job_id}/logs/attempt-001.log",
@@ -115,10 +119,10 @@ def test_archive_copies_the_model_in_the_manifest_class_with_readable_metadata(
     # When the model is archived
     result = archive.handler({"job_id": job_id, "trained": trained.model_dump(mode="json")}, lambda_context)
     # Then it lies in the archive bucket in DEEP_ARCHIVE, and the metadata stays readable
-    [archived] = result["archived"]
-    assert archived["uri"] == f"s3://{deployment.archive_bucket}/models/{job_id}/model.npy"
-    assert archived["storage_class"] == "DEEP_ARCHIVE"
-    s3 = boto3.client("s3")
+    assert result == {"objects": 1, "bytes": len(body)}
+    [archived] = stored(deployment, job_id).archive
+    assert archived.uri == f"s3://{deployment.archive_bucket}/models/{job_id}/model.npy"
+    assert archived.storage_class == "DEEP_ARCHIVE"
     head = s3.head_object(Bucket=deployment.archive_bucket, Key=f"models/{job_id}/model.npy")
     assert head["StorageClass"] == "DEEP_ARCHIVE"
     metadata = json.loads(
