@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 PRICES_AS_OF = "2026-01-21"
-PRICES_SOURCE = "instances.vantage.sh listing (AWS Price List), export of 2026-01-21"
+# How job records name these figures (the provenance is above); a new table gets a new date here.
+PRICES_SOURCE = f"on-demand-table {PRICES_AS_OF}"
 
 REGIONS: tuple[str, ...] = ("us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-northeast-1")
 

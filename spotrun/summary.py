@@ -73,7 +73,6 @@ def attempts_table(job: Job) -> Table:
     for column in ("type", "zone", "lifecycle"):
         table.add_column(column)
     table.add_column("$/h", justify="right")
-    table.add_column("price from")
     table.add_column("ended by")
     table.add_column("steps", no_wrap=True)
     table.add_column("steps lost", justify="right")
@@ -86,7 +85,6 @@ def attempts_table(job: Job) -> Table:
             attempt.availability_zone,
             attempt.lifecycle,
             "unknown" if attempt.price_per_hour is None else f"{attempt.price_per_hour:.4f}",
-            attempt.price_source or "-",
             Text(attempt.end_reason or "running", style="yellow" if interrupted else ""),
             attempt_steps(attempt),
             "-" if attempt.steps_lost is None else str(attempt.steps_lost),
@@ -126,6 +124,16 @@ def work_lost_text(lost: WorkLost) -> Text:
     if lost.unknown:
         line += f" (loss unknown for {lost.unknown} of them)"
     return Text(line, style="bold yellow" if lost.steps else "bold")
+
+
+def price_sources_line(job: Job) -> str:
+    """``prices: 2 instances from spot-price-history, 1 from on-demand-table``: where each $/h came from."""
+    counts: dict[str, int] = {}
+    for instance in job.billed_instances():
+        source = instance.price_source or "not recorded"
+        counts[source] = counts.get(source, 0) + 1
+    parts = [f"{_plural(count, 'instance')} from {source}" for source, count in counts.items()]
+    return "prices: " + ", ".join(parts)
 
 
 def cost_lines(cost: CostReport) -> list[str]:
@@ -177,7 +185,8 @@ def final_summary(job: Job, now: datetime) -> Group:
     if lost.interruptions:
         parts.append(work_lost_text(lost))
     if job.cost is not None:
-        parts.append(Text("\n".join(cost_lines(job.cost)), style="bold"))
+        lines = cost_lines(job.cost) + ([price_sources_line(job)] if job.billed_instances() else [])
+        parts.append(Text("\n".join(lines), style="bold"))
     if job.archive:
         archive = Table(title="archived model", title_justify="left")
         archive.add_column("object")

@@ -63,10 +63,10 @@ def test_a_spot_run_shows_its_saving_against_the_regions_on_demand_price_and_its
     text = summary_of(hour(1, "spot", 0.3))
     # Then the saving is against 1.006 USD/h, with where that figure comes from
     assert "cost: $0.3000 at spot prices (1 instance)" in text
-    assert "spot saved 70.2 %: the same 1 spot instance would have cost $1.0060 on demand (" in text
-    assert "2026-01-21" in text
-    # And each attempt says where its price came from
-    assert "spot-price-history" in text
+    assert "spot saved 70.2 %: the same 1 spot instance would have cost $1.0060 on demand " in text
+    assert "(on-demand-table 2026-01-21)" in text
+    # And the summary says where each instance's price came from
+    assert "prices: 1 instance from spot-price-history" in text
 
 
 def test_a_mixed_run_is_split_and_saves_only_on_its_spot_part() -> None:
@@ -95,4 +95,5 @@ def test_an_unpriced_instance_is_named_and_an_unused_standby_is_listed() -> None
     # Then the unknown price is said, and the standby is one of the rows, billed at spot prices
     assert "1 instance ran at a price spotrun does not know" in text
     assert "unused-standby" in text
+    assert "prices: 1 instance from unknown, 1 instance from spot-price-history" in text
     assert "cost: $0.3000 at spot prices (1 instance)" in text
