@@ -42,9 +42,13 @@ def read_output_list(objects: Objects, jobs_bucket: str, reference: OutputList) 
     try:
         outputs = _OUTPUTS.validate_python(json.loads(objects.get_bytes(jobs_bucket, reference.key)))
     except (ValidationError, ValueError) as exc:
-        raise OutputsInvalid(f"the output list s3://{jobs_bucket}/{reference.key} is not valid: {exc}") from exc
+        raise OutputsInvalid(
+            f"the output list s3://{jobs_bucket}/{reference.key} is not valid: {exc}"
+        ) from exc
     except Exception as exc:  # the port's "no such object" (botocore is not imported here)
-        raise OutputsInvalid(f"the output list s3://{jobs_bucket}/{reference.key} is not readable: {exc}") from exc
+        raise OutputsInvalid(
+            f"the output list s3://{jobs_bucket}/{reference.key} is not readable: {exc}"
+        ) from exc
     total = sum(item.size for item in outputs)
     if (len(outputs), total) != (reference.count, reference.bytes):
         raise OutputsInvalid(

@@ -19,7 +19,14 @@ PRICES_AS_OF = "2026-01-21"
 # How job records name these figures (the provenance is above); a new table gets a new date here.
 PRICES_SOURCE = f"on-demand-table {PRICES_AS_OF}"
 
-REGIONS: tuple[str, ...] = ("us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-northeast-1")
+REGIONS: tuple[str, ...] = (
+    "us-east-1",
+    "us-east-2",
+    "us-west-2",
+    "eu-west-1",
+    "eu-central-1",
+    "ap-northeast-1",
+)
 
 # instance type -> one price per region of REGIONS, in that order (None: no published figure there).
 _TABLE: dict[str, tuple[float | None, ...]] = {
@@ -63,12 +70,13 @@ _TABLE: dict[str, tuple[float | None, ...]] = {
     "p5.48xlarge": (55.04, 55.04, 55.04, None, None, 68.8),
 }
 
+
+def _column(index: int) -> Mapping[str, float]:
+    prices = {name: row[index] for name, row in _TABLE.items()}
+    return MappingProxyType({name: price for name, price in prices.items() if price is not None})
+
+
 ON_DEMAND_USD_PER_HOUR: Mapping[str, Mapping[str, float]] = MappingProxyType(
-    {
-        region: MappingProxyType(
-            {name: prices[index] for name, prices in _TABLE.items() if prices[index] is not None}
-        )
-        for index, region in enumerate(REGIONS)
-    }
+    {region: _column(index) for index, region in enumerate(REGIONS)}
 )
 """Region -> instance type -> on-demand USD per hour, for the regions and types with a published figure."""

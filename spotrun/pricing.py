@@ -306,7 +306,9 @@ class CostReport(BaseModel):
         description="What the job's instances cost, USD, rounded to 4 decimals: spot_usd + on_demand_usd."
     )
     spot_usd: float = Field(0.0, description="What its spot instances cost, USD, at the prices they ran at.")
-    on_demand_usd: float = Field(0.0, description="What its on-demand instances cost, USD, at on-demand prices.")
+    on_demand_usd: float = Field(
+        0.0, description="What its on-demand instances cost, USD, at on-demand prices."
+    )
     spot_instances: int = Field(0, description="Spot instances that ran (attempts and unused standbys).")
     on_demand_instances: int = Field(0, description="On-demand instances that ran.")
     unpriced_instances: int = Field(

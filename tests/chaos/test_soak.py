@@ -109,7 +109,8 @@ def test_on_demand_fallback_takes_over_when_spot_is_exhausted(runtime, direct_mo
     [attempt] = job.attempts
     assert attempt.lifecycle == "on-demand"
     assert job.cost is not None
-    assert job.cost.on_demand_instances == 1 and job.cost.on_demand_usd == job.cost.usd > 0
+    assert job.cost.on_demand_instances == 1
+    assert job.cost.on_demand_usd == job.cost.usd > 0
     assert job.cost.savings_pct is None  # nothing was compared: no saving is claimed
     assert attempt.price_source == "on-demand-table"
     assert _model(runtime, job) == direct_model

@@ -84,7 +84,7 @@ def test_a_list_that_is_not_the_one_reported_fails_the_archive(training_done):
     store, objects, outputs = training_done
     # When the model is archived
     # Then it fails with a named error that says both counts, and archives nothing
-    with pytest.raises(OutputsInvalid, match="holds 5001 files .* reported 5000"):
+    with pytest.raises(OutputsInvalid, match=r"holds 5001 files .* reported 5000"):
         archive(store, objects, trained(len(outputs) - 1, sum(item.size for item in outputs)))
     assert not [key for bucket, key in objects.objects if bucket == ARCHIVE]
 

@@ -11,8 +11,8 @@ from spotrun.fleet import acquire_instance, launch_standby, release_instances
 from spotrun.interruptions import on_instance_state, on_interruption_warning, record_interruption
 from spotrun.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.layout import commit_marker_key, progress_key
-from spotrun.outcome import finalize_job
 from spotrun.manifest_io import parse_manifest_text
+from spotrun.outcome import finalize_job
 from spotrun.store import InMemoryJobStore, update_job
 from spotrun.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, FakeWorkflows
@@ -307,8 +307,12 @@ def test_a_standby_never_used_is_billed_when_the_job_ends(world):
     store, compute, attempt = world
     standby = warn(store, compute, attempt.instance_id).standby_instance_id
     # When the job fails and its instances are released at T0 + 8 min, then its outcome is recorded
-    release_instances(job_id="tiny-1", reason="failed", store=store, compute=compute, now=T0 + timedelta(minutes=8))
-    job = finalize_job(job_id="tiny-1", outcome="FAILED", error=None, store=store, now=T0 + timedelta(minutes=9))
+    release_instances(
+        job_id="tiny-1", reason="failed", store=store, compute=compute, now=T0 + timedelta(minutes=8)
+    )
+    job = finalize_job(
+        job_id="tiny-1", outcome="FAILED", error=None, store=store, now=T0 + timedelta(minutes=9)
+    )
     # Then the standby is kept as an unused instance that ran 3 minutes, and the cost counts both instances
     [unused] = job.unused_instances
     assert (unused.instance_id, unused.end_reason) == (standby, "unused-standby")
@@ -320,7 +324,7 @@ def test_a_standby_never_used_is_billed_when_the_job_ends(world):
 
 def test_a_standby_that_lost_a_race_is_billed(world):
     # Given a warned job where another standby got recorded while this one was being launched
-    store, compute, attempt = world
+    store, compute, _attempt = world
     update_job(store, "tiny-1", lambda job: job.model_copy(update={"standby": None}))
     launch = compute.create_fleet
     rival = store.get("tiny-1").current_attempt.model_copy(update={"instance_id": "i-rival", "number": 2})

@@ -332,7 +332,8 @@ def test_an_on_demand_run_is_costed_on_demand_and_claims_no_saving() -> None:
     report = job_cost(attempts)
     # Then the cost is on-demand money, and no saving is claimed: nothing was compared
     assert report == CostReport(usd=2.4144, on_demand_usd=2.4144, on_demand_instances=1)
-    assert report.savings_pct is None and report.spot_at_on_demand_usd is None
+    assert report.savings_pct is None
+    assert report.spot_at_on_demand_usd is None
 
 
 def test_job_cost_never_reports_minus_zero() -> None:
@@ -369,8 +370,10 @@ def test_spot_in_a_region_without_figures_has_an_unknown_saving() -> None:
     # When the job is costed
     report = job_cost(attempts)
     # Then no us-east-1 figure is borrowed: the comparison is unknown
-    assert report.spot_at_on_demand_usd is None and report.savings_pct is None
-    assert report.spot_not_compared == 1 and report.usd == 0.5
+    assert report.spot_at_on_demand_usd is None
+    assert report.savings_pct is None
+    assert report.spot_not_compared == 1
+    assert report.usd == 0.5
 
 
 def test_an_instance_at_an_unknown_price_is_counted_as_unpriced() -> None:
@@ -508,5 +511,7 @@ def test_every_claimed_region_prices_most_of_the_catalog_and_nothing_else() -> N
 def test_each_price_says_where_it_came_from(
     lifecycle: str, zone: str, spot: float | None, expected: tuple[float | None, str]
 ) -> None:
-    price = attempt_price(lifecycle=lifecycle, instance_type="g5.xlarge", availability_zone=zone, spot_price=spot)
+    price = attempt_price(
+        lifecycle=lifecycle, instance_type="g5.xlarge", availability_zone=zone, spot_price=spot
+    )
     assert price == expected

@@ -54,7 +54,8 @@ def test_an_on_demand_run_is_labelled_on_demand_and_claims_no_saving() -> None:
     text = summary_of(hour(1, "on-demand", 1.006))
     # Then the money is on-demand money and no saving is claimed
     assert "cost: $1.0060 at on-demand prices (1 instance)" in text
-    assert "spot prices" not in text and "saved" not in text
+    assert "spot prices" not in text
+    assert "saved" not in text
 
 
 def test_a_spot_run_shows_its_saving_against_the_regions_on_demand_price_and_its_source() -> None:
@@ -74,7 +75,10 @@ def test_a_mixed_run_is_split_and_saves_only_on_its_spot_part() -> None:
     # When its summary is shown
     text = summary_of(hour(1, "spot", 0.5), hour(2, "on-demand", 1.006))
     # Then both parts are named, and the saving is the spot hour's against its on-demand price
-    assert "cost: $1.5060 = $0.5000 at spot prices (1 instance) + $1.0060 at on-demand prices (1 instance)" in text
+    assert (
+        "cost: $1.5060 = $0.5000 at spot prices (1 instance) + $1.0060 at on-demand prices (1 instance)"
+        in text
+    )
     assert "spot saved 50.3 %" in text
 
 
