@@ -57,6 +57,9 @@ class JobView(BaseModel):
     model_sha256: str | None = None
     error: JobError | None = None
     standby: Attempt | None = None
+    unused_instances: list[Attempt] = Field(
+        default_factory=list, description="Standbys that ran without hosting an attempt: in the cost."
+    )
 
 
 class CancelResult(BaseModel):

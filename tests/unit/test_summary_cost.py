@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from rich.console import Console
 
+from spotrun.api_jobs import job_view
 from spotrun.job import Attempt, Job, JobStatus, ManifestSource
 from spotrun.pricing import job_cost
 from spotrun.summary import final_summary
@@ -101,3 +102,26 @@ def test_an_unpriced_instance_is_named_and_an_unused_standby_is_listed() -> None
     assert "unused-standby" in text
     assert "prices: 1 instance from unknown, 1 instance from spot-price-history" in text
     assert "cost: $0.3000 at spot prices (1 instance)" in text
+
+
+def test_the_api_job_view_shows_each_price_source_the_split_cost_and_the_unused_standby() -> None:
+    # Given a job with a spot attempt and an unused standby, costed
+    standby = hour(2, "spot", 0.3).model_copy(update={"end_reason": "unused-standby"})
+    job = Job(
+        job_id="tiny-000000000001",
+        name="tiny",
+        status=JobStatus.SUCCEEDED,
+        source=ManifestSource(),
+        created_at=T0,
+        updated_at=T0,
+        attempts=[hour(1, "spot", 0.3)],
+        unused_instances=[standby],
+    )
+    job = job.model_copy(update={"cost": job_cost(job.billed_instances())})
+    # When the API shows it
+    view = job_view(job).model_dump(mode="json")
+    # Then each price says its source, the unused standby is listed, and the cost counts both instances
+    assert view["attempts"][0]["price_source"] == "spot-price-history"
+    assert [item["end_reason"] for item in view["unused_instances"]] == ["unused-standby"]
+    assert view["cost"]["spot_instances"] == 2
+    assert view["cost"]["on_demand_source"] == "on-demand-table 2026-01-21"
