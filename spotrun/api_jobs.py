@@ -12,7 +12,16 @@ from pydantic import BaseModel, Field
 
 from spotrun.errors import JobFinished, JobNotFound
 from spotrun.fleet import release_instances
-from spotrun.job import ArchivedObject, Attempt, Job, JobError, JobStatus, StatusChange, transition
+from spotrun.job import (
+    ArchivedObject,
+    Attempt,
+    Job,
+    JobError,
+    JobStatus,
+    LimitsReport,
+    StatusChange,
+    transition,
+)
 from spotrun.ports import Compute, Workflows
 from spotrun.pricing import CostReport, job_cost
 from spotrun.store import JobStore, update_job
@@ -54,6 +63,7 @@ class JobView(BaseModel):
     attempts: list[Attempt] = Field(default_factory=list)
     archive: list[ArchivedObject] = Field(default_factory=list)
     cost: CostReport | None = None
+    limits: LimitsReport | None = None
     model_sha256: str | None = None
     error: JobError | None = None
     standby: Attempt | None = None

@@ -125,6 +125,16 @@ def work_lost_text(lost: WorkLost) -> Text:
     return Text(line, style="bold yellow" if lost.steps else "bold")
 
 
+def limits_text(job: Job) -> Text:
+    """``limits: spent $0.0035 of budget $0.0040; trained 52 s of 30 min`` (what the job used of its limits)."""
+    assert job.limits is not None
+    used = job.limits
+    budget = f"spent ${used.spent_usd:.4f} of budget ${used.max_usd:g}" if used.max_usd is not None else "no budget"
+    runtime = f"trained {used.training_seconds:.0f} s of {used.max_runtime_seconds / 60:g} min"
+    hit = job.error is not None and job.error.type in {"Budget.Exceeded", "Training.MaxRuntimeExceeded"}
+    return Text(f"limits: {budget}; {runtime}", style="bold red" if hit else "bold")
+
+
 def final_summary(job: Job, now: datetime) -> Group:
     """Everything a user wants to see when a job has ended."""
     parts: list[Any] = [timeline_table(job, now)]
@@ -141,6 +151,8 @@ def final_summary(job: Job, now: datetime) -> Group:
                 style="bold",
             )
         )
+    if job.limits is not None:
+        parts.append(limits_text(job))
     if job.archive:
         archive = Table(title="archived model", title_justify="left")
         archive.add_column("object")
