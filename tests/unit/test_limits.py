@@ -266,16 +266,18 @@ def test_the_train_step_gets_what_the_earlier_attempts_left_of_max_runtime_in_re
 
 
 def test_a_train_step_with_no_runtime_left_is_refused():
-    # Given a 30-minute job whose first attempt trained 31 minutes (its agent stopped late)
+    # Given a 30-minute job that has been in TRAINING for 31 minutes on its attempt
     document = manifest(max_runtime_minutes=30)
     store, compute = InMemoryJobStore(), FakeCompute()
     submitted(store, document)
-    trained_attempt(store, compute, document, T0, 31)
-    # and a standby adopted on the warning that is now staged
-    store_job = store.get("tiny-1")
-    assert training_seconds_used(store_job, T0 + timedelta(hours=1)) == 31 * 60
+    acquire(store, compute, T0, document)
+    to(store, JobStatus.STAGING, T0)
+    to(store, JobStatus.TRAINING, T0)
+    # When the train step is sent again (a redelivered step, a late retry)
     with pytest.raises(MaxRuntimeExceeded):
-        acquire(store, compute, T0 + timedelta(minutes=40), document)
+        dispatch(store, "train", T0 + timedelta(minutes=31), document)
+    # Then the used time is the attempt's real training time
+    assert training_seconds_used(store.get("tiny-1"), T0 + timedelta(minutes=31)) == 31 * 60
 
 
 # -- the record, the summary and the CLI --------------------------------------------------------------------
