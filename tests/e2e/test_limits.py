@@ -1,5 +1,5 @@
 """budget.max_usd end to end: the job checkpoints before its budget would pass, releases its instance and ends
-with Budget.Exceeded, its spend and limit in the record."""
+with Budget.Exceeded, its spend and limit in the record; a new job with a raised budget resumes from it."""
 
 from __future__ import annotations
 
@@ -51,3 +51,19 @@ def test_a_job_stops_at_its_budget_with_its_checkpoint_committed_and_its_instanc
     assert "checkpoint step" in job.error.message
     # and its instance is released
     assert_nothing_left_running(runtime, job)
+
+    # When the job is submitted again with a raised budget, resuming from the stopped one, to end soon after
+    resumed = example_manifest(
+        **{
+            "name: tiny-regression": "name: budget-resumed",
+            '--step-seconds, "0.02"]': f'--step-seconds, "0.02", --steps, "{committed.step + 50}"]',
+            "tags:": f"budget:\n  max_usd: {BUDGET * 10}\ntags:",
+            "  restarts_on_error: 1": f"  restarts_on_error: 1\n  resume_from: {submitted.job_id}",
+        }
+    )
+    again = wait_for_job(runtime, drop_manifest(runtime, resumed, "budget-resumed.yaml").job_id, timeout=240)
+
+    # Then it started from the committed checkpoint and succeeded
+    assert again.status is JobStatus.SUCCEEDED, again.error
+    assert again.attempts[0].restored_step == committed.step
+    assert_nothing_left_running(runtime, again)
