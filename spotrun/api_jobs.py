@@ -38,6 +38,9 @@ class JobSummary(BaseModel):
     status: JobStatus
     created_at: datetime
     updated_at: datetime
+    error_type: str | None = Field(
+        default=None, description="How a failed job ended, e.g. Budget.Exceeded or Training.MaxRuntimeExceeded."
+    )
 
 
 class JobPage(BaseModel):
@@ -97,7 +100,13 @@ def list_jobs(
     jobs, token = store.list_jobs(status=status, name=name, limit=limit, next_token=next_token)
     return JobPage(
         jobs=[
-            JobSummary.model_validate(job.model_dump(include=set(JobSummary.model_fields))) for job in jobs
+            JobSummary.model_validate(
+                {
+                    **job.model_dump(include=set(JobSummary.model_fields)),
+                    "error_type": job.error.type if job.error is not None else None,
+                }
+            )
+            for job in jobs
         ],
         next_token=token,
     )

@@ -204,15 +204,22 @@ def limit_details(job: Job, report: LimitsReport) -> list[str]:
     if error == BudgetExceeded.error_name and report.max_usd is not None:
         return [
             f"spent {report.spent_usd:.4f} USD of budget.max_usd {report.max_usd:g} USD",
-            "its committed checkpoints are kept",
+            _resume_hint(job),
         ]
     if error == MaxRuntimeExceeded.error_name:
         return [
             f"trained {report.training_seconds:.0f} s of max_runtime_minutes "
             f"{report.max_runtime_seconds / 60:g} over {len(job.attempts)} attempt(s)",
-            "its committed checkpoints are kept",
+            _resume_hint(job),
         ]
     return []
+
+
+def _resume_hint(job: Job) -> str:
+    return (
+        "its committed checkpoints are kept: to go on, submit again with a raised limit and "
+        f"training.resume_from: {job.job_id}"
+    )
 
 
 def exit_code(status: str, error_type: str | None) -> int:

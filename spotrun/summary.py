@@ -21,9 +21,10 @@ _STATUS_STYLE = {
 }
 
 
-def status_text(status: JobStatus) -> Text:
-    """The status, coloured by how it went."""
-    return Text(status.value, style=_STATUS_STYLE.get(status, "cyan"))
+def status_text(status: JobStatus, error_type: str | None = None) -> Text:
+    """The status, coloured by how it went; ``FAILED (Budget.Exceeded)`` when the error type is given."""
+    label = f"{status.value} ({error_type})" if error_type and status is JobStatus.FAILED else status.value
+    return Text(label, style=_STATUS_STYLE.get(status, "cyan"))
 
 
 def timeline_table(job: Job, now: datetime) -> Table:
@@ -171,7 +172,7 @@ def final_summary(job: Job, now: datetime) -> Group:
         if job.error.log_tail:
             lines += ["--- log tail ---", job.error.log_tail.rstrip()]
         parts.append(Text("\n".join(lines), style="red"))
-    parts.append(Text.assemble("status: ", status_text(job.status)))
+    parts.append(Text.assemble("status: ", status_text(job.status, job.error.type if job.error else None)))
     return Group(*parts)
 
 

@@ -7,8 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import typer
+from rich.console import Console
 
 from spotrun.agent.command import FailureCause
+from spotrun.api_jobs import list_jobs
+from spotrun.cli_api import jobs_table
 from spotrun.cli_jobs import _show_ended
 from spotrun.config import Settings
 from spotrun.errors import BudgetExceeded, MaxRuntimeExceeded
@@ -344,3 +347,24 @@ def test_the_cli_exit_code_tells_a_limit_from_another_failure():
     # Then the exit code says which limit stopped it
     assert codes == [3, 4, 1]
     assert exit_code("SUCCEEDED", None) == 0
+
+
+def test_a_job_stopped_at_a_limit_reads_as_such_in_the_listing():
+    # Given a job finalized with Budget.Exceeded, and one that failed otherwise
+    store = InMemoryJobStore()
+    for job_id, error_type in (("tiny-1", "Budget.Exceeded"), ("tiny-2", "Training.Failed")):
+        job = new_job(job_id, "tiny", ManifestSource(key=job_id), manifest().model_dump(mode="json"), T0)
+        store.create(job)
+        finalize_job(
+            job_id=job_id, outcome="FAILED", error={"Error": error_type, "Cause": "x"}, store=store, now=T0
+        )
+    # When the jobs are listed, through the API and in the CLI's table
+    page = list_jobs(store, status=None, name=None, limit=10, next_token=None)
+    table = Console(width=200, record=True)
+    table.print(jobs_table([job.model_dump(mode="json") for job in page.jobs]))
+    # Then each says how it failed
+    assert {job.job_id: job.error_type for job in page.jobs} == {
+        "tiny-1": "Budget.Exceeded",
+        "tiny-2": "Training.Failed",
+    }
+    assert "FAILED (Budget.Exceeded)" in table.export_text()
