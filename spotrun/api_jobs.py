@@ -39,7 +39,8 @@ class JobSummary(BaseModel):
     created_at: datetime
     updated_at: datetime
     error_type: str | None = Field(
-        default=None, description="How a failed job ended, e.g. Budget.Exceeded or Training.MaxRuntimeExceeded."
+        default=None,
+        description="How a failed job ended, e.g. Budget.Exceeded or Training.MaxRuntimeExceeded.",
     )
 
 

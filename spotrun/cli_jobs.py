@@ -29,10 +29,10 @@ from spotrun.cli_api import (
     restore_table,
 )
 from spotrun.cli_local import fail
-from spotrun.limits import exit_code
 from spotrun.cli_schedules import schedule_app
 from spotrun.client import DEFAULT_STACK, SpotrunClient
 from spotrun.job import JobStatus, utc_now
+from spotrun.limits import exit_code
 from spotrun.local.control_state import DEFAULT_WORKDIR
 from spotrun.summary import final_summary, status_text
 
@@ -95,7 +95,10 @@ def submit(
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
     as_json: JsonOpt = False,
 ) -> None:
-    """Validate a manifest locally, then submit it; --wait follows the job to its end (exit 0 if it succeeded, 3/4 at its budget/runtime limit, else 1)."""
+    """Validate a manifest locally, then submit it; --wait follows the job to its end.
+
+    Exit codes with --wait: 0 succeeded, 3 stopped at budget.max_usd, 4 at max_runtime_minutes, 1 otherwise.
+    """
     manifest = read_manifest(file)
     with api_client(target, workdir, stack, region) as client:
         accepted = client.submit(manifest, idempotency_key)

@@ -35,7 +35,10 @@ SPOT_FLOOR_SHARE = 0.10
 # Exit codes of ``spotrun submit --wait`` / ``status`` for a job that ended at one of its limits (1: other failure).
 EXIT_BUDGET_EXCEEDED = 3
 EXIT_MAX_RUNTIME_EXCEEDED = 4
-_EXIT_CODES = {BudgetExceeded.error_name: EXIT_BUDGET_EXCEEDED, MaxRuntimeExceeded.error_name: EXIT_MAX_RUNTIME_EXCEEDED}
+_EXIT_CODES = {
+    BudgetExceeded.error_name: EXIT_BUDGET_EXCEEDED,
+    MaxRuntimeExceeded.error_name: EXIT_MAX_RUNTIME_EXCEEDED,
+}
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,9 @@ def admission_problems(manifest: JobManifest) -> list[str]:
         return []  # no candidate at all: the resources check reports that
     if max_usd >= minimum:
         return []
-    estimate = "on-demand" if lifecycle == "on-demand" else f"{SPOT_FLOOR_SHARE:.0%} of on-demand, the lowest spot"
+    estimate = (
+        "on-demand" if lifecycle == "on-demand" else f"{SPOT_FLOOR_SHARE:.0%} of on-demand, the lowest spot"
+    )
     return [
         f"budget.max_usd: {max_usd:g} USD cannot pay even EC2's {BILLING_MINIMUM_SECONDS}-second billing "
         f"minimum of the cheapest candidate, {name} at {price:.4f} USD/h ({estimate} price): "

@@ -64,7 +64,9 @@ def finalize_job(
         failed = failed.model_copy(update={"cost": cost, "error": job_error, "limits": limits})
         if limits is not None:
             details = limit_details(failed, limits)
-            failed = failed.model_copy(update={"error": job_error.model_copy(update={"details": [*job_error.details, *details]})})
+            failed = failed.model_copy(
+                update={"error": job_error.model_copy(update={"details": [*job_error.details, *details]})}
+            )
         return failed
 
     return update_job(store, job_id, finish)

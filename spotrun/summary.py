@@ -130,7 +130,11 @@ def limits_text(job: Job) -> Text:
     """``limits: spent $0.0035 of budget $0.0040; trained 52 s of 30 min`` (what the job used of its limits)."""
     assert job.limits is not None
     used = job.limits
-    budget = f"spent ${used.spent_usd:.4f} of budget ${used.max_usd:g}" if used.max_usd is not None else "no budget"
+    budget = (
+        f"spent ${used.spent_usd:.4f} of budget ${used.max_usd:g}"
+        if used.max_usd is not None
+        else "no budget"
+    )
     runtime = f"trained {used.training_seconds:.0f} s of {used.max_runtime_seconds / 60:g} min"
     hit = job.error is not None and job.error.type in {"Budget.Exceeded", "Training.MaxRuntimeExceeded"}
     return Text(f"limits: {budget}; {runtime}", style="bold red" if hit else "bold")

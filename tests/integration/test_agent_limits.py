@@ -107,7 +107,9 @@ def test_the_remaining_runtime_allowance_checkpoints_and_reports_max_runtime_exc
     assert latest.step == cause.checkpoint_step
 
 
-def test_a_job_resumed_from_one_stopped_at_its_limit_starts_from_its_committed_checkpoint(s3, tmp_path, staged):
+def test_a_job_resumed_from_one_stopped_at_its_limit_starts_from_its_committed_checkpoint(
+    s3, tmp_path, staged
+):
     # Given job j-1 stopped at its budget, with a checkpoint committed
     nvme = tmp_path / "nvme"
     staged(nvme)

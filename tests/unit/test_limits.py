@@ -52,7 +52,9 @@ def manifest(*, max_usd: float | None = None, spot: bool = True, max_runtime_min
 
 
 def submitted(store, document):
-    job = new_job("tiny-1", "tiny", ManifestSource(bucket="b", key="k", etag="e"), document.model_dump(mode="json"), T0)
+    job = new_job(
+        "tiny-1", "tiny", ManifestSource(bucket="b", key="k", etag="e"), document.model_dump(mode="json"), T0
+    )
     store.create(job)
     return job
 
@@ -298,7 +300,9 @@ def test_a_job_stopped_at_its_budget_records_spend_and_limit_and_says_so():
         store,
         "tiny-1",
         lambda current: current.model_copy(
-            update={"attempts": [current.attempts[0].model_copy(update={"ended_at": T0 + timedelta(seconds=150)})]}
+            update={
+                "attempts": [current.attempts[0].model_copy(update={"ended_at": T0 + timedelta(seconds=150)})]
+            }
         ),
     )
     cause = FailureCause(message="the job's budget.max_usd would be passed", checkpoint_step=40)
@@ -312,13 +316,17 @@ def test_a_job_stopped_at_its_budget_records_spend_and_limit_and_says_so():
     )
     # Then the record holds the spend and the limit, the error says it, and the summary line too
     assert job.status is JobStatus.FAILED
-    assert job.error is not None and job.error.type == "Budget.Exceeded"
+    assert job.error is not None
+    assert job.error.type == "Budget.Exceeded"
     assert job.limits is not None
     assert job.limits.max_usd == 0.01
     assert job.limits.spent_usd == round(PRICE * 150 / 3600, 4)
     assert job.limits.training_seconds == 131  # TRAINING from T0+20 s until it ended at T0+151 s
     assert job.error.details[0] == f"spent {PRICE * 150 / 3600:.4f} USD of budget.max_usd 0.01 USD"
-    assert limits_text(job).plain == f"limits: spent ${PRICE * 150 / 3600:.4f} of budget $0.01; trained 131 s of 30 min"
+    assert (
+        limits_text(job).plain
+        == f"limits: spent ${PRICE * 150 / 3600:.4f} of budget $0.01; trained 131 s of 30 min"
+    )
 
 
 def test_the_cli_exit_code_tells_a_limit_from_another_failure():
