@@ -21,6 +21,7 @@ from spotrun.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.limits import exit_code, training_seconds_used
 from spotrun.manifest_io import parse_manifest_text
 from spotrun.outcome import finalize_job
+from spotrun.shape import REPO_ROOT
 from spotrun.steps import dispatch_agent_step
 from spotrun.store import InMemoryJobStore, update_job
 from spotrun.submission import admission_problems
@@ -376,3 +377,27 @@ def test_a_job_stopped_at_a_limit_reads_as_such_in_the_listing():
         "tiny-2": "Training.Failed",
     }
     assert "FAILED (Budget.Exceeded)" in table.export_text()
+
+
+def _caught_by(state: dict, error: str) -> str:
+    """The state a Task's Catch sends ``error`` to: the first catcher naming it, else States.ALL's."""
+    for catcher in state["Catch"]:
+        if error in catcher["ErrorEquals"] or catcher["ErrorEquals"] == ["States.ALL"]:
+            return str(catcher["Next"])
+    raise AssertionError(f"{error} is not caught")
+
+
+def test_a_limit_ends_the_workflow_through_release_and_finalize_never_a_relaunch():
+    # Given the job's state machine
+    states = json.loads((REPO_ROOT / "statemachines" / "job.asl.json").read_text())["States"]
+    # When a limit error comes from acquire, staging or training
+    routes = {
+        (name, error): _caught_by(states[name], error)
+        for name in ("AcquireCapacity", "StageData", "Train")
+        for error in ("Budget.Exceeded", "Training.MaxRuntimeExceeded")
+    }
+    # Then capacity is released and the job finalized with that error, which the execution fails with
+    assert set(routes.values()) == {"ReleaseAfterFailure"}
+    assert states["ReleaseAfterFailure"]["Next"] == "RecordFailure"
+    assert states["RecordFailure"]["Parameters"]["Payload"]["error.$"] == "$.error"
+    assert states["Failed"]["ErrorPath"] == "$.error.Error"
