@@ -257,6 +257,20 @@ def test_a_train_step_the_budget_can_no_longer_reach_is_refused_before_it_starts
     assert store.get("tiny-1").status is JobStatus.STAGING
 
 
+def test_staging_is_not_started_once_booting_used_up_the_budget():
+    # Given a 0.0062 USD job (111.6 s at 0.2 USD/h), in the emulator, where the margin is 10 s
+    document = manifest(max_usd=0.0062)
+    store, compute = InMemoryJobStore(), FakeCompute(price=PRICE)
+    submitted(store, document)
+    acquire(store, compute, T0, document)
+    # When the stage step is to be sent 110 s after launch
+    with pytest.raises(BudgetExceeded):
+        dispatch(store, "stage", T0 + timedelta(seconds=110), document, time_scale=0.02)
+    # Then it was refused; 10 s after launch, it is sent
+    assert store.get("tiny-1").status is JobStatus.BOOTING
+    assert dispatch(store, "stage", T0 + timedelta(seconds=10), document, time_scale=0.02)["step"] == "stage"
+
+
 def test_the_train_step_gets_what_the_earlier_attempts_left_of_max_runtime_in_real_seconds():
     # Given a 30-minute job whose first attempt trained 20 minutes before it was interrupted
     document = manifest(max_runtime_minutes=30)
