@@ -12,7 +12,16 @@ from pydantic import BaseModel, Field
 
 from spotrun.errors import JobFinished, JobNotFound
 from spotrun.fleet import release_instances
-from spotrun.job import ArchivedObject, Attempt, Job, JobError, JobStatus, StatusChange, transition
+from spotrun.job import (
+    ArchivedObject,
+    Attempt,
+    Job,
+    JobError,
+    JobStatus,
+    LimitsReport,
+    StatusChange,
+    transition,
+)
 from spotrun.ports import Compute, Workflows
 from spotrun.pricing import CostReport, job_cost
 from spotrun.store import JobStore, update_job
@@ -29,6 +38,10 @@ class JobSummary(BaseModel):
     status: JobStatus
     created_at: datetime
     updated_at: datetime
+    error_type: str | None = Field(
+        default=None,
+        description="How a failed job ended, e.g. Budget.Exceeded or Training.MaxRuntimeExceeded.",
+    )
 
 
 class JobPage(BaseModel):
@@ -54,6 +67,7 @@ class JobView(BaseModel):
     attempts: list[Attempt] = Field(default_factory=list)
     archive: list[ArchivedObject] = Field(default_factory=list)
     cost: CostReport | None = None
+    limits: LimitsReport | None = None
     model_sha256: str | None = None
     error: JobError | None = None
     standby: Attempt | None = None
@@ -90,7 +104,13 @@ def list_jobs(
     jobs, token = store.list_jobs(status=status, name=name, limit=limit, next_token=next_token)
     return JobPage(
         jobs=[
-            JobSummary.model_validate(job.model_dump(include=set(JobSummary.model_fields))) for job in jobs
+            JobSummary.model_validate(
+                {
+                    **job.model_dump(include=set(JobSummary.model_fields)),
+                    "error_type": job.error.type if job.error is not None else None,
+                }
+            )
+            for job in jobs
         ],
         next_token=token,
     )

@@ -102,7 +102,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
         table.add_row(
             job["job_id"],
             job["name"],
-            status_text(JobStatus(job["status"])),
+            status_text(JobStatus(job["status"]), job.get("error_type")),
             _when(job["created_at"]),
             _when(job["updated_at"]),
         )

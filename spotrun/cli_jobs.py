@@ -2,7 +2,8 @@
 :mod:`spotrun.cli_schedules`).
 
 Tables and progress for people; ``--json`` prints the API's answer (one object) for scripts. Exit codes: 0 ok,
-1 refused by the API or invalid locally (message on stderr), 2 usage.
+1 refused by the API or invalid locally (message on stderr), 2 usage; ``submit --wait``: 0 succeeded, 3 stopped
+at budget.max_usd, 4 stopped at max_runtime_minutes, 1 any other end.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from spotrun.cli_local import fail
 from spotrun.cli_schedules import schedule_app
 from spotrun.client import DEFAULT_STACK, SpotrunClient
 from spotrun.job import JobStatus, utc_now
+from spotrun.limits import exit_code
 from spotrun.local.control_state import DEFAULT_WORKDIR
 from spotrun.summary import final_summary, status_text
 
@@ -65,8 +67,9 @@ def _show_ended(view: dict[str, Any], as_json: bool) -> None:
         emit_json(view)
     else:
         console().print(final_summary(as_job(view), utc_now()))
-    if view["status"] != JobStatus.SUCCEEDED.value:
-        raise typer.Exit(code=1)
+    code = exit_code(view["status"], (view.get("error") or {}).get("type"))
+    if code:
+        raise typer.Exit(code=code)
 
 
 def register(app: typer.Typer) -> None:
@@ -92,7 +95,10 @@ def submit(
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
     as_json: JsonOpt = False,
 ) -> None:
-    """Validate a manifest locally, then submit it; --wait follows the job to its end (exit 1 unless it succeeded)."""
+    """Validate a manifest locally, then submit it; --wait follows the job to its end.
+
+    Exit codes with --wait: 0 succeeded, 3 stopped at budget.max_usd, 4 at max_runtime_minutes, 1 otherwise.
+    """
     manifest = read_manifest(file)
     with api_client(target, workdir, stack, region) as client:
         accepted = client.submit(manifest, idempotency_key)

@@ -63,6 +63,12 @@ class BudgetExceeded(SpotrunError):
     error_name = "Budget.Exceeded"
 
 
+class MaxRuntimeExceeded(SpotrunError):
+    """The job has trained for its ``max_runtime_minutes``, counted over all its attempts."""
+
+    error_name = "Training.MaxRuntimeExceeded"
+
+
 class JobNotFound(SpotrunError):
     """No job has that id."""
 

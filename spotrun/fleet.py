@@ -11,6 +11,7 @@ from spotrun.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
 from spotrun.errors import CapacityExhausted, CapacityUnavailable, InstanceBootTimeout, InstanceLost
 from spotrun.fleet_api import LaunchedInstance, build_fleet_request, parse_fleet_response
 from spotrun.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, Lifecycle, transition
+from spotrun.limits import next_attempt_refusal
 from spotrun.manifest import JobManifest
 from spotrun.ports import Compute
 from spotrun.pricing import attempt_price
@@ -176,6 +177,9 @@ def acquire_instance(
     existing = _open_attempt(job)
     if existing is not None:
         return existing
+    refusal = next_attempt_refusal(job, interruptions=job.interruptions, now=now)
+    if refusal is not None:  # budget or training time used up: Budget.Exceeded / Training.MaxRuntimeExceeded
+        raise refusal
     job = update_job(store, job_id, lambda current: transition(current, JobStatus.ACQUIRING, now))
     attempt = _adopt_standby(job, compute)
     if attempt is None:
@@ -242,6 +246,8 @@ def launch_standby(
     current = None if job is None else _open_attempt(job)
     if job is None or current is None or job.standby is not None or job.status.is_terminal:
         return None
+    if next_attempt_refusal(job, interruptions=job.interruptions + 1, now=now) is not None:
+        return None  # the job could not use it: its budget or training time would not pay for it
     try:
         standby = launch_instance(
             job,

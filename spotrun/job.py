@@ -146,6 +146,15 @@ class JobError(_Record):
     details: list[str] = Field(default_factory=list)
 
 
+class LimitsReport(_Record):
+    """What a job used of its limits, counted over all its attempts (recorded when it ends)."""
+
+    max_usd: float | None = Field(description="The manifest's budget.max_usd; None: no budget.")
+    spent_usd: float = Field(description="What its instances cost, USD (the standby included).")
+    max_runtime_seconds: float = Field(description="The manifest's max_runtime_minutes, in seconds.")
+    training_seconds: float = Field(description="Real seconds spent training, over all attempts.")
+
+
 class Job(_Record):
     """Everything spotrun knows about one job. Stored as one document; ``version`` guards concurrent writes."""
 
@@ -161,6 +170,7 @@ class Job(_Record):
     attempts: list[Attempt] = Field(default_factory=list)
     archive: list[ArchivedObject] = Field(default_factory=list)
     cost: CostReport | None = None
+    limits: LimitsReport | None = None
     model_sha256: str | None = None
     error: JobError | None = None
     waiting_for_capacity_since: datetime | None = None

@@ -200,9 +200,21 @@ class TrainingSpec(_Strict):
     )
     checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy())
     max_runtime_minutes: int = Field(
-        24 * 60, ge=1, le=14 * 24 * 60, description="Hard limit on training time."
+        24 * 60,
+        ge=1,
+        le=14 * 24 * 60,
+        description="Hard limit on training time over all attempts together (like SageMaker's "
+        "MaxRuntimeInSeconds): then the command gets the checkpoint signal, its checkpoint is committed and the "
+        "job ends with Training.MaxRuntimeExceeded.",
     )
     restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
+    resume_from: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9][a-z0-9\-]{0,60}$",
+        description="Id of an earlier job (one stopped at its budget or max_runtime_minutes, say): this job "
+        "starts from that job's latest committed checkpoint until it commits its own; staging fails if there "
+        "is none.",
+    )
 
     @field_validator("command")
     @classmethod
@@ -254,7 +266,13 @@ class ArchiveSpec(_Strict):
 class Budget(_Strict):
     """Spending limits."""
 
-    max_usd: float | None = Field(None, gt=0, description="The job stops when its cost would pass this, USD.")
+    max_usd: float | None = Field(
+        None,
+        gt=0,
+        description="The job stops when its cost would pass this, USD: its instances' cost over all attempts, at "
+        "the price paid, billed per second with EC2's 60 s minimum. Before the limit it checkpoints, releases its "
+        "instances and ends with Budget.Exceeded; refused at submission if it cannot pay one boot.",
+    )
 
 
 class Schedule(_Strict):

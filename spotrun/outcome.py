@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from spotrun.agent.command import FailureCause
 from spotrun.job import Job, JobError, JobStatus, transition
+from spotrun.limits import limit_details, limits_report
 from spotrun.pricing import job_cost
 from spotrun.store import JobStore, update_job
 
@@ -46,16 +47,26 @@ def finalize_job(
     """Put the job in its final status, with its cost and, on failure, the error.
 
     A job that is already final (for instance cancelled meanwhile) keeps its status; only its cost is updated.
+    What it used of its budget and runtime allowance is recorded in ``limits``; a job that ended at one of
+    them says so in its error's details.
     """
 
     def finish(current: Job) -> Job:
         cost = job_cost(current.billed_instances(), now=now)
+        limits = limits_report(current, now) if current.manifest is not None else None
         if current.status.is_terminal:
-            return current.model_copy(update={"cost": cost})
+            return current.model_copy(update={"cost": cost, "limits": limits})
         if outcome == "SUCCEEDED":
-            return transition(current, JobStatus.SUCCEEDED, now).model_copy(update={"cost": cost})
+            succeeded = transition(current, JobStatus.SUCCEEDED, now)
+            return succeeded.model_copy(update={"cost": cost, "limits": limits})
         job_error = error_from_workflow(error)
         failed = transition(current, JobStatus.FAILED, now, detail=f"{job_error.type}: {job_error.message}")
-        return failed.model_copy(update={"cost": cost, "error": job_error})
+        failed = failed.model_copy(update={"cost": cost, "error": job_error, "limits": limits})
+        if limits is not None:
+            details = limit_details(failed, limits)
+            failed = failed.model_copy(
+                update={"error": job_error.model_copy(update={"details": [*job_error.details, *details]})}
+            )
+        return failed
 
     return update_job(store, job_id, finish)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from spotrun.agent.command import AgentCommand, StageResult, WorkflowStep
-from spotrun.errors import InstanceLost
+from spotrun.errors import BudgetExceeded, InstanceLost
 from spotrun.fleet import manifest_of
 from spotrun.job import Job, JobStatus, transition
 from spotrun.layout import agent_command_key
+from spotrun.limits import budget_stop_at, train_limits
 from spotrun.ports import Commands, Objects
 from spotrun.store import JobStore, update_job
 from spotrun.timing import WorkflowTiming
@@ -57,11 +58,22 @@ def dispatch_agent_step(
     -------
     str
         The SSM command id.
+
+    Raises
+    ------
+    BudgetExceeded, MaxRuntimeExceeded
+        When the job's budget or training time is used up before the step could start.
     """
     job = store.get(job_id)
     attempt = None if job is None else job.current_attempt
     if job is None or attempt is None or attempt.ended_at is not None:
         raise InstanceLost(f"job {job_id} has no instance to run {step} on")
+    margin = timing.budget_margin_seconds
+    limits = train_limits(job, attempt, margin_seconds=margin, now=now) if step == "train" else None
+    if step == "stage":
+        stop_at = budget_stop_at(job, attempt, margin_seconds=margin, now=now)
+        if stop_at is not None and stop_at <= now:
+            raise BudgetExceeded(f"job {job_id} would pass its budget.max_usd before staging could start")
 
     def record(current: Job) -> Job:
         moved = transition(current, _STEP_STATUS[step], now, detail=attempt.instance_id)
@@ -84,6 +96,9 @@ def dispatch_agent_step(
         manifest=manifest_of(job),
         heartbeat_seconds=timing.agent_heartbeat_seconds,
         poll_seconds=timing.agent_poll_seconds,
+        max_runtime_seconds=limits.max_runtime_seconds if limits else None,
+        stop_at=limits.stop_at if limits else None,
+        stop_grace_seconds=timing.limit_grace_seconds,
     )
     return send_agent_command(
         command, attempt.instance_id, objects=objects, commands=commands, document_name=document_name

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from spotrun.capacity import candidate_types
 from spotrun.errors import ManifestInvalid, RequestRejected
 from spotrun.job import JobError, ManifestSource, job_id_for, new_job, rejected_job
+from spotrun.limits import admission_problems as budget_admission_problems
 from spotrun.manifest import JobManifest
 from spotrun.manifest_io import ManifestError, parse_manifest_text
 from spotrun.ports import Objects, Workflows
@@ -61,6 +62,7 @@ def admission_problems(manifest: JobManifest) -> list[str]:
         problems.append(f"resources: {exc}")
     if manifest.resources.nodes > 1:
         problems.append("resources.nodes: multi-node jobs are not supported by this version of spotrun yet")
+    problems += budget_admission_problems(manifest)
     return problems
 
 

@@ -22,9 +22,10 @@ _STATUS_STYLE = {
 }
 
 
-def status_text(status: JobStatus) -> Text:
-    """The status, coloured by how it went."""
-    return Text(status.value, style=_STATUS_STYLE.get(status, "cyan"))
+def status_text(status: JobStatus, error_type: str | None = None) -> Text:
+    """The status, coloured by how it went; ``FAILED (Budget.Exceeded)`` when the error type is given."""
+    label = f"{status.value} ({error_type})" if error_type and status is JobStatus.FAILED else status.value
+    return Text(label, style=_STATUS_STYLE.get(status, "cyan"))
 
 
 def timeline_table(job: Job, now: datetime) -> Table:
@@ -176,6 +177,20 @@ def cost_lines(cost: CostReport) -> list[str]:
     return lines
 
 
+def limits_text(job: Job) -> Text:
+    """``limits: spent $0.0035 of budget $0.0040; trained 52 s of 30 min`` (what the job used of its limits)."""
+    assert job.limits is not None
+    used = job.limits
+    budget = (
+        f"spent ${used.spent_usd:.4f} of budget ${used.max_usd:g}"
+        if used.max_usd is not None
+        else "no budget"
+    )
+    runtime = f"trained {used.training_seconds:.0f} s of {used.max_runtime_seconds / 60:g} min"
+    hit = job.error is not None and job.error.type in {"Budget.Exceeded", "Training.MaxRuntimeExceeded"}
+    return Text(f"limits: {budget}; {runtime}", style="bold red" if hit else "bold")
+
+
 def final_summary(job: Job, now: datetime) -> Group:
     """Everything a user wants to see when a job has ended."""
     parts: list[Any] = [timeline_table(job, now)]
@@ -187,6 +202,8 @@ def final_summary(job: Job, now: datetime) -> Group:
     if job.cost is not None:
         lines = cost_lines(job.cost) + ([price_sources_line(job)] if job.billed_instances() else [])
         parts.append(Text("\n".join(lines), style="bold"))
+    if job.limits is not None:
+        parts.append(limits_text(job))
     if job.archive:
         archive = Table(title="archived model", title_justify="left")
         archive.add_column("object")
@@ -205,7 +222,7 @@ def final_summary(job: Job, now: datetime) -> Group:
         if job.error.log_tail:
             lines += ["--- log tail ---", job.error.log_tail.rstrip()]
         parts.append(Text("\n".join(lines), style="red"))
-    parts.append(Text.assemble("status: ", status_text(job.status)))
+    parts.append(Text.assemble("status: ", status_text(job.status, job.error.type if job.error else None)))
     return Group(*parts)
 
 

@@ -24,6 +24,10 @@ class WorkflowTiming(BaseModel):
     agent_poll_seconds: float  # how often the agent polls IMDS and the checkpoint directory
     stage_timeout_seconds: int
     train_timeout_seconds: int
+    # How long before the budget runs out the train step stops, to save, upload and commit its checkpoint and
+    # release the instance; and how much of it the command gets to save and exit after the checkpoint signal.
+    budget_margin_seconds: float = 120.0
+    limit_grace_seconds: float = 60.0
 
 
 def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
@@ -42,6 +46,9 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
         The values put in the execution input and in each agent command.
     """
     heartbeat = max(3, round(300 * time_scale))
+    # The margin is what a spot warning leaves (two minutes), scaled like it; at least 10 s in the emulator,
+    # where the upload and the release, which are not scaled, run on a loaded laptop.
+    budget_margin = 120.0 if time_scale >= 1 else max(10.0, 120.0 * time_scale)
     return WorkflowTiming(
         boot_poll_seconds=max(1, round(15 * time_scale)),
         boot_timeout_seconds=900 * time_scale,
@@ -52,6 +59,10 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
         agent_heartbeat_seconds=heartbeat / 5,
         agent_poll_seconds=max(0.2, 5 * time_scale),
         stage_timeout_seconds=4 * 3600,
-        # The agent enforces max_runtime itself; the workflow's limit is a backstop with a margin for uploads.
+        # The agent enforces max_runtime itself (what is left of it over all attempts, in real seconds); the
+        # workflow's limit is a backstop for one attempt, with a margin for uploads. A backstop that fires is
+        # taken as a lost instance, and acquire then refuses a new attempt once the allowance is used up.
         train_timeout_seconds=manifest.training.max_runtime_minutes * 60 + 1800,
+        budget_margin_seconds=budget_margin,
+        limit_grace_seconds=budget_margin * 0.6,
     )

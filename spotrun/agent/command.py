@@ -13,6 +13,7 @@ notice itself is answered to nobody, and its ``task_token`` may be empty.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,6 +29,9 @@ NOTICE_STEP = "notice"
 STAGING_FAILED = "Staging.Failed"
 TRAINING_FAILED = "Training.Failed"
 SPOT_INTERRUPTED = "Spot.Interrupted"
+# The step's limits ran out: the checkpoint was committed as on a warning, and the job ends (no relaunch).
+BUDGET_EXCEEDED = "Budget.Exceeded"
+MAX_RUNTIME_EXCEEDED = "Training.MaxRuntimeExceeded"
 
 
 class AgentCommand(BaseModel):
@@ -49,8 +53,21 @@ class AgentCommand(BaseModel):
     max_runtime_seconds: float | None = Field(
         None,
         gt=0,
-        description="Time limit of the train step; overrides manifest.training.max_runtime_minutes when set "
-        "(the emulator passes the time-scaled value).",
+        description="Training time this attempt may still use: what is left of manifest.training."
+        "max_runtime_minutes after the job's earlier attempts (the control plane computes it). Real seconds, "
+        "never time-scaled. Unset: the whole max_runtime_minutes.",
+    )
+    stop_at: datetime | None = Field(
+        None,
+        description="When the job's budget.max_usd runs out at this attempt's price, less a margin for the "
+        "checkpoint upload: the agent then stops the command as on an interruption notice, commits its "
+        "checkpoint and reports Budget.Exceeded. Unset: no budget.",
+    )
+    stop_grace_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="How long the command gets to save and exit after the checkpoint signal when stop_at or "
+        "max_runtime_seconds runs out.",
     )
 
 

@@ -9,7 +9,7 @@ from spotrun import layout
 from spotrun.agent.command import AgentCommand, StageResult
 from spotrun.agent.context import StepContext, StepReport
 from spotrun.checkpoints import RestoredCheckpoint, download_checkpoint, latest_committed
-from spotrun.staging import StageItem, plan_input, stage
+from spotrun.staging import StageItem, StagingError, plan_input, stage
 
 logger = logging.getLogger(__name__)
 
@@ -54,12 +54,29 @@ def restore_checkpoint(
 ) -> RestoredCheckpoint | None:
     """Put the job's latest committed checkpoint into the checkpoint directory, unless it is already there.
 
+    A job with none of its own, whose manifest names ``training.resume_from``, starts from that job's.
+
     Returns
     -------
     RestoredCheckpoint or None
         What was restored (``files == 0`` when a local copy already held that step), or None without one.
+
+    Raises
+    ------
+    StagingError
+        When ``training.resume_from`` names a job without a committed checkpoint.
     """
+    source_job = command.job_id
     latest = latest_committed(ctx.s3, command.jobs_bucket, command.job_id)
+    resume_from = command.manifest.training.resume_from
+    if latest is None and resume_from is not None:
+        latest = latest_committed(ctx.s3, command.jobs_bucket, resume_from)
+        if latest is None:
+            raise StagingError(
+                f"training.resume_from: job {resume_from!r} has no committed checkpoint in "
+                f"s3://{command.jobs_bucket}/{layout.checkpoints_prefix(resume_from)}"
+            )
+        source_job = resume_from
     if latest is None:
         return None
     local = layout.local_checkpoints(job_layout.checkpoint_dir)
@@ -69,7 +86,7 @@ def restore_checkpoint(
     return download_checkpoint(
         ctx.s3,
         command.jobs_bucket,
-        command.job_id,
+        source_job,
         latest.step,
         job_layout.checkpoint_dir,
         max_workers=ctx.workers,

@@ -1,4 +1,4 @@
-"""Runs the training command and watches it: restarts, time limit, interruption notices, abandonment.
+"""Runs the training command and watches it: restarts, time and budget limits, interruption notices, abandonment.
 
 The supervisor owns only the child process. What runs beside it (heartbeats, checkpoint uploads, IMDS polling)
 are threads started by :mod:`spotrun.agent.train`; the supervisor learns about them through two callables it
@@ -22,7 +22,7 @@ from spotrun.agent.notices import Notice
 
 logger = logging.getLogger(__name__)
 
-OutcomeKind = Literal["completed", "failed", "timed_out", "interrupted", "abandoned"]
+OutcomeKind = Literal["completed", "failed", "timed_out", "budget_exceeded", "interrupted", "abandoned"]
 
 KILL_GRACE_SECONDS = 10.0
 # Without a known termination time (the agent itself was told to stop), the child gets this long to save.
@@ -93,9 +93,10 @@ class TrainingSupervisor:
     restarts
         Runs after the first one when the command exits non-zero.
     max_runtime_seconds
-        For all runs together; then the process group is killed.
+        For all runs together; then the command gets the checkpoint signal and ``stop_grace_seconds`` to save
+        and exit, as on an interruption notice.
     checkpoint_signal
-        Sent to the process group on an interruption notice.
+        Sent to the process group on an interruption notice or when a limit runs out.
     interruption
         Returns the interruption notice once there is one.
     abandoned
@@ -103,7 +104,12 @@ class TrainingSupervisor:
     tick_seconds
         How often those two are checked while the child runs.
     kill_grace_seconds
-        Between SIGTERM and SIGKILL when the group is stopped for a time limit or abandonment.
+        Between SIGTERM and SIGKILL when the group is stopped for abandonment.
+    budget_seconds
+        Seconds from the start until the job's budget runs out (None: no budget); then the command is stopped
+        like at ``max_runtime_seconds``, and the outcome is ``budget_exceeded``.
+    stop_grace_seconds
+        How long the command may take to save and exit after the checkpoint signal when a limit runs out.
     """
 
     def __init__(
@@ -120,6 +126,8 @@ class TrainingSupervisor:
         abandoned: Callable[[], bool] = lambda: False,
         tick_seconds: float = 0.2,
         kill_grace_seconds: float = KILL_GRACE_SECONDS,
+        budget_seconds: float | None = None,
+        stop_grace_seconds: float = DEFAULT_INTERRUPTION_GRACE_SECONDS,
     ):
         self.argv = list(argv)
         self.cwd = cwd
@@ -132,11 +140,14 @@ class TrainingSupervisor:
         self.abandoned = abandoned
         self.tick_seconds = tick_seconds
         self.kill_grace_seconds = kill_grace_seconds
+        self.budget_seconds = budget_seconds
+        self.stop_grace_seconds = stop_grace_seconds
 
     def run(self) -> TrainOutcome:
         """Run the command until it succeeds, fails for good, runs out of time, or is interrupted."""
         started = time.monotonic()
         deadline = started + self.max_runtime_seconds
+        budget_deadline = None if self.budget_seconds is None else started + self.budget_seconds
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             run = 0
@@ -158,7 +169,7 @@ class TrainingSupervisor:
                     self._note(log, f"cannot start the command: {exc}")
                     code: int | None = COMMAND_NOT_FOUND
                 else:
-                    stopped = self._watch(child, deadline, log)
+                    stopped = self._watch(child, deadline, budget_deadline, log)
                     # Whatever it left behind (data loader workers, say) must not hold the GPU any longer.
                     _signal_group(child.pid, signal.SIGKILL)
                     if stopped is not None:
@@ -184,7 +195,7 @@ class TrainingSupervisor:
                 )
 
     def _watch(
-        self, child: subprocess.Popen[bytes], deadline: float, log: IO[bytes]
+        self, child: subprocess.Popen[bytes], deadline: float, budget_deadline: float | None, log: IO[bytes]
     ) -> tuple[OutcomeKind, str, Notice | None] | None:
         """Wait for the child; return None when it exited by itself, else why it was stopped."""
         while True:
@@ -202,12 +213,31 @@ class TrainingSupervisor:
                 self._note(log, "the workflow no longer waits for this task; stopping the command")
                 self._terminate(child)
                 return "abandoned", "the workflow abandoned the task", None
+            if budget_deadline is not None and time.monotonic() >= budget_deadline:
+                message = "the job's budget.max_usd would be passed: the command was stopped to checkpoint"
+                self._stop_for_limit(child, message, log)
+                return "budget_exceeded", message, None
             if time.monotonic() >= deadline:
                 minutes = self.max_runtime_seconds / 60
-                message = f"the command exceeded max_runtime_minutes ({minutes:g} min) and was killed"
-                self._note(log, message)
-                self._terminate(child)
+                message = (
+                    f"the job used up its max_runtime_minutes (this attempt's {minutes:g} min remaining): "
+                    "the command was stopped to checkpoint"
+                )
+                self._stop_for_limit(child, message, log)
                 return "timed_out", message, None
+
+    def _stop_for_limit(self, child: subprocess.Popen[bytes], message: str, log: IO[bytes]) -> None:
+        # A limit is not an error of the script: it gets the checkpoint signal, as on a warning, so the work
+        # done so far is committed and a resumed job continues from it.
+        grace = self.stop_grace_seconds
+        self._note(log, f"{message}; sending {self.checkpoint_signal.name}, waiting up to {grace:.0f} s")
+        _signal_group(child.pid, self.checkpoint_signal)
+        try:
+            child.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self._note(log, "the command did not exit in time after the checkpoint signal; killing it")
+            _signal_group(child.pid, signal.SIGKILL)
+            child.wait()
 
     def _stop_for_interruption(self, child: subprocess.Popen[bytes], notice: Notice, log: IO[bytes]) -> None:
         grace = interruption_grace(notice)

@@ -6,9 +6,12 @@ import contextlib
 import logging
 import signal
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 from spotrun import layout
 from spotrun.agent.command import (
+    BUDGET_EXCEEDED,
+    MAX_RUNTIME_EXCEEDED,
     SPOT_INTERRUPTED,
     TRAINING_FAILED,
     AgentCommand,
@@ -38,10 +41,18 @@ logger = logging.getLogger(__name__)
 
 
 def max_runtime_seconds(command: AgentCommand) -> float:
-    """The time limit of the step: the command's override, else the manifest's ``max_runtime_minutes``."""
+    """The time limit of the step: what the control plane left of the job's allowance, else all of it."""
     if command.max_runtime_seconds is not None:
         return command.max_runtime_seconds
     return command.manifest.training.max_runtime_minutes * 60.0
+
+
+def budget_seconds(command: AgentCommand, now: datetime | None = None) -> float | None:
+    """Seconds from ``now`` until the command's ``stop_at`` (at least 0), or None when the job has no budget."""
+    if command.stop_at is None:
+        return None
+    now = now or datetime.now(UTC)
+    return max(0.0, (command.stop_at - now).total_seconds())
 
 
 def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
@@ -63,7 +74,8 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     Returns
     -------
     StepReport
-        TrainResult on success; ``Training.Failed`` or ``Spot.Interrupted``; nothing when abandoned.
+        TrainResult on success; ``Training.Failed``, ``Spot.Interrupted``, ``Budget.Exceeded`` (``stop_at``
+        passed) or ``Training.MaxRuntimeExceeded``; nothing when abandoned.
     """
     manifest = command.manifest
     job_layout = layout.NvmeLayout(ctx.nvme_root, command.job_id)
@@ -93,6 +105,8 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         interruption=ctx.watcher.interruption,
         abandoned=ctx.abandoned.is_set,
         tick_seconds=min(0.2, command.poll_seconds),
+        budget_seconds=budget_seconds(command),
+        stop_grace_seconds=command.stop_grace_seconds,
     )
     sync_ticker = Ticker(command.poll_seconds, syncer.sync_quietly, "checkpoint-sync", immediately=False)
     progress_ticker = Ticker(command.poll_seconds, progress.publish_quietly, "progress", immediately=False)
@@ -128,7 +142,13 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     )
     if outcome.kind == "interrupted":
         return _interrupted(outcome, cause, syncer.last_committed)
+    if outcome.kind in _LIMIT_ERRORS:
+        return _stopped_at_limit(_LIMIT_ERRORS[outcome.kind], outcome, cause, syncer.last_committed)
     return StepReport.failed(TRAINING_FAILED, cause)
+
+
+# Outcomes of a limit running out, and the error each reports: the job ends there, its checkpoint kept.
+_LIMIT_ERRORS = {"budget_exceeded": BUDGET_EXCEEDED, "timed_out": MAX_RUNTIME_EXCEEDED}
 
 
 @contextlib.contextmanager
@@ -200,3 +220,15 @@ def _interrupted(
         "checkpoint_step": committed.step if committed else None,
     }
     return StepReport.failed(SPOT_INTERRUPTED, cause.model_copy(update=update))
+
+
+def _stopped_at_limit(
+    error: str, outcome: TrainOutcome, cause: FailureCause, committed: CommittedCheckpoint | None
+) -> StepReport:
+    saved = f"checkpoint step {committed.step} committed" if committed else "no checkpoint committed"
+    update = {
+        "message": f"{outcome.message}; {saved}",
+        "checkpoint": committed.prefix if committed else None,
+        "checkpoint_step": committed.step if committed else None,
+    }
+    return StepReport.failed(error, cause.model_copy(update=update))

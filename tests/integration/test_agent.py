@@ -432,8 +432,8 @@ def test_a_failing_command_is_restarted_then_reported_with_its_exit_code_and_log
     assert object_bytes(s3, cause.log_key).decode().splitlines().count("boom") == 2
 
 
-def test_a_command_over_its_time_limit_is_killed_and_reported(s3, tmp_path):
-    # Given a command that would sleep for a minute, and a half-second limit
+def test_a_command_over_its_time_limit_is_stopped_and_reported_as_max_runtime_exceeded(s3, tmp_path):
+    # Given a command that ignores signals' meaning and would sleep for a minute, and a half-second limit
     document = manifest(command=[sys.executable, "-c", "import time; time.sleep(60)"])
     del document["training"]["code"]
     document["data"]["inputs"] = []
@@ -441,13 +441,14 @@ def test_a_command_over_its_time_limit_is_killed_and_reported(s3, tmp_path):
     started = time.monotonic()
 
     # When
-    execute(command("train", document, max_runtime_seconds=0.5), ctx)
+    execute(command("train", document, max_runtime_seconds=0.5, stop_grace_seconds=2.0), ctx)
 
-    # Then
+    # Then it was stopped within the grace and the job is told its allowance is used up
     error, cause = failure_of(ctx)
     assert time.monotonic() - started < 10
-    assert error == "Training.Failed"
+    assert error == "Training.MaxRuntimeExceeded"
     assert "max_runtime_minutes" in cause.message
+    assert cause.checkpoint is None
 
 
 def test_a_command_that_exits_0_without_its_model_fails(s3, tmp_path):
