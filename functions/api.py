@@ -118,6 +118,7 @@ def submit(
             workflows=StepFunctionsWorkflows(settings.region),
             state_machine_arn=settings.state_machine_arn,
             time_scale=settings.time_scale,
+            archive_buckets=settings.allowed_archive_buckets,
             now=utc_now(),
         )
         metrics.add_metric(name=f"Jobs{outcome.outcome.capitalize()}", unit=MetricUnit.Count, value=1)
@@ -233,7 +234,7 @@ def restore(
     settings = Settings.from_env()
     job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
     report = start_restore(
-        job, objects=S3Objects(settings.region), archive_bucket=settings.archive_bucket, days=days
+        job, objects=S3Objects(settings.region), archive_buckets=settings.allowed_archive_buckets, days=days
     )
     return Response(202, content_types.APPLICATION_JSON, report)
 
@@ -246,7 +247,9 @@ def restore(
 def restore_report(job_id: JOB_ID) -> RestoreReport:
     settings = Settings.from_env()
     job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
-    return restore_status(job, objects=S3Objects(settings.region), archive_bucket=settings.archive_bucket)
+    return restore_status(
+        job, objects=S3Objects(settings.region), archive_buckets=settings.allowed_archive_buckets
+    )
 
 
 # ----------------------------------------------------------------------------------------------- errors

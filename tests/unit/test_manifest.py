@@ -24,7 +24,7 @@ resources:
   gpus_per_node: 8
   gpu_memory_gib: 80
   gpu_names: [a100, h100]
-  nodes: 2
+  nodes: 1
 capacity:
   spot: true
   max_price_per_hour: 40.5
@@ -139,7 +139,7 @@ def test_full_manifest_from_yaml_keeps_every_value() -> None:
     assert manifest.resources.gpus_per_node == 8
     assert manifest.resources.gpu_memory_gib == 80
     assert manifest.resources.gpu_names == ["a100", "h100"]
-    assert manifest.resources.nodes == 2
+    assert manifest.resources.nodes == 1
     assert manifest.capacity.max_price_per_hour == 40.5
     assert manifest.capacity.on_demand_fallback is True
     assert manifest.capacity.fallback_after_interruptions == 2
