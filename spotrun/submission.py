@@ -282,8 +282,8 @@ def _reject(
     name = PurePosixPath(source.key).stem
     job_id = job_id_for(name, source)
     # The record and the report stay far below DynamoDB's 400 KB item limit whatever the manifest held.
-    count = count if count is not None else len(errors)
-    errors = bound_errors(errors)
+    if count is None:  # raw problems; a ManifestError's come bounded already, with their count
+        count, errors = len(errors), bound_errors(errors)
     error = JobError(type="Manifest.Invalid", message=f"{count} problem(s) in the manifest", details=errors)
     store.create(rejected_job(job_id, name, source, error, now))
     report_key = rejection_report_key(source.key)
