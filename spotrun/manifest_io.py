@@ -18,6 +18,7 @@ __all__ = ["MAX_MANIFEST_BYTES", "ManifestError", "bound_errors", "parse_manifes
 # What a refusal keeps: enough to act on, and a record far below DynamoDB's 400 KB item limit whatever the input.
 MAX_ERRORS = 50
 MAX_ERROR_CHARS = 300
+MAX_LOCATION_CHARS = 120
 
 
 def bound_errors(errors: list[str]) -> list[str]:
@@ -56,7 +57,9 @@ def _location(loc: tuple[int | str, ...]) -> str:
             parts.append(f"[{part}]")
         else:
             parts.append(("." if parts else "") + str(part))
-    return "".join(parts) or "(manifest)"
+    where = "".join(parts) or "(manifest)"
+    # A key may be any text: keep the location short enough that the problem itself is never cut away.
+    return where if len(where) <= MAX_LOCATION_CHARS else where[: MAX_LOCATION_CHARS - 3] + "..."
 
 
 def describe_validation_error(error: ValidationError) -> list[str]:

@@ -73,10 +73,11 @@ class _BoundedLoader(yaml.SafeLoader):
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep=deep)
-        except (ValueError, OverflowError, TypeError) as exc:
-            if isinstance(exc, UnreadableManifest):
-                raise
-            # e.g. "2026-02-31" (day is out of range for month) or an integer past Python's digit limit.
+        except (yaml.YAMLError, UnreadableManifest):
+            raise
+        except Exception as exc:  # noqa: BLE001 - PyYAML's constructors raise ValueError, TypeError, ...
+            # e.g. "2026-02-31" (day is out of range for month), an integer past Python's digit limit, or
+            # "!!timestamp nope" (AttributeError): a value that cannot be built is the manifest's problem.
             raise UnreadableManifest(
                 f"(manifest): the value {str(node.value)[:40]!r}{_where(node.start_mark)} cannot be read: {exc}"
             ) from None
@@ -213,7 +214,10 @@ def load_document(text: str | bytes) -> Any:
     if is_json:
         _check_plain(document)
         return document
-    loader = _BoundedLoader(text)
+    try:
+        loader = _BoundedLoader(text)  # the reader decodes and checks the first characters already
+    except yaml.YAMLError as exc:
+        raise UnreadableManifest(f"(manifest): not valid YAML or JSON: {exc}") from None
     try:
         try:
             node = loader.get_single_node()
@@ -226,6 +230,6 @@ def load_document(text: str | bytes) -> Any:
             problem = getattr(exc, "problem", None) or exc
             raise UnreadableManifest(f"(manifest): not valid YAML or JSON{_where(mark)}: {problem}") from None
         except RecursionError:
-            raise UnreadableManifest(f"(manifest): nested deeper than {MAX_DEPTH} levels") from None
+            raise UnreadableManifest("(manifest): too deeply nested to be read") from None
     finally:
         loader.dispose()
