@@ -30,13 +30,15 @@ from spotrun.aws import Ec2Compute, S3Objects, StepFunctionsWorkflows, job_store
 from spotrun.config import Settings
 from spotrun.job import JobStatus, utc_now
 from spotrun.manifest import JobManifest
+from spotrun.manifest_yaml import read_json_body
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 from spotrun.submission import api_source, manifest_sha256, submit_api_manifest
 
 logger = Logger(service=SERVICE_NAME)
 tracer = Tracer(service=SERVICE_NAME)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
-app = APIGatewayRestResolver(enable_validation=True)
+# Bodies are read within the manifest reader's bounds: hostile JSON is a 400, never a RecursionError (500).
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=read_json_body)
 
 MAX_BODY_BYTES = 256 * 1024
 EXAMPLE_JOB_ID = "tiny-regression-24d470213b76"

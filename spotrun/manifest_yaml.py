@@ -187,6 +187,35 @@ def _load_json(text: str | bytes) -> tuple[bool, Any]:
         return False, None  # not JSON (or JSON that YAML reports better): read as YAML
 
 
+def read_json_body(text: str) -> Any:
+    """``json.loads`` for the REST API's bodies, within the same bounds as :func:`load_document`.
+
+    What ``json.loads`` cannot read (nesting past its recursion limit, an integer past Python's digit limit) and
+    what the S3 path refuses (nesting past :data:`MAX_DEPTH`, an unpaired surrogate, a key given twice) is raised
+    as :class:`json.JSONDecodeError`, which the API answers as a 400 naming the problem, never a 500.
+
+    Parameters
+    ----------
+    text
+        The request's body.
+
+    Returns
+    -------
+    Any
+        The document.
+    """
+    try:
+        document = json.loads(text, object_pairs_hook=_unique_pairs)
+        _check_plain(document)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError(f"nested deeper than {MAX_DEPTH} levels", text, 0) from None
+    except ValueError as exc:  # UnreadableManifest included
+        raise json.JSONDecodeError(str(exc).removeprefix("(manifest): "), text, 0) from None
+    return document
+
+
 def load_document(text: str | bytes) -> Any:
     """Read a manifest's text (JSON, else YAML) into a plain document, within the bounds above.
 

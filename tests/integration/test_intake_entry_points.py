@@ -95,3 +95,18 @@ def test_a_key_reused_with_another_manifest_after_its_record_expired_is_a_409(de
     assert "Idempotency-Key" in other.body["message"]
     assert same.status == 202 and same.body["job_id"] == first.body["job_id"]
     assert len(executions(deployment)) == 1
+
+
+def test_hostile_json_bodies_are_a_400_naming_the_problem_not_a_500(deployment, lambda_context):
+    # Given bodies json.loads cannot read (too deep, an integer past the digit limit) or the S3 path refuses
+    head = b'{"name": "tiny", "training": {"command": ["python"]}, "tags": '
+    bodies = {
+        "nested deeper than 64 levels": head + b"[" * 5000 + b"]" * 5000 + b"}",
+        "integer string conversion": head + b'{"a": ' + b"1" * 5000 + b"}}",
+        "unpaired UTF-16 surrogate": head + b'{"a": "\\ud83d"}}',
+    }
+    for problem, body in bodies.items():
+        # When each is posted, Then it is refused as a bad body, naming its problem
+        answer = call(lambda_context, "POST", "/jobs", body)
+        assert answer.status == 400, answer.body
+        assert any(problem in line for line in answer.body["errors"]), answer.body

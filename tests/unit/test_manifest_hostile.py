@@ -199,3 +199,11 @@ def test_many_problems_are_cut_to_a_bounded_list_with_a_count():
     assert errors[-1] == f"... and {500 - MAX_ERRORS} more problem(s)"
     assert max(len(line) for line in errors) <= 300
     assert errors[0].startswith("data.inputs[0].source:")
+
+
+def test_a_json_manifest_means_what_the_rest_api_reads():
+    # Given JSON whose number YAML 1.1 would read as the text "1e-3" but JSON (and the API) as 0.001
+    text = '{"name": "tiny", "training": {"command": ["python"], "env": {"LR": 1e-3}}}'
+    # When the S3 path reads it, Then it holds what the API's json.loads gives
+    assert parse_manifest_text(text).training.env == {"LR": "0.001"}
+    assert parse_manifest_text(text) == parse_manifest_text(json.dumps(json.loads(text)))
