@@ -34,7 +34,7 @@ def handler(event: S3EventNotificationEventBridgeModel, context: LambdaContext) 
     objects = S3Objects(settings.region)
     source = ManifestSource(kind="s3", bucket=bucket, key=key, etag=event.detail.object.etag)
     # S3's event carries the object's size: a manifest past the limit is refused without being read.
-    size = event.detail.object.size or 0
+    size = int(event.detail.object.size or 0)
     outcome = submit_s3_manifest(
         source=source,
         body=objects.get_bytes(bucket, key) if size <= MAX_MANIFEST_BYTES else None,

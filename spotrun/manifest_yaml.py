@@ -66,7 +66,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 raise UnreadableManifest(
                     f"(manifest): nested deeper than {MAX_DEPTH} levels{_where(self.peek_event().start_mark)}"
                 )
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
@@ -75,14 +75,14 @@ class _BoundedLoader(yaml.SafeLoader):
             return super().construct_object(node, deep=deep)
         except (yaml.YAMLError, UnreadableManifest):
             raise
-        except Exception as exc:  # noqa: BLE001 - PyYAML's constructors raise ValueError, TypeError, ...
+        except Exception as exc:
             # e.g. "2026-02-31" (day is out of range for month), an integer past Python's digit limit, or
             # "!!timestamp nope" (AttributeError): a value that cannot be built is the manifest's problem.
             raise UnreadableManifest(
                 f"(manifest): the value {str(node.value)[:40]!r}{_where(node.start_mark)} cannot be read: {exc}"
             ) from None
 
-    def construct_scalar(self, node: ScalarNode) -> Any:
+    def construct_scalar(self, node: ScalarNode | MappingNode) -> Any:
         value = super().construct_scalar(node)
         return _join_surrogates(value, node.start_mark) if isinstance(value, str) else value
 

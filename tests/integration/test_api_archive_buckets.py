@@ -76,4 +76,5 @@ def test_a_model_in_a_bucket_no_longer_granted_is_refused_by_name_not_called_rea
     answer = call(lambda_context, "GET", f"/jobs/{job_id}/restore")
     # Then it is a 409 naming the bucket and the option, never readable with an empty list
     assert answer.status == 409
-    assert TEAM in answer.body["message"] and "archive_buckets" in answer.body["message"]
+    assert TEAM in answer.body["message"]
+    assert "archive_buckets" in answer.body["message"]

@@ -38,7 +38,9 @@ def test_a_dropped_manifest_with_a_schedule_is_rejected_pointing_at_the_schedule
     assert SCHEDULE_REFUSED in job.error.details
 
 
-def test_an_object_past_the_size_limit_is_rejected_without_being_read(deployment, lambda_context, monkeypatch):
+def test_an_object_past_the_size_limit_is_rejected_without_being_read(
+    deployment, lambda_context, monkeypatch
+):
     # Given a 300 KiB object under manifests/, whose event carries its size
     key = "manifests/huge.yaml"
     body = b"name: huge\n#" + b"x" * (300 * 1024)
@@ -86,14 +88,19 @@ def test_a_key_reused_with_another_manifest_after_its_record_expired_is_a_409(de
         dynamodb.delete_item(TableName=deployment.idempotency_table, Key={"id": item["id"]})
     # When the same key comes with another manifest, and then with the first one again
     other = call(
-        lambda_context, "POST", "/jobs", {**TINY, "tags": {"t": "x"}}, headers={"Idempotency-Key": "nightly-1"}
+        lambda_context,
+        "POST",
+        "/jobs",
+        {**TINY, "tags": {"t": "x"}},
+        headers={"Idempotency-Key": "nightly-1"},
     )
     same = call(lambda_context, "POST", "/jobs", TINY, headers={"Idempotency-Key": "nightly-1"})
     # Then the other manifest is a 409 and starts nothing; the first is still the same job
     assert first.status == 202
     assert other.status == 409
     assert "Idempotency-Key" in other.body["message"]
-    assert same.status == 202 and same.body["job_id"] == first.body["job_id"]
+    assert same.status == 202
+    assert same.body["job_id"] == first.body["job_id"]
     assert len(executions(deployment)) == 1
 
 

@@ -67,5 +67,8 @@ def test_every_dropped_object_is_started_or_rejected_beside_itself(deployment, l
     if result["outcome"] == "started":
         return
     assert result["outcome"] in {"rejected", "duplicate"}
-    report = json.loads(s3.get_object(Bucket=deployment.jobs_bucket, Key=key + ".rejected.json")["Body"].read())
-    assert report["errors"] and all(": " in line for line in report["errors"])
+    report = json.loads(
+        s3.get_object(Bucket=deployment.jobs_bucket, Key=key + ".rejected.json")["Body"].read()
+    )
+    assert report["errors"]
+    assert all(": " in line for line in report["errors"])

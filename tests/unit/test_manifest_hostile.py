@@ -164,7 +164,9 @@ def test_an_unhashable_key_is_refused_not_a_type_error():
 
 def test_escaped_characters_outside_the_bmp_are_read_from_json_and_yaml():
     # Given the same emoji escaped as a UTF-16 surrogate pair in JSON and in a YAML double-quoted string
-    as_json = '{"name": "tiny", "training": {"command": ["python", "train.py"]}, "tags": {"e": "\\ud83d\\ude00"}}'
+    as_json = (
+        '{"name": "tiny", "training": {"command": ["python", "train.py"]}, "tags": {"e": "\\ud83d\\ude00"}}'
+    )
     as_yaml = HEAD + 'tags: {e: "\\ud83d\\ude00"}\n'
     # When both are read, Then both hold the one character, as the REST API's json.loads reads it
     assert parse_manifest_text(as_json).tags == {"e": "\U0001f600"}

@@ -66,7 +66,8 @@ def test_a_dropped_manifest_with_a_schedule_is_rejected_pointing_at_the_schedule
     assert outcome.outcome == "rejected"
     assert workflows.started == {}
     assert SCHEDULE_REFUSED in report["errors"]
-    assert "POST /schedules" in SCHEDULE_REFUSED and "spotrun schedule create" in SCHEDULE_REFUSED
+    assert "POST /schedules" in SCHEDULE_REFUSED
+    assert "spotrun schedule create" in SCHEDULE_REFUSED
     assert job.status is JobStatus.REJECTED
     assert SCHEDULE_REFUSED in job.error.details
 
@@ -103,13 +104,16 @@ def test_an_archive_destination_outside_the_allowed_buckets_is_refused_naming_th
     # Then the refusal names the bucket, the allowed ones and the option; the granted bucket passes
     [line] = refused
     assert line.startswith("archive.destination:")
-    assert "'team-models'" in line and "allowed: other, spotrun-archive" in line and "archive_buckets" in line
+    assert "'team-models'" in line
+    assert "allowed: other, spotrun-archive" in line
+    assert "archive_buckets" in line
     assert allowed == []
 
 
 def test_both_entry_points_refuse_a_destination_outside_the_archive_buckets():
     outcome, report, _, workflows = drop(json.dumps(ELSEWHERE).encode())
-    assert outcome.outcome == "rejected" and workflows.started == {}
+    assert outcome.outcome == "rejected"
+    assert workflows.started == {}
     assert report["errors"][0].startswith("archive.destination:")
     with pytest.raises(RequestRejected):
         post(ELSEWHERE)
