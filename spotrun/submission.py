@@ -15,7 +15,7 @@ from spotrun.capacity import candidate_types
 from spotrun.errors import ManifestInvalid, RequestRejected
 from spotrun.job import Job, JobError, ManifestSource, job_id_for, new_job, rejected_job
 from spotrun.manifest import JobManifest, split_s3_uri
-from spotrun.manifest_io import MAX_MANIFEST_BYTES, ManifestError, bound_errors, parse_manifest_text
+from spotrun.manifest_io import MAX_MANIFEST_BYTES, ManifestError, parse_manifest_text
 from spotrun.ports import Objects, Workflows
 from spotrun.shape import MANIFEST_PREFIX, REJECTION_SUFFIX
 from spotrun.store import JobStore, update_job
@@ -281,9 +281,9 @@ def _reject(
     assert source.bucket is not None
     name = PurePosixPath(source.key).stem
     job_id = job_id_for(name, source)
-    # The record and the report stay far below DynamoDB's 400 KB item limit whatever the manifest held.
-    if count is None:  # raw problems; a ManifestError's come bounded already, with their count
-        count, errors = len(errors), bound_errors(errors)
+    # The record and the report stay far below DynamoDB's 400 KB item limit whatever the manifest held: a
+    # ManifestError's lines come bounded (with the count of all), admission problems are a few short lines.
+    count = len(errors) if count is None else count
     error = JobError(type="Manifest.Invalid", message=f"{count} problem(s) in the manifest", details=errors)
     store.create(rejected_job(job_id, name, source, error, now))
     report_key = rejection_report_key(source.key)

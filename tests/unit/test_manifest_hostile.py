@@ -209,3 +209,24 @@ def test_a_json_manifest_means_what_the_rest_api_reads():
     # When the S3 path reads it, Then it holds what the API's json.loads gives
     assert parse_manifest_text(text).training.env == {"LR": "0.001"}
     assert parse_manifest_text(text) == parse_manifest_text(json.dumps(json.loads(text)))
+
+
+def test_aliases_that_nest_past_the_depth_limit_once_expanded_are_refused():
+    # Given three anchors of 30 levels each, each nesting the previous one: no text is deeper than 31 levels,
+    # the expanded document is 90 deep
+    chain = ["&l0 " + "[" * 30 + "x" + "]" * 30]
+    for level in (1, 2):
+        chain.append(f"&l{level} " + "[" * 30 + f"*l{level - 1}" + "]" * 30)
+    text = HEAD + "tags: [" + ", ".join(chain) + "]\n"
+    # When / Then
+    [line] = refusal(text)
+    assert f"nested deeper than {MAX_DEPTH} levels once aliases are expanded" in line
+
+
+def test_a_problem_under_a_very_long_key_keeps_its_message():
+    # Given a tag whose key is 5,000 characters long and whose value is not text
+    text = json.dumps({"name": "tiny", "training": {"command": ["python"]}, "tags": {"k" * 5000: ["x"]}})
+    # When / Then the line is short, and the problem survives the cut location
+    [line] = refusal(text)
+    assert len(line) <= 300
+    assert line.endswith(": Input should be a valid string")
