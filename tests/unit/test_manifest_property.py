@@ -18,7 +18,7 @@ from tests.unit.manifest_strategies import manifest_inputs
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 BOUNDED = settings(
-    max_examples=int(__import__("os").environ.get("INTAKE_EXAMPLES", "400")),
+    max_examples=400,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -30,8 +30,6 @@ def _names_a_problem(line: str) -> bool:
     return isinstance(line, str) and bool(sep) and bool(where) and bool(what.strip())
 
 
-@BOUNDED
-@given(manifest_inputs())
 def _read(text: str | bytes) -> tuple[JobManifest | None, ManifestError | None]:
     try:
         return parse_manifest_text(text), None
@@ -39,6 +37,8 @@ def _read(text: str | bytes) -> tuple[JobManifest | None, ManifestError | None]:
         return None, exc
 
 
+@BOUNDED
+@given(manifest_inputs())
 def test_every_input_is_a_manifest_or_a_manifest_error_naming_each_problem(text):
     manifest, refusal = _read(text)
     if refusal is not None:
