@@ -65,6 +65,14 @@ def admission_problems(manifest: JobManifest, *, archive_buckets: Collection[str
         One line per problem, each naming its field; empty when the job can run.
     """
     problems = []
+    stored = len(json.dumps(manifest.model_dump(mode="json"), separators=(",", ":")).encode())
+    if stored > MAX_MANIFEST_BYTES:
+        # The job record holds the manifest: a short text can still be long as JSON (a list of thousands of
+        # one-letter arguments, aliases), and DynamoDB refuses items past 400 KB.
+        problems.append(
+            f"(manifest): {stored} bytes once written out as JSON; at most {MAX_MANIFEST_BYTES} (256 KiB) "
+            "are stored with the job"
+        )
     try:
         candidate_types(manifest.resources)
     except ManifestInvalid as exc:

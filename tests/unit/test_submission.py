@@ -175,3 +175,15 @@ def test_an_idempotency_key_reused_with_another_manifest_after_its_record_expire
     assert list(workflows.started) == [first.job_id]
     assert (again.outcome, again.job_id) == ("duplicate", first.job_id)
     assert store.get(first.job_id).source.manifest_sha256 is not None
+
+
+def test_a_short_text_that_is_too_long_as_json_is_refused_before_anything_is_stored():
+    # Given 210 KB of YAML: a flow list of 70,000 one-letter arguments (280 KB as JSON)
+    text = "name: tiny\ntraining:\n  command: [python, " + ", ".join(["a"] * 70_000) + "]\n"
+    # When it is dropped
+    outcome, report, job, workflows = drop(text.encode())
+    # Then it is rejected saying how large it is as JSON, and the record stays small
+    assert outcome.outcome == "rejected"
+    assert workflows.started == {}
+    assert "once written out as JSON; at most 262144 (256 KiB)" in report["errors"][0]
+    assert job.manifest is None
