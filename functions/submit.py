@@ -33,7 +33,9 @@ def handler(event: S3EventNotificationEventBridgeModel, context: LambdaContext) 
         return {"outcome": "ignored", "reason": f"{key} is not a manifest"}
     objects = S3Objects(settings.region)
     source = ManifestSource(kind="s3", bucket=bucket, key=key, etag=event.detail.object.etag)
-    # S3's event carries the object's size: a manifest past the limit is refused without being read.
+    # S3's event carries the object's size (detail.object.size, see
+    # https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html; moto sends it too): a manifest past
+    # the limit is refused without being read.
     size = int(event.detail.object.size or 0)
     outcome = submit_s3_manifest(
         source=source,

@@ -15,7 +15,8 @@ from spotrun.manifest_yaml import MAX_MANIFEST_BYTES, UnreadableManifest, load_d
 
 __all__ = ["MAX_MANIFEST_BYTES", "ManifestError", "bound_errors", "parse_manifest_text"]
 
-# What a refusal keeps: enough to act on, and a record far below DynamoDB's 400 KB item limit whatever the input.
+# What a refusal keeps: enough to act on, and a record far below DynamoDB's 400 KB item limit whatever the input
+# (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html; moto enforces it too).
 MAX_ERRORS = 50
 MAX_ERROR_CHARS = 300
 MAX_LOCATION_CHARS = 120

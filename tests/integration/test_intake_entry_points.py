@@ -117,3 +117,18 @@ def test_hostile_json_bodies_are_a_400_naming_the_problem_not_a_500(deployment, 
         answer = call(lambda_context, "POST", "/jobs", body)
         assert answer.status == 400, answer.body
         assert any(problem in line for line in answer.body["errors"]), answer.body
+
+
+def test_a_rejection_with_thousands_of_errors_is_stored_in_dynamodb(deployment, lambda_context):
+    # Given 9,000 inputs without a destination: 9,000 problems, about 510 KB of lines (moto, like DynamoDB,
+    # refuses an item past 400 KB)
+    key = "manifests/many.json"
+    inputs = [{"source": "s3://bkt/x/"}] * 9_000
+    etag = put(deployment, key, json.dumps({**TINY, "data": {"inputs": inputs}}).encode())
+    # When the submit function handles it
+    result = submit.handler(s3_event(deployment.jobs_bucket, key, etag), lambda_context)
+    # Then the rejection is recorded, bounded, with the count of every problem
+    job = job_store(deployment.jobs_table, deployment.region).get(result["job_id"])
+    assert result["outcome"] == "rejected"
+    assert job.error.message == "9000 problem(s) in the manifest"
+    assert job.error.details[-1] == "... and 8950 more problem(s)"
