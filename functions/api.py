@@ -30,13 +30,15 @@ from spotrun.aws import Ec2Compute, S3Objects, StepFunctionsWorkflows, job_store
 from spotrun.config import Settings
 from spotrun.job import JobStatus, utc_now
 from spotrun.manifest import JobManifest
+from spotrun.manifest_yaml import read_json_body
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 from spotrun.submission import api_source, manifest_sha256, submit_api_manifest
 
 logger = Logger(service=SERVICE_NAME)
 tracer = Tracer(service=SERVICE_NAME)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
-app = APIGatewayRestResolver(enable_validation=True)
+# Bodies are read within the manifest reader's bounds: hostile JSON is a 400, never a RecursionError (500).
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=read_json_body)
 
 MAX_BODY_BYTES = 256 * 1024
 EXAMPLE_JOB_ID = "tiny-regression-24d470213b76"
@@ -118,6 +120,7 @@ def submit(
             workflows=StepFunctionsWorkflows(settings.region),
             state_machine_arn=settings.state_machine_arn,
             time_scale=settings.time_scale,
+            archive_buckets=settings.allowed_archive_buckets,
             now=utc_now(),
         )
         metrics.add_metric(name=f"Jobs{outcome.outcome.capitalize()}", unit=MetricUnit.Count, value=1)
@@ -233,7 +236,7 @@ def restore(
     settings = Settings.from_env()
     job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
     report = start_restore(
-        job, objects=S3Objects(settings.region), archive_bucket=settings.archive_bucket, days=days
+        job, objects=S3Objects(settings.region), archive_buckets=settings.allowed_archive_buckets, days=days
     )
     return Response(202, content_types.APPLICATION_JSON, report)
 
@@ -246,7 +249,9 @@ def restore(
 def restore_report(job_id: JOB_ID) -> RestoreReport:
     settings = Settings.from_env()
     job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
-    return restore_status(job, objects=S3Objects(settings.region), archive_bucket=settings.archive_bucket)
+    return restore_status(
+        job, objects=S3Objects(settings.region), archive_buckets=settings.allowed_archive_buckets
+    )
 
 
 # ----------------------------------------------------------------------------------------------- errors

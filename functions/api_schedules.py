@@ -85,6 +85,7 @@ def create(
         schedules=_schedules(settings),
         objects=S3Objects(settings.region),
         bucket=settings.jobs_bucket,
+        archive_buckets=settings.allowed_archive_buckets,
         now=utc_now(),
     )
     return Response(201, content_types.APPLICATION_JSON, view)

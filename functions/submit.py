@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from spotrun.aws import S3Objects, StepFunctionsWorkflows, job_store
 from spotrun.config import Settings
 from spotrun.job import ManifestSource, utc_now
+from spotrun.manifest_io import MAX_MANIFEST_BYTES
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 from spotrun.submission import is_manifest_key, submit_s3_manifest
 
@@ -32,14 +33,20 @@ def handler(event: S3EventNotificationEventBridgeModel, context: LambdaContext) 
         return {"outcome": "ignored", "reason": f"{key} is not a manifest"}
     objects = S3Objects(settings.region)
     source = ManifestSource(kind="s3", bucket=bucket, key=key, etag=event.detail.object.etag)
+    # S3's event carries the object's size (detail.object.size, see
+    # https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html; moto sends it too): a manifest past
+    # the limit is refused without being read.
+    size = int(event.detail.object.size or 0)
     outcome = submit_s3_manifest(
         source=source,
-        body=objects.get_bytes(bucket, key),
+        body=objects.get_bytes(bucket, key) if size <= MAX_MANIFEST_BYTES else None,
+        size=size,
         store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
         objects=objects,
         workflows=StepFunctionsWorkflows(settings.region),
         state_machine_arn=settings.state_machine_arn,
         time_scale=settings.time_scale,
+        archive_buckets=settings.allowed_archive_buckets,
         now=utc_now(),
     )
     logger.info("manifest handled", extra={"key": key, **outcome.model_dump(exclude_none=True)})

@@ -51,6 +51,10 @@ class StackOptions:
         Days a pruned (non-current) checkpoint version is kept before it is deleted for good.
     data_buckets
         Extra buckets (names) the instances may read training inputs and code from.
+    archive_buckets
+        Extra buckets (names) a manifest's ``archive.destination`` may name. The archive function may write to
+        them and the API may read and restore from them, exactly as in the deployment's own archive bucket;
+        submission refuses a destination in any other bucket, naming the allowed ones.
     access_logs_bucket
         An existing bucket that receives S3 server access logs of both spotrun buckets.
     """
@@ -70,6 +74,7 @@ class StackOptions:
     job_data_retention_days: int = 180
     superseded_checkpoint_days: int = 7
     data_buckets: tuple[str, ...] = ()
+    archive_buckets: tuple[str, ...] = ()
     access_logs_bucket: str | None = None
 
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack, Tags
+from aws_cdk import Aws, CfnOutput, Stack, Tags
 from constructs import Construct
 
 from infra.constructs.api import RestApi
@@ -82,6 +82,7 @@ class SpotrunStack(Stack):
             "schedule_group": schedules.group_name,
             "scheduler_role_arn": schedules.role.role_arn,
             "scheduled_run_arn": schedules.target.function_arn,
+            "archive_buckets": options.archive_buckets,
         }
         # Settings fields follow the shape's logical names, as in the emulator: table "jobs" -> jobs_table.
         bucket_settings = {
@@ -110,6 +111,9 @@ class SpotrunStack(Stack):
                 bus_arns={setting: bus.event_bus_arn for setting, bus in buses.items()},
                 schedule_group=schedules.group_name,
                 scheduler_role_arn=schedules.role.role_arn,
+                archive_bucket_arns={
+                    name: f"arn:{Aws.PARTITION}:s3:::{name}" for name in options.archive_buckets
+                },
             ),
             bucket_settings,
         )

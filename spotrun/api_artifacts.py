@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -112,35 +113,57 @@ def _state(uri: str, head: dict[str, str] | None) -> ObjectRestore:
     return ObjectRestore(uri=uri, storage_class=storage_class, state="archived")
 
 
-def _archived(job: Job, archive_bucket: str) -> list[str]:
+def _archived(job: Job, archive_buckets: Collection[str]) -> list[str]:
     if not job.archive:
         raise RequestRejected(
             f"job {job.job_id} has no archived model (status {job.status.value}): nothing to restore",
             status=409,
         )
-    return [item.uri for item in job.archive if _split(item.uri)[0] == archive_bucket]
+    uris = [item.uri for item in job.archive]
+    # Submission admits only granted buckets; one dropped from the deployer's option since is named, never
+    # left out of the report (a report without it would call the model readable).
+    outside = sorted({_split(uri)[0] for uri in uris} - set(archive_buckets))
+    if outside:
+        raise RequestRejected(
+            f"job {job.job_id} is archived in {', '.join(outside)}, which this deployment may no longer "
+            f"read (archive buckets: {', '.join(sorted(archive_buckets))}); add it back to the CDK option "
+            "archive_buckets, or restore those objects with S3 directly",
+            status=409,
+        )
+    return uris
 
 
-def restore_status(job: Job, *, objects: Objects, archive_bucket: str) -> RestoreReport:
+def restore_status(job: Job, *, objects: Objects, archive_buckets: Collection[str]) -> RestoreReport:
     """Where each object of the job's archived model stands (head_object's storage class and Restore header).
+
+    Parameters
+    ----------
+    job
+        The job.
+    objects
+        The S3 port.
+    archive_buckets
+        The buckets this deployment archives to (its own and the deployer's ``archive_buckets``).
 
     Raises
     ------
     RequestRejected
-        (409) when the job has no archived model.
+        (409) when the job has no archived model, or some of it lies in a bucket not in ``archive_buckets``.
     """
-    states = [_state(uri, objects.head(*_split(uri))) for uri in _archived(job, archive_bucket)]
+    states = [_state(uri, objects.head(*_split(uri))) for uri in _archived(job, archive_buckets)]
     return RestoreReport(
         job_id=job.job_id, readable=all(s.state == "readable" for s in states), objects=states
     )
 
 
-def start_restore(job: Job, *, objects: Objects, archive_bucket: str, days: int) -> RestoreReport:
+def start_restore(
+    job: Job, *, objects: Objects, archive_buckets: Collection[str], days: int
+) -> RestoreReport:
     """Ask S3 to restore every archived object not yet readable nor being restored; report where they stand.
 
     Idempotent: objects already readable or in progress are left alone.
     """
-    for item in restore_status(job, objects=objects, archive_bucket=archive_bucket).objects:
+    for item in restore_status(job, objects=objects, archive_buckets=archive_buckets).objects:
         if item.state == "archived":
             objects.restore(*_split(item.uri), days)
-    return restore_status(job, objects=objects, archive_bucket=archive_bucket)
+    return restore_status(job, objects=objects, archive_buckets=archive_buckets)

@@ -37,7 +37,7 @@ def validate(file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, r
         manifest = parse_manifest_text(file.read_bytes())
     except ManifestError as exc:
         err = Console(stderr=True)
-        err.print(f"[red]{file}: {len(exc.errors)} problem(s)[/red]")
+        err.print(f"[red]{file}: {exc.count} problem(s)[/red]")
         for line in exc.errors:
             err.print(f"  - {line}", markup=False, highlight=False)
         raise typer.Exit(code=1) from exc

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 ENV_PREFIX = "SPOTRUN_"
+# Fields held in the environment as comma-separated lists.
+_LIST_FIELDS = frozenset({"subnet_ids", "archive_buckets"})
 
 
 class Settings(BaseModel):
@@ -24,6 +26,8 @@ class Settings(BaseModel):
     idempotency_table: str = ""
     jobs_bucket: str = ""
     archive_bucket: str = ""
+    # Further buckets a manifest's archive.destination may name (the deployer's CDK option archive_buckets).
+    archive_buckets: tuple[str, ...] = ()
     state_machine_arn: str = ""
     # The EventBridge bus on which job status changes are published; empty: not published.
     event_bus_name: str = ""
@@ -59,11 +63,17 @@ class Settings(BaseModel):
             raw = env.get(ENV_PREFIX + name.upper())
             if raw is None:
                 continue
-            values[name] = tuple(part for part in raw.split(",") if part) if name == "subnet_ids" else raw
+            is_list = name in _LIST_FIELDS
+            values[name] = tuple(part for part in raw.split(",") if part) if is_list else raw
         aws_region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
         if "region" not in values and aws_region:
             values["region"] = aws_region
         return cls.model_validate(values)
+
+    @property
+    def allowed_archive_buckets(self) -> tuple[str, ...]:
+        """Every bucket a model may be archived to: the deployment's own, then the deployer's extra ones."""
+        return tuple(dict.fromkeys(name for name in (self.archive_bucket, *self.archive_buckets) if name))
 
     def to_env(self) -> dict[str, str]:
         """Return the ``SPOTRUN_*`` variables that reproduce these settings."""

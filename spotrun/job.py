@@ -90,6 +90,8 @@ class ManifestSource(_Record):
     bucket: str | None = None
     key: str | None = None
     etag: str | None = None
+    # The manifest's sha256 (API submissions): a reused Idempotency-Key with another manifest is refused.
+    manifest_sha256: str | None = None
 
     def fingerprint(self) -> str:
         """A stable hash of the submission's identity."""

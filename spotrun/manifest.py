@@ -24,6 +24,8 @@ from pydantic import (
 )
 
 MANIFEST_VERSION: Final = "spotrun/v1"
+# Nodes a job may ask for in this version: multi-node jobs (one zone, a cluster placement) are not built yet.
+MAX_NODES: Final = 1
 
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(?:/(?P<key>.*))?$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9\-]{0,47}$")
@@ -33,7 +35,8 @@ _TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    # NaN and infinity are no price, limit or count (and JSON cannot store them): refused like any bad number.
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
 
 
 def _check_s3_uri(value: str) -> str:
@@ -98,8 +101,22 @@ class Resources(_Strict):
         None, min_length=1, description="An explicit list of instance types, instead of gpu_names."
     )
     nodes: int = Field(
-        1, ge=1, le=64, description="Number of nodes; all nodes of a job are placed in one zone."
+        1,
+        ge=1,
+        json_schema_extra={"maximum": MAX_NODES},
+        description="Number of nodes. This version of spotrun runs single-node jobs only, so 1 is the only "
+        "value accepted; multi-node jobs will come in a later version.",
     )
+
+    @field_validator("nodes")
+    @classmethod
+    def _single_node(cls, value: int) -> int:
+        if value > MAX_NODES:
+            raise ValueError(
+                f"{value} nodes asked, but this version of spotrun runs single-node jobs only (nodes: 1); "
+                "multi-node jobs will come in a later version"
+            )
+        return value
 
     @field_validator("instance_types")
     @classmethod

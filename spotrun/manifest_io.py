@@ -8,18 +8,47 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from spotrun.manifest import JobManifest
+from spotrun.manifest_yaml import MAX_MANIFEST_BYTES, UnreadableManifest, load_document
+
+__all__ = ["MAX_MANIFEST_BYTES", "ManifestError", "bound_errors", "parse_manifest_text"]
+
+# What a refusal keeps: enough to act on, and a record far below DynamoDB's 400 KB item limit whatever the input
+# (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html; moto enforces it too).
+MAX_ERRORS = 50
+MAX_ERROR_CHARS = 300
+MAX_LOCATION_CHARS = 120
+
+
+def bound_errors(errors: list[str]) -> list[str]:
+    """At most :data:`MAX_ERRORS` lines of at most :data:`MAX_ERROR_CHARS` characters, and a count of the rest.
+
+    Parameters
+    ----------
+    errors
+        One line per problem.
+
+    Returns
+    -------
+    list[str]
+        The first lines (each cut with "..." when too long), then ``"... and N more problem(s)"`` if any were
+        left out.
+    """
+    kept = [line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..." for line in errors]
+    if len(kept) > MAX_ERRORS:
+        kept = [*kept[:MAX_ERRORS], f"... and {len(errors) - MAX_ERRORS} more problem(s)"]
+    return kept
 
 
 class ManifestError(ValueError):
-    """A manifest that cannot be accepted, with one readable line per problem."""
+    """A manifest that cannot be accepted, with one readable line per problem (bounded: see bound_errors)."""
 
     def __init__(self, errors: list[str]):
-        super().__init__("; ".join(errors))
-        self.errors = errors
+        self.count = len(errors)
+        self.errors = bound_errors(errors)
+        super().__init__("; ".join(self.errors))
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -29,7 +58,9 @@ def _location(loc: tuple[int | str, ...]) -> str:
             parts.append(f"[{part}]")
         else:
             parts.append(("." if parts else "") + str(part))
-    return "".join(parts) or "(manifest)"
+    where = "".join(parts) or "(manifest)"
+    # A key may be any text: keep the location short enough that the problem itself is never cut away.
+    return where if len(where) <= MAX_LOCATION_CHARS else where[: MAX_LOCATION_CHARS - 3] + "..."
 
 
 def describe_validation_error(error: ValidationError) -> list[str]:
@@ -62,28 +93,14 @@ def describe_error_items(items: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses a key given twice in one mapping (the second would silently win)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"the key {key!r} appears twice", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
 def parse_manifest_text(text: str | bytes) -> JobManifest:
     """Parse and validate a manifest given as YAML or JSON text.
 
     Parameters
     ----------
     text
-        The manifest's content. JSON is a subset of YAML, so one parser reads both.
+        The manifest's content: JSON (read as the REST API reads it), else YAML; at most
+        :data:`MAX_MANIFEST_BYTES`, and bounded in depth and alias expansion (see :mod:`spotrun.manifest_yaml`).
 
     Returns
     -------
@@ -96,13 +113,9 @@ def parse_manifest_text(text: str | bytes) -> JobManifest:
         With every problem found, each naming its field.
     """
     try:
-        document = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ManifestError(
-            [f"(manifest): not valid YAML or JSON{where}: {getattr(exc, 'problem', exc)}"]
-        ) from exc
+        document = load_document(text)
+    except UnreadableManifest as exc:
+        raise ManifestError([str(exc)]) from exc
     return parse_manifest_document(document)
 
 

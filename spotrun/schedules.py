@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -100,7 +101,13 @@ def _next(expression: str, timezone: str, now: datetime) -> datetime | None:
 
 
 def create_schedule(
-    manifest: JobManifest, *, schedules: Schedules, objects: Objects, bucket: str, now: datetime
+    manifest: JobManifest,
+    *,
+    schedules: Schedules,
+    objects: Objects,
+    bucket: str,
+    archive_buckets: Collection[str],
+    now: datetime,
 ) -> ScheduleView:
     """Validate, store the manifest, create the schedule.
 
@@ -117,7 +124,7 @@ def create_schedule(
         validate(spec.expression, spec.timezone)
     except InvalidExpression as exc:
         raise RequestRejected(f"invalid schedule: {exc}", [f"schedule: {exc}"]) from exc
-    problems = admission_problems(manifest)
+    problems = admission_problems(manifest, archive_buckets=archive_buckets)
     if problems:
         raise RequestRejected(f"{len(problems)} problem(s) in the manifest", problems)
     # The key carries the manifest's hash: a refused duplicate never replaces the existing schedule's manifest.

@@ -161,7 +161,15 @@ SHAPE = DeploymentShape(
             "submit",
             "functions.submit.handler",
             "Validates a dropped manifest, records the job once and starts its workflow.",
-            settings=(*_ALL_STORE, "idempotency_table", "jobs_bucket", "state_machine_arn", "time_scale"),
+            settings=(
+                *_ALL_STORE,
+                "idempotency_table",
+                "jobs_bucket",
+                "archive_bucket",
+                "archive_buckets",
+                "state_machine_arn",
+                "time_scale",
+            ),
         ),
         FunctionSpec(
             "acquire",
@@ -186,7 +194,7 @@ SHAPE = DeploymentShape(
             "functions.archive.handler",
             "Copies the trained model to the archive bucket in the manifest's Glacier class.",
             timeout_seconds=300,
-            settings=(*_ALL_STORE, "jobs_bucket", "archive_bucket"),
+            settings=(*_ALL_STORE, "jobs_bucket", "archive_bucket", "archive_buckets"),
         ),
         FunctionSpec(
             "release",
@@ -224,6 +232,7 @@ SHAPE = DeploymentShape(
                 "idempotency_table",
                 "jobs_bucket",
                 "archive_bucket",
+                "archive_buckets",
                 "state_machine_arn",
                 "time_scale",
                 "schedule_group",

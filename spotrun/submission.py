@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Literal
@@ -12,10 +13,10 @@ from pydantic import BaseModel
 
 from spotrun.capacity import candidate_types
 from spotrun.errors import ManifestInvalid, RequestRejected
-from spotrun.job import JobError, ManifestSource, job_id_for, new_job, rejected_job
+from spotrun.job import Job, JobError, ManifestSource, job_id_for, new_job, rejected_job
 from spotrun.limits import admission_problems as budget_admission_problems
-from spotrun.manifest import JobManifest
-from spotrun.manifest_io import ManifestError, parse_manifest_text
+from spotrun.manifest import JobManifest, split_s3_uri
+from spotrun.manifest_io import MAX_MANIFEST_BYTES, ManifestError, parse_manifest_text
 from spotrun.ports import Objects, Workflows
 from spotrun.shape import MANIFEST_PREFIX, REJECTION_SUFFIX
 from spotrun.store import JobStore, update_job
@@ -42,13 +43,22 @@ def is_manifest_key(key: str) -> bool:
     )
 
 
-def admission_problems(manifest: JobManifest) -> list[str]:
+SCHEDULE_REFUSED = (
+    "schedule: a manifest with a schedule is not run from here; create its schedule with POST /schedules "
+    "(`spotrun schedule create FILE`), or remove the schedule block to run the job once now"
+)
+
+
+def admission_problems(manifest: JobManifest, *, archive_buckets: Collection[str]) -> list[str]:
     """Problems of a valid manifest that this deployment cannot run, found before anything starts.
 
     Parameters
     ----------
     manifest
         A manifest that passed validation.
+    archive_buckets
+        The buckets this deployment may archive models to and restore them from (its own archive bucket and
+        the deployer's ``archive_buckets`` option): the only ones its functions are granted.
 
     Returns
     -------
@@ -56,13 +66,38 @@ def admission_problems(manifest: JobManifest) -> list[str]:
         One line per problem, each naming its field; empty when the job can run.
     """
     problems = []
+    stored = len(json.dumps(manifest.model_dump(mode="json"), separators=(",", ":")).encode())
+    if stored > MAX_MANIFEST_BYTES:
+        # The job record holds the manifest: a short text can still be long as JSON (a list of thousands of
+        # one-letter arguments, aliases), and DynamoDB refuses items past 400 KB.
+        problems.append(
+            f"(manifest): {stored} bytes once written out as JSON; at most {MAX_MANIFEST_BYTES} (256 KiB) "
+            "are stored with the job"
+        )
     try:
         candidate_types(manifest.resources)
     except ManifestInvalid as exc:
         problems.append(f"resources: {exc}")
-    if manifest.resources.nodes > 1:
-        problems.append("resources.nodes: multi-node jobs are not supported by this version of spotrun yet")
     problems += budget_admission_problems(manifest)
+    destination = manifest.archive.destination
+    if destination is not None and split_s3_uri(destination)[0] not in archive_buckets:
+        allowed = ", ".join(sorted(archive_buckets)) or "(none)"
+        problems.append(
+            f"archive.destination: the bucket {split_s3_uri(destination)[0]!r} is not an archive bucket of "
+            f"this deployment (allowed: {allowed}); leave destination out to use the deployment's archive "
+            "bucket, or have the deployer add the bucket to the CDK option archive_buckets"
+        )
+    return problems
+
+
+def entry_problems(manifest: JobManifest, *, archive_buckets: Collection[str]) -> list[str]:
+    """:func:`admission_problems` of a manifest that runs once now (dropped in S3 or POSTed to /jobs).
+
+    A ``schedule`` there would be dropped silently: it is refused, pointing at the schedules API.
+    """
+    problems = admission_problems(manifest, archive_buckets=archive_buckets)
+    if manifest.schedule is not None:
+        problems.append(SCHEDULE_REFUSED)
     return problems
 
 
@@ -74,12 +109,14 @@ def rejection_report_key(manifest_key: str) -> str:
 def submit_s3_manifest(
     *,
     source: ManifestSource,
-    body: bytes,
+    body: bytes | None,
+    size: int,
     store: JobStore,
     objects: Objects,
     workflows: Workflows,
     state_machine_arn: str,
     time_scale: float,
+    archive_buckets: Collection[str],
     now: datetime,
 ) -> SubmitOutcome:
     """Handle a manifest dropped into the jobs bucket.
@@ -89,13 +126,18 @@ def submit_s3_manifest(
     source
         Bucket, key and ETag of the object: a second delivery of the same object has the same identity.
     body
-        The object's content.
+        The object's content; ``None`` when it was not read because ``size`` passes the limit.
+    size
+        The object's size in bytes (from the event): an object above :data:`MAX_MANIFEST_BYTES` is refused
+        without being read.
     store, objects, workflows
         Ports to the job store, S3 and Step Functions.
     state_machine_arn
         The job workflow.
     time_scale
         The deployment's time-scale factor (1.0 on AWS).
+    archive_buckets
+        The buckets an ``archive.destination`` may name.
     now
         The current time.
 
@@ -110,11 +152,17 @@ def submit_s3_manifest(
     assert source.bucket is not None
     if not is_manifest_key(source.key):
         return SubmitOutcome(outcome="ignored", reason=f"{source.key} is not a manifest")
+    if body is None or size > MAX_MANIFEST_BYTES or len(body) > MAX_MANIFEST_BYTES:
+        too_big = (
+            f"(manifest): the object is {max(size, len(body or b''))} bytes; a manifest may hold at most "
+            f"{MAX_MANIFEST_BYTES} bytes (256 KiB), and a larger one is not read"
+        )
+        return _reject(source, [too_big], store=store, objects=objects, now=now)
     try:
         manifest = parse_manifest_text(body)
     except ManifestError as exc:
-        return _reject(source, exc.errors, store=store, objects=objects, now=now)
-    problems = admission_problems(manifest)
+        return _reject(source, exc.errors, store=store, objects=objects, now=now, count=exc.count)
+    problems = entry_problems(manifest, archive_buckets=archive_buckets)
     if problems:
         return _reject(source, problems, store=store, objects=objects, now=now)
 
@@ -136,10 +184,14 @@ def manifest_sha256(manifest: JobManifest) -> str:
 
 
 def api_source(manifest: JobManifest, idempotency_key: str | None) -> ManifestSource:
-    """Identity of an API submission: the Idempotency-Key header when given, else the manifest's hash."""
-    if idempotency_key:
-        return ManifestSource(kind="api", key=f"idempotency-key:{idempotency_key}")
-    return ManifestSource(kind="api", key=f"sha256:{manifest_sha256(manifest)}")
+    """Identity of an API submission: the Idempotency-Key header when given, else the manifest's hash.
+
+    The manifest's hash travels with the source either way: the job id derives from the key alone, so a key
+    reused with another manifest, once its idempotency record has expired, is recognised by the stored hash.
+    """
+    digest = manifest_sha256(manifest)
+    key = f"idempotency-key:{idempotency_key}" if idempotency_key else f"sha256:{digest}"
+    return ManifestSource(kind="api", key=key, manifest_sha256=digest)
 
 
 def submit_api_manifest(
@@ -150,6 +202,7 @@ def submit_api_manifest(
     workflows: Workflows,
     state_machine_arn: str,
     time_scale: float,
+    archive_buckets: Collection[str],
     now: datetime,
 ) -> SubmitOutcome:
     """Handle a manifest posted to the API.
@@ -164,9 +217,10 @@ def submit_api_manifest(
     Raises
     ------
     RequestRejected
-        When the deployment cannot run the manifest; nothing is stored or started.
+        When the deployment cannot run the manifest (422), or the Idempotency-Key names a job of another
+        manifest (409); nothing is stored or started.
     """
-    problems = admission_problems(manifest)
+    problems = entry_problems(manifest, archive_buckets=archive_buckets)
     if problems:
         raise RequestRejected(f"{len(problems)} problem(s) in the manifest", problems)
     return start_job(
@@ -196,6 +250,11 @@ def start_job(
     created = store.create(new_job(job_id, manifest.name, source, manifest_doc, now))
     if not created:
         existing = store.get(job_id)
+        if _other_manifest(existing, source):
+            raise RequestRejected(
+                f"this Idempotency-Key was used with a different manifest (job {job_id}); use a new key",
+                status=409,
+            )
         if existing is not None and existing.execution_arn is not None:
             return SubmitOutcome(outcome="duplicate", job_id=job_id, execution_arn=existing.execution_arn)
         # The first delivery recorded the job but may have died before starting it. Starting again is safe:
@@ -208,20 +267,34 @@ def start_job(
     )
 
 
+def _other_manifest(existing: Job | None, source: ManifestSource) -> bool:
+    """Whether the recorded job of this identity was submitted with another manifest than ``source``'s."""
+    if existing is None or source.manifest_sha256 is None or existing.source.manifest_sha256 is None:
+        return False
+    return existing.source.manifest_sha256 != source.manifest_sha256
+
+
 def _record_execution(store: JobStore, job_id: str, execution_arn: str) -> None:
     update_job(store, job_id, lambda job: job.model_copy(update={"execution_arn": execution_arn}))
 
 
 def _reject(
-    source: ManifestSource, errors: list[str], *, store: JobStore, objects: Objects, now: datetime
+    source: ManifestSource,
+    errors: list[str],
+    *,
+    store: JobStore,
+    objects: Objects,
+    now: datetime,
+    count: int | None = None,
 ) -> SubmitOutcome:
     assert source.key is not None
     assert source.bucket is not None
     name = PurePosixPath(source.key).stem
     job_id = job_id_for(name, source)
-    error = JobError(
-        type="Manifest.Invalid", message=f"{len(errors)} problem(s) in the manifest", details=errors
-    )
+    # The record and the report stay far below DynamoDB's 400 KB item limit whatever the manifest held: a
+    # ManifestError's lines come bounded (with the count of all), admission problems are a few short lines.
+    count = len(errors) if count is None else count
+    error = JobError(type="Manifest.Invalid", message=f"{count} problem(s) in the manifest", details=errors)
     store.create(rejected_job(job_id, name, source, error, now))
     report_key = rejection_report_key(source.key)
     objects.put_json(

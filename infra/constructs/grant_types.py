@@ -24,6 +24,8 @@ class Targets:
     bus_arns: Mapping[str, str] = field(default_factory=dict)  # setting (event_bus_name) -> bus ARN
     schedule_group: str = ""
     scheduler_role_arn: str = ""
+    # The deployer's extra archive buckets (option archive_buckets): name -> bucket ARN.
+    archive_bucket_arns: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -213,6 +213,8 @@ BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
     ("scheduled_run", "jobs"): [(READ, f"{SCHEDULES_PREFIX}*"), (LIST, "*")],
     # Reads archived objects' state (HeadObject) and restores them from Glacier.
     ("api", "archive"): [(("s3:GetObject", "s3:RestoreObject"), "*")],
+    # Knows the archive buckets' names only to check a manifest's archive.destination: no access.
+    ("submit", "archive"): [],
 }
 
 
@@ -265,6 +267,11 @@ def grants_for(spec: FunctionSpec, targets: Targets, bucket_settings: Mapping[st
                 )
             for actions, pattern in BUCKET_ACCESS[(spec.name, logical)]:
                 grants.append(_bucket_grant(actions, pattern, logical, targets.bucket_arns[logical]))
+        elif setting == "archive_buckets":
+            # The deployer's extra archive buckets: exactly the access the function has on the deployment's own.
+            for name, bucket_arn in targets.archive_bucket_arns.items():
+                for actions, pattern in BUCKET_ACCESS.get((spec.name, "archive"), []):
+                    grants.append(_bucket_grant(actions, pattern, f"archive ({name})", bucket_arn))
         elif setting in SETTING_GRANTS:
             grants += SETTING_GRANTS[setting](targets)
     for extra in FUNCTION_GRANTS.get(spec.name, ()):

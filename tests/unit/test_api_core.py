@@ -123,8 +123,8 @@ def test_restore_states_follow_the_storage_class_and_restore_header():
     archive.append(ArchivedObject(uri="s3://archive/gone", storage_class="GLACIER", size=1, sha256="0"))
     job = a_job("j-1").model_copy(update={"archive": archive})
     # When the states are reported, and a restore is started
-    report = restore_status(job, objects=objects, archive_bucket="archive")
-    started = start_restore(job, objects=objects, archive_bucket="archive", days=3)
+    report = restore_status(job, objects=objects, archive_buckets=("archive",))
+    started = start_restore(job, objects=objects, archive_buckets=("archive",), days=3)
     # Then each object says where it stands, and only the one not yet asked for is restored
     assert [o.state for o in report.objects] == ["archived", "in-progress", "readable", "readable", "missing"]
     assert report.objects[2].expires == "Fri, 04 Dec 2026 00:00:00 GMT"

@@ -123,8 +123,8 @@ def test_a_budget_below_one_boot_of_the_cheapest_spot_pool_is_refused_at_submiss
     # Given a spot job: its cheapest boot is 60 s of g4dn.xlarge at the lowest spot price (10 % of on-demand)
     minimum = G4DN_ON_DEMAND * 0.10 * 60 / 3600
     # When its budget is just below, then just above that
-    refused = admission_problems(manifest(max_usd=round(minimum * 0.9, 6)))
-    accepted = admission_problems(manifest(max_usd=round(minimum * 1.1, 6)))
+    refused = admission_problems(manifest(max_usd=round(minimum * 0.9, 6)), archive_buckets=())
+    accepted = admission_problems(manifest(max_usd=round(minimum * 1.1, 6)), archive_buckets=())
     # Then only the first is refused, naming the field, the type and the minimum
     assert len(refused) == 1
     assert refused[0].startswith("budget.max_usd:")
@@ -137,8 +137,8 @@ def test_an_on_demand_job_is_refused_when_its_budget_cannot_pay_one_on_demand_bo
     # Given a budget that pays a spot boot of g4dn.xlarge but not an on-demand one
     budget = G4DN_ON_DEMAND * 0.5 * 60 / 3600
     # When the job buys on-demand from the start, or spot
-    on_demand = admission_problems(manifest(max_usd=round(budget, 6), spot=False))
-    spot = admission_problems(manifest(max_usd=round(budget, 6), spot=True))
+    on_demand = admission_problems(manifest(max_usd=round(budget, 6), spot=False), archive_buckets=())
+    spot = admission_problems(manifest(max_usd=round(budget, 6), spot=True), archive_buckets=())
     # Then only the on-demand job is refused
     assert [line.split(":")[0] for line in on_demand] == ["budget.max_usd"]
     assert "on-demand" in on_demand[0]

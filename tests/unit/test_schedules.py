@@ -96,7 +96,9 @@ def test_an_invalid_expression_creates_nothing_and_names_the_problem():
     objects, schedules = FakeObjects(), FakeSchedules()
     # When a schedule is created from it
     with pytest.raises(RequestRejected) as refused:
-        create_schedule(manifest, schedules=schedules, objects=objects, bucket=BUCKET, now=T0)
+        create_schedule(
+            manifest, schedules=schedules, objects=objects, bucket=BUCKET, archive_buckets=(), now=T0
+        )
     # Then the refusal is a 4xx naming the field, and nothing was stored or created
     assert refused.value.status == 422
     assert "minutes must be 0-59" in refused.value.message
@@ -107,12 +109,16 @@ def test_an_invalid_expression_creates_nothing_and_names_the_problem():
 def test_a_second_schedule_of_the_same_name_is_refused_and_keeps_the_first_manifest():
     # Given a schedule
     objects, schedules = FakeObjects(), FakeSchedules()
-    create_schedule(a_manifest(), schedules=schedules, objects=objects, bucket=BUCKET, now=T0)
+    create_schedule(
+        a_manifest(), schedules=schedules, objects=objects, bucket=BUCKET, archive_buckets=(), now=T0
+    )
     first_key = schedules.created["nightly"][2]["manifest_key"]
     first = objects.objects[(BUCKET, first_key)]
     # When another manifest of the same name is scheduled
     with pytest.raises(RequestRejected) as refused:
-        create_schedule(a_manifest(False), schedules=schedules, objects=objects, bucket=BUCKET, now=T0)
+        create_schedule(
+            a_manifest(False), schedules=schedules, objects=objects, bucket=BUCKET, archive_buckets=(), now=T0
+        )
     # Then it is a conflict, and the first schedule's manifest is untouched
     assert refused.value.status == 409
     assert objects.objects[(BUCKET, first_key)] == first

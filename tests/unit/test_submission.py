@@ -1,0 +1,189 @@
+"""Submission over fakes: what each entry point admits, refuses and records (schedules, archive buckets, size,
+bounded rejections, Idempotency-Key reuse)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from spotrun.config import Settings
+from spotrun.errors import RequestRejected
+from spotrun.job import JobStatus, ManifestSource
+from spotrun.manifest_io import MAX_ERRORS, MAX_MANIFEST_BYTES, parse_manifest_document
+from spotrun.schedules import create_schedule
+from spotrun.store import InMemoryJobStore
+from spotrun.submission import SCHEDULE_REFUSED, admission_problems, submit_api_manifest, submit_s3_manifest
+from tests.unit.fakes import FakeObjects, FakeWorkflows
+from tests.unit.test_manifest_hostile import billion_laughs
+from tests.unit.test_schedules import FakeSchedules
+
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
+BUCKET = "jobs"
+OWN_ARCHIVE = ("spotrun-archive",)
+TINY = {"name": "tiny", "training": {"command": ["python", "train.py"]}}
+SCHEDULED = {**TINY, "schedule": {"expression": "rate(1 day)"}}
+ELSEWHERE = {**TINY, "archive": {"destination": "s3://team-models/tiny/"}}
+
+
+def drop(body: bytes, *, key: str = "manifests/tiny.yaml", size: int | None = None, archive=OWN_ARCHIVE):
+    store, objects, workflows = InMemoryJobStore(), FakeObjects(), FakeWorkflows()
+    outcome = submit_s3_manifest(
+        source=ManifestSource(kind="s3", bucket=BUCKET, key=key, etag="etag-1"),
+        body=body,
+        size=len(body) if size is None else size,
+        store=store,
+        objects=objects,
+        workflows=workflows,
+        state_machine_arn="arn:sm",
+        time_scale=1.0,
+        archive_buckets=archive,
+        now=T0,
+    )
+    report = objects.objects.get((BUCKET, key + ".rejected.json"))
+    job = store.get(outcome.job_id) if outcome.job_id else None
+    return outcome, (json.loads(report) if report else None), job, workflows
+
+
+def post(document: dict, *, key: str | None = None, store=None, workflows=None, archive=OWN_ARCHIVE):
+    return submit_api_manifest(
+        parse_manifest_document(document),
+        idempotency_key=key,
+        store=store or InMemoryJobStore(),
+        workflows=workflows or FakeWorkflows(),
+        state_machine_arn="arn:sm",
+        time_scale=1.0,
+        archive_buckets=archive,
+        now=T0,
+    )
+
+
+def test_a_dropped_manifest_with_a_schedule_is_rejected_pointing_at_the_schedules_api():
+    # Given a manifest with a schedule dropped into manifests/
+    outcome, report, job, workflows = drop(json.dumps(SCHEDULED).encode())
+    # Then nothing starts, and the report and the record say where schedules are made
+    assert outcome.outcome == "rejected"
+    assert workflows.started == {}
+    assert SCHEDULE_REFUSED in report["errors"]
+    assert "POST /schedules" in SCHEDULE_REFUSED
+    assert "spotrun schedule create" in SCHEDULE_REFUSED
+    assert job.status is JobStatus.REJECTED
+    assert SCHEDULE_REFUSED in job.error.details
+
+
+def test_a_posted_manifest_with_a_schedule_is_refused_and_starts_nothing():
+    workflows = FakeWorkflows()
+    with pytest.raises(RequestRejected) as caught:
+        post(SCHEDULED, workflows=workflows)
+    assert caught.value.status == 422
+    assert caught.value.errors == [SCHEDULE_REFUSED]
+    assert workflows.started == {}
+
+
+def test_the_same_schedule_is_still_created_through_the_schedules_api():
+    # Given the schedule-bearing manifest refused above, When it goes to create_schedule, Then it is created
+    schedules = FakeSchedules()
+    view = create_schedule(
+        parse_manifest_document(SCHEDULED),
+        schedules=schedules,
+        objects=FakeObjects(),
+        bucket=BUCKET,
+        archive_buckets=OWN_ARCHIVE,
+        now=T0,
+    )
+    assert view.name == "tiny"
+
+
+def test_an_archive_destination_outside_the_allowed_buckets_is_refused_naming_them():
+    # Given a destination in a bucket the deployment was not given
+    manifest = parse_manifest_document(ELSEWHERE)
+    # When it is admitted with and without that bucket among the deployment's archive buckets
+    refused = admission_problems(manifest, archive_buckets=("spotrun-archive", "other"))
+    allowed = admission_problems(manifest, archive_buckets=("spotrun-archive", "team-models"))
+    # Then the refusal names the bucket, the allowed ones and the option; the granted bucket passes
+    [line] = refused
+    assert line.startswith("archive.destination:")
+    assert "'team-models'" in line
+    assert "allowed: other, spotrun-archive" in line
+    assert "archive_buckets" in line
+    assert allowed == []
+
+
+def test_both_entry_points_refuse_a_destination_outside_the_archive_buckets():
+    outcome, report, _, workflows = drop(json.dumps(ELSEWHERE).encode())
+    assert outcome.outcome == "rejected"
+    assert workflows.started == {}
+    assert report["errors"][0].startswith("archive.destination:")
+    with pytest.raises(RequestRejected):
+        post(ELSEWHERE)
+    assert post(ELSEWHERE, archive=(*OWN_ARCHIVE, "team-models")).outcome == "started"
+
+
+def test_the_archive_buckets_setting_is_read_from_the_environment():
+    # Given the deployment's archive bucket and the deployer's extra ones in the environment
+    settings = Settings.from_env(
+        {"SPOTRUN_ARCHIVE_BUCKET": "own", "SPOTRUN_ARCHIVE_BUCKETS": "team-models,shared"}
+    )
+    # Then every one of them is allowed, the deployment's own first, and it survives a round trip
+    assert settings.allowed_archive_buckets == ("own", "team-models", "shared")
+    assert Settings.from_env(settings.to_env()) == settings
+    assert Settings.from_env({"SPOTRUN_ARCHIVE_BUCKET": "own"}).allowed_archive_buckets == ("own",)
+
+
+def test_a_dropped_manifest_past_the_size_limit_is_rejected_without_being_read():
+    # Given an object whose event says it is larger than a manifest may be (its body is not read)
+    outcome, report, job, _ = drop(b"", size=MAX_MANIFEST_BYTES + 1, key="manifests/huge.yaml")
+    outcome_none, _, _, _ = drop(None, size=MAX_MANIFEST_BYTES + 1)  # type: ignore[arg-type]
+    # Then it is rejected, saying why
+    assert outcome.outcome == outcome_none.outcome == "rejected"
+    assert f"{MAX_MANIFEST_BYTES + 1} bytes" in report["errors"][0]
+    assert "at most 262144 bytes (256 KiB)" in report["errors"][0]
+    assert job.status is JobStatus.REJECTED
+
+
+def test_a_rejection_with_many_errors_is_stored_bounded_with_its_count():
+    # Given a manifest with 3,000 problems
+    inputs = [{"source": "s3://bkt/x/"} for _ in range(3000)]
+    outcome, report, job, _ = drop(json.dumps({**TINY, "data": {"inputs": inputs}}).encode())
+    # Then the record and the report keep MAX_ERRORS lines and a count, far below DynamoDB's 400 KB
+    assert outcome.outcome == "rejected"
+    assert job.error.message == "3000 problem(s) in the manifest"
+    assert len(job.error.details) == len(report["errors"]) == MAX_ERRORS + 1
+    assert report["errors"][-1] == f"... and {3000 - MAX_ERRORS} more problem(s)"
+    assert len(job.model_dump_json()) < 40_000
+
+
+def test_an_alias_bomb_dropped_in_s3_ends_as_a_small_rejection_record():
+    outcome, report, job, _ = drop(billion_laughs().encode())
+    assert outcome.outcome == "rejected"
+    assert "expands through its aliases" in report["errors"][0]
+    assert len(job.model_dump_json()) < 10_000
+
+
+def test_an_idempotency_key_reused_with_another_manifest_after_its_record_expired_is_a_409():
+    # Given a job submitted with a key (its idempotency record has since expired: only the job remains)
+    store, workflows = InMemoryJobStore(), FakeWorkflows()
+    first = post(TINY, key="k-1", store=store, workflows=workflows)
+    # When the same key comes with another manifest, and again with the first one
+    with pytest.raises(RequestRejected) as caught:
+        post({**TINY, "tags": {"team": "vision"}}, key="k-1", store=store, workflows=workflows)
+    again = post(TINY, key="k-1", store=store, workflows=workflows)
+    # Then the other manifest is refused with 409 and starts nothing; the same one is a duplicate
+    assert caught.value.status == 409
+    assert "Idempotency-Key" in caught.value.message
+    assert list(workflows.started) == [first.job_id]
+    assert (again.outcome, again.job_id) == ("duplicate", first.job_id)
+    assert store.get(first.job_id).source.manifest_sha256 is not None
+
+
+def test_a_short_text_that_is_too_long_as_json_is_refused_before_anything_is_stored():
+    # Given 210 KB of YAML: a flow list of 70,000 one-letter arguments (280 KB as JSON)
+    text = "name: tiny\ntraining:\n  command: [python, " + ", ".join(["a"] * 70_000) + "]\n"
+    # When it is dropped
+    outcome, report, job, workflows = drop(text.encode())
+    # Then it is rejected saying how large it is as JSON, and the record stays small
+    assert outcome.outcome == "rejected"
+    assert workflows.started == {}
+    assert "once written out as JSON; at most 262144 (256 KiB)" in report["errors"][0]
+    assert job.manifest is None
