@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection
 from typing import Literal
@@ -113,13 +114,23 @@ def _state(uri: str, head: dict[str, str] | None) -> ObjectRestore:
     return ObjectRestore(uri=uri, storage_class=storage_class, state="archived")
 
 
-def _archived(job: Job, archive_buckets: Collection[str]) -> list[str]:
+def archived_uris(job: Job, objects: Objects) -> list[str]:
+    """Every archived object of the job: from the record, or from the archive's metadata document when the
+    record lists only the first :data:`~spotrun.job.ARCHIVE_OBJECTS_IN_RECORD` of them."""
+    total = job.archive_total
+    if total is None or total.objects <= len(job.archive):
+        return [item.uri for item in job.archive]
+    document = json.loads(objects.get_bytes(*_split(total.metadata_uri)))
+    return [item["uri"] for item in document["objects"]]
+
+
+def _archived(job: Job, objects: Objects, archive_buckets: Collection[str]) -> list[str]:
     if not job.archive:
         raise RequestRejected(
             f"job {job.job_id} has no archived model (status {job.status.value}): nothing to restore",
             status=409,
         )
-    uris = [item.uri for item in job.archive]
+    uris = archived_uris(job, objects)
     # Submission admits only granted buckets; one dropped from the deployer's option since is named, never
     # left out of the report (a report without it would call the model readable).
     outside = sorted({_split(uri)[0] for uri in uris} - set(archive_buckets))
@@ -150,7 +161,7 @@ def restore_status(job: Job, *, objects: Objects, archive_buckets: Collection[st
     RequestRejected
         (409) when the job has no archived model, or some of it lies in a bucket not in ``archive_buckets``.
     """
-    states = [_state(uri, objects.head(*_split(uri))) for uri in _archived(job, archive_buckets)]
+    states = [_state(uri, objects.head(*_split(uri))) for uri in _archived(job, objects, archive_buckets)]
     return RestoreReport(
         job_id=job.job_id, readable=all(s.state == "readable" for s in states), objects=states
     )

@@ -14,6 +14,7 @@ from spotrun.errors import JobFinished, JobNotFound
 from spotrun.fleet import release_instances
 from spotrun.job import (
     ArchivedObject,
+    ArchiveTotal,
     Attempt,
     Job,
     JobError,
@@ -65,7 +66,10 @@ class JobView(BaseModel):
     manifest: dict[str, Any] | None = None
     timeline: list[StatusChange] = Field(default_factory=list)
     attempts: list[Attempt] = Field(default_factory=list)
-    archive: list[ArchivedObject] = Field(default_factory=list)
+    archive: list[ArchivedObject] = Field(
+        default_factory=list, description="The archived objects; at most the first 100 (see archive_total)."
+    )
+    archive_total: ArchiveTotal | None = None
     cost: CostReport | None = None
     limits: LimitsReport | None = None
     model_sha256: str | None = None

@@ -10,7 +10,7 @@ from pydantic import TypeAdapter, ValidationError
 from spotrun.agent.command import OutputList, OutputObject, TrainResult
 from spotrun.errors import OutputsInvalid
 from spotrun.fleet import manifest_of
-from spotrun.job import ArchivedObject, Job, JobStatus, transition
+from spotrun.job import ARCHIVE_OBJECTS_IN_RECORD, ArchivedObject, ArchiveTotal, Job, JobStatus, transition
 from spotrun.manifest import split_s3_uri
 from spotrun.ports import Objects
 from spotrun.store import JobStore, update_job
@@ -124,11 +124,20 @@ def archive_model(
             "attempts": [attempt.model_dump(mode="json") for attempt in job.attempts],
         },
     )
+    total = ArchiveTotal(
+        objects=len(archived),
+        bytes=sum(item.size for item in archived),
+        metadata_uri=f"s3://{bucket}/{prefix}{METADATA_NAME}",
+    )
     update_job(
         store,
         job_id,
         lambda current: current.model_copy(
-            update={"archive": archived, "model_sha256": trained.model_sha256}
+            update={
+                "archive": archived[:ARCHIVE_OBJECTS_IN_RECORD],
+                "archive_total": total,
+                "model_sha256": trained.model_sha256,
+            }
         ),
     )
     return archived

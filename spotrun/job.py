@@ -138,6 +138,19 @@ class ArchivedObject(_Record):
     sha256: str
 
 
+# A job record must stay under DynamoDB's 400 KB item limit, so it lists at most this many archived objects;
+# the archive's metadata document (STANDARD, beside the model) lists them all.
+ARCHIVE_OBJECTS_IN_RECORD = 100
+
+
+class ArchiveTotal(_Record):
+    """The whole archived model, when the record lists only its first objects."""
+
+    objects: int
+    bytes: int
+    metadata_uri: str  # the metadata document listing every archived object
+
+
 class JobError(_Record):
     """Why a job failed or was rejected."""
 
@@ -171,6 +184,7 @@ class Job(_Record):
     timeline: list[StatusChange] = Field(default_factory=list)
     attempts: list[Attempt] = Field(default_factory=list)
     archive: list[ArchivedObject] = Field(default_factory=list)
+    archive_total: ArchiveTotal | None = None
     cost: CostReport | None = None
     limits: LimitsReport | None = None
     model_sha256: str | None = None

@@ -211,6 +211,10 @@ def final_summary(job: Job, now: datetime) -> Group:
         archive.add_column("bytes", justify="right")
         for item in job.archive:
             archive.add_row(item.uri, item.storage_class, str(item.size))
+        total = job.archive_total
+        if total is not None and total.objects > len(job.archive):
+            more = total.objects - len(job.archive)
+            archive.add_row(f"... and {more} more (listed in {total.metadata_uri})", "", str(total.bytes))
         parts.append(archive)
     if job.model_sha256:
         parts.append(Text(f"model sha256: {job.model_sha256}"))

@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 import pytest
 
 from spotrun.agent.command import OutputList, OutputObject, TrainResult
+from spotrun.api_artifacts import restore_status
 from spotrun.archive import archive_model
 from spotrun.errors import OutputsInvalid
-from spotrun.job import JobStatus, ManifestSource, new_job, transition
+from spotrun.job import ARCHIVE_OBJECTS_IN_RECORD, JobStatus, ManifestSource, new_job, transition
 from spotrun.manifest_io import parse_manifest_text
 from spotrun.store import InMemoryJobStore, update_job
 from tests.unit.fakes import FakeObjects
@@ -97,3 +98,19 @@ def test_a_missing_list_fails_the_archive_with_its_key(training_done):
     # Then the error names the list
     with pytest.raises(OutputsInvalid, match=LIST_KEY):
         archive(store, objects, trained(len(outputs), 1))
+
+
+def test_the_record_of_a_5000_file_model_stays_small_and_restore_still_covers_every_object(training_done):
+    # Given a model of 5,000 files archived
+    store, objects, outputs = training_done
+    archive(store, objects, trained(len(outputs), sum(item.size for item in outputs)))
+    job = store.get("tiny-1")
+    # When the record is stored and a restore asks where the model stands
+    report = restore_status(job, objects=objects, archive_buckets={ARCHIVE})
+    # Then the record lists the first objects only, far under DynamoDB's 400 KB item limit, with the total
+    assert len(job.archive) == ARCHIVE_OBJECTS_IN_RECORD
+    assert job.archive_total.objects == 5_000
+    assert len(job.model_dump_json()) < 100_000
+    # And the restore reads every object from the archive's metadata document
+    assert len(report.objects) == 5_000
+    assert report.objects[-1].uri == f"s3://{ARCHIVE}/models/tiny-1/model/shard-04999.bin"
