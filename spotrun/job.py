@@ -123,6 +123,7 @@ class Attempt(_Record):
     last_step: int | None = None  # the last training step reported before the attempt ended
     rebalance_at: datetime | None = None
     notice_at: datetime | None = None  # the spot interruption warning
+    running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
 
 
 class ArchivedObject(_Record):
@@ -164,6 +165,10 @@ class Job(_Record):
     waiting_for_capacity_since: datetime | None = None
     # An instance launched on the interruption warning, adopted by the next attempt (boot overlaps the upload).
     standby: Attempt | None = None
+    # Instances launched for the job but never used (a standby that lost a race): released with the rest.
+    discarded: list[Attempt] = Field(default_factory=list)
+    # Instances whose termination EC2 has not confirmed yet (NotFound just after launch proves nothing).
+    unreleased: list[str] = Field(default_factory=list)
     # The token of the agent step in progress. Never logged, never shown: it can complete the step.
     task_token: str | None = Field(default=None, repr=False)
     version: int = 0
@@ -174,9 +179,10 @@ class Job(_Record):
         return self.attempts[-1] if self.attempts else None
 
     def instance_ids(self) -> list[str]:
-        """Every instance the job has ever had, the standby included."""
-        standby = [self.standby.instance_id] if self.standby is not None else []
-        return [attempt.instance_id for attempt in self.attempts] + standby
+        """Every instance the job has ever had, the standby and discarded ones included."""
+        standby = [self.standby] if self.standby is not None else []
+        every = [attempt.instance_id for attempt in [*self.attempts, *standby, *self.discarded]]
+        return list(dict.fromkeys(every))
 
     @property
     def interruptions(self) -> int:

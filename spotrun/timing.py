@@ -24,6 +24,8 @@ class WorkflowTiming(BaseModel):
     agent_poll_seconds: float  # how often the agent polls IMDS and the checkpoint directory
     stage_timeout_seconds: int
     train_timeout_seconds: int
+    # How long a running instance may take for its SSM agent to register before it counts as unmanageable.
+    ssm_registration_timeout_seconds: float = 600.0
 
 
 def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
@@ -45,6 +47,7 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
     return WorkflowTiming(
         boot_poll_seconds=max(1, round(15 * time_scale)),
         boot_timeout_seconds=900 * time_scale,
+        ssm_registration_timeout_seconds=600 * time_scale,
         capacity_retry_seconds=max(1, round(60 * time_scale)),
         capacity_patience_seconds=3600 * time_scale,
         heartbeat_seconds=heartbeat,
