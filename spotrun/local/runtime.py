@@ -170,7 +170,13 @@ class LocalRuntime:
         lambda_patch.install(self._patches, self.handlers)
         sfn_patch.install(self._patches)
         events_patch.install(self._patches, self._dispatcher)
-        ssm_patch.install(self._patches, self.shape.agent_document_name, self._can_receive, self._start_agent)
+        ssm_patch.install(
+            self._patches,
+            self.shape.agent_document_name,
+            self._can_receive,
+            self._start_agent,
+            self.manager.managed_nodes,
+        )
         ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock)
         endpoint = self._server.start()
         self._environment.set(
@@ -331,7 +337,7 @@ class LocalRuntime:
 
     def _can_receive(self, instance_id: str) -> bool:
         sim = self.manager.get(instance_id)
-        return sim is not None and sim.reachable
+        return sim is not None and sim.managed
 
     def _start_agent(self, instance_id: str, command_uri: str, command_id: str) -> None:
         sim = self.instance(instance_id)
