@@ -22,6 +22,7 @@ from spotrun.local import ec2_patch, events_patch, lambda_patch, sfn_patch, ssm_
 from spotrun.local.capacity import CapacityModel, Pool, default_pools
 from spotrun.local.chaos import Chaos
 from spotrun.local.clock import Clock
+from spotrun.local.consistency import Ec2Consistency
 from spotrun.local.environment import ProcessEnvironment
 from spotrun.local.events_patch import Dispatcher
 from spotrun.local.executions import stop_running_executions
@@ -93,6 +94,7 @@ class LocalRuntime:
         self.settings_overrides = dict(settings_overrides or {})
         self.clock = Clock(time_scale)
         self.capacity = CapacityModel(pools if pools is not None else default_pools(seed))
+        self.consistency = Ec2Consistency(self.clock, seed)  # EC2 NotFound just after a launch
         self.handlers = lambda_patch.HandlerRegistry()
         for spec in shape.functions:
             self.handlers.register(function_name(spec.name), spec.handler)
@@ -177,7 +179,7 @@ class LocalRuntime:
             self._start_agent,
             self.manager.managed_nodes,
         )
-        ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock)
+        ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock, self.consistency)
         endpoint = self._server.start()
         self._environment.set(
             {
