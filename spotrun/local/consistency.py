@@ -8,10 +8,9 @@ be terminated. Your instance might still be running."
 https://docs.aws.amazon.com/ec2/latest/devguide/eventual-consistency.html
 
 Model: each launch can be hidden from DescribeInstances and/or TerminateInstances for a window of simulated
-seconds after it. A hidden terminate does nothing (the instance keeps running). By default every launch is
-hidden from DescribeInstances for a moment (propagation always takes some time; the window is far shorter
-than the workflow's first poll), and never from TerminateInstances. Tests and chaos raise it: the next
-``count`` launches, or each launch with a probability.
+seconds after it. A hidden terminate does nothing (the instance keeps running). Off by default (AWS rarely
+shows it, and a moment's propagation is shorter than the workflow's first poll anyway); tests and chaos turn
+it on: the next ``count`` launches, each launch with a probability, or every launch for a fixed window.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 
 from spotrun.local.clock import Clock
 
-DEFAULT_DESCRIBE_WINDOW_SECONDS = 2.0
+DEFAULT_DESCRIBE_WINDOW_SECONDS = 0.0
 DEFAULT_INJECTED_WINDOW_SECONDS = 30.0
 
 
