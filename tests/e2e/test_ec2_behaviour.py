@@ -60,7 +60,8 @@ def test_a_terminate_answered_not_found_is_retried_until_the_instance_is_gone(ru
     job = wait_for_job(runtime, submitted.job_id, timeout=JOB_TIMEOUT)
     # Then the job ends with its own failure, and its release, retried, terminated the instance
     assert job.status is JobStatus.FAILED
-    assert job.error is not None and job.error.type == "Training.Failed", job.error
+    assert job.error is not None
+    assert job.error.type == "Training.Failed", job.error
     [attempt] = job.attempts
     assert job.unreleased == []
     assert runtime.instance(attempt.instance_id).terminating

@@ -341,7 +341,9 @@ def test_fleet_error_makes_the_next_launches_fail_with_that_code(local: tuple[Lo
     runtime.client("ec2").terminate_instances(InstanceIds=fed["ids"])
 
 
-def test_ec2_notfound_hides_a_new_instance_from_describe_and_terminate(local: tuple[LocalRuntime, Path]) -> None:
+def test_ec2_notfound_hides_a_new_instance_from_describe_and_terminate(
+    local: tuple[LocalRuntime, Path],
+) -> None:
     # Given the next launch hidden from DescribeInstances and TerminateInstances
     runtime, workdir = local
     cli(workdir, "ec2-notfound", "--describe", "1", "--terminate", "1")

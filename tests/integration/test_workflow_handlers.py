@@ -56,6 +56,21 @@ def test_acquire_launches_one_tagged_spot_instance_and_a_retry_launches_nothing(
     )
 
 
+def test_acquire_fails_fast_when_the_launch_template_does_not_exist(
+    deployment, job_id, lambda_context, monkeypatch
+):
+    # Given a deployment whose launch template is missing (EC2 refuses CreateFleet as a whole)
+    monkeypatch.setenv("SPOTRUN_LAUNCH_TEMPLATE_NAME", "no-such-template")
+    # When capacity is acquired
+    with pytest.raises(Exception) as raised:
+        acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
+    # Then the refusal is a configuration error the workflow does not wait on, with the code and the fix
+    assert type(raised.value).__name__ == "Capacity.ConfigurationError"
+    assert "InvalidLaunchTemplateName.NotFoundException" in str(raised.value)
+    assert "deploy the spotrun stack" in str(raised.value)
+    assert stored(deployment, job_id).waiting_for_capacity_since is None
+
+
 def test_instance_ready_waits_for_ssm_and_raises_when_the_instance_is_gone(
     deployment, job_id, lambda_context, ssm_nodes
 ):

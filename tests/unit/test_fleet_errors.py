@@ -137,7 +137,9 @@ def test_a_missing_launch_template_says_what_to_do() -> None:
 
 def test_a_denied_call_names_the_permissions() -> None:
     # Given the acquire function's role may not create fleets
-    response = call_error_response("UnauthorizedOperation", "You are not authorized to perform this operation.")
+    response = call_error_response(
+        "UnauthorizedOperation", "You are not authorized to perform this operation."
+    )
     # When the refusal is read
     with pytest.raises(CapacityConfigurationError, match=r"UnauthorizedOperation.*ec2:CreateFleet"):
         parse_fleet_response(response, SUBNETS)

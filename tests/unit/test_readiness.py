@@ -15,7 +15,9 @@ from tests.unit.fakes import FakeCommands, FakeCompute
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SUBNETS = ("subnet-a", "subnet-b")
-MANIFEST = parse_manifest_text("name: tiny\nresources: {gpu_names: [t4]}\ntraining: {command: [python, t.py]}\n")
+MANIFEST = parse_manifest_text(
+    "name: tiny\nresources: {gpu_names: [t4]}\ntraining: {command: [python, t.py]}\n"
+)
 TIMING = workflow_timing(MANIFEST, 1.0)
 
 
@@ -37,7 +39,9 @@ def booting():
 
 
 def ready(store, compute, commands, at):
-    return check_ready(job_id="tiny-1", store=store, compute=compute, commands=commands, timing=TIMING, now=at)
+    return check_ready(
+        job_id="tiny-1", store=store, compute=compute, commands=commands, timing=TIMING, now=at
+    )
 
 
 def test_running_is_not_ready_until_the_ssm_agent_is_online(booting):
@@ -87,7 +91,7 @@ def test_not_found_just_after_launch_is_not_yet_visible_not_lost(booting):
 
 def test_a_release_answered_not_found_keeps_the_instance_and_retries(booting):
     # Given an instance just launched, that EC2 answers NotFound for (it runs nonetheless)
-    store, compute, commands, instance_id = booting
+    store, compute, _commands, instance_id = booting
     compute.invisible.add(instance_id)
     # When the workflow releases the job's capacity
     with pytest.raises(InstancesNotReleased, match=instance_id) as caught:
@@ -109,7 +113,7 @@ def test_a_release_answered_not_found_keeps_the_instance_and_retries(booting):
 
 def test_an_instance_unknown_long_after_its_launch_is_gone(booting):
     # Given an instance EC2 no longer knows, launched long ago (terminated and expired from its records)
-    store, compute, commands, instance_id = booting
+    store, compute, _commands, instance_id = booting
     compute.invisible.add(instance_id)
     # When capacity is released
     released = release_instances(
@@ -127,7 +131,7 @@ def _training(store):
 
 def test_a_standby_not_visible_yet_is_adopted_not_forgotten(booting):
     # Given a training job whose standby, launched on a warning, EC2 does not show yet
-    store, compute, commands, instance_id = booting
+    store, compute, _commands, instance_id = booting
     compute.states[instance_id] = "running"
     _training(store)
     standby = launch_standby(
@@ -147,7 +151,9 @@ def test_a_standby_not_visible_yet_is_adopted_not_forgotten(booting):
             current.model_copy(
                 update={
                     "attempts": [
-                        current.attempts[0].model_copy(update={"ended_at": T0, "end_reason": "spot-interrupted"})
+                        current.attempts[0].model_copy(
+                            update={"ended_at": T0, "end_reason": "spot-interrupted"}
+                        )
                     ]
                 }
             ),
@@ -172,7 +178,7 @@ def test_a_standby_not_visible_yet_is_adopted_not_forgotten(booting):
 
 def test_a_standby_that_lost_the_race_stays_on_the_job_until_released(booting):
     # Given a training job that has a standby already
-    store, compute, commands, instance_id = booting
+    store, compute, _commands, instance_id = booting
     compute.states[instance_id] = "running"
     _training(store)
     first = launch_standby(
