@@ -7,7 +7,7 @@ import pytest
 from functions import acquire, agent_step, archive, finalize, instance_ready, release
 from spotrun.agent.command import FailureCause, OutputObject, TrainResult
 from spotrun.aws import job_store
-from spotrun.errors import InstanceLost
+from spotrun.errors import CapacityConfigurationError, InstanceLost
 from spotrun.job import JobStatus
 from spotrun.local import ssm_patch
 from spotrun.local.patches import PatchSet
@@ -62,7 +62,7 @@ def test_acquire_fails_fast_when_the_launch_template_does_not_exist(
     # Given a deployment whose launch template is missing (EC2 refuses CreateFleet as a whole)
     monkeypatch.setenv("SPOTRUN_LAUNCH_TEMPLATE_NAME", "no-such-template")
     # When capacity is acquired
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(CapacityConfigurationError) as raised:
         acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
     # Then the refusal is a configuration error the workflow does not wait on, with the code and the fix
     assert type(raised.value).__name__ == "Capacity.ConfigurationError"
@@ -81,6 +81,10 @@ def test_instance_ready_waits_for_ssm_and_raises_when_the_instance_is_gone(
     report = instance_ready.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
     # Then it is not ready yet
     assert report == {"ready": False, "instance_id": instance_id, "state": "running", "agent_online": False}
+    # When SSM knows it but its agent does not answer
+    ssm_nodes[instance_id] = "ConnectionLost"
+    # Then it is still not ready
+    assert not instance_ready.handler({"job_id": job_id, "timing": TIMING}, lambda_context)["ready"]
     # When its SSM agent is online
     ssm_nodes[instance_id] = "Online"
     report = instance_ready.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
