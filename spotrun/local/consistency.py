@@ -30,6 +30,7 @@ DEFAULT_INJECTED_WINDOW_SECONDS = 30.0
 class _Hidden:
     describe_until: float = 0.0  # time.monotonic() deadlines
     terminate_until: float = 0.0
+    terminate_calls: int = 0  # or: this many TerminateInstances calls answer NotFound, however late
 
 
 class Ec2Consistency:
@@ -56,6 +57,7 @@ class Ec2Consistency:
         self._describe_count = self._terminate_count = 0
         self._describe_probability = self._terminate_probability = 0.0
         self._window = DEFAULT_INJECTED_WINDOW_SECONDS
+        self._terminate_calls: int | None = None
 
     def inject(
         self,
@@ -65,6 +67,7 @@ class Ec2Consistency:
         describe_probability: float | None = None,
         terminate_probability: float | None = None,
         window_seconds: float | None = None,
+        terminate_calls: int | None = None,
     ) -> None:
         """Hide the next ``describe``/``terminate`` launches (and each later one with a probability).
 
@@ -76,6 +79,9 @@ class Ec2Consistency:
             The chance that any later launch is hidden likewise (None: unchanged).
         window_seconds
             Simulated seconds a hidden launch stays hidden (None: unchanged; 30 at first).
+        terminate_calls
+            Instead of the window, how many TerminateInstances calls a terminate-hidden launch answers NotFound
+            to (deterministic whatever the timing; None: unchanged, the window at first).
         """
         for name, value in (
             ("describe_probability", describe_probability),
@@ -83,7 +89,7 @@ class Ec2Consistency:
         ):
             if value is not None and not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {value}")
-        if describe < 0 or terminate < 0 or (window_seconds is not None and window_seconds < 0):
+        if min(describe, terminate, terminate_calls or 0, window_seconds or 0) < 0:
             raise ValueError("counts and the window must not be negative")
         with self._lock:
             self._describe_count += describe
@@ -94,6 +100,8 @@ class Ec2Consistency:
                 self._terminate_probability = terminate_probability
             if window_seconds is not None:
                 self._window = window_seconds
+            if terminate_calls is not None:
+                self._terminate_calls = terminate_calls
 
     def launched(self, instance_id: str) -> None:
         """Decide how long a new instance stays unknown to each call."""
@@ -106,7 +114,10 @@ class Ec2Consistency:
                 hidden.describe_until = max(hidden.describe_until, injected)
             if self._terminate_count or self._rng.random() < self._terminate_probability:
                 self._terminate_count = max(0, self._terminate_count - 1)
-                hidden.terminate_until = injected
+                if self._terminate_calls is None:
+                    hidden.terminate_until = injected
+                else:
+                    hidden.terminate_calls = self._terminate_calls
             self._hidden[instance_id] = hidden
 
     def hidden_from_describe(self, instance_ids: list[str]) -> list[str]:
@@ -114,8 +125,12 @@ class Ec2Consistency:
         return self._still_hidden(instance_ids, terminate=False)
 
     def hidden_from_terminate(self, instance_ids: list[str]) -> list[str]:
-        """The ids TerminateInstances answers NotFound for now (and leaves running)."""
-        return self._still_hidden(instance_ids, terminate=True)
+        """The ids TerminateInstances answers NotFound for now (and leaves running); counts the call."""
+        with self._lock:
+            counted = [i for i in instance_ids if i in self._hidden and self._hidden[i].terminate_calls > 0]
+            for instance_id in counted:
+                self._hidden[instance_id].terminate_calls -= 1
+        return sorted(set(counted) | set(self._still_hidden(instance_ids, terminate=True)))
 
     def _still_hidden(self, instance_ids: list[str], *, terminate: bool) -> list[str]:
         now = time.monotonic()

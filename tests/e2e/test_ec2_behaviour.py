@@ -47,9 +47,9 @@ def test_an_instance_unknown_to_describe_just_after_launch_is_not_lost(runtime):
 
 
 def test_a_terminate_answered_not_found_is_retried_until_the_instance_is_gone(runtime):
-    # Given EC2 answering NotFound to TerminateInstances for the next launch, long enough to cover the
-    # job's release (a NotFound there does not mean the instance ended: it keeps running)
-    runtime.consistency.inject(terminate=1, window_seconds=500.0)  # 10 s real
+    # Given EC2 answering NotFound to the first two TerminateInstances calls for the next launch (a NotFound
+    # there does not mean the instance ended: it keeps running)
+    runtime.consistency.inject(terminate=1, terminate_calls=2)
     manifest = example_manifest(
         **{
             'command: [python, train.py, --step-seconds, "0.02"]': 'command: [python, -c, "raise SystemExit(3)"]'
