@@ -17,7 +17,7 @@ Sources: EC2 API error codes, https://docs.aws.amazon.com/AWSEC2/latest/APIRefer
 ``Unsupported``, ``VcpuLimitExceeded``, ``MaxSpotInstanceCountExceeded``; the capacity errors
 ``InsufficientInstanceCapacity``, ``InsufficientCapacity``); CreateFleetError,
 https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateFleetError.html; the EC2 Fleet guide on
-instant fleets, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instant-fleet.html (an instant fleet
+request types, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-fleet-request-type.html (an instant fleet
 returns the errors of the pools it could not launch in); Spot quotas, which are vCPU quotas per instance
 family in Service Quotas, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-limits.html.
 """
