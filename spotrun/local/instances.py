@@ -116,6 +116,13 @@ class SimulatedInstance:
             self.booted.wait(0.05 if left is None else min(0.05, left))
         return self.booted.is_set() and not self.ended.is_set()
 
+    def wait_managed(self, timeout: float | None = None) -> bool:
+        """Block until SSM can reach the instance (booted and its agent registered); False on timeout or end."""
+        if not self.wait_running(timeout):
+            return False
+        self.registered.wait(timeout)
+        return self.managed
+
     def start_process(self, argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
         """Start ``argv`` on the instance: own session, output appended to the instance's log.
 

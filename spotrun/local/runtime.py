@@ -305,6 +305,10 @@ class LocalRuntime:
         """Wait until ``instance_id`` has booted; False on timeout or when it ended first."""
         return self.instance(instance_id).wait_running(timeout)
 
+    def wait_managed(self, instance_id: str, timeout: float = 30.0) -> bool:
+        """Wait until SSM can send ``instance_id`` commands (booted, SSM agent registered); False on timeout."""
+        return self.instance(instance_id).wait_managed(timeout)
+
     # ----------------------------------------------------------------------------------------- chaos
 
     def interrupt(
