@@ -288,8 +288,15 @@ def test_the_api_answers_bad_requests_with_400_and_unknown_paths_with_404(
     missing = post("/interrupt", b"{}")
     negative = post("/interrupt", b'{"instance_id": "i-1", "notice_seconds": -1}')
     unknown = post("/reboot", b"{}")
+    no_code = post("/fleet-error", b'{"code": "", "count": 1}')
+    no_calls = post("/fleet-error", b'{"code": "VcpuLimitExceeded", "count": 0}')
+    nothing_hidden = post("/ec2-notfound", b"{}")
 
     # Then each is refused with a message naming the problem
+    assert (no_code[0], no_calls[0], nothing_hidden[0]) == (400, 400, 400)
+    assert "code" in no_code[1]["error"]
+    assert "count" in no_calls[1]["error"]
+    assert "describe and/or terminate" in nothing_hidden[1]["error"]
     assert missing[0] == 400
     assert "instance_id" in missing[1]["error"]
     assert negative[0] == 400
