@@ -1,4 +1,4 @@
-"""Lambda: is the job's instance running yet?"""
+"""Lambda: is the job's instance running, and its SSM agent online, yet?"""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from spotrun.aws import Ec2Compute, job_store
+from spotrun.aws import Ec2Compute, SsmCommands, job_store
 from spotrun.config import Settings
-from spotrun.fleet import check_ready
 from spotrun.job import utc_now
+from spotrun.readiness import check_ready
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 from spotrun.timing import WorkflowTiming
 
@@ -36,6 +36,7 @@ def handler(event: ReadyRequest, context: LambdaContext) -> dict[str, Any]:
         job_id=event.job_id,
         store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
         compute=Ec2Compute(settings.region),
+        commands=SsmCommands(settings.region),
         timing=event.timing,
         now=utc_now(),
     )

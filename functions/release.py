@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from spotrun.aws import Ec2Compute, job_store
 from spotrun.config import Settings
-from spotrun.fleet import release_instances
+from spotrun.fleet import release_for_workflow
 from spotrun.job import utc_now
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 
@@ -31,7 +31,7 @@ class ReleaseRequest(BaseModel):
 @event_parser(model=ReleaseRequest)
 def handler(event: ReleaseRequest, context: LambdaContext) -> dict[str, Any]:
     settings = Settings.from_env()
-    terminated = release_instances(
+    terminated = release_for_workflow(
         job_id=event.job_id,
         reason=event.reason,
         store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),

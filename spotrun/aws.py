@@ -12,6 +12,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from spotrun.errors import InstanceLost
+from spotrun.fleet_errors import call_error_response
 from spotrun.job_events import SOURCE
 from spotrun.store import DynamoJobStore
 
@@ -52,7 +53,13 @@ class Ec2Compute:
         return {subnet["SubnetId"]: subnet["AvailabilityZone"] for subnet in subnets}
 
     def create_fleet(self, request: dict[str, Any]) -> dict[str, Any]:
-        return dict(self._ec2.create_fleet(**request))
+        try:
+            return dict(self._ec2.create_fleet(**request))
+        except ClientError as exc:
+            # A call EC2 refuses as a whole (no such launch template, access denied, a quota) carries the same
+            # codes as an instant fleet's per-pool Errors: read both the same way.
+            error = exc.response.get("Error", {})
+            return call_error_response(str(error.get("Code", "Unknown")), str(error.get("Message", "")))
 
     def spot_price(self, instance_type: str, availability_zone: str) -> float | None:
         history = self._ec2.describe_spot_price_history(
@@ -115,6 +122,24 @@ class SsmCommands:
                 raise InstanceLost(f"SSM cannot reach instance {instance_id}: {exc}") from exc
             raise
         return str(answer["Command"]["CommandId"])
+
+    def agent_online(self, instance_id: str) -> bool:
+        # SendCommand answers InvalidInstanceId until the SSM agent has registered; DescribeInstanceInformation
+        # lists a node once it is managed, with PingStatus Online while its agent is connected. Before
+        # registration it lists nothing (or, with an id SSM does not know, answers InvalidInstanceId).
+        # https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_DescribeInstanceInformation.html
+        try:
+            answer = self._ssm.describe_instance_information(
+                Filters=[{"Key": "InstanceIds", "Values": [instance_id]}]
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "InvalidInstanceId":
+                return False
+            raise
+        return any(
+            item.get("InstanceId") == instance_id and item.get("PingStatus") == "Online"
+            for item in answer.get("InstanceInformationList", [])
+        )
 
 
 class S3Objects:

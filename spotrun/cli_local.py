@@ -242,3 +242,42 @@ def refill(
     with _control(workdir) as control:
         answer = control.refill(instance_type, zone)
     _emit(answer, as_json, f"pool {instance_type} in {zone} refilled to {answer['capacity']}")
+
+
+@local_app.command("fleet-error")
+def fleet_error(
+    code: Annotated[
+        str,
+        typer.Argument(
+            metavar="CODE",
+            help="An EC2 error code, e.g. VcpuLimitExceeded, InvalidLaunchTemplateName.NotFoundException.",
+        ),
+    ],
+    count: Annotated[int, typer.Option(min=1, help="How many CreateFleet calls fail.")] = 1,
+    workdir: Workdir = DEFAULT_WORKDIR,
+    as_json: AsJson = False,
+) -> None:
+    """Make the next CreateFleet calls fail with CODE: capacity codes are waited on, the others fail the job."""
+    with _control(workdir) as control:
+        answer = control.fleet_error(code, count)
+    _emit(answer, as_json, f"the next {count} CreateFleet call(s) fail with {code} ({answer['kind']})")
+
+
+@local_app.command("ec2-notfound")
+def ec2_not_found(
+    describe: Annotated[
+        int, typer.Option(min=0, help="Launches DescribeInstances answers NotFound for, for a while.")
+    ] = 0,
+    terminate: Annotated[
+        int,
+        typer.Option(min=0, help="Launches TerminateInstances answers NotFound for (and leaves running)."),
+    ] = 0,
+    workdir: Workdir = DEFAULT_WORKDIR,
+    as_json: AsJson = False,
+) -> None:
+    """Model EC2's eventual consistency: the next launches are unknown to some calls just after launch."""
+    if not (describe or terminate):
+        raise fail("give --describe and/or --terminate")
+    with _control(workdir) as control:
+        answer = control.ec2_not_found(describe, terminate)
+    _emit(answer, as_json, f"next launches hidden: describe {describe}, terminate {terminate}")

@@ -39,6 +39,30 @@ class CapacityExhausted(SpotrunError):
     error_name = "Capacity.Exhausted"
 
 
+class CapacityQuotaExceeded(SpotrunError):
+    """EC2 refused the launch for an account quota (e.g. a Spot vCPU quota of 0): waiting will not help."""
+
+    error_name = "Capacity.QuotaExceeded"
+
+
+class CapacityConfigurationError(SpotrunError):
+    """EC2 refused the launch for the request itself (no launch template, denied, unsupported type)."""
+
+    error_name = "Capacity.ConfigurationError"
+
+
+class InstanceNotManaged(SpotrunError):
+    """The instance runs but its SSM agent never registered, so no command can reach it."""
+
+    error_name = "Instance.NotManaged"
+
+
+class InstancesNotReleased(SpotrunError):
+    """EC2 has not confirmed the termination of every instance of the job yet (eventual consistency)."""
+
+    error_name = "Instances.ReleasePending"
+
+
 class InstanceLost(SpotrunError):
     """The job's instance terminated or failed before it became ready."""
 

@@ -5,39 +5,33 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel
-
 from spotrun.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
-from spotrun.errors import CapacityExhausted, CapacityUnavailable, InstanceBootTimeout, InstanceLost
+from spotrun.errors import (
+    CapacityConfigurationError,
+    CapacityExhausted,
+    CapacityQuotaExceeded,
+    CapacityUnavailable,
+    InstanceLost,
+    InstancesNotReleased,
+)
 from spotrun.fleet_api import LaunchedInstance, build_fleet_request, parse_fleet_response
 from spotrun.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, Lifecycle, transition
 from spotrun.limits import next_attempt_refusal
 from spotrun.manifest import JobManifest
 from spotrun.ports import Compute
 from spotrun.pricing import attempt_price
+from spotrun.readiness import not_visible_yet, open_attempt
 from spotrun.standby import keep_unused, retire_standby
 from spotrun.store import JobStore, update_job
 from spotrun.timing import WorkflowTiming
 
-_LOST_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
-
-
-class ReadyReport(BaseModel):
-    """Whether the job's instance can take commands."""
-
-    ready: bool
-    instance_id: str
-    state: str | None
+# A launch that could not give an instance, for a reason waiting cannot fix.
+_REFUSED = (CapacityQuotaExceeded, CapacityConfigurationError)
 
 
 def manifest_of(job: Job) -> JobManifest:
     """The job's validated manifest."""
     return JobManifest.model_validate(job.manifest)
-
-
-def _open_attempt(job: Job) -> Attempt | None:
-    attempt = job.current_attempt
-    return attempt if attempt is not None and attempt.ended_at is None else None
 
 
 def launch_instance(
@@ -79,6 +73,8 @@ def launch_instance(
     ------
     CapacityUnavailable
         When no pool could supply an instance.
+    CapacityQuotaExceeded, CapacityConfigurationError
+        When EC2 refused the launch for a reason waiting cannot fix (see :mod:`spotrun.fleet_errors`).
     """
     manifest = manifest_of(job)
     subnets = compute.subnet_zones(subnet_ids)
@@ -106,7 +102,9 @@ def launch_instance(
     lifecycle = choose_lifecycle(manifest.capacity, interruptions, spot_unavailable=False)
     try:
         first = launch(lifecycle)[0]
-    except CapacityUnavailable:
+    except (CapacityUnavailable, CapacityQuotaExceeded):
+        # A Spot quota (or no Spot capacity) is what the on-demand fallback is for; a configuration error
+        # would fail on-demand alike.
         fallback = choose_lifecycle(manifest.capacity, interruptions, spot_unavailable=True)
         if fallback == lifecycle:
             raise
@@ -170,18 +168,20 @@ def acquire_instance(
         When no pool could supply an instance; the workflow waits and calls again.
     CapacityExhausted
         When capacity has been unavailable for longer than the timing's patience.
+    CapacityQuotaExceeded, CapacityConfigurationError
+        At once, without waiting, when EC2 refused the launch for a quota or the request's configuration.
     """
     job = store.get(job_id)
     if job is None:
         raise InstanceLost(f"no job {job_id}")
-    existing = _open_attempt(job)
+    existing = open_attempt(job)
     if existing is not None:
         return existing
     refusal = next_attempt_refusal(job, interruptions=job.interruptions, now=now)
     if refusal is not None:  # budget or training time used up: Budget.Exceeded / Training.MaxRuntimeExceeded
         raise refusal
     job = update_job(store, job_id, lambda current: transition(current, JobStatus.ACQUIRING, now))
-    attempt = _adopt_standby(job, compute)
+    attempt = _adopt_standby(job, compute, now)
     if attempt is None:
         try:
             attempt = launch_instance(
@@ -192,8 +192,8 @@ def acquire_instance(
                 interruptions=job.interruptions,
                 now=now,
             )
-        except CapacityUnavailable:
-            _note_capacity_wait(store, job, timing, now)
+        except CapacityUnavailable as exc:
+            _note_capacity_wait(store, job, timing, now, str(exc))
             raise
         store.link_instance(attempt.instance_id, job_id)
     chosen = attempt
@@ -213,11 +213,13 @@ def acquire_instance(
     return attempt
 
 
-def _adopt_standby(job: Job, compute: Compute) -> Attempt | None:
+def _adopt_standby(job: Job, compute: Compute, now: datetime) -> Attempt | None:
     standby = job.standby
     if standby is None:
         return None
-    if compute.instance_state(standby.instance_id) in ("pending", "running"):
+    state = compute.instance_state(standby.instance_id)
+    if state in ("pending", "running") or (state is None and not_visible_yet(standby.started_at, now)):
+        # Unknown to EC2 just after its launch: it exists (CreateFleet said so); check_ready waits for it.
         return standby.model_copy(update={"number": len(job.attempts) + 1})
     return None
 
@@ -243,7 +245,7 @@ def launch_standby(
         workflow will then acquire capacity itself after the interruption).
     """
     job = store.get(job_id)
-    current = None if job is None else _open_attempt(job)
+    current = None if job is None else open_attempt(job)
     if job is None or current is None or job.standby is not None or job.status.is_terminal:
         return None
     if next_attempt_refusal(job, interruptions=job.interruptions + 1, now=now) is not None:
@@ -258,7 +260,8 @@ def launch_standby(
             now=now,
             also_avoid={Pool(current.instance_type, current.availability_zone)},
         )
-    except CapacityUnavailable:
+    except (CapacityUnavailable, *_REFUSED):
+        # The workflow's own acquire after the interruption reports a refusal with its code and advice.
         return None
     store.link_instance(standby.instance_id, job_id)
     stored = update_job(
@@ -267,51 +270,27 @@ def launch_standby(
         lambda latest: latest if latest.standby else latest.model_copy(update={"standby": standby}),
     )
     if stored.standby is None or stored.standby.instance_id != standby.instance_id:
+        # Kept on the job before terminating: a NotFound just after the launch does not prove it gone, so the
+        # job's release must still find it.
+        # EC2 bills it too.
+        update_job(store, job_id, lambda latest: keep_unused(latest, standby, now))
         compute.terminate([standby.instance_id])
-        update_job(store, job_id, lambda latest: keep_unused(latest, standby, now))  # it ran: EC2 bills it
         return None
     return standby
 
 
-def _note_capacity_wait(store: JobStore, job: Job, timing: WorkflowTiming, now: datetime) -> None:
+def _note_capacity_wait(
+    store: JobStore, job: Job, timing: WorkflowTiming, now: datetime, last_error: str
+) -> None:
     since = job.waiting_for_capacity_since or now
     if now - since > timedelta(seconds=timing.capacity_patience_seconds):
-        raise CapacityExhausted(f"no capacity for job {job.job_id} since {since.isoformat()}; giving up")
+        raise CapacityExhausted(
+            f"no capacity for job {job.job_id} since {since.isoformat()}; giving up. Last answer: {last_error}"
+        )
     if job.waiting_for_capacity_since is None:
         update_job(
             store, job.job_id, lambda current: current.model_copy(update={"waiting_for_capacity_since": now})
         )
-
-
-def check_ready(
-    *, job_id: str, store: JobStore, compute: Compute, timing: WorkflowTiming, now: datetime
-) -> ReadyReport:
-    """Report whether the job's current instance is running.
-
-    Raises
-    ------
-    InstanceLost
-        When the instance is gone (reclaimed, or terminated by someone) before it became ready.
-    InstanceBootTimeout
-        When it has been booting for longer than the timing allows; it is terminated first.
-    """
-    job = store.get(job_id)
-    attempt = None if job is None else _open_attempt(job)
-    if attempt is None:
-        raise InstanceLost(f"job {job_id} has no open attempt")
-    state = compute.instance_state(attempt.instance_id)
-    if state == "running":
-        return ReadyReport(ready=True, instance_id=attempt.instance_id, state=state)
-    if state is None or state in _LOST_STATES:
-        raise InstanceLost(
-            f"instance {attempt.instance_id} is {state or 'unknown to EC2'} before it was ready"
-        )
-    if now - attempt.started_at > timedelta(seconds=timing.boot_timeout_seconds):
-        compute.terminate([attempt.instance_id])
-        raise InstanceBootTimeout(
-            f"instance {attempt.instance_id} still {state} after {timing.boot_timeout_seconds:.0f} s"
-        )
-    return ReadyReport(ready=False, instance_id=attempt.instance_id, state=state)
 
 
 def release_instances(
@@ -320,7 +299,9 @@ def release_instances(
     """Terminate every instance the job ever had and close its open attempt.
 
     Terminating an instance twice is harmless, so this runs on every path out of the workflow, any number of
-    times.
+    times. An instance EC2 answers NotFound for within :data:`EC2_CONSISTENCY_GRACE` of its launch may still
+    run: it is kept in the job's ``unreleased`` list (and stays among its instances), for the next call to
+    terminate; :func:`release_for_workflow` refuses to report such a release done.
 
     Returns
     -------
@@ -331,14 +312,63 @@ def release_instances(
     if job is None:
         return []
     terminated = compute.terminate(job.instance_ids())
+    pending = unconfirmed_terminations(job, terminated, now)
 
     def close(current: Job) -> Job:
         current = retire_standby(current, now)  # terminated above, never used: still billed
-        attempt = _open_attempt(current)
+        current = current.model_copy(update={"unreleased": pending})
+        attempt = open_attempt(current)
         if attempt is None:
             return current
         closed = attempt.model_copy(update={"ended_at": now, "end_reason": reason})
         return current.model_copy(update={"attempts": [*current.attempts[:-1], closed]})
 
     update_job(store, job_id, close)
+    return terminated
+
+
+def unconfirmed_terminations(job: Job, accepted: Collection[str], now: datetime) -> list[str]:
+    """The job's instances whose termination EC2 did not accept though they may exist (launched lately).
+
+    Parameters
+    ----------
+    job
+        The job (its attempts, standby and unused instances, with their launch times).
+    accepted
+        The ids TerminateInstances accepted.
+    now
+        The current time.
+
+    Returns
+    -------
+    list[str]
+        Ids answered NotFound within :data:`EC2_CONSISTENCY_GRACE` of their launch, in the job's order.
+    """
+    launched: dict[str, datetime] = {}
+    for attempt in job.billed_instances():
+        launched.setdefault(attempt.instance_id, attempt.started_at)
+    return [
+        instance_id
+        for instance_id in job.instance_ids()
+        if instance_id not in accepted and not_visible_yet(launched[instance_id], now)
+    ]
+
+
+def release_for_workflow(
+    *, job_id: str, reason: str, store: JobStore, compute: Compute, now: datetime
+) -> list[str]:
+    """:func:`release_instances`, done only when EC2 has accepted the termination of every instance that may run.
+
+    Raises
+    ------
+    InstancesNotReleased
+        When some instance was answered NotFound shortly after its launch; the workflow retries with backoff.
+    """
+    terminated = release_instances(job_id=job_id, reason=reason, store=store, compute=compute, now=now)
+    job = store.get(job_id)
+    if job is not None and job.unreleased:
+        raise InstancesNotReleased(
+            f"EC2 does not know {', '.join(job.unreleased)} yet (launched moments ago): their termination is "
+            "not confirmed; retrying"
+        )
     return terminated

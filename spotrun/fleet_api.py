@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotrun.capacity import LIFECYCLES, Lifecycle, Pool
-from spotrun.errors import CapacityUnavailable, ManifestInvalid
+from spotrun.errors import (
+    CapacityConfigurationError,
+    CapacityQuotaExceeded,
+    CapacityUnavailable,
+    ManifestInvalid,
+)
+from spotrun.fleet_errors import ErrorKind, classify, configuration_advice, overall_kind, quota_advice
 from spotrun.pricing import InstanceTypeInfo
 
 # CreateFleet allows at most 300 overrides (capacity pools) per request for fleets of type request and
@@ -21,23 +27,6 @@ MAX_OVERRIDES = 300
 
 # EC2 rejects a MaxPrice of USD 0.001 or less with InvalidParameterValue.
 MIN_SPOT_MAX_PRICE = 0.001
-
-# Error codes of CreateFleet that mean "no capacity (or no quota) for this pool right now", as opposed to a
-# request that can never succeed (a missing launch template, a denied permission).
-CAPACITY_ERROR_CODES = frozenset(
-    {
-        "InsufficientInstanceCapacity",
-        "InsufficientCapacity",
-        "InsufficientHostCapacity",
-        "InsufficientReservedInstanceCapacity",
-        "SpotMaxPriceTooLow",
-        "MaxSpotInstanceCountExceeded",
-        "MaxSpotFleetRequestCountExceeded",
-        "VcpuLimitExceeded",
-        "InstanceLimitExceeded",
-        "UnfulfillableCapacity",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +55,9 @@ class FleetLaunchError:
     lifecycle: str | None
 
     @property
-    def is_capacity(self) -> bool:
-        """True when the error means a lack of capacity or quota, which may pass."""
-        return self.code in CAPACITY_ERROR_CODES
+    def kind(self) -> ErrorKind:
+        """capacity (may pass: wait), quota (raise it) or configuration (fix it); see :mod:`spotrun.fleet_errors`."""
+        return classify(self.code)
 
 
 def _one_subnet_per_zone(subnets: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -290,8 +279,9 @@ def parse_fleet_response(
 
     Raises
     ------
-    CapacityUnavailable
-        When nothing launched; the message lists the error codes and the pools they concern.
+    CapacityUnavailable, CapacityQuotaExceeded, CapacityConfigurationError
+        When nothing launched, by the kind of the errors (:func:`launch_failure`); the message lists the error
+        codes and the pools they concern.
     ValueError
         When an instance's zone or lifecycle cannot be told (a ``subnets`` mapping that does not match the
         request).
@@ -321,7 +311,38 @@ def parse_fleet_response(
                 )
             )
     if not launched:
-        raise CapacityUnavailable(
-            f"no instance launched: {_describe_errors(fleet_errors(response, subnets))}"
-        )
+        raise launch_failure(fleet_errors(response, subnets))
     return launched
+
+
+def launch_failure(
+    errors: Sequence[FleetLaunchError],
+) -> CapacityUnavailable | CapacityQuotaExceeded | CapacityConfigurationError:
+    """The error to raise for a launch that gave no instance, by the kind of its pools' errors.
+
+    Parameters
+    ----------
+    errors
+        The response's errors (a refused call counts as one error without a pool).
+
+    Returns
+    -------
+    CapacityUnavailable | CapacityQuotaExceeded | CapacityConfigurationError
+        Capacity: the workflow waits and asks again. Quota: the message names the Service Quotas quota to
+        raise. Configuration: the message names the code and what to change. Each lists every code and pool.
+    """
+    described = _describe_errors(errors)
+    kind = overall_kind([error.code for error in errors])
+    if kind == "capacity":
+        return CapacityUnavailable(f"no instance launched: {described}")
+    if kind == "quota":
+        quota_errors = [error for error in errors if error.kind == "quota"]
+        advice = quota_advice([(error.pool, error.lifecycle) for error in quota_errors])
+        return CapacityQuotaExceeded(
+            f"EC2 quota reached, waiting will not help: {described}. To fix: {advice}"
+        )
+    codes = dict.fromkeys(error.code for error in errors if error.kind == "configuration")
+    advice = "; ".join(f"{code}: {configuration_advice(code)}" for code in codes)
+    return CapacityConfigurationError(
+        f"EC2 cannot launch this request as configured: {described}. To fix: {advice}"
+    )

@@ -127,6 +127,7 @@ class Attempt(_Record):
     last_step: int | None = None  # the last training step reported before the attempt ended
     rebalance_at: datetime | None = None
     notice_at: datetime | None = None  # the spot interruption warning
+    running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
 
 
 class ArchivedObject(_Record):
@@ -192,8 +193,11 @@ class Job(_Record):
     waiting_for_capacity_since: datetime | None = None
     # An instance launched on the interruption warning, adopted by the next attempt (boot overlaps the upload).
     standby: Attempt | None = None
-    # Instances that ran for the job without hosting an attempt (a standby terminated unused): EC2 bills them.
+    # Instances that ran for the job without hosting an attempt (a standby terminated unused, or one that lost a
+    # race): EC2 bills them, and the job's release must still find them.
     unused_instances: list[Attempt] = Field(default_factory=list)
+    # Instances whose termination EC2 has not confirmed yet (NotFound just after launch proves nothing).
+    unreleased: list[str] = Field(default_factory=list)
     # The token of the agent step in progress. Never logged, never shown: it can complete the step.
     task_token: str | None = Field(default=None, repr=False)
     version: int = 0
@@ -204,10 +208,8 @@ class Job(_Record):
         return self.attempts[-1] if self.attempts else None
 
     def instance_ids(self) -> list[str]:
-        """Every instance the job has ever had, the standby included."""
-        standby = [self.standby.instance_id] if self.standby is not None else []
-        unused = [instance.instance_id for instance in self.unused_instances]
-        return [attempt.instance_id for attempt in self.attempts] + standby + unused
+        """Every instance the job has ever had, the standby and the unused ones included."""
+        return list(dict.fromkeys(instance.instance_id for instance in self.billed_instances()))
 
     def billed_instances(self) -> list[Attempt]:
         """Every instance EC2 bills the job for: its attempts, its standby, and the standbys it never used."""

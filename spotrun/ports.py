@@ -25,11 +25,18 @@ class Compute(Protocol):
         ...
 
     def instance_state(self, instance_id: str) -> str | None:
-        """pending, running, shutting-down, terminated, stopping, stopped; None when EC2 does not know it."""
+        """pending, running, shutting-down, terminated, stopping, stopped; None when EC2 does not know it.
+
+        EC2 is eventually consistent: None just after a launch does not mean the instance does not exist.
+        """
         ...
 
     def terminate(self, instance_ids: list[str]) -> list[str]:
-        """Terminate the instances that still exist; return the ids EC2 accepted."""
+        """Terminate the instances that still exist; return the ids EC2 accepted.
+
+        An id left out (EC2 answered ``InvalidInstanceID.NotFound``) is not proven gone: just after a launch
+        the instance may exist and run.
+        """
         ...
 
 
@@ -38,6 +45,10 @@ class Commands(Protocol):
 
     def run_agent(self, document_name: str, instance_id: str, command_uri: str) -> str:
         """Send the agent document to one instance; return the command id."""
+        ...
+
+    def agent_online(self, instance_id: str) -> bool:
+        """Whether the instance is a managed node whose SSM agent is online (commands can reach it)."""
         ...
 
 

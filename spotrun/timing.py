@@ -28,6 +28,8 @@ class WorkflowTiming(BaseModel):
     # release the instance; and how much of it the command gets to save and exit after the checkpoint signal.
     budget_margin_seconds: float = 120.0
     limit_grace_seconds: float = 60.0
+    # How long a running instance may take for its SSM agent to register before it counts as unmanageable.
+    ssm_registration_timeout_seconds: float = 600.0
 
 
 def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
@@ -52,6 +54,7 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
     return WorkflowTiming(
         boot_poll_seconds=max(1, round(15 * time_scale)),
         boot_timeout_seconds=900 * time_scale,
+        ssm_registration_timeout_seconds=600 * time_scale,
         capacity_retry_seconds=max(1, round(60 * time_scale)),
         capacity_patience_seconds=3600 * time_scale,
         heartbeat_seconds=heartbeat,

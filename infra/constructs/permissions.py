@@ -140,6 +140,17 @@ def _describe_instances(_targets: Targets) -> list[Grant]:
     return [Grant(("ec2:DescribeInstances",), ("*",), NO_RESOURCE_LEVEL)]
 
 
+def _describe_managed_nodes(_targets: Targets) -> list[Grant]:
+    # Readiness waits for the instance's SSM agent to be Online before the first command.
+    return [
+        Grant(
+            ("ssm:DescribeInstanceInformation",),
+            ("*",),
+            "DescribeInstanceInformation has no resource-level permissions in IAM, so it is granted on '*'",
+        )
+    ]
+
+
 def _spot_prices(_targets: Targets) -> list[Grant]:
     return [Grant(("ec2:DescribeSpotPriceHistory",), ("*",), NO_RESOURCE_LEVEL)]
 
@@ -180,7 +191,8 @@ SETTING_GRANTS: dict[str, Callable[[Targets], list[Grant]]] = {
 # Calls a function makes that none of its settings implies.
 FUNCTION_GRANTS: dict[str, tuple[Callable[[Targets], list[Grant]], ...]] = {
     "acquire": (_spot_prices, _describe_instances),  # the price paid; whether a standby is still alive
-    "instance_ready": (_describe_instances, _terminate),  # a boot that times out is terminated
+    # A boot that times out is terminated; ready also means SSM lists the instance Online.
+    "instance_ready": (_describe_instances, _terminate, _describe_managed_nodes),
     "release": (_terminate,),
     "interrupted": (_terminate,),
     # A standby launched on the warning loses a race with a second warning: it is terminated again.

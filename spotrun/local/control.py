@@ -12,6 +12,10 @@ POST      ``/interrupt``   ``{instance_id, notice_seconds?=120, rebalance_lead_s
 POST      ``/kill``        ``{instance_id, hang?=false}``: death without notice
 POST      ``/exhaust``     ``{instance_type, availability_zone, lifecycle?="spot"}``: capacity to 0
 POST      ``/refill``      ``{instance_type, availability_zone}``: the declared capacity back
+POST      ``/fleet-error`` ``{code, count?=1, message?}``: the next ``count`` CreateFleet calls fail with
+                           ``code`` (quota, configuration or capacity; see ``spotrun.fleet_errors``)
+POST      ``/ec2-notfound`` ``{describe?=0, terminate?=0, window_seconds?}``: the next launches answer
+                           ``InvalidInstanceID.NotFound`` to DescribeInstances / TerminateInstances for a while
 ========  ===============  ==================================================================================
 
 Errors answer ``{"error": message}`` with 400 (bad request), 404 (unknown instance, pool or path) or 409
@@ -29,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from spotrun.fleet_errors import classify
 from spotrun.local.instances import SimulatedInstance
 from spotrun.local.runtime import LocalRuntime
 
@@ -62,6 +67,22 @@ class PoolRequest(_Body):
     instance_type: str
     availability_zone: str
     lifecycle: Literal["spot", "on-demand"] = "spot"
+
+
+class FleetErrorRequest(_Body):
+    """Body of ``POST /fleet-error``."""
+
+    code: str = Field(min_length=1, pattern=r"^[A-Za-z][A-Za-z0-9.]*$")
+    count: int = Field(1, ge=1)
+    message: str | None = None
+
+
+class NotFoundRequest(_Body):
+    """Body of ``POST /ec2-notfound``; the window in simulated seconds."""
+
+    describe: int = Field(0, ge=0)
+    terminate: int = Field(0, ge=0)
+    window_seconds: float | None = Field(None, ge=0)
 
 
 class Refused(Exception):
@@ -110,6 +131,8 @@ class ControlApi:
             ("POST", "/kill"): self._kill,
             ("POST", "/exhaust"): self._exhaust,
             ("POST", "/refill"): self._refill,
+            ("POST", "/fleet-error"): self._fleet_error,
+            ("POST", "/ec2-notfound"): self._ec2_not_found,
         }
 
     def handle(self, method: str, path: str, body: bytes) -> Reply:
@@ -211,6 +234,26 @@ class ControlApi:
         pool = self.runtime.capacity.pool(request.instance_type, request.availability_zone)
         self._told(f"refill {request.instance_type} in {request.availability_zone}")
         return {**request.model_dump(exclude={"lifecycle"}), "capacity": pool.capacity if pool else None}
+
+    def _fleet_error(self, body: bytes) -> dict[str, Any]:
+        request = FleetErrorRequest.model_validate_json(body or b"{}")
+        self.runtime.capacity.inject_fleet_error(request.code, request.count, request.message)
+        kind = classify(request.code)
+        self._told(f"fleet-error {request.code} ({kind}) for the next {request.count} CreateFleet call(s)")
+        return {**request.model_dump(exclude_none=True), "kind": kind}
+
+    def _ec2_not_found(self, body: bytes) -> dict[str, Any]:
+        request = NotFoundRequest.model_validate_json(body or b"{}")
+        if not (request.describe or request.terminate):
+            raise Refused(400, "give describe and/or terminate: how many launches to hide")
+        self.runtime.consistency.inject(
+            describe=request.describe, terminate=request.terminate, window_seconds=request.window_seconds
+        )
+        self._told(
+            f"ec2-notfound: next {request.describe} launch(es) hidden from DescribeInstances, "
+            f"{request.terminate} from TerminateInstances"
+        )
+        return request.model_dump(exclude_none=True)
 
 
 class _Handler(BaseHTTPRequestHandler):

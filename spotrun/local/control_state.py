@@ -201,3 +201,11 @@ class ControlClient:
         """Give a pool back its declared capacity."""
         body = {"instance_type": instance_type, "availability_zone": availability_zone}
         return dict(self.request("POST", "/refill", body))
+
+    def fleet_error(self, code: str, count: int = 1) -> dict[str, Any]:
+        """Make the next ``count`` CreateFleet calls fail with the EC2 error ``code``."""
+        return dict(self.request("POST", "/fleet-error", {"code": code, "count": count}))
+
+    def ec2_not_found(self, describe: int = 0, terminate: int = 0) -> dict[str, Any]:
+        """Hide the next launches from DescribeInstances / TerminateInstances (eventual consistency)."""
+        return dict(self.request("POST", "/ec2-notfound", {"describe": describe, "terminate": terminate}))

@@ -10,6 +10,10 @@ history is a static fixture. The replacements here:
   hand every new instance to the :class:`~spotrun.local.instances.InstanceManager` (pending, then running).
 - ``Instance.terminate``: tell the manager, which kills the instance's processes and frees its slot.
 - ``DescribeSpotPriceHistory``: the pools' prices.
+- Injected CreateFleet errors (:meth:`~spotrun.local.capacity.CapacityModel.inject_fleet_error`): a refused
+  call raises, any other code fails every pool in ``Errors``.
+- ``DescribeInstances`` / ``TerminateInstances``: ``InvalidInstanceID.NotFound`` for an instance not yet
+  propagated (:class:`~spotrun.local.consistency.Ec2Consistency`); such a terminate leaves it running.
 """
 
 from __future__ import annotations
@@ -19,8 +23,16 @@ import threading
 from collections.abc import Iterator
 from typing import Any, cast
 
-from spotrun.local.capacity import Candidate, CapacityModel, FleetPlan, Lifecycle, Shortfall
+from spotrun.local.capacity import (
+    CALL_LEVEL_ERRORS,
+    Candidate,
+    CapacityModel,
+    FleetPlan,
+    Lifecycle,
+    Shortfall,
+)
 from spotrun.local.catalog import types_matching
+from spotrun.local.consistency import Ec2Consistency
 from spotrun.local.instances import InstanceManager
 from spotrun.local.patches import PatchSet
 
@@ -113,30 +125,43 @@ def _error(shortfall: Shortfall, lifecycle: Lifecycle) -> dict[str, Any]:
 
 
 def install(
-    patches: PatchSet, capacity: CapacityModel, manager: InstanceManager, lock: threading.RLock
+    patches: PatchSet,
+    capacity: CapacityModel,
+    manager: InstanceManager,
+    lock: threading.RLock,
+    consistency: Ec2Consistency | None = None,
 ) -> None:
     """Install the EC2 replacements described in the module docstring."""
-    from moto.ec2.exceptions import EC2ClientError
+    from moto.ec2.exceptions import EC2ClientError, InvalidInstanceIdError
     from moto.ec2.models.fleets import FleetsBackend
     from moto.ec2.models.instances import Instance, InstanceBackend
     from moto.ec2.responses.fleets import Fleets
+    from moto.ec2.responses.instances import InstanceResponse
     from moto.ec2.responses.spot_instances import SpotInstances
 
     original_create_fleet = FleetsBackend.create_fleet
     original_fleet_response = Fleets.create_fleet
     original_run_instances = InstanceBackend.run_instances
     original_terminate = Instance.terminate
+    original_describe_response = InstanceResponse.describe_instances
+    original_terminate_response = InstanceResponse.terminate_instances
 
     def create_fleet(self: Any, **kwargs: Any) -> Any:
         if kwargs.get("fleet_type") != "instant":
             return original_create_fleet(self, **kwargs)
         requested = kwargs["target_capacity_specification"]
+        injected = capacity.take_fleet_error()
+        if injected is not None and injected[0] in CALL_LEVEL_ERRORS:
+            raise EC2ClientError(*injected)
         with lock:
             candidates = expand_candidates(self, kwargs["launch_template_configs"])
             plans: dict[Lifecycle, FleetPlan] = {}
             for lifecycle, count in _wanted(requested).items():
                 options = kwargs.get("spot_options" if lifecycle == "spot" else "on_demand_options") or {}
-                if count:
+                if count and injected is not None:
+                    # Every pool refuses for the injected reason: nothing launches.
+                    plans[lifecycle] = FleetPlan(shortfalls=[Shortfall(c, *injected) for c in candidates])
+                elif count:
                     plans[lifecycle] = capacity.plan(
                         candidates, lifecycle, count, options.get("AllocationStrategy")
                     )
@@ -203,8 +228,23 @@ def install(
                 raise EC2ClientError("InsufficientInstanceCapacity", message + f"you requested ({zone}).")
             reservation = original_run_instances(self, image_id, count, user_data, security_group_names, **kw)
             for instance in reservation.instances:
+                if consistency is not None:
+                    consistency.launched(instance.id)
                 manager.launched(instance, "spot" if instance.lifecycle == "spot" else "on-demand")
         return reservation
+
+    def describe_instances_response(self: Any) -> Any:
+        hidden = consistency.hidden_from_describe(self._get_param("InstanceIds", [])) if consistency else []
+        if hidden:
+            raise InvalidInstanceIdError(hidden)
+        return original_describe_response(self)
+
+    def terminate_instances_response(self: Any) -> Any:
+        hidden = consistency.hidden_from_terminate(self._get_param("InstanceIds", [])) if consistency else []
+        if hidden:
+            # The call fails as a whole and terminates nothing: the instance keeps running.
+            raise InvalidInstanceIdError(hidden)
+        return original_terminate_response(self)
 
     def terminate(self: Any) -> Any:
         already = self._state.name == "terminated"
@@ -217,6 +257,8 @@ def install(
     patches.add(Fleets, "create_fleet", create_fleet_response)
     patches.add(InstanceBackend, "run_instances", run_instances)
     patches.add(Instance, "terminate", terminate)
+    patches.add(InstanceResponse, "describe_instances", describe_instances_response)
+    patches.add(InstanceResponse, "terminate_instances", terminate_instances_response)
     patches.add(SpotInstances, "describe_spot_price_history", _price_history_response(capacity))
 
 

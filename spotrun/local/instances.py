@@ -4,6 +4,11 @@ moto keeps an instance's record (id, type, subnet, state); :class:`InstanceManag
 *does*: it boots for the pool's delay (moto reports ``pending`` meanwhile), holds a pool slot, answers IMDS,
 runs the agent processes SSM starts, and on termination kills them and frees the slot. State changes are
 published as ``EC2 Instance State-change Notification`` events, as EC2 does.
+
+Its SSM agent registers some time after EC2 reports ``running`` (the agent starts late in the boot, then
+registers with the SSM endpoint): until then SSM does not list the instance as a managed node and
+SendCommand answers ``InvalidInstanceId``, whose documented causes include "SSM Agent isn't registered with
+the SSM endpoint" (https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_SendCommand.html).
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ logger = logging.getLogger(__name__)
 INSTANCE_MARKER = "SPOTRUN_LOCAL_INSTANCE_ID"
 KILL_GRACE_SECONDS = 1.0
 DEFAULT_BOOT_DELAY_SECONDS = 60.0
+# Simulated seconds from EC2 "running" to the SSM agent being registered and Online. Longer than the
+# workflow's readiness poll at any time scale, so a control plane that skipped the wait would be caught.
+DEFAULT_SSM_REGISTRATION_DELAY_SECONDS = 60.0
 
 # (source, detail-type, detail, resources) -> None
 Publisher = Callable[[str, str, dict[str, Any], list[str]], None]
@@ -58,6 +66,7 @@ class SimulatedInstance:
         )
         self.imds = ImdsServer(self.metadata)
         self.booted = threading.Event()
+        self.registered = threading.Event()  # the SSM agent has registered (a managed node)
         self.ended = threading.Event()  # termination began (or the instance hung)
         self.gone = threading.Event()  # processes dead and metadata service stopped
         self.terminating = False
@@ -77,6 +86,21 @@ class SimulatedInstance:
         return self.booted.is_set() and not self.ended.is_set() and not self.hung and self.state == "running"
 
     @property
+    def managed(self) -> bool:
+        """Whether SSM can deliver a command: reachable and its SSM agent registered."""
+        return self.reachable and self.registered.is_set()
+
+    @property
+    def ping_status(self) -> str | None:
+        """SSM's PingStatus: Online, ConnectionLost (hung), or None (not registered, or terminated).
+
+        DescribeInstanceInformation returns nothing for stopped or terminated nodes.
+        """
+        if not self.registered.is_set() or self.state in ("shutting-down", "terminated") or self.terminating:
+            return None
+        return "ConnectionLost" if self.hung else "Online"
+
+    @property
     def pids(self) -> list[int]:
         """Ids of the processes started on the instance that are still alive."""
         with self._lock:
@@ -91,6 +115,13 @@ class SimulatedInstance:
                 return False
             self.booted.wait(0.05 if left is None else min(0.05, left))
         return self.booted.is_set() and not self.ended.is_set()
+
+    def wait_managed(self, timeout: float | None = None) -> bool:
+        """Block until SSM can reach the instance (booted and its agent registered); False on timeout or end."""
+        if not self.wait_running(timeout):
+            return False
+        self.registered.wait(timeout)
+        return self.managed
 
     def start_process(self, argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
         """Start ``argv`` on the instance: own session, output appended to the instance's log.
@@ -181,6 +212,8 @@ class InstanceManager:
         Puts an event on the default bus.
     account_id, region
         Used in event resources.
+    ssm_registration_delay_seconds
+        Simulated seconds between EC2 ``running`` and the SSM agent registering.
     """
 
     def __init__(
@@ -191,8 +224,10 @@ class InstanceManager:
         publish: Publisher,
         account_id: str,
         region: str,
+        ssm_registration_delay_seconds: float = DEFAULT_SSM_REGISTRATION_DELAY_SECONDS,
     ):
         self.root = root
+        self.ssm_registration_delay_seconds = ssm_registration_delay_seconds
         self.clock = clock
         self.capacity = capacity
         self.publish = publish
@@ -234,6 +269,11 @@ class InstanceManager:
             sim.model._state.name, sim.model._state.code = "running", 16
             sim.booted.set()
         self._state_change(sim, "running")
+        self.clock.call_later(self.ssm_registration_delay_seconds, sim.registered.set)
+
+    def managed_nodes(self) -> dict[str, str]:
+        """Instance id -> SSM PingStatus of every registered, not terminated instance."""
+        return {sim.instance_id: status for sim in self.all() if (status := sim.ping_status) is not None}
 
     def terminated(self, model: Any) -> None:
         """React to moto terminating an instance: free its slot, stop its processes and metadata service."""

@@ -10,14 +10,15 @@ _MISSING = object()
 class Patch:
     """Replace ``owner.name`` with ``replacement`` until :meth:`undo`.
 
-    :attr:`wrapped` is the attribute as it resolved before the patch, for replacements that call through.
+    :attr:`wrapped` is the attribute as it resolved before the patch, for replacements that call through (None
+    when the patch adds an attribute the owner lacked, e.g. an action moto does not implement).
     """
 
     def __init__(self, owner: Any, name: str, replacement: Any):
         self.owner = owner
         self.name = name
         self.replacement = replacement
-        self.wrapped: Any = getattr(owner, name)
+        self.wrapped: Any = getattr(owner, name, None)
         self._saved: Any = _MISSING
         self._applied = False
 

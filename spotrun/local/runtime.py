@@ -22,6 +22,7 @@ from spotrun.local import ec2_patch, events_patch, lambda_patch, sfn_patch, ssm_
 from spotrun.local.capacity import CapacityModel, Pool, default_pools
 from spotrun.local.chaos import Chaos
 from spotrun.local.clock import Clock
+from spotrun.local.consistency import Ec2Consistency
 from spotrun.local.environment import ProcessEnvironment
 from spotrun.local.events_patch import Dispatcher
 from spotrun.local.executions import stop_running_executions
@@ -93,6 +94,7 @@ class LocalRuntime:
         self.settings_overrides = dict(settings_overrides or {})
         self.clock = Clock(time_scale)
         self.capacity = CapacityModel(pools if pools is not None else default_pools(seed))
+        self.consistency = Ec2Consistency(self.clock, seed)  # EC2 NotFound just after a launch
         self.handlers = lambda_patch.HandlerRegistry()
         for spec in shape.functions:
             self.handlers.register(function_name(spec.name), spec.handler)
@@ -170,8 +172,14 @@ class LocalRuntime:
         lambda_patch.install(self._patches, self.handlers)
         sfn_patch.install(self._patches)
         events_patch.install(self._patches, self._dispatcher)
-        ssm_patch.install(self._patches, self.shape.agent_document_name, self._can_receive, self._start_agent)
-        ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock)
+        ssm_patch.install(
+            self._patches,
+            self.shape.agent_document_name,
+            self._can_receive,
+            self._start_agent,
+            self.manager.managed_nodes,
+        )
+        ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock, self.consistency)
         endpoint = self._server.start()
         self._environment.set(
             {
@@ -297,6 +305,10 @@ class LocalRuntime:
         """Wait until ``instance_id`` has booted; False on timeout or when it ended first."""
         return self.instance(instance_id).wait_running(timeout)
 
+    def wait_managed(self, instance_id: str, timeout: float = 30.0) -> bool:
+        """Wait until SSM can send ``instance_id`` commands (booted, SSM agent registered); False on timeout."""
+        return self.instance(instance_id).wait_managed(timeout)
+
     # ----------------------------------------------------------------------------------------- chaos
 
     def interrupt(
@@ -331,7 +343,7 @@ class LocalRuntime:
 
     def _can_receive(self, instance_id: str) -> bool:
         sim = self.manager.get(instance_id)
-        return sim is not None and sim.reachable
+        return sim is not None and sim.managed
 
     def _start_agent(self, instance_id: str, command_uri: str, command_id: str) -> None:
         sim = self.instance(instance_id)

@@ -4,11 +4,17 @@ moto's ``send_command`` reports Success, runs nothing, accepts any instance id a
 empty, adds every instance of the region to the command (naming ``InstanceIds`` does not prevent it). The
 replacement checks the named instances the way AWS does (``InvalidInstanceId`` unless running and managed),
 keeps the command to those instances, and for the agent's document starts the agent on each of them.
+
+moto 5.2.5 has no ``DescribeInstanceInformation`` at all (the action is unknown to its SSM responses). The one
+added here lists the managed nodes the way AWS does: a node appears once its SSM agent has registered, with
+``PingStatus`` ``Online`` (``ConnectionLost`` when the agent stopped answering), and never once it is
+terminated. https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_DescribeInstanceInformation.html
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +24,8 @@ logger = logging.getLogger(__name__)
 
 # (instance id, command URI, command id) -> None; raises when the agent cannot be started.
 AgentStarter = Callable[[str, str, str], None]
+# () -> {instance id: PingStatus} of the registered nodes.
+ManagedNodes = Callable[[], dict[str, str]]
 PLUGIN_NAME = "aws:runShellScript"
 
 
@@ -35,6 +43,7 @@ def install(
     agent_document_name: str,
     can_receive: Callable[[str], bool],
     start_agent: AgentStarter,
+    managed_nodes: ManagedNodes,
 ) -> None:
     """Patch moto's SSM backend so that the agent document starts the agent on the named instances.
 
@@ -45,9 +54,11 @@ def install(
     agent_document_name
         Name of the project's SSM document (``SHAPE.agent_document_name``).
     can_receive
-        Whether an instance id names a running, booted simulated instance.
+        Whether an instance id names a running simulated instance whose SSM agent has registered.
     start_agent
         Starts the agent for one instance and command URI.
+    managed_nodes
+        The registered instances and their PingStatus, for ``DescribeInstanceInformation``.
     """
     from moto.ssm.models import SimpleSystemManagerBackend
 
@@ -70,6 +81,76 @@ def install(
         return command
 
     patches.add(SimpleSystemManagerBackend, "send_command", send_command)
+    install_instance_information(patches, managed_nodes)
+
+
+def install_instance_information(patches: PatchSet, managed_nodes: ManagedNodes) -> None:
+    """Add ``DescribeInstanceInformation`` to moto's SSM, listing ``managed_nodes()``."""
+    from moto.ssm.responses import SimpleSystemManagerResponse
+
+    patches.add(
+        SimpleSystemManagerResponse,
+        "describe_instance_information",
+        _describe_instance_information(managed_nodes),
+    )
+
+
+def instance_information(
+    nodes: dict[str, str], filters: list[dict[str, Any]], legacy_filters: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The ``InstanceInformationList`` for the registered ``nodes`` (id -> PingStatus), filtered.
+
+    ``Filters`` (``Key``/``Values``) only narrow the list. The legacy ``InstanceInformationFilterList``
+    (``key``/``valueSet``) naming an instance that is not a managed node answers ``InvalidInstanceId``, as AWS
+    documents for an id that "isn't valid".
+    """
+    wanted_ids: set[str] | None = None
+    wanted_status: set[str] | None = None
+    for item in filters:
+        values = set(item.get("Values") or [])
+        if item.get("Key") == "InstanceIds":
+            wanted_ids = values if wanted_ids is None else wanted_ids & values
+        elif item.get("Key") == "PingStatus":
+            wanted_status = values
+    for item in legacy_filters:
+        values = set(item.get("valueSet") or [])
+        if item.get("key") == "InstanceIds":
+            unknown = sorted(values - set(nodes))
+            if unknown:
+                raise _invalid_instance(unknown, "")
+            wanted_ids = values if wanted_ids is None else wanted_ids & values
+        elif item.get("key") == "PingStatus":
+            wanted_status = values
+    now = time.time()
+    return [
+        {
+            "InstanceId": instance_id,
+            "PingStatus": status,
+            "LastPingDateTime": now,
+            "AgentVersion": "3.3.0.0",
+            "IsLatestVersion": True,
+            "PlatformType": "Linux",
+            "PlatformName": "Amazon Linux",
+            "ResourceType": "EC2Instance",
+        }
+        for instance_id, status in sorted(nodes.items())
+        if (wanted_ids is None or instance_id in wanted_ids)
+        and (wanted_status is None or status in wanted_status)
+    ]
+
+
+def _describe_instance_information(managed_nodes: ManagedNodes) -> Callable[[Any], Any]:
+    def describe_instance_information(self: Any) -> Any:
+        from moto.core.responses import ActionResult
+
+        listed = instance_information(
+            managed_nodes(),
+            self._get_param("Filters") or [],
+            self._get_param("InstanceInformationFilterList") or [],
+        )
+        return ActionResult({"InstanceInformationList": listed})
+
+    return describe_instance_information
 
 
 def _deliver(command: Any, invocation: dict[str, Any], uri: str, start_agent: AgentStarter) -> None:

@@ -70,6 +70,7 @@ def test_function_grants_are_scoped_by_tag_document_and_template(synthesized: Sy
     assert any(
         s.get("Condition") == {"StringLike": {"ssm:resourceTag/spotrun:job-id": "*"}} for s in commands
     )
+    assert _statements_with(synthesized, "instance_ready", "ssm:DescribeInstanceInformation")
     (run,) = _statements_with(synthesized, "acquire", "ec2:RunInstances")
     assert "ec2:LaunchTemplate" in run["Condition"]["ArnLike"]
     (pass_role,) = _statements_with(synthesized, "acquire", "iam:PassRole")

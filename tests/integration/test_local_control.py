@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from typer.testing import CliRunner
 
 HERE = Path(__file__).resolve().parent
@@ -287,8 +288,15 @@ def test_the_api_answers_bad_requests_with_400_and_unknown_paths_with_404(
     missing = post("/interrupt", b"{}")
     negative = post("/interrupt", b'{"instance_id": "i-1", "notice_seconds": -1}')
     unknown = post("/reboot", b"{}")
+    no_code = post("/fleet-error", b'{"code": "", "count": 1}')
+    no_calls = post("/fleet-error", b'{"code": "VcpuLimitExceeded", "count": 0}')
+    nothing_hidden = post("/ec2-notfound", b"{}")
 
     # Then each is refused with a message naming the problem
+    assert (no_code[0], no_calls[0], nothing_hidden[0]) == (400, 400, 400)
+    assert "code" in no_code[1]["error"]
+    assert "count" in no_calls[1]["error"]
+    assert "describe and/or terminate" in nothing_hidden[1]["error"]
     assert missing[0] == 400
     assert "instance_id" in missing[1]["error"]
     assert negative[0] == 400
@@ -318,3 +326,43 @@ def test_a_stopped_control_api_reads_as_no_runtime(local: tuple[LocalRuntime, Pa
     # Then it says the runtime does not answer
     assert result.exit_code == 1
     assert "does not answer" in result.stderr
+
+
+def test_fleet_error_makes_the_next_launches_fail_with_that_code(local: tuple[LocalRuntime, Path]) -> None:
+    # Given a running emulator
+    runtime, workdir = local
+    # When two CreateFleet calls are made to fail with a Spot quota error, and one with a missing template
+    quota = cli(workdir, "fleet-error", "MaxSpotInstanceCountExceeded", "--count", "2")
+    refused = [launch(runtime), launch(runtime)]
+    cli(workdir, "fleet-error", "InvalidLaunchTemplateName.NotFoundException")
+    with pytest.raises(ClientError) as caught:
+        launch(runtime)
+    fed = launch(runtime)
+    # Then the quota error comes back per pool, twice; the template error refuses the whole call; then a
+    # launch succeeds again
+    assert quota["kind"] == "quota"
+    assert [[e["ErrorCode"] for e in r["errors"]] for r in refused] == [["MaxSpotInstanceCountExceeded"]] * 2
+    assert all(r["ids"] == [] for r in refused)
+    assert caught.value.response["Error"]["Code"] == "InvalidLaunchTemplateName.NotFoundException"
+    assert len(fed["ids"]) == 1
+    runtime.client("ec2").terminate_instances(InstanceIds=fed["ids"])
+
+
+def test_ec2_notfound_hides_a_new_instance_from_describe_and_terminate(
+    local: tuple[LocalRuntime, Path],
+) -> None:
+    # Given the next launch hidden from DescribeInstances and TerminateInstances
+    runtime, workdir = local
+    cli(workdir, "ec2-notfound", "--describe", "1", "--terminate", "1")
+    [instance_id] = launch(runtime)["ids"]
+    ec2 = runtime.client("ec2")
+    # When it is described and terminated at once
+    with pytest.raises(ClientError) as described_error:
+        ec2.describe_instances(InstanceIds=[instance_id])
+    with pytest.raises(ClientError) as terminated_error:
+        ec2.terminate_instances(InstanceIds=[instance_id])
+    # Then both answer NotFound, and the instance was not terminated (it still holds its slot and boots)
+    assert described_error.value.response["Error"]["Code"] == "InvalidInstanceID.NotFound"
+    assert terminated_error.value.response["Error"]["Code"] == "InvalidInstanceID.NotFound"
+    assert not runtime.instance(instance_id).terminating
+    runtime.instance(instance_id).model.terminate()

@@ -274,3 +274,50 @@ def test_state_changes_are_published_on_the_default_bus(runtime: LocalRuntime) -
                 states.append(body["detail"]["state"])
     assert states == ["pending", "running", "shutting-down", "terminated"]
     assert _describe(runtime, instance_id)["State"]["Name"] == "terminated"
+
+
+def test_ssm_reaches_an_instance_only_once_its_agent_has_registered(runtime: LocalRuntime) -> None:
+    # Given an instance that has just become running
+    [launched] = _fleet(runtime, _g5_and_g6(runtime))["Instances"]
+    instance_id = launched["InstanceIds"][0]
+    assert runtime.wait_running(instance_id, timeout=5)
+    ssm = runtime.client("ssm")
+
+    def listed() -> list[dict[str, Any]]:
+        answer = ssm.describe_instance_information(Filters=[{"Key": "InstanceIds", "Values": [instance_id]}])
+        return answer["InstanceInformationList"]  # type: ignore[no-any-return]
+
+    # When SSM is asked about it before its agent registered
+    early = listed()
+    with pytest.raises(ssm.exceptions.InvalidInstanceId):
+        ssm.send_command(DocumentName="AWS-RunShellScript", InstanceIds=[instance_id], Parameters={})
+    # Then it is not a managed node yet, and commands are refused as on AWS
+    assert early == []
+    # When the registration delay has passed
+    deadline = time.monotonic() + 5
+    while not listed() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # Then it is listed Online, and leaves the list once terminated
+    [node] = listed()
+    assert node["PingStatus"] == "Online"
+    runtime.client("ec2").terminate_instances(InstanceIds=[instance_id])
+    assert listed() == []
+
+
+def test_a_new_instance_may_be_unknown_to_describe_and_terminate_for_a_while(runtime: LocalRuntime) -> None:
+    # Given EC2's eventual consistency injected for the next launch
+    runtime.consistency.inject(describe=1, terminate=1, window_seconds=50.0)  # 0.5 s real
+    [launched] = _fleet(runtime, _g5_and_g6(runtime))["Instances"]
+    instance_id = launched["InstanceIds"][0]
+    ec2 = runtime.client("ec2")
+    # When it is described and terminated at once
+    with pytest.raises(ec2.exceptions.ClientError, match=r"InvalidInstanceID\.NotFound"):
+        ec2.describe_instances(InstanceIds=[instance_id])
+    with pytest.raises(ec2.exceptions.ClientError, match=r"InvalidInstanceID\.NotFound"):
+        ec2.terminate_instances(InstanceIds=[instance_id])
+    # Then the terminate did nothing; after the window both calls know it
+    assert not runtime.instance(instance_id).terminating
+    time.sleep(0.6)
+    assert _describe(runtime, instance_id)["InstanceId"] == instance_id
+    ec2.terminate_instances(InstanceIds=[instance_id])
+    assert runtime.instance(instance_id).terminating

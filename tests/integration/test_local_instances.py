@@ -73,7 +73,8 @@ def _launch(runtime: LocalRuntime, zone: str = "us-east-1a", boot: bool = True) 
     )
     instance_id: str = reply["Instances"][0]["InstanceIds"][0]
     if boot:
-        assert runtime.wait_running(instance_id, timeout=5)
+        # Booted and its SSM agent registered: only then does SSM take commands for it, as on AWS.
+        assert runtime.wait_managed(instance_id, timeout=5)
     return instance_id
 
 

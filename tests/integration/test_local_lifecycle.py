@@ -149,7 +149,7 @@ def test_stop_ends_executions_instances_and_processes(tmp_path: Path) -> None:
             SubnetId=runtime.settings.subnet_ids[0],
             InstanceMarketOptions={"MarketType": "spot"},
         )["Instances"][0]["InstanceId"]
-        assert runtime.wait_running(instance_id, 5)
+        assert runtime.wait_managed(instance_id, 5)
         runtime.client("ssm").send_command(
             InstanceIds=[instance_id],
             DocumentName=runtime.settings.agent_document_name,

@@ -7,13 +7,25 @@ import pytest
 from functions import acquire, agent_step, archive, finalize, instance_ready, release
 from spotrun.agent.command import FailureCause, OutputList, OutputObject, TrainResult
 from spotrun.aws import job_store
-from spotrun.errors import InstanceLost
+from spotrun.errors import CapacityConfigurationError, InstanceLost
 from spotrun.job import JobStatus
+from spotrun.local import ssm_patch
+from spotrun.local.patches import PatchSet
 from spotrun.shape import SHAPE
 from spotrun.timing import workflow_timing
 from tests.integration.conftest import MANIFEST
 
 TIMING = workflow_timing(MANIFEST, 1.0).model_dump()
+
+
+@pytest.fixture
+def ssm_nodes():
+    """Managed nodes (id -> PingStatus) for DescribeInstanceInformation, which moto 5.2.5 lacks."""
+    nodes: dict[str, str] = {}
+    patches = PatchSet()
+    ssm_patch.install_instance_information(patches, lambda: dict(nodes))
+    yield nodes
+    patches.undo_all()
 
 
 def stored(deployment, job_id):
@@ -44,15 +56,40 @@ def test_acquire_launches_one_tagged_spot_instance_and_a_retry_launches_nothing(
     )
 
 
-def test_instance_ready_reports_running_and_raises_when_the_instance_is_gone(
-    deployment, job_id, lambda_context
+def test_acquire_fails_fast_when_the_launch_template_does_not_exist(
+    deployment, job_id, lambda_context, monkeypatch
 ):
-    # Given a launched instance
+    # Given a deployment whose launch template is missing (EC2 refuses CreateFleet as a whole)
+    monkeypatch.setenv("SPOTRUN_LAUNCH_TEMPLATE_NAME", "no-such-template")
+    # When capacity is acquired
+    with pytest.raises(CapacityConfigurationError) as raised:
+        acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
+    # Then the refusal is a configuration error the workflow does not wait on, with the code and the fix
+    assert type(raised.value).__name__ == "Capacity.ConfigurationError"
+    assert "InvalidLaunchTemplateName.NotFoundException" in str(raised.value)
+    assert "deploy the spotrun stack" in str(raised.value)
+    assert stored(deployment, job_id).waiting_for_capacity_since is None
+
+
+def test_instance_ready_waits_for_ssm_and_raises_when_the_instance_is_gone(
+    deployment, job_id, lambda_context, ssm_nodes
+):
+    # Given a launched instance, running (moto runs it at once) but not yet registered with SSM
     attempt = acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
-    # When it runs
+    instance_id = attempt["instance_id"]
+    # When readiness is checked
+    report = instance_ready.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
+    # Then it is not ready yet
+    assert report == {"ready": False, "instance_id": instance_id, "state": "running", "agent_online": False}
+    # When SSM knows it but its agent does not answer
+    ssm_nodes[instance_id] = "ConnectionLost"
+    # Then it is still not ready
+    assert not instance_ready.handler({"job_id": job_id, "timing": TIMING}, lambda_context)["ready"]
+    # When its SSM agent is online
+    ssm_nodes[instance_id] = "Online"
     report = instance_ready.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
     # Then it is ready
-    assert report == {"ready": True, "instance_id": attempt["instance_id"], "state": "running"}
+    assert report == {"ready": True, "instance_id": instance_id, "state": "running", "agent_online": True}
     # When it is terminated before the job used it
     boto3.client("ec2").terminate_instances(InstanceIds=[attempt["instance_id"]])
     # Then the check fails with the error the workflow routes on

@@ -17,6 +17,10 @@ class FakeCompute:
         self.states: dict[str, str] = {}
         self.fleet_requests: list[dict[str, Any]] = []
         self.unavailable = False
+        self.error_code = "InsufficientInstanceCapacity"  # what every pool answers while unavailable
+        # Ids EC2 answers NotFound for, in DescribeInstances and TerminateInstances (eventual consistency):
+        # the instance exists and runs, terminate does nothing.
+        self.invisible: set[str] = set()
         self._ids = (f"i-{n:017x}" for n in itertools.count(1))
 
     def subnet_zones(self, subnet_ids: tuple[str, ...]) -> dict[str, str]:
@@ -31,8 +35,8 @@ class FakeCompute:
                 {
                     "LaunchTemplateAndOverrides": {"Overrides": override},
                     "Lifecycle": lifecycle,
-                    "ErrorCode": "InsufficientInstanceCapacity",
-                    "ErrorMessage": "no capacity",
+                    "ErrorCode": self.error_code,
+                    "ErrorMessage": f"{self.error_code} (fake)",
                 }
                 for override in config["Overrides"]
             ]
@@ -56,10 +60,10 @@ class FakeCompute:
         return self.price
 
     def instance_state(self, instance_id: str) -> str | None:
-        return self.states.get(instance_id)
+        return None if instance_id in self.invisible else self.states.get(instance_id)
 
     def terminate(self, instance_ids: list[str]) -> list[str]:
-        known = [instance_id for instance_id in instance_ids if instance_id in self.states]
+        known = [i for i in instance_ids if i in self.states and i not in self.invisible]
         for instance_id in known:
             self.states[instance_id] = "terminated"
         return known
@@ -111,6 +115,10 @@ class FakeObjects:
 class FakeCommands:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, str]] = []
+        self.unregistered: set[str] = set()  # instances whose SSM agent is not online yet
+
+    def agent_online(self, instance_id: str) -> bool:
+        return instance_id not in self.unregistered
 
     def run_agent(self, document_name: str, instance_id: str, command_uri: str) -> str:
         self.sent.append((document_name, instance_id, command_uri))

@@ -399,7 +399,7 @@ def test_fleet_errors_are_classified() -> None:
         ),
         FleetLaunchError("InvalidLaunchTemplateName.NotFoundException", "not found", None, "spot"),
     ]
-    assert [error.is_capacity for error in errors] == [True, False]
+    assert [error.kind for error in errors] == ["capacity", "configuration"]
 
 
 def test_request_and_response_round_trip_through_moto() -> None:

@@ -1,0 +1,27 @@
+"""The workflow retries a release EC2 has not confirmed for longer than EC2 may take to become consistent."""
+
+import json
+
+import pytest
+
+from spotrun.readiness import EC2_CONSISTENCY_GRACE
+from spotrun.shape import STATE_MACHINE_FILE
+
+ASL = json.loads(STATE_MACHINE_FILE.read_text())
+
+
+@pytest.mark.parametrize("state", ["ReleaseCapacity", "ReleaseAfterFailure"])
+def test_release_states_retry_a_pending_release_past_the_consistency_window(state: str) -> None:
+    # Given a release state of the workflow
+    retriers = ASL["States"][state]["Retry"]
+    # When its retrier for Instances.ReleasePending is read (the first that matches the error wins)
+    retrier = next(
+        r
+        for r in retriers
+        if "Instances.ReleasePending" in r["ErrorEquals"] or "States.ALL" in r["ErrorEquals"]
+    )
+    assert "Instances.ReleasePending" in retrier["ErrorEquals"]
+    # Then its backoff outlasts the window in which NotFound may hide a running instance
+    interval, rate = retrier["IntervalSeconds"], retrier.get("BackoffRate", 2.0)
+    total = sum(interval * rate**n for n in range(retrier["MaxAttempts"]))
+    assert total > EC2_CONSISTENCY_GRACE.total_seconds()
