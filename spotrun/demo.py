@@ -83,7 +83,7 @@ def control_plane_logs(path: Path) -> Iterator[None]:
                     handler.setStream(before if before is not None and not before.closed else outer_stdout)
 
 
-def _stream_handlers() -> list[logging.StreamHandler]:  # type: ignore[type-arg]
+def _stream_handlers() -> list[logging.StreamHandler]:
     loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
     return [
         handler
