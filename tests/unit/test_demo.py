@@ -22,6 +22,8 @@ T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 def service_handler():
     """A handler on the service logger built from ``sys.stdout`` when first needed, as Powertools' Logger does."""
     logger = logging.getLogger(SERVICE_NAME)
+    # Alone on the logger: a Powertools handler left by other tests would write into the same files.
+    existing, logger.handlers = logger.handlers, []
     added: list[logging.Handler] = []
 
     def build() -> logging.StreamHandler:  # type: ignore[type-arg]
@@ -33,8 +35,7 @@ def service_handler():
     level = logger.level
     logger.setLevel(logging.INFO)
     yield build
-    for handler in added:
-        logger.removeHandler(handler)
+    logger.handlers = existing
     logger.setLevel(level)
 
 
