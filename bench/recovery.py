@@ -77,7 +77,7 @@ def measure_once(config: RecoveryConfig, overlap: bool, workdir: Path) -> Recove
         pools=_pools(config),
         settings_overrides={"overlap_replacement": overlap},
     )
-    with runtime, control_plane_logs(workdir / "control-plane.log"):
+    with control_plane_logs(workdir / "control-plane.log"), runtime:
         upload_example(runtime)
         submitted = drop_manifest(runtime, _manifest(config), "recovery-bench.yaml")
         store = job_store(runtime.settings.jobs_table, runtime.settings.region)

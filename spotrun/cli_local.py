@@ -89,7 +89,7 @@ def up(
     started = local_up(workdir, time_scale, seed, on_action=told)
     with stop_on_signals() as stop:
         try:
-            with started as (runtime, state), control_plane_logs(workdir / "control-plane.log"):
+            with control_plane_logs(workdir / "control-plane.log"), started as (runtime, state):
                 if example:
                     upload_example(runtime)
                 scaled = runtime.clock.scaled(120)

@@ -50,9 +50,18 @@ def control_plane_logs(path: Path) -> Iterator[None]:
     """Send the control plane's logs and metrics (Powertools prints both to stdout) to ``path``.
 
     In the emulator the Lambda handlers run in this process; on a terminal their JSON lines would bury the
-    progress view, so the demo keeps them in a file, as CloudWatch Logs would.
+    progress view, so the demo keeps them in a file, as CloudWatch Logs would. Enter it *before* the runtime
+    starts and leave it *after* the runtime has stopped, so that nothing the control plane does can log past
+    the file's end.
+
+    On exit every logging handler that writes to the file goes back to the stream it had before, or to the
+    stdout of before the redirection when it was created during it (Powertools' ``Logger`` takes
+    ``sys.stdout`` when it is first built, which is the file if a handler module was first imported here).
+    None is left on the closed file, so a second run in the same process logs normally.
     """
     spotrun_logger = logging.getLogger(SERVICE_NAME)
+    outer_stdout = sys.stdout
+    path.parent.mkdir(parents=True, exist_ok=True)  # entered before the runtime, which would create it
     with (
         path.open("a", encoding="utf-8") as sink,
         contextlib.redirect_stdout(sink),
@@ -60,25 +69,57 @@ def control_plane_logs(path: Path) -> Iterator[None]:
     ):
         # Handlers that published no metric on a path say so on stderr; that belongs in the log, not the view.
         warnings.filterwarnings("ignore", message="No application metrics to publish")
-        streams = [
-            (handler, handler.setStream(sink))
+        previous = {
+            handler: handler.setStream(sink)
             for handler in spotrun_logger.handlers
             if isinstance(handler, logging.StreamHandler)
-        ]
+        }
         try:
             yield
         finally:
-            for handler, previous in streams:
-                if previous is not None:
-                    handler.setStream(previous)
+            for handler in _stream_handlers():
+                if handler.stream is sink:
+                    before = previous.get(handler)
+                    handler.setStream(before if before is not None and not before.closed else outer_stdout)
+
+
+def _stream_handlers() -> list[logging.StreamHandler]:
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    return [
+        handler
+        for logger in loggers
+        if isinstance(logger, logging.Logger)
+        for handler in logger.handlers
+        if isinstance(handler, logging.StreamHandler)
+    ]
 
 
 @contextmanager
-def local_runtime(workdir: Path | None = None, time_scale: float = DEMO_TIME_SCALE) -> Iterator[LocalRuntime]:
-    """Start the embedded runtime in ``workdir`` (a temporary directory by default), stop it on exit."""
+def local_runtime(
+    workdir: Path | None = None, time_scale: float = DEMO_TIME_SCALE, log_file: Path | None = None
+) -> Iterator[LocalRuntime]:
+    """Start the embedded runtime in ``workdir`` (a temporary directory by default), stop it on exit.
+
+    Parameters
+    ----------
+    workdir
+        The emulator's files; a temporary directory when omitted.
+    time_scale
+        Real seconds per simulated second.
+    log_file
+        When given, the control plane's logs and metrics go there (see :func:`control_plane_logs`) from before
+        the runtime starts until after it has stopped, so that nothing its shutdown logs reaches the terminal
+        or a closed file.
+
+    Yields
+    ------
+    LocalRuntime
+        The started runtime.
+    """
     with tempfile.TemporaryDirectory(prefix="spotrun-") as scratch:
+        logs = control_plane_logs(log_file) if log_file is not None else contextlib.nullcontext()
         runtime = LocalRuntime(workdir=workdir or Path(scratch), time_scale=time_scale)
-        with runtime:
+        with logs, runtime:
             yield runtime
 
 
@@ -125,7 +166,35 @@ def wait_for_job(
     on_change: Callable[[Job], None] | None = None,
     poll: float = 0.2,
 ) -> Job:
-    """Poll the job store until the job is terminal; call ``on_change`` whenever the record changes."""
+    """Poll the job store until the job is terminal and its workflow has ended; return the final record.
+
+    The record turns terminal inside the workflow's last task, which still logs and publishes its metrics
+    afterwards: returning before the execution ends would let that output land after whatever the caller
+    prints next (the demo's summary), or in a log stream the caller has already closed.
+
+    Parameters
+    ----------
+    runtime
+        The runtime the job runs in.
+    job_id
+        The job.
+    timeout
+        Seconds to wait in all.
+    on_change
+        Called with the record whenever its version changes.
+    poll
+        Seconds between reads.
+
+    Returns
+    -------
+    Job
+        The record once the job is terminal and its execution (if it had one) is no longer running.
+
+    Raises
+    ------
+    TimeoutError
+        When that does not happen within ``timeout`` seconds.
+    """
     store = job_store(runtime.settings.jobs_table, runtime.settings.region)
     deadline = time.monotonic() + timeout
     seen_version = -1
@@ -135,10 +204,17 @@ def wait_for_job(
             seen_version = job.version
             if on_change is not None:
                 on_change(job)
-        if job is not None and job.status.is_terminal:
+        if job is not None and job.status.is_terminal and not _execution_running(runtime, job):
             return job
         time.sleep(poll)
     raise TimeoutError(f"job {job_id} did not finish within {timeout:.0f} s")
+
+
+def _execution_running(runtime: LocalRuntime, job: Job) -> bool:
+    if job.execution_arn is None:  # rejected before a workflow started
+        return False
+    answer = runtime.client("stepfunctions").describe_execution(executionArn=job.execution_arn)
+    return bool(answer["status"] == "RUNNING")
 
 
 def example_steps(manifest_text: bytes | str) -> int:

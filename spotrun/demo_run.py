@@ -13,7 +13,6 @@ from rich.text import Text
 from spotrun.chaos_plan import Hit, InterruptionSchedule, plan_interruptions
 from spotrun.demo import (
     EXAMPLE_DIR,
-    control_plane_logs,
     drop_manifest,
     example_steps,
     job_progress,
@@ -68,7 +67,10 @@ def run_demo(console: Console, workdir: Path, interruptions: int, seed: int) -> 
     planned = plan_for_example(manifest, interruptions, seed)
     tolerated = parse_manifest_text(manifest).capacity.max_interruptions
     shutil.rmtree(workdir, ignore_errors=True)
-    with local_runtime(workdir) as runtime, control_plane_logs(runtime.workdir / "control-plane.log"):
+    log_file = workdir / "control-plane.log"
+    # The runtime stops (its threads, its last handler calls) before the log file closes, and the summary is
+    # printed only then, so nothing can follow it.
+    with local_runtime(workdir, log_file=log_file) as runtime:
         console.print(
             f"[bold]spotrun demo[/bold]: AWS emulator on {runtime.endpoint_url}, time scale {runtime.time_scale}"
         )
@@ -138,11 +140,11 @@ def run_demo(console: Console, workdir: Path, interruptions: int, seed: int) -> 
         )
         with live_view as live, injector:
             job = wait_for_job(runtime, submitted.job_id, on_change=show)
-        console.print(final_summary(job, utc_now()))
-        if injector.schedule.pending:
-            left = ", ".join(map(str, injector.schedule.pending))
-            console.print(f"[yellow]planned interruptions never reached: step {left}[/yellow]")
-        console.print(
-            f"control-plane logs: {runtime.workdir / 'control-plane.log'}; instances: {runtime.workdir}"
-        )
+        pending = injector.schedule.pending
+    console.print(final_summary(job, utc_now()))
+    if pending:
+        left = ", ".join(map(str, pending))
+        console.print(f"[yellow]planned interruptions never reached: step {left}[/yellow]")
+    # One line, however long the paths: they are to be copied, not read wrapped.
+    console.print(f"control-plane logs: {log_file}; instances: {workdir}", soft_wrap=True)
     return job

@@ -133,7 +133,8 @@ def main() -> None:
         data_dir=args.data_dir,
         checkpoint_dir=args.checkpoint_dir,
         output_dir=args.output_dir,
-        checkpoint_interval_steps=50,
+        # No checkpoint interval here: spotrun sets it from the manifest's checkpoint.interval_steps
+        # (SPOTRUN_CHECKPOINT_INTERVAL_STEPS); run directly, the contract's default applies.
         model_name="model.npy",
     )
     features = np.load(run.data_dir / "features.npy")

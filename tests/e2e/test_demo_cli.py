@@ -56,7 +56,39 @@ def test_demo_json_prints_the_final_job_record_on_the_last_line(tmp_path):
     assert record["cost"]["usd"] < record["cost"]["spot_at_on_demand_usd"]
     assert 0 < record["cost"]["savings_pct"] < 100
     assert len(record["model_sha256"]) == 64
-    # And the people-facing summary went to stderr, not into the JSON stream
+    # And the record is the only thing on stdout (no metrics line from a handler still running)
+    assert len(finished.stdout.strip().splitlines()) == 1, finished.stdout[-3000:]
+    # And the people-facing summary went to stderr, not into the JSON stream, and ends it
     assert "status: SUCCEEDED" in finished.stderr
+    assert finished.stderr.rstrip("\n").splitlines()[-1].startswith("control-plane logs: ")
+    assert "Traceback" not in finished.stderr
+    assert "Logging error" not in finished.stderr
     assert "interruption warning to i-" in finished.stderr
     assert "work lost to interruptions:" in finished.stderr
+
+
+def test_make_demo_ends_with_its_summary_and_nothing_after(tmp_path):
+    # Given a fresh working directory for the emulator
+    # When the demo runs as `make demo` runs it (the summary on stdout, on a pipe)
+    finished = subprocess.run(
+        [sys.executable, "-m", "spotrun.cli", "demo", "--seed", "2", "--workdir", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    # Then it succeeds, and the summary and its closing line are the last lines on stdout
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    lines = finished.stdout.rstrip("\n").splitlines()
+    status = max(index for index, line in enumerate(lines) if line.startswith("status: "))
+    assert lines[status] == "status: SUCCEEDED"
+    assert len(lines) == status + 2, lines[status:]
+    assert lines[-1].startswith("control-plane logs: ")
+    # And nothing else was printed anywhere: no logging traceback, no metrics line from a late handler
+    assert finished.stderr == ""
+    assert not [line for line in lines if line.lstrip().startswith("{")]
+    # And the handlers' logs and metrics went to the log file, the last handler's included
+    logged = [json.loads(line) for line in (tmp_path / "demo" / "control-plane.log").read_text().splitlines()]
+    assert "job finished" in [entry.get("message") for entry in logged]
+    assert any("JobsSucceeded" in entry for entry in logged)

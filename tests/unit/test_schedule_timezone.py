@@ -1,0 +1,99 @@
+"""`schedule.timezone`: the schedule is created in it, its next run is computed in it, the emulator fires in it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from spotrun.errors import RequestRejected
+from spotrun.local.clock import Clock
+from spotrun.local.scheduler import LocalScheduler
+from spotrun.manifest import JobManifest
+from spotrun.schedules import create_schedule
+from tests.unit.fakes import FakeObjects
+from tests.unit.test_schedules import BUCKET, FakeSchedules
+
+# Monday 30 November 2026, midnight UTC: 01:00 in Paris (UTC+1 in winter), 09:00 in Tokyo (UTC+9).
+T0 = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
+
+
+def _manifest(timezone: str) -> JobManifest:
+    return JobManifest.model_validate(
+        {
+            "name": "nightly",
+            "training": {"command": ["python", "train.py"]},
+            "schedule": {"expression": "cron(0 3 ? * MON-FRI *)", "timezone": timezone},
+        }
+    )
+
+
+def test_the_schedule_is_created_in_the_manifests_time_zone_and_its_next_run_is_computed_there():
+    # Given a weekday 03:00 schedule in Paris
+    schedules = FakeSchedules()
+
+    # When it is created
+    view = create_schedule(
+        _manifest("Europe/Paris"), schedules=schedules, objects=FakeObjects(), bucket=BUCKET, now=T0
+    )
+
+    # Then Scheduler is given that zone, and the next run is 03:00 Paris time, 02:00 UTC
+    expression, timezone, _payload = schedules.created["nightly"]
+    assert (expression, timezone) == ("cron(0 3 ? * MON-FRI *)", "Europe/Paris")
+    assert view.timezone == "Europe/Paris"
+    assert view.next_run == dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.UTC)
+
+
+def test_an_unknown_time_zone_is_refused_and_creates_nothing():
+    # Given a manifest whose time zone is not an IANA name (the manifest's own check lets any text through)
+    objects, schedules = FakeObjects(), FakeSchedules()
+
+    # When a schedule is created from it
+    with pytest.raises(RequestRejected) as refused:
+        create_schedule(
+            _manifest("Mars/Olympus"), schedules=schedules, objects=objects, bucket=BUCKET, now=T0
+        )
+
+    # Then it is a 422 naming the zone, and nothing was stored or created
+    assert refused.value.status == 422
+    assert "Mars/Olympus" in refused.value.message
+    assert objects.objects == {}
+    assert schedules.created == {}
+
+
+class _SchedulerApi:
+    """The emulator's Scheduler as LocalScheduler reads it: one enabled schedule."""
+
+    def __init__(self, expression: str, timezone: str) -> None:
+        self.detail = {
+            "Name": "nightly",
+            "Arn": "arn:aws:scheduler:us-east-1:123456789012:schedule/spotrun/nightly",
+            "ScheduleExpression": expression,
+            "ScheduleExpressionTimezone": timezone,
+            "State": "ENABLED",
+            "Target": {"Arn": "arn:aws:lambda:us-east-1:123456789012:function:run", "Input": "{}"},
+        }
+
+    def list_schedules(self, GroupName: str) -> dict[str, Any]:  # noqa: N803 - boto3's spelling
+        return {"Schedules": [{"Name": "nightly"}]}
+
+    def get_schedule(self, Name: str, GroupName: str) -> dict[str, Any]:  # noqa: N803
+        return self.detail
+
+
+def test_the_emulators_scheduler_fires_a_cron_at_its_time_in_the_schedules_zone():
+    # Given a daily 03:00 schedule in Tokyo (18:00 UTC), seen by the emulator's scheduler at 17:00 UTC
+    api = _SchedulerApi("cron(0 3 * * ? *)", "Asia/Tokyo")
+    scheduler = LocalScheduler(Clock(1.0), lambda service: api, "spotrun")
+    fired: list[dt.datetime] = []
+    scheduler._invoke = lambda detail, scheduled: fired.append(scheduled) or {}  # type: ignore[method-assign]
+    seen_at = dt.datetime(2026, 11, 30, 17, 0, tzinfo=dt.UTC)
+
+    # When it polls at 17:00, 17:59 and 18:00:30 UTC
+    for minutes in (0, 59, 60.5):
+        scheduler.now = lambda minutes=minutes: seen_at + dt.timedelta(minutes=minutes)  # type: ignore[method-assign]
+        scheduler.tick()
+
+    # Then it fired once, for 03:00 in Tokyo
+    assert fired == [dt.datetime(2026, 12, 1, 3, 0, tzinfo=dt.timezone(dt.timedelta(hours=9)))]
