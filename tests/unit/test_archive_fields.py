@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotrun.agent.command import OutputObject, TrainResult
+from spotrun.agent.command import OutputList, OutputObject, TrainResult
 from spotrun.archive import archive_model
 from spotrun.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.manifest_io import parse_manifest_document
@@ -15,6 +15,7 @@ from tests.unit.fakes import FakeObjects
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 MODEL_KEY = "jobs/tiny-1/output/model.npy"
+LIST_KEY = "jobs/tiny-1/agent/attempt-001-outputs.json"
 
 
 class _ClassRecordingObjects(FakeObjects):
@@ -47,9 +48,10 @@ def test_the_model_is_archived_in_the_manifests_storage_class(storage_class):
     store.create(job)
     objects = _ClassRecordingObjects()
     objects.objects[("jobs", MODEL_KEY)] = b"weights"
+    objects.put_json("jobs", LIST_KEY, [OutputObject(key=MODEL_KEY, size=7, sha256="0" * 64).model_dump()])
     trained = TrainResult(
         seconds=1.0,
-        outputs=[OutputObject(key=MODEL_KEY, size=7, sha256="0" * 64)],
+        outputs=OutputList(key=LIST_KEY, count=1, bytes=7),
         model_key=MODEL_KEY,
         model_sha256="0" * 64,
         log_key="jobs/tiny-1/logs/attempt-001.log",

@@ -35,7 +35,12 @@ def test_the_schedule_is_created_in_the_manifests_time_zone_and_its_next_run_is_
 
     # When it is created
     view = create_schedule(
-        _manifest("Europe/Paris"), schedules=schedules, objects=FakeObjects(), bucket=BUCKET, now=T0
+        _manifest("Europe/Paris"),
+        schedules=schedules,
+        objects=FakeObjects(),
+        bucket=BUCKET,
+        archive_buckets=(),
+        now=T0,
     )
 
     # Then Scheduler is given that zone, and the next run is 03:00 Paris time, 02:00 UTC
@@ -52,7 +57,12 @@ def test_an_unknown_time_zone_is_refused_and_creates_nothing():
     # When a schedule is created from it
     with pytest.raises(RequestRejected) as refused:
         create_schedule(
-            _manifest("Mars/Olympus"), schedules=schedules, objects=objects, bucket=BUCKET, now=T0
+            _manifest("Mars/Olympus"),
+            schedules=schedules,
+            objects=objects,
+            bucket=BUCKET,
+            archive_buckets=(),
+            now=T0,
         )
 
     # Then it is a 422 naming the zone, and nothing was stored or created
