@@ -15,8 +15,8 @@ from spotrun.fleet import release_instances
 from spotrun.job import ArchivedObject, Attempt, Job, JobError, JobStatus, StatusChange, transition
 from spotrun.ports import Compute, Workflows
 from spotrun.pricing import CostReport, job_cost
+from spotrun.records import job_record
 from spotrun.store import JobStore, update_job
-from spotrun.summary import job_record
 
 CANCEL_REASON = "cancelled"
 
