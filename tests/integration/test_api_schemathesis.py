@@ -1,7 +1,10 @@
 """Property-based: schemathesis drives the API function with requests generated from openapi.json.
 
 The function runs in process behind the same REST-proxy adapter ``spotrun local up`` serves (a WSGI app), on
-moto. Every answer must be a documented status with a body matching its schema, and never a 5xx.
+moto. Every answer must be a documented status with a body matching its schema, and never a 5xx; what the
+document forbids is refused and what it allows is accepted. Two kinds of requests: a random sample per operation
+(new each run), and schemathesis's coverage cases (every value at and past its bounds, missing parts, other
+media types), which find a 5xx that only a long or unusual value triggers.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
+from schemathesis.generation.drivers import CoverageGenerator
+from schemathesis.generation.feedback import FeedbackSources
+from schemathesis.generation.overrides import Override
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     missing_required_header,
@@ -36,7 +42,7 @@ from spotrun.openapi import OPENAPI_FILE
 # Per operation, in each run a new random sample (not derandomized): a 5xx that only a long or unusual value
 # triggers is found over runs, while `make test` stays bounded (under a minute on 2 cores). A deeper run by hand:
 # SPOTRUN_SCHEMATHESIS_EXAMPLES=300 .venv/bin/python -m pytest tests/integration/test_api_schemathesis.py
-EXAMPLES = int(os.environ.get("SPOTRUN_SCHEMATHESIS_EXAMPLES", "20"))
+EXAMPLES = int(os.environ.get("SPOTRUN_SCHEMATHESIS_EXAMPLES", "15"))
 POSITIVE_EXAMPLES = EXAMPLES  # requests the document allows
 NEGATIVE_EXAMPLES = EXAMPLES  # requests that break it (bad types, missing fields, out-of-range values, ...)
 
@@ -110,14 +116,17 @@ def seed_example_job(settings) -> None:
     s3.put_object(Bucket=settings.archive_bucket, Key=uri.split("/", 3)[3], Body=b"x", StorageClass="GLACIER")
 
 
-def operations():
+def load_schema():
     # The function is driven behind the local gateway, which does no IAM: API Gateway checks the SigV4
     # signature before the function is called (tests/infra/test_api.py), so the document's security
     # requirement is not the function's to enforce, and requests that only lack a signature are not generated.
     document = json.loads(OPENAPI_FILE.read_text(encoding="utf-8"))
     document.pop("security")
-    schema = schemathesis.openapi.from_dict(document)
-    return [result.ok() for result in schema.get_all_operations()]
+    return schemathesis.openapi.from_dict(document)
+
+
+def operations():
+    return [result.ok() for result in load_schema().get_all_operations()]
 
 
 @pytest.mark.timeout(900)
@@ -160,3 +169,28 @@ def exercise(strategy, count: int, app: ProxyApp, negative: bool) -> None:
         if not negative:
             raise
         # An operation that takes no input (GET /schedules) has nothing a negative case could break.
+
+
+@pytest.mark.timeout(900)
+def test_boundary_and_unusual_requests_get_no_5xx_and_only_documented_answers(deployment):
+    # Given the requests schemathesis's coverage phase derives from each operation: every parameter and field
+    # at its bounds (the longest name, the largest limit), just past them, of the wrong type, missing, and
+    # bodies of other media types or none at all
+    seed_example_job(deployment)
+    schema = load_schema()
+    app = ProxyApp(api.handler)
+    for operation in operations():
+        generation = schema.config.generation_for(operation=operation, phase="coverage")
+        cases = CoverageGenerator(
+            operation=operation,
+            generation_modes=list(GenerationMode),
+            generation_config=generation,
+            auth_storage=None,
+            override=Override(),
+            feedback=FeedbackSources(),
+        )
+        for case in cases:
+            # When each is sent
+            response = case.call(app=app)
+            # Then the answer is no server error, and its status, content type and body are documented
+            case.validate_response(response, checks=CHECKS)
