@@ -67,6 +67,7 @@ class SubmitAccepted(BaseModel):
 
 NOT_FOUND = error_response(404, "No job has that id.")
 INVALID = error_response(422, "A parameter or the body fails validation; errors names each problem.")
+UNSUPPORTED = error_response(415, "The body is not sent as JSON (Content-Type: application/json).")
 
 
 # ----------------------------------------------------------------------------------------------- routes
@@ -87,6 +88,7 @@ INVALID = error_response(422, "A parameter or the body fails validation; errors 
             409, "The Idempotency-Key was used with another manifest, or the first request still runs."
         ),
         **error_response(413, f"The body is larger than {MAX_BODY_BYTES} bytes."),
+        **UNSUPPORTED,
         **INVALID,
     },
 )
@@ -268,20 +270,48 @@ register_error_handlers(app, logger)
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    refused = _refuse_body(event)
+    refused = _refuse_method(event) or _refuse_body(event)
     if refused is not None:
+        status, message, *headers = refused
         return {
-            "statusCode": refused[0],
-            "headers": {"Content-Type": content_types.APPLICATION_JSON},
-            "body": ApiError(message=refused[1]).model_dump_json(),
+            "statusCode": status,
+            "headers": {"Content-Type": content_types.APPLICATION_JSON, **dict(headers)},
+            "body": ApiError(message=message).model_dump_json(),
             "isBase64Encoded": False,
         }
     return app.resolve(event, context)
 
 
+def _refuse_method(event: dict[str, Any]) -> tuple[int, str, tuple[str, str]] | None:
+    """405, with the methods the path allows, for a path that exists but not with this method (RFC 9110 15.5.6)."""
+    method = str(event.get("httpMethod") or "").upper()
+    path = str(event.get("path") or "/")
+    routes = [route for route in app._static_routes + app._dynamic_routes if route.rule.match(path)]
+    allowed = sorted({route.method.upper() for route in routes})
+    if not allowed or method in allowed:
+        return None
+    return (
+        405,
+        f"{method} is not allowed on {path}; allowed: {', '.join(allowed)}",
+        ("Allow", ", ".join(allowed)),
+    )
+
+
+def _content_type(event: dict[str, Any]) -> str | None:
+    for name, value in (event.get("headers") or {}).items():
+        if name.lower() == "content-type":
+            return str(value)
+    return None
+
+
 def _refuse_body(event: dict[str, Any]) -> tuple[int, str] | None:
-    """413 for a body over the limit, 400 for one that is not UTF-8 text; None for an acceptable body."""
+    """413 for a body over the limit, 415 for one not sent as JSON, 400 for one that is not UTF-8 text."""
     body = event.get("body") or ""
+    content_type = _content_type(event)
+    media_type = (content_type or "").split(";")[0].strip().lower()
+    # Powertools would parse a form as the manifest, and fail on any other type: the API takes JSON only.
+    if body and media_type not in ("", content_types.APPLICATION_JSON):
+        return 415, f"the body must be JSON (Content-Type: application/json), not {content_type!r}"
     raw = body.encode()
     if event.get("isBase64Encoded"):
         try:

@@ -11,7 +11,10 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError, ServiceError
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
@@ -87,6 +90,10 @@ def register_error_handlers(app: APIGatewayRestResolver, logger: Logger) -> None
         app.exception_handler(exception)(answer)
 
     app.exception_handler(RequestValidationError)(validation_refusal)
+
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _unsupported(exc: RequestUnsupportedContentType) -> Response[ApiError]:
+        return refusal(415, "the body must be JSON (Content-Type: application/json)")
 
     @app.exception_handler(RequestRejected)
     def _rejected(exc: RequestRejected) -> Response[ApiError]:

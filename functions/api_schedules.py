@@ -67,6 +67,7 @@ def _schedules(settings: Settings) -> SchedulerSchedules:
         **ok_response(ScheduleView, "The schedule is created.", status=201),
         **error_response(400, "The body is not JSON (or not UTF-8 text)."),
         **error_response(409, "A schedule of that name exists."),
+        **error_response(415, "The body is not sent as JSON (Content-Type: application/json)."),
         **INVALID,
     },
 )

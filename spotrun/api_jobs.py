@@ -25,8 +25,8 @@ from spotrun.job import (
 )
 from spotrun.ports import Compute, Workflows
 from spotrun.pricing import CostReport, job_cost
+from spotrun.records import job_record
 from spotrun.store import JobStore, update_job
-from spotrun.summary import job_record
 
 CANCEL_REASON = "cancelled"
 

@@ -65,7 +65,7 @@ def demo(
 ) -> None:
     """Run the example job end to end in the embedded AWS emulator (no AWS account needed)."""
     from spotrun.demo_run import run_demo
-    from spotrun.summary import job_record
+    from spotrun.records import job_record
 
     out = sys.stderr if as_json else sys.stdout
     # Wide enough for the summary tables when the output is a file or a pipe; a terminal keeps its own width.

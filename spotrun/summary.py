@@ -1,4 +1,7 @@
-"""How a job is shown to people: the live progress line and the final summary (rich renderables)."""
+"""How a job is shown to people: the live progress line and the final summary (rich renderables).
+
+The job as JSON data (`--json`, the API) is :mod:`spotrun.records`, which server code imports without rich.
+"""
 
 from __future__ import annotations
 
@@ -228,10 +231,3 @@ def final_summary(job: Job, now: datetime) -> Group:
         parts.append(Text("\n".join(lines), style="red"))
     parts.append(Text.assemble("status: ", status_text(job.status, job.error.type if job.error else None)))
     return Group(*parts)
-
-
-def job_record(job: Job) -> dict[str, Any]:
-    """The job as one JSON-able object (what ``--json`` prints)."""
-    record = job.model_dump(mode="json", exclude={"version", "waiting_for_capacity_since", "task_token"})
-    record["status"] = job.status.value
-    return record

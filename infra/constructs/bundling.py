@@ -2,8 +2,11 @@
 
 Two packages are built from the repository:
 
-- the **Lambda package**: ``functions/`` and ``spotrun/`` (less the emulator) plus PyYAML's pure-Python
+- the **Lambda package**: ``functions/`` and ``spotrun/`` (less the emulator and the modules only people run:
+  the CLI, its rendering, the API client, the demo; see :data:`NOT_IN_LAMBDA`) plus PyYAML's pure-Python
   sources; Powertools, pydantic and boto3 come from the Powertools layer and the runtime.
+  ``tests/infra/test_bundle_imports.py`` imports every handler from this package in a virtualenv holding only
+  the layer's packages, so a dependency the deployed functions lack fails ``make test``.
 - the **agent package**: the installable project (``pyproject.toml``, ``README.md``, ``spotrun/``), which the
   instance's user data installs into a virtualenv.
 
@@ -17,6 +20,7 @@ import hashlib
 import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,9 @@ from spotrun.shape import REPO_ROOT
 # Never shipped: bytecode, and the embedded runtime (it needs moto and runs only on a developer's machine).
 _SKIPPED_DIRS = {"__pycache__", "local"}
 _SKIPPED_SUFFIXES = {".pyc", ".pyo", ".so"}
+# Modules of spotrun/ that only a person's machine runs (they import rich, typer or the SigV4 client): the
+# Lambda package leaves them out, so a handler that reached one would fail its import test, not just in AWS.
+NOT_IN_LAMBDA = ("cli*.py", "demo*.py", "client.py", "summary.py")
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,7 @@ class Tree:
 
     source: Path
     target: str
+    exclude: tuple[str, ...] = ()  # glob patterns of paths relative to ``source`` that are not shipped
 
     def files(self) -> Iterator[tuple[Path, str]]:
         """Yield ``(absolute path, path in the package)`` for every file shipped, in a stable order."""
@@ -46,6 +54,8 @@ class Tree:
         for path in sorted(self.source.rglob("*")):
             relative = path.relative_to(self.source)
             if path.is_dir() or _skipped(relative):
+                continue
+            if any(fnmatch(relative.as_posix(), pattern) for pattern in self.exclude):
                 continue
             yield path, f"{self.target}/{relative.as_posix()}"
 
@@ -59,7 +69,7 @@ def lambda_trees() -> list[Tree]:
     yaml_dir = Path(yaml.__file__).resolve().parent
     return [
         Tree(REPO_ROOT / "functions", "functions"),
-        Tree(REPO_ROOT / "spotrun", "spotrun"),
+        Tree(REPO_ROOT / "spotrun", "spotrun", exclude=NOT_IN_LAMBDA),
         Tree(yaml_dir, "yaml"),
     ]
 

@@ -121,6 +121,8 @@ class ProxyApp:
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    # socketserver's default backlog of 5 resets connections under a burst of parallel requests.
+    request_queue_size = 256
 
 
 class _QuietHandler(WSGIRequestHandler):

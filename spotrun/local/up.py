@@ -23,7 +23,6 @@ from spotrun.local.control_state import (
     state_path,
     write_state,
 )
-from spotrun.local.lambda_patch import import_handler
 from spotrun.local.provision import function_name
 from spotrun.local.runtime import FAKE_CREDENTIALS, LocalRuntime
 from spotrun.shape import MANIFEST_PREFIX
@@ -110,7 +109,9 @@ def _api_server(runtime: LocalRuntime) -> ApiServer | None:
         spec = runtime.shape.function(API_FUNCTION)
     except KeyError:
         return None
-    return ApiServer(ProxyApp(import_handler(spec.handler), function_name(API_FUNCTION)))
+    # Through the function's execution environments, as its Lambda invocations: one request per environment.
+    name = function_name(API_FUNCTION)
+    return ApiServer(ProxyApp(runtime.handlers.resolve(name, spec.handler), name))
 
 
 def connection_help(state: LocalState, workdir_option: str = "") -> str:

@@ -18,7 +18,8 @@ from spotrun.demo import EXAMPLE_DIR, example_steps
 from spotrun.demo_run import plan_for_example
 from spotrun.job import Attempt, Job, JobStatus, ManifestSource
 from spotrun.local.control_state import LocalState, read_state, remove_state, write_state
-from spotrun.summary import attempt_steps, final_summary, job_record
+from spotrun.records import job_record
+from spotrun.summary import attempt_steps, final_summary
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 runner = CliRunner()

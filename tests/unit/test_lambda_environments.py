@@ -1,0 +1,59 @@
+"""The emulator's Lambda execution environments: one invocation at a time each, module state of their own."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from spotrun.local.lambda_patch import ExecutionEnvironments
+
+PROBE = "tests.unit.lambda_probe.handler"
+ISOLATED = ("tests.unit.lambda_probe",)  # as the deployment's ``functions`` are
+
+
+def invoke_together(environments: ExecutionEnvironments, count: int, hold: float) -> list[dict[str, Any]]:
+    answers: list[Any] = [None] * count
+    start = threading.Barrier(count)
+
+    def call(index: int) -> None:
+        start.wait()
+        answers[index] = environments({"hold": hold}, None)
+
+    threads = [threading.Thread(target=call, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return answers
+
+
+def test_invocations_one_after_another_reuse_one_warm_environment():
+    # Given a function's environments
+    environments = ExecutionEnvironments(PROBE, packages=ISOLATED)
+    # When it is invoked three times in a row
+    answers = [environments({}, None) for _ in range(3)]
+    # Then one environment served them all and kept its module state between them
+    assert [answer["calls"] for answer in answers] == [1, 2, 3]
+    assert len({answer["environment"] for answer in answers}) == 1
+    assert environments.created == 1
+
+
+def test_concurrent_invocations_each_get_an_environment_with_its_own_module_state():
+    # Given a function's environments
+    environments = ExecutionEnvironments(PROBE, packages=ISOLATED)
+    # When four invocations run at once
+    answers = invoke_together(environments, 4, hold=0.3)
+    # Then each ran in a new environment whose module state had seen only it
+    assert [answer["calls"] for answer in answers] == [1, 1, 1, 1]
+    assert len({answer["environment"] for answer in answers}) == 4
+    assert environments.created == 4
+
+
+def test_beyond_the_bound_an_invocation_waits_for_a_free_environment():
+    # Given a function allowed two environments
+    environments = ExecutionEnvironments(PROBE, max_environments=2, packages=ISOLATED)
+    # When four invocations arrive at once
+    answers = invoke_together(environments, 4, hold=0.2)
+    # Then all four are answered by the two environments, two invocations each
+    assert environments.created == 2
+    assert sorted(answer["calls"] for answer in answers) == [1, 1, 2, 2]
