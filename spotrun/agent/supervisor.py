@@ -229,21 +229,16 @@ class TrainingSupervisor:
     def _stop_for_limit(self, child: subprocess.Popen[bytes], message: str, log: IO[bytes]) -> None:
         # A limit is not an error of the script: it gets the checkpoint signal, as on a warning, so the work
         # done so far is committed and a resumed job continues from it.
-        grace = self.stop_grace_seconds
-        self._note(log, f"{message}; sending {self.checkpoint_signal.name}, waiting up to {grace:.0f} s")
-        _signal_group(child.pid, self.checkpoint_signal)
-        try:
-            child.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            self._note(log, "the command did not exit in time after the checkpoint signal; killing it")
-            _signal_group(child.pid, signal.SIGKILL)
-            child.wait()
+        self._checkpoint_and_stop(child, message, self.stop_grace_seconds, log)
 
     def _stop_for_interruption(self, child: subprocess.Popen[bytes], notice: Notice, log: IO[bytes]) -> None:
-        grace = interruption_grace(notice)
-        self._note(
-            log, f"{notice.describe()}: sending {self.checkpoint_signal.name}, waiting up to {grace:.0f} s"
-        )
+        self._checkpoint_and_stop(child, notice.describe(), interruption_grace(notice), log)
+
+    def _checkpoint_and_stop(
+        self, child: subprocess.Popen[bytes], reason: str, grace: float, log: IO[bytes]
+    ) -> None:
+        """Send the checkpoint signal; kill the command if it has not exited ``grace`` seconds later."""
+        self._note(log, f"{reason}: sending {self.checkpoint_signal.name}, waiting up to {grace:.0f} s")
         _signal_group(child.pid, self.checkpoint_signal)
         try:
             child.wait(timeout=grace)

@@ -25,3 +25,14 @@ def test_release_states_retry_a_pending_release_past_the_consistency_window(stat
     interval, rate = retrier["IntervalSeconds"], retrier.get("BackoffRate", 2.0)
     total = sum(interval * rate**n for n in range(retrier["MaxAttempts"]))
     assert total > EC2_CONSISTENCY_GRACE.total_seconds()
+
+
+def test_a_release_that_never_succeeds_still_records_the_failure_and_keeps_its_error() -> None:
+    # Given the release on the failure path, whose retries may run out (EC2 never confirming a termination)
+    state = ASL["States"]["ReleaseAfterFailure"]
+    # When its catchers are read
+    catchers = state.get("Catch", [])
+    # Then every error still reaches RecordFailure, with the job's own error left in place at $.error
+    assert [c["ErrorEquals"] for c in catchers] == [["States.ALL"]]
+    assert catchers[0]["Next"] == "RecordFailure"
+    assert catchers[0]["ResultPath"] != "$.error"
