@@ -123,6 +123,7 @@ RelativePath = Annotated[
     AfterValidator(_check_relative_path),
     WithJsonSchema({"type": "string", "pattern": _RELATIVE_PATH.pattern}),
 ]
+_ONE_WORD = re.compile(r"^\s*[^ ]*\s*$")
 # An argument may have spaces around it (they are stripped) but must hold something else.
 Argument = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
 GpuName = Literal["t4", "a10g", "l4", "l40s", "v100", "a100", "h100", "h200"]
@@ -130,6 +131,16 @@ GpuName = Literal["t4", "a10g", "l4", "l40s", "v100", "a100", "h100", "h200"]
 
 class Resources(_Strict):
     """What one node of the job needs."""
+
+    # Both lists given is refused by _types_or_names (with its message); `not` states it in the schema.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["instance_types", "gpu_names"],
+                "properties": {"instance_types": {"type": "array"}, "gpu_names": {"type": "array"}},
+            }
+        }
+    )
 
     gpus_per_node: int = Field(1, ge=1, le=16, description="GPUs on each node.")
     gpu_memory_gib: int | None = Field(
@@ -181,6 +192,16 @@ class Resources(_Strict):
 
 class CapacityPolicy(_Strict):
     """How capacity is bought, and how much disruption the job accepts."""
+
+    # spot: false with on_demand_fallback: true is refused by _fallback_needs_spot; `not` states it in the schema.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["spot", "on_demand_fallback"],
+                "properties": {"spot": {"const": False}, "on_demand_fallback": {"const": True}},
+            }
+        }
+    )
 
     spot: bool = Field(True, description="Use spot capacity. false runs on on-demand from the start.")
     max_price_per_hour: float | None = Field(
@@ -258,7 +279,11 @@ class TrainingSpec(_Strict):
         None, description="S3 prefix staged into $SPOTRUN_CODE_DIR; the command runs there."
     )
     command: list[Argument] = Field(
-        min_length=1, description="The command as an argv list, never a shell string: ['python', 'train.py']."
+        min_length=1,
+        # _argv_not_shell refuses one argument holding a space (once stripped): two or more arguments, or one
+        # that is white space around something without a space.
+        json_schema_extra={"anyOf": [{"minItems": 2}, {"items": {"pattern": _ONE_WORD.pattern}}]},
+        description="The command as an argv list, never a shell string: ['python', 'train.py'].",
     )
     env: dict[Annotated[str, _AS_WRITTEN], Annotated[str, BeforeValidator(_scalar_to_text)]] = Field(
         default_factory=dict,
