@@ -288,7 +288,9 @@ class TrainingSpec(_Strict):
     env: dict[Annotated[str, _AS_WRITTEN], Annotated[str, BeforeValidator(_scalar_to_text)]] = Field(
         default_factory=dict,
         json_schema_extra={
-            "propertyNames": {"pattern": _ENV_NAME.pattern, "not": {"pattern": _RESERVED_ENV_NAME.pattern}}
+            "propertyNames": {"pattern": _ENV_NAME.pattern, "not": {"pattern": _RESERVED_ENV_NAME.pattern}},
+            # _scalar_to_text turns numbers and booleans into text: the schema says they are accepted.
+            "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]},
         },
         description="Extra environment for the command; numbers and booleans become text. Names are "
         "[A-Za-z_][A-Za-z0-9_]*; SPOTRUN_ ones are set by spotrun itself.",
