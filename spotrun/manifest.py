@@ -58,6 +58,9 @@ _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9\-]*\.[a-z0-9]+$")
 _SEGMENT = r"(?:\.?|[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
 _FIRST_SEGMENT = r"(?:\.|[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
 _RELATIVE_PATH = re.compile(rf"^{_FIRST_SEGMENT}(?:/{_SEGMENT})*$")
+# One argument without a space once the white space around it is stripped (a one-argument command is no shell
+# string).
+_ONE_WORD = re.compile(r"^\s*[^ ]*\s*$")
 CheckpointSignal = Literal["SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP"]
 
 # A string checked against a pattern is taken as written: stripping it first would accept " name" (and refuse
@@ -77,8 +80,7 @@ def _check_s3_uri(value: str) -> str:
 
 
 def _check_relative_path(value: str) -> str:
-    path = PurePosixPath(value)
-    if path.is_absolute() or ".." in path.parts or not value or not _RELATIVE_PATH.fullmatch(value):
+    if not _RELATIVE_PATH.fullmatch(value):
         raise ValueError(f"must be a relative path without '..', got {value!r}")
     return value
 
@@ -123,9 +125,11 @@ RelativePath = Annotated[
     AfterValidator(_check_relative_path),
     WithJsonSchema({"type": "string", "pattern": _RELATIVE_PATH.pattern}),
 ]
-_ONE_WORD = re.compile(r"^\s*[^ ]*\s*$")
 # An argument may have spaces around it (they are stripped) but must hold something else.
 Argument = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
+InstanceType = Annotated[
+    str, _AS_WRITTEN, WithJsonSchema({"type": "string", "pattern": _INSTANCE_TYPE.pattern})
+]
 GpuName = Literal["t4", "a10g", "l4", "l40s", "v100", "a100", "h100", "h200"]
 
 
@@ -151,12 +155,9 @@ class Resources(_Strict):
         min_length=1,
         description="Acceptable GPU models; spotrun picks the instance types that carry them.",
     )
-    instance_types: (
-        list[
-            Annotated[str, _AS_WRITTEN, WithJsonSchema({"type": "string", "pattern": _INSTANCE_TYPE.pattern})]
-        ]
-        | None
-    ) = Field(None, min_length=1, description="An explicit list of instance types, instead of gpu_names.")
+    instance_types: list[InstanceType] | None = Field(
+        None, min_length=1, description="An explicit list of instance types, instead of gpu_names."
+    )
     nodes: int = Field(
         1,
         ge=1,
