@@ -8,10 +8,9 @@ generated from these models, so the documentation cannot drift from the validati
 from __future__ import annotations
 
 import re
-import signal
 from enum import StrEnum
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -19,6 +18,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StringConstraints,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -27,11 +28,44 @@ MANIFEST_VERSION: Final = "spotrun/v1"
 # Nodes a job may ask for in this version: multi-node jobs (one zone, a cluster placement) are not built yet.
 MAX_NODES: Final = 1
 
-_S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9])(?:/(?P<key>.*))?$")
+# Each rule below is both checked here (with a message naming the field) and stated in the JSON Schema (a
+# `pattern`), from the same text, so that a manifest valid under the published schema is accepted. The patterns
+# are written for both dialects: no lookaround (hypothesis-jsonschema generates from them), `[0-9]` rather than
+# `\d` and `[^\n]` rather than `.` (whose meanings differ between Python and ECMA-262), and they are matched
+# with `fullmatch` here because Python's `$` also matches before a final newline, ECMA's does not. `\w` in the
+# tag-key pattern is Unicode to Python and ASCII to ECMA: a tool of the latter kind is only stricter.
+_BUCKET: Final = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
+# The schema's pattern has no named groups (ECMA-262 spells them differently); splitting needs them.
+_S3_URI = re.compile(rf"^s3://{_BUCKET}(?:/[^\n]*)?$")
+_S3_PARTS = re.compile(rf"^s3://(?P<bucket>{_BUCKET})(?:/(?P<key>[^\n]*))?$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9\-]{0,47}$")
-_CRON = re.compile(r"^cron\((?:[0-9A-Za-z*?/,#L\-]+ ){5}[0-9A-Za-z*?/,#L\-]+\)$")
-_RATE = re.compile(r"^rate\((?P<value>[1-9]\d*) (?P<unit>minute|minutes|hour|hours|day|days)\)$")
+_CRON_PATTERN: Final = r"cron\((?:[0-9A-Za-z*?/,#\-]+ ){5}[0-9A-Za-z*?/,#\-]+\)"
+# Scheduler wants a singular unit for 1 and a plural one otherwise; the two alternatives say so.
+_RATE_PATTERN: Final = r"rate\((?:1 (?:minute|hour|day)|(?:[2-9]|[1-9][0-9]+) (?:minutes|hours|days))\)"
+_CRON = re.compile(rf"^{_CRON_PATTERN}$")
+_RATE = re.compile(r"^rate\((?P<value>[1-9][0-9]*) (?P<unit>minute|minutes|hour|hours|day|days)\)$")
+_SCHEDULE = re.compile(rf"^(?:{_CRON_PATTERN}|{_RATE_PATTERN})$")
 _TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
+# Reserved prefixes, any case: a pattern without lookahead cannot forbid them, a `not` beside it can.
+_RESERVED_TAG_KEY = re.compile(r"^(?:[Aa][Ww][Ss]|[Ss][Pp][Oo][Tt][Rr][Uu][Nn]):")
+MAX_TAGS: Final = 40
+MAX_TAG_VALUE: Final = 256
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RESERVED_ENV_NAME = re.compile(r"^SPOTRUN_")
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9\-]*\.[a-z0-9]+$")
+# A relative path: no leading '/', no '..' segment, not empty. Without lookahead, a segment other than '..' is
+# '' or '.', or starts with another character, or is '.' then another character, or '..' and more.
+_SEGMENT = r"(?:\.?|[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
+_FIRST_SEGMENT = r"(?:\.|[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
+_RELATIVE_PATH = re.compile(rf"^{_FIRST_SEGMENT}(?:/{_SEGMENT})*$")
+# One argument without a space once the white space around it is stripped (a one-argument command is no shell
+# string).
+_ONE_WORD = re.compile(r"^\s*[^ ]*\s*$")
+CheckpointSignal = Literal["SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP"]
+
+# A string checked against a pattern is taken as written: stripping it first would accept " name" (and refuse
+# a path " /x" the pattern allows), so the schema would no longer say exactly what is accepted.
+_AS_WRITTEN = StringConstraints(strip_whitespace=False)
 
 
 class _Strict(BaseModel):
@@ -40,14 +74,13 @@ class _Strict(BaseModel):
 
 
 def _check_s3_uri(value: str) -> str:
-    if not _S3_URI.match(value):
+    if not _S3_URI.fullmatch(value):
         raise ValueError(f"must be an S3 URI like s3://bucket/prefix/, got {value!r}")
     return value
 
 
 def _check_relative_path(value: str) -> str:
-    path = PurePosixPath(value)
-    if path.is_absolute() or ".." in path.parts or not value:
+    if not _RELATIVE_PATH.fullmatch(value):
         raise ValueError(f"must be a relative path without '..', got {value!r}")
     return value
 
@@ -74,19 +107,44 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     tuple[str, str]
         The bucket name and the key (possibly ``""``).
     """
-    match = _S3_URI.match(uri)
+    match = _S3_PARTS.fullmatch(uri)
     if not match:
         raise ValueError(f"not an S3 URI: {uri!r}")
     return match["bucket"], match["key"] or ""
 
 
-S3Uri = Annotated[str, AfterValidator(_check_s3_uri)]
-RelativePath = Annotated[str, AfterValidator(_check_relative_path)]
+S3Uri = Annotated[
+    str,
+    _AS_WRITTEN,
+    AfterValidator(_check_s3_uri),
+    WithJsonSchema({"type": "string", "pattern": _S3_URI.pattern}),
+]
+RelativePath = Annotated[
+    str,
+    _AS_WRITTEN,
+    AfterValidator(_check_relative_path),
+    WithJsonSchema({"type": "string", "pattern": _RELATIVE_PATH.pattern}),
+]
+# An argument may have spaces around it (they are stripped) but must hold something else.
+Argument = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
+InstanceType = Annotated[
+    str, _AS_WRITTEN, WithJsonSchema({"type": "string", "pattern": _INSTANCE_TYPE.pattern})
+]
 GpuName = Literal["t4", "a10g", "l4", "l40s", "v100", "a100", "h100", "h200"]
 
 
 class Resources(_Strict):
     """What one node of the job needs."""
+
+    # Both lists given is refused by _types_or_names (with its message); `not` states it in the schema.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["instance_types", "gpu_names"],
+                "properties": {"instance_types": {"type": "array"}, "gpu_names": {"type": "array"}},
+            }
+        }
+    )
 
     gpus_per_node: int = Field(1, ge=1, le=16, description="GPUs on each node.")
     gpu_memory_gib: int | None = Field(
@@ -97,7 +155,7 @@ class Resources(_Strict):
         min_length=1,
         description="Acceptable GPU models; spotrun picks the instance types that carry them.",
     )
-    instance_types: list[str] | None = Field(
+    instance_types: list[InstanceType] | None = Field(
         None, min_length=1, description="An explicit list of instance types, instead of gpu_names."
     )
     nodes: int = Field(
@@ -122,7 +180,7 @@ class Resources(_Strict):
     @classmethod
     def _types_look_like_ec2(cls, value: list[str] | None) -> list[str] | None:
         for name in value or []:
-            if not re.match(r"^[a-z][a-z0-9\-]*\.[a-z0-9]+$", name):
+            if not _INSTANCE_TYPE.fullmatch(name):
                 raise ValueError(f"{name!r} is not an EC2 instance type like g5.xlarge")
         return value
 
@@ -135,6 +193,16 @@ class Resources(_Strict):
 
 class CapacityPolicy(_Strict):
     """How capacity is bought, and how much disruption the job accepts."""
+
+    # spot: false with on_demand_fallback: true is refused by _fallback_needs_spot; `not` states it in the schema.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["spot", "on_demand_fallback"],
+                "properties": {"spot": {"const": False}, "on_demand_fallback": {"const": True}},
+            }
+        }
+    )
 
     spot: bool = Field(True, description="Use spot capacity. false runs on on-demand from the start.")
     max_price_per_hour: float | None = Field(
@@ -190,15 +258,18 @@ class CheckpointPolicy(_Strict):
     """How the training script checkpoints."""
 
     interval_steps: int = Field(100, ge=1, description="Steps between periodic checkpoints.")
-    signal: str = Field("SIGTERM", description="Signal that means 'save a checkpoint now and exit'.")
+    signal: CheckpointSignal = Field(
+        "SIGTERM", description="Signal that means 'save a checkpoint now and exit'."
+    )
     keep_last: int = Field(3, ge=1, le=100, description="Committed checkpoints kept in S3; older are pruned.")
 
-    @field_validator("signal")
+    @field_validator("signal", mode="before")
     @classmethod
-    def _known_signal(cls, value: str) -> str:
-        allowed = {"SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP"}
-        if value not in allowed or not hasattr(signal, value):
-            raise ValueError(f"must be one of {sorted(allowed)}, got {value!r}")
+    def _known_signal(cls, value: Any) -> Any:
+        # The Literal states the choice in the schema; this says what was given, which pydantic's message does not.
+        allowed = get_args(CheckpointSignal)
+        if value not in allowed:
+            raise ValueError(f"must be one of {list(allowed)}, got {value!r}")
         return value
 
 
@@ -208,12 +279,22 @@ class TrainingSpec(_Strict):
     code: S3Uri | None = Field(
         None, description="S3 prefix staged into $SPOTRUN_CODE_DIR; the command runs there."
     )
-    command: list[str] = Field(
-        min_length=1, description="The command as an argv list, never a shell string: ['python', 'train.py']."
+    command: list[Argument] = Field(
+        min_length=1,
+        # _argv_not_shell refuses one argument holding a space (once stripped): two or more arguments, or one
+        # that is white space around something without a space.
+        json_schema_extra={"anyOf": [{"minItems": 2}, {"items": {"pattern": _ONE_WORD.pattern}}]},
+        description="The command as an argv list, never a shell string: ['python', 'train.py'].",
     )
-    env: dict[str, Annotated[str, BeforeValidator(_scalar_to_text)]] = Field(
+    env: dict[Annotated[str, _AS_WRITTEN], Annotated[str, BeforeValidator(_scalar_to_text)]] = Field(
         default_factory=dict,
-        description="Extra environment for the command; numbers and booleans become text.",
+        json_schema_extra={
+            "propertyNames": {"pattern": _ENV_NAME.pattern, "not": {"pattern": _RESERVED_ENV_NAME.pattern}},
+            # _scalar_to_text turns numbers and booleans into text: the schema says they are accepted.
+            "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]},
+        },
+        description="Extra environment for the command; numbers and booleans become text. Names are "
+        "[A-Za-z_][A-Za-z0-9_]*; SPOTRUN_ ones are set by spotrun itself.",
     )
     checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy())
     max_runtime_minutes: int = Field(
@@ -225,7 +306,7 @@ class TrainingSpec(_Strict):
         "job ends with Training.MaxRuntimeExceeded.",
     )
     restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
-    resume_from: str | None = Field(
+    resume_from: Annotated[str, _AS_WRITTEN] | None = Field(
         None,
         pattern=r"^[a-z0-9][a-z0-9\-]{0,60}$",
         description="Id of an earlier job (one stopped at its budget or max_runtime_minutes, say): this job "
@@ -236,8 +317,6 @@ class TrainingSpec(_Strict):
     @field_validator("command")
     @classmethod
     def _argv_not_shell(cls, value: list[str]) -> list[str]:
-        if any(not part for part in value):
-            raise ValueError("arguments must not be empty strings")
         if len(value) == 1 and " " in value[0]:
             raise ValueError("must be an argv list such as ['python', 'train.py'], not one shell string")
         return value
@@ -246,9 +325,9 @@ class TrainingSpec(_Strict):
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            if not _ENV_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not a valid environment variable name")
-            if name.startswith("SPOTRUN_"):
+            if _RESERVED_ENV_NAME.match(name):
                 raise ValueError(f"{name!r}: SPOTRUN_ variables are set by spotrun itself")
         return value
 
@@ -295,9 +374,12 @@ class Budget(_Strict):
 class Schedule(_Strict):
     """Recurring runs (retraining)."""
 
-    expression: str = Field(
-        description="An EventBridge Scheduler expression: cron(...) with 6 fields, or rate(...)."
+    expression: Annotated[str, _AS_WRITTEN] = Field(
+        json_schema_extra={"pattern": _SCHEDULE.pattern},
+        description="An EventBridge Scheduler expression: cron(...) with 6 fields, or rate(...).",
     )
+    # Which zones exist depends on the tz database of the machine (and of Scheduler): no enum here, it is
+    # checked when the schedule is created.
     timezone: str = Field("UTC", description="IANA time zone for cron expressions.")
     only_if_data_changed: bool = Field(
         False, description="Skip a run when no input changed since the last success."
@@ -306,7 +388,7 @@ class Schedule(_Strict):
     @field_validator("expression")
     @classmethod
     def _scheduler_syntax(cls, value: str) -> str:
-        rate = _RATE.match(value)
+        rate = _RATE.fullmatch(value)
         if rate:
             singular = rate["value"] == "1"
             if singular != (not rate["unit"].endswith("s")):
@@ -314,7 +396,7 @@ class Schedule(_Strict):
                     f"{value!r}: use a singular unit for 1 and a plural one otherwise, e.g. rate(1 day)"
                 )
             return value
-        if not _CRON.match(value):
+        if not _CRON.fullmatch(value):
             raise ValueError(
                 f"{value!r} is not a schedule expression: use cron(min hour day month weekday year) or rate(N unit)"
             )
@@ -325,7 +407,10 @@ class JobManifest(_Strict):
     """A training job: what to run, on what, with which data, and where its model goes."""
 
     version: Literal["spotrun/v1"] = Field(MANIFEST_VERSION, description="Manifest format version.")
-    name: str = Field(description="Lower-case letters, digits and '-', at most 48 characters.")
+    name: Annotated[str, _AS_WRITTEN] = Field(
+        json_schema_extra={"pattern": _NAME.pattern},
+        description="Lower-case letters, digits and '-', at most 48 characters.",
+    )
     resources: Resources = Field(default_factory=lambda: Resources())
     capacity: CapacityPolicy = Field(default_factory=lambda: CapacityPolicy())
     data: DataSpec = Field(default_factory=lambda: DataSpec())
@@ -334,12 +419,21 @@ class JobManifest(_Strict):
     archive: ArchiveSpec = Field(default_factory=lambda: ArchiveSpec())
     budget: Budget = Field(default_factory=lambda: Budget())
     schedule: Schedule | None = None
-    tags: dict[str, str] = Field(default_factory=dict, description="Tags put on every instance of the job.")
+    tags: dict[Annotated[str, _AS_WRITTEN], str] = Field(
+        default_factory=dict,
+        json_schema_extra={
+            "maxProperties": MAX_TAGS,
+            "propertyNames": {"pattern": _TAG_KEY.pattern, "not": {"pattern": _RESERVED_TAG_KEY.pattern}},
+            "additionalProperties": {"type": "string", "maxLength": MAX_TAG_VALUE},
+        },
+        description="Tags put on every instance of the job: at most 40; keys of letters, digits, spaces and "
+        "_.:/=+-@, 1-128 characters, not starting with aws: or spotrun:; values at most 256 characters.",
+    )
 
     @field_validator("name")
     @classmethod
     def _name_shape(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(
                 f"{value!r} must be lower-case letters, digits and '-', starting with a letter or digit"
             )
@@ -348,11 +442,11 @@ class JobManifest(_Strict):
     @field_validator("tags")
     @classmethod
     def _tag_shape(cls, value: dict[str, str]) -> dict[str, str]:
-        if len(value) > 40:
-            raise ValueError("at most 40 tags")
+        if len(value) > MAX_TAGS:
+            raise ValueError(f"at most {MAX_TAGS} tags")
         for key, tag_value in value.items():
-            if not _TAG_KEY.match(key) or key.lower().startswith(("aws:", "spotrun:")):
+            if not _TAG_KEY.fullmatch(key) or _RESERVED_TAG_KEY.match(key):
                 raise ValueError(f"{key!r} is not an allowed tag key (aws: and spotrun: are reserved)")
-            if len(tag_value) > 256:
-                raise ValueError(f"the value of tag {key!r} is longer than 256 characters")
+            if len(tag_value) > MAX_TAG_VALUE:
+                raise ValueError(f"the value of tag {key!r} is longer than {MAX_TAG_VALUE} characters")
         return value

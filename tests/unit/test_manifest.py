@@ -286,8 +286,8 @@ def test_parsed_manifest_is_immutable() -> None:
         ),
         pytest.param(
             "name: a\ntraining: {command: [python, '']}\n",
-            "training.command",
-            "must not be empty strings",
+            "training.command[1]",
+            "at least 1 character",
             id="empty argv element",
         ),
         pytest.param(
@@ -455,7 +455,7 @@ training:
     errors = errors_of(text)
     # Then every mistake is reported, each with its own field path, in the model's field order
     paths = [line.partition(": ")[0] for line in errors]
-    assert paths == ["name", "resources.gpus_per_node", "training.command", "training.checkpoint.signal"]
+    assert paths == ["name", "resources.gpus_per_node", "training.command[1]", "training.checkpoint.signal"]
 
 
 # ----------------------------------------------------------------------------------------------------
