@@ -18,6 +18,9 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
     StringConstraints,
     WithJsonSchema,
     field_validator,
@@ -146,8 +149,8 @@ class Resources(_Strict):
         }
     )
 
-    gpus_per_node: int = Field(1, ge=1, le=16, description="GPUs on each node.")
-    gpu_memory_gib: int | None = Field(
+    gpus_per_node: StrictInt = Field(1, ge=1, le=16, description="GPUs on each node.")
+    gpu_memory_gib: StrictInt | None = Field(
         None, ge=1, le=1024, description="Minimum memory of each GPU, GiB. Types with less are not used."
     )
     gpu_names: list[GpuName] | None = Field(
@@ -158,7 +161,7 @@ class Resources(_Strict):
     instance_types: list[InstanceType] | None = Field(
         None, min_length=1, description="An explicit list of instance types, instead of gpu_names."
     )
-    nodes: int = Field(
+    nodes: StrictInt = Field(
         1,
         ge=1,
         json_schema_extra={"maximum": MAX_NODES},
@@ -204,21 +207,21 @@ class CapacityPolicy(_Strict):
         }
     )
 
-    spot: bool = Field(True, description="Use spot capacity. false runs on on-demand from the start.")
-    max_price_per_hour: float | None = Field(
+    spot: StrictBool = Field(True, description="Use spot capacity. false runs on on-demand from the start.")
+    max_price_per_hour: StrictFloat | None = Field(
         None, gt=0.001, description="Highest spot price per instance-hour, USD; pools above it are not used."
     )
-    on_demand_fallback: bool = Field(
+    on_demand_fallback: StrictBool = Field(
         False,
         description="Fall back to on-demand when spot is unavailable or after fallback_after_interruptions.",
     )
-    fallback_after_interruptions: int = Field(
+    fallback_after_interruptions: StrictInt = Field(
         3, ge=0, description="With on_demand_fallback, interruptions after which the job moves to on-demand."
     )
-    max_interruptions: int = Field(
+    max_interruptions: StrictInt = Field(
         10, ge=0, le=1000, description="Interruptions tolerated before the job fails."
     )
-    avoid_pool_minutes: int = Field(
+    avoid_pool_minutes: StrictInt = Field(
         30, ge=0, le=1440, description="How long a just-reclaimed pool (type, zone) is avoided."
     )
 
@@ -257,11 +260,13 @@ class DataSpec(_Strict):
 class CheckpointPolicy(_Strict):
     """How the training script checkpoints."""
 
-    interval_steps: int = Field(100, ge=1, description="Steps between periodic checkpoints.")
+    interval_steps: StrictInt = Field(100, ge=1, description="Steps between periodic checkpoints.")
     signal: CheckpointSignal = Field(
         "SIGTERM", description="Signal that means 'save a checkpoint now and exit'."
     )
-    keep_last: int = Field(3, ge=1, le=100, description="Committed checkpoints kept in S3; older are pruned.")
+    keep_last: StrictInt = Field(
+        3, ge=1, le=100, description="Committed checkpoints kept in S3; older are pruned."
+    )
 
     @field_validator("signal", mode="before")
     @classmethod
@@ -297,7 +302,7 @@ class TrainingSpec(_Strict):
         "[A-Za-z_][A-Za-z0-9_]*; SPOTRUN_ ones are set by spotrun itself.",
     )
     checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy())
-    max_runtime_minutes: int = Field(
+    max_runtime_minutes: StrictInt = Field(
         24 * 60,
         ge=1,
         le=14 * 24 * 60,
@@ -305,7 +310,9 @@ class TrainingSpec(_Strict):
         "MaxRuntimeInSeconds): then the command gets the checkpoint signal, its checkpoint is committed and the "
         "job ends with Training.MaxRuntimeExceeded.",
     )
-    restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
+    restarts_on_error: StrictInt = Field(
+        0, ge=0, le=10, description="Retries of a command that exits non-zero."
+    )
     resume_from: Annotated[str, _AS_WRITTEN] | None = Field(
         None,
         pattern=r"^[a-z0-9][a-z0-9\-]{0,60}$",
@@ -362,7 +369,7 @@ class ArchiveSpec(_Strict):
 class Budget(_Strict):
     """Spending limits."""
 
-    max_usd: float | None = Field(
+    max_usd: StrictFloat | None = Field(
         None,
         gt=0,
         description="The job stops when its cost would pass this, USD: its instances' cost over all attempts, at "
@@ -381,7 +388,7 @@ class Schedule(_Strict):
     # Which zones exist depends on the tz database of the machine (and of Scheduler): no enum here, it is
     # checked when the schedule is created.
     timezone: str = Field("UTC", description="IANA time zone for cron expressions.")
-    only_if_data_changed: bool = Field(
+    only_if_data_changed: StrictBool = Field(
         False, description="Skip a run when no input changed since the last success."
     )
 

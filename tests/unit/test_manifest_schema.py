@@ -102,6 +102,13 @@ REFUSED = [
     pytest.param("tags", {"SpotRun:job": "v"}, id="tag key: spotrun: prefix, any case"),
     pytest.param("tags", {f"k{index}": "v" for index in range(41)}, id="tags: 41"),
     pytest.param("tags", {"team": "v" * 257}, id="tag value: 257 characters"),
+    # No quiet conversions: a boolean or a text is not a number, a number or a text not a boolean.
+    pytest.param("budget", {"max_usd": True}, id="max_usd: a boolean"),
+    pytest.param("budget", {"max_usd": "5"}, id="max_usd: a text"),
+    pytest.param("resources", {"gpus_per_node": True}, id="gpus_per_node: a boolean"),
+    pytest.param("training.max_runtime_minutes", "60", id="max_runtime_minutes: a text"),
+    pytest.param("capacity", {"spot": 1}, id="spot: a number"),
+    pytest.param("capacity", {"on_demand_fallback": "true"}, id="on_demand_fallback: a text"),
 ]
 
 
@@ -141,6 +148,7 @@ ACCEPTED = [
     pytest.param("schedule", {"expression": "cron(0 3 ? * MON-FRI *)"}, id="schedule: cron"),
     pytest.param("resources", {"instance_types": ["g5.xlarge", "p4d.24xlarge"]}, id="instance types"),
     pytest.param("capacity", {"spot": False}, id="capacity: on-demand"),
+    pytest.param("capacity", {"max_price_per_hour": 1}, id="max_price_per_hour: an integer is a number"),
     pytest.param("capacity", {"on_demand_fallback": True}, id="capacity: spot with fallback"),
     pytest.param("tags", {"cost center": "ml", "a:b/c=d+e-f@g_h.i": ""}, id="tag keys: allowed characters"),
     pytest.param("tags", {"awsome": "v", "k" * 128: "v" * 256}, id="tags: at the bounds"),
