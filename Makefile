@@ -27,8 +27,11 @@ demo: $(DEMO_STAMP)
 	$(BIN)/spotrun demo
 
 ## test: lint, type-check, then every test suite
+# Unit, infra and integration tests run on two workers (a file per worker); the end-to-end and chaos suites,
+# whose jobs race real training against scaled notices, run alone so that load cannot change their timing.
 test: $(STAMP) lint typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit tests/infra tests/integration
+	$(BIN)/python -m pytest -q tests/e2e tests/chaos
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

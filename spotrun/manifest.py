@@ -19,9 +19,8 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    StrictFloat,
-    StrictInt,
     StringConstraints,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -71,9 +70,26 @@ CheckpointSignal = Literal["SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP"]
 _AS_WRITTEN = StringConstraints(strip_whitespace=False)
 
 
+def _is_number(annotation: Any) -> bool:
+    return any(arg in (int, float) for arg in (get_args(annotation) or (annotation,)))
+
+
 class _Strict(BaseModel):
     # NaN and infinity are no price, limit or count (and JSON cannot store them): refused like any bad number.
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode takes true for 1 and "5" for 5; a manifest means what it says. An integral float
+        # such as 60.0 stays an integer, as JSON Schema's "integer" counts it. (Booleans are StrictBool.)
+        if (
+            isinstance(value, bool | str)
+            and info.field_name
+            and _is_number(cls.model_fields[info.field_name].annotation)
+        ):
+            raise ValueError(f"must be a number, not {'a boolean' if isinstance(value, bool) else 'a text'}")
+        return value
 
 
 def _check_s3_uri(value: str) -> str:
@@ -149,8 +165,8 @@ class Resources(_Strict):
         }
     )
 
-    gpus_per_node: StrictInt = Field(1, ge=1, le=16, description="GPUs on each node.")
-    gpu_memory_gib: StrictInt | None = Field(
+    gpus_per_node: int = Field(1, ge=1, le=16, description="GPUs on each node.")
+    gpu_memory_gib: int | None = Field(
         None, ge=1, le=1024, description="Minimum memory of each GPU, GiB. Types with less are not used."
     )
     gpu_names: list[GpuName] | None = Field(
@@ -161,7 +177,7 @@ class Resources(_Strict):
     instance_types: list[InstanceType] | None = Field(
         None, min_length=1, description="An explicit list of instance types, instead of gpu_names."
     )
-    nodes: StrictInt = Field(
+    nodes: int = Field(
         1,
         ge=1,
         json_schema_extra={"maximum": MAX_NODES},
@@ -208,20 +224,20 @@ class CapacityPolicy(_Strict):
     )
 
     spot: StrictBool = Field(True, description="Use spot capacity. false runs on on-demand from the start.")
-    max_price_per_hour: StrictFloat | None = Field(
+    max_price_per_hour: float | None = Field(
         None, gt=0.001, description="Highest spot price per instance-hour, USD; pools above it are not used."
     )
     on_demand_fallback: StrictBool = Field(
         False,
         description="Fall back to on-demand when spot is unavailable or after fallback_after_interruptions.",
     )
-    fallback_after_interruptions: StrictInt = Field(
+    fallback_after_interruptions: int = Field(
         3, ge=0, description="With on_demand_fallback, interruptions after which the job moves to on-demand."
     )
-    max_interruptions: StrictInt = Field(
+    max_interruptions: int = Field(
         10, ge=0, le=1000, description="Interruptions tolerated before the job fails."
     )
-    avoid_pool_minutes: StrictInt = Field(
+    avoid_pool_minutes: int = Field(
         30, ge=0, le=1440, description="How long a just-reclaimed pool (type, zone) is avoided."
     )
 
@@ -260,13 +276,11 @@ class DataSpec(_Strict):
 class CheckpointPolicy(_Strict):
     """How the training script checkpoints."""
 
-    interval_steps: StrictInt = Field(100, ge=1, description="Steps between periodic checkpoints.")
+    interval_steps: int = Field(100, ge=1, description="Steps between periodic checkpoints.")
     signal: CheckpointSignal = Field(
         "SIGTERM", description="Signal that means 'save a checkpoint now and exit'."
     )
-    keep_last: StrictInt = Field(
-        3, ge=1, le=100, description="Committed checkpoints kept in S3; older are pruned."
-    )
+    keep_last: int = Field(3, ge=1, le=100, description="Committed checkpoints kept in S3; older are pruned.")
 
     @field_validator("signal", mode="before")
     @classmethod
@@ -302,7 +316,7 @@ class TrainingSpec(_Strict):
         "[A-Za-z_][A-Za-z0-9_]*; SPOTRUN_ ones are set by spotrun itself.",
     )
     checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy())
-    max_runtime_minutes: StrictInt = Field(
+    max_runtime_minutes: int = Field(
         24 * 60,
         ge=1,
         le=14 * 24 * 60,
@@ -310,9 +324,7 @@ class TrainingSpec(_Strict):
         "MaxRuntimeInSeconds): then the command gets the checkpoint signal, its checkpoint is committed and the "
         "job ends with Training.MaxRuntimeExceeded.",
     )
-    restarts_on_error: StrictInt = Field(
-        0, ge=0, le=10, description="Retries of a command that exits non-zero."
-    )
+    restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
     resume_from: Annotated[str, _AS_WRITTEN] | None = Field(
         None,
         pattern=r"^[a-z0-9][a-z0-9\-]{0,60}$",
@@ -369,7 +381,7 @@ class ArchiveSpec(_Strict):
 class Budget(_Strict):
     """Spending limits."""
 
-    max_usd: StrictFloat | None = Field(
+    max_usd: float | None = Field(
         None,
         gt=0,
         description="The job stops when its cost would pass this, USD: its instances' cost over all attempts, at "

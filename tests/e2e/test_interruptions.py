@@ -32,7 +32,8 @@ def renamed(name: str) -> bytes:
     return example_manifest(**{"name: tiny-regression": f"name: {name}"})
 
 
-@pytest.mark.parametrize("interruptions", [1, 2, 3])
+# One interruption, and three in a row (each resumed from the one before): two adds nothing three does not.
+@pytest.mark.parametrize("interruptions", [1, 3])
 def test_a_job_interrupted_n_times_resumes_to_the_uninterrupted_model(runtime, direct_model, interruptions):
     # Given interruptions planned at random steps (seeded, so a failure can be replayed)
     steps = plan_interruptions(interruptions, PLANNED_OVER, seed=interruptions, margin=MARGIN)

@@ -149,6 +149,7 @@ ACCEPTED = [
     pytest.param("resources", {"instance_types": ["g5.xlarge", "p4d.24xlarge"]}, id="instance types"),
     pytest.param("capacity", {"spot": False}, id="capacity: on-demand"),
     pytest.param("capacity", {"max_price_per_hour": 1}, id="max_price_per_hour: an integer is a number"),
+    pytest.param("training.max_runtime_minutes", 910.0, id="max_runtime_minutes: an integral float"),
     pytest.param("capacity", {"on_demand_fallback": True}, id="capacity: spot with fallback"),
     pytest.param("tags", {"cost center": "ml", "a:b/c=d+e-f@g_h.i": ""}, id="tag keys: allowed characters"),
     pytest.param("tags", {"awsome": "v", "k" * 128: "v" * 256}, id="tags: at the bounds"),
