@@ -7,152 +7,52 @@ generated from these models, so the documentation cannot drift from the validati
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
-    StringConstraints,
-    ValidationInfo,
-    WithJsonSchema,
     field_validator,
     model_validator,
 )
+
+from spotrun.manifest_rules import (
+    AS_WRITTEN,
+    CRON,
+    ENV_NAME,
+    INSTANCE_TYPE,
+    MAX_TAG_VALUE,
+    MAX_TAGS,
+    NAME,
+    ONE_WORD,
+    RATE,
+    RESERVED_ENV_NAME,
+    RESERVED_TAG_KEY,
+    SCHEDULE,
+    TAG_KEY,
+    Argument,
+    CheckpointSignal,
+    GpuName,
+    InstanceType,
+    RelativePath,
+    S3Uri,
+    StrictModel,
+    scalar_to_text,
+    split_s3_uri,
+)
+
+__all__ = ["MANIFEST_VERSION", "GpuName", "JobManifest", "split_s3_uri"]
 
 MANIFEST_VERSION: Final = "spotrun/v1"
 # Nodes a job may ask for in this version: multi-node jobs (one zone, a cluster placement) are not built yet.
 MAX_NODES: Final = 1
 
-# Each rule below is both checked here (with a message naming the field) and stated in the JSON Schema (a
-# `pattern`), from the same text, so that a manifest valid under the published schema is accepted. The patterns
-# are written for both dialects: no lookaround (hypothesis-jsonschema generates from them), `[0-9]` rather than
-# `\d` and `[^\n]` rather than `.` (whose meanings differ between Python and ECMA-262), and they are matched
-# with `fullmatch` here because Python's `$` also matches before a final newline, ECMA's does not. `\w` in the
-# tag-key pattern is Unicode to Python and ASCII to ECMA: a tool of the latter kind is only stricter.
-_BUCKET: Final = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
-# The schema's pattern has no named groups (ECMA-262 spells them differently); splitting needs them.
-_S3_URI = re.compile(rf"^s3://{_BUCKET}(?:/[^\n]*)?$")
-_S3_PARTS = re.compile(rf"^s3://(?P<bucket>{_BUCKET})(?:/(?P<key>[^\n]*))?$")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9\-]{0,47}$")
-_CRON_PATTERN: Final = r"cron\((?:[0-9A-Za-z*?/,#\-]+ ){5}[0-9A-Za-z*?/,#\-]+\)"
-# Scheduler wants a singular unit for 1 and a plural one otherwise; the two alternatives say so.
-_RATE_PATTERN: Final = r"rate\((?:1 (?:minute|hour|day)|(?:[2-9]|[1-9][0-9]+) (?:minutes|hours|days))\)"
-_CRON = re.compile(rf"^{_CRON_PATTERN}$")
-_RATE = re.compile(r"^rate\((?P<value>[1-9][0-9]*) (?P<unit>minute|minutes|hour|hours|day|days)\)$")
-_SCHEDULE = re.compile(rf"^(?:{_CRON_PATTERN}|{_RATE_PATTERN})$")
-_TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
-# Reserved prefixes, any case: a pattern without lookahead cannot forbid them, a `not` beside it can.
-_RESERVED_TAG_KEY = re.compile(r"^(?:[Aa][Ww][Ss]|[Ss][Pp][Oo][Tt][Rr][Uu][Nn]):")
-MAX_TAGS: Final = 40
-MAX_TAG_VALUE: Final = 256
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_RESERVED_ENV_NAME = re.compile(r"^SPOTRUN_")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9\-]*\.[a-z0-9]+$")
-# A relative path: no leading '/', no '..' segment, not empty. Without lookahead, a segment other than '..' is
-# '' or '.', or starts with another character, or is '.' then another character, or '..' and more.
-_SEGMENT = r"(?:\.?|[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
-_FIRST_SEGMENT = r"(?:\.|[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
-_RELATIVE_PATH = re.compile(rf"^{_FIRST_SEGMENT}(?:/{_SEGMENT})*$")
-# One argument without a space once the white space around it is stripped (a one-argument command is no shell
-# string).
-_ONE_WORD = re.compile(r"^\s*[^ ]*\s*$")
-CheckpointSignal = Literal["SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP"]
 
-# A string checked against a pattern is taken as written: stripping it first would accept " name" (and refuse
-# a path " /x" the pattern allows), so the schema would no longer say exactly what is accepted.
-_AS_WRITTEN = StringConstraints(strip_whitespace=False)
-
-
-def _is_number(annotation: Any) -> bool:
-    return any(arg in (int, float) for arg in (get_args(annotation) or (annotation,)))
-
-
-class _Strict(BaseModel):
-    # NaN and infinity are no price, limit or count (and JSON cannot store them): refused like any bad number.
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _numbers_are_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        # pydantic's lax mode takes true for 1 and "5" for 5; a manifest means what it says. An integral float
-        # such as 60.0 stays an integer, as JSON Schema's "integer" counts it. (Booleans are StrictBool.)
-        if (
-            isinstance(value, bool | str)
-            and info.field_name
-            and _is_number(cls.model_fields[info.field_name].annotation)
-        ):
-            raise ValueError(f"must be a number, not {'a boolean' if isinstance(value, bool) else 'a text'}")
-        return value
-
-
-def _check_s3_uri(value: str) -> str:
-    if not _S3_URI.fullmatch(value):
-        raise ValueError(f"must be an S3 URI like s3://bucket/prefix/, got {value!r}")
-    return value
-
-
-def _check_relative_path(value: str) -> str:
-    if not _RELATIVE_PATH.fullmatch(value):
-        raise ValueError(f"must be a relative path without '..', got {value!r}")
-    return value
-
-
-def _scalar_to_text(value: Any) -> Any:
-    # YAML reads `OMP_NUM_THREADS: 4` as a number; an environment only holds text.
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    return value
-
-
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    """Split ``s3://bucket/key`` into ``(bucket, key)``.
-
-    Parameters
-    ----------
-    uri
-        An S3 URI; the key may be empty.
-
-    Returns
-    -------
-    tuple[str, str]
-        The bucket name and the key (possibly ``""``).
-    """
-    match = _S3_PARTS.fullmatch(uri)
-    if not match:
-        raise ValueError(f"not an S3 URI: {uri!r}")
-    return match["bucket"], match["key"] or ""
-
-
-S3Uri = Annotated[
-    str,
-    _AS_WRITTEN,
-    AfterValidator(_check_s3_uri),
-    WithJsonSchema({"type": "string", "pattern": _S3_URI.pattern}),
-]
-RelativePath = Annotated[
-    str,
-    _AS_WRITTEN,
-    AfterValidator(_check_relative_path),
-    WithJsonSchema({"type": "string", "pattern": _RELATIVE_PATH.pattern}),
-]
-# An argument may have spaces around it (they are stripped) but must hold something else.
-Argument = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
-InstanceType = Annotated[
-    str, _AS_WRITTEN, WithJsonSchema({"type": "string", "pattern": _INSTANCE_TYPE.pattern})
-]
-GpuName = Literal["t4", "a10g", "l4", "l40s", "v100", "a100", "h100", "h200"]
-
-
-class Resources(_Strict):
+class Resources(StrictModel):
     """What one node of the job needs."""
 
     # Both lists given is refused by _types_or_names (with its message); `not` states it in the schema.
@@ -199,7 +99,7 @@ class Resources(_Strict):
     @classmethod
     def _types_look_like_ec2(cls, value: list[str] | None) -> list[str] | None:
         for name in value or []:
-            if not _INSTANCE_TYPE.fullmatch(name):
+            if not INSTANCE_TYPE.fullmatch(name):
                 raise ValueError(f"{name!r} is not an EC2 instance type like g5.xlarge")
         return value
 
@@ -210,7 +110,7 @@ class Resources(_Strict):
         return self
 
 
-class CapacityPolicy(_Strict):
+class CapacityPolicy(StrictModel):
     """How capacity is bought, and how much disruption the job accepts."""
 
     # spot: false with on_demand_fallback: true is refused by _fallback_needs_spot; `not` states it in the schema.
@@ -250,14 +150,14 @@ class CapacityPolicy(_Strict):
         return self
 
 
-class DataInput(_Strict):
+class DataInput(StrictModel):
     """One S3 object or prefix copied onto the instance's NVMe before training."""
 
     source: S3Uri = Field(description="s3://bucket/prefix/ (a prefix ends with /) or s3://bucket/key.")
     destination: RelativePath = Field(description="Path under $SPOTRUN_DATA_DIR, relative.")
 
 
-class DataSpec(_Strict):
+class DataSpec(StrictModel):
     """The training data."""
 
     inputs: list[DataInput] = Field(default_factory=list, description="Inputs staged to NVMe, in parallel.")
@@ -273,7 +173,7 @@ class DataSpec(_Strict):
         return inputs
 
 
-class CheckpointPolicy(_Strict):
+class CheckpointPolicy(StrictModel):
     """How the training script checkpoints."""
 
     interval_steps: int = Field(100, ge=1, description="Steps between periodic checkpoints.")
@@ -292,7 +192,7 @@ class CheckpointPolicy(_Strict):
         return value
 
 
-class TrainingSpec(_Strict):
+class TrainingSpec(StrictModel):
     """What runs on the instance."""
 
     code: S3Uri | None = Field(
@@ -302,14 +202,14 @@ class TrainingSpec(_Strict):
         min_length=1,
         # _argv_not_shell refuses one argument holding a space (once stripped): two or more arguments, or one
         # that is white space around something without a space.
-        json_schema_extra={"anyOf": [{"minItems": 2}, {"items": {"pattern": _ONE_WORD.pattern}}]},
+        json_schema_extra={"anyOf": [{"minItems": 2}, {"items": {"pattern": ONE_WORD.pattern}}]},
         description="The command as an argv list, never a shell string: ['python', 'train.py'].",
     )
-    env: dict[Annotated[str, _AS_WRITTEN], Annotated[str, BeforeValidator(_scalar_to_text)]] = Field(
+    env: dict[Annotated[str, AS_WRITTEN], Annotated[str, BeforeValidator(scalar_to_text)]] = Field(
         default_factory=dict,
         json_schema_extra={
-            "propertyNames": {"pattern": _ENV_NAME.pattern, "not": {"pattern": _RESERVED_ENV_NAME.pattern}},
-            # _scalar_to_text turns numbers and booleans into text: the schema says they are accepted.
+            "propertyNames": {"pattern": ENV_NAME.pattern, "not": {"pattern": RESERVED_ENV_NAME.pattern}},
+            # scalar_to_text turns numbers and booleans into text: the schema says they are accepted.
             "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]},
         },
         description="Extra environment for the command; numbers and booleans become text. Names are "
@@ -325,7 +225,7 @@ class TrainingSpec(_Strict):
         "job ends with Training.MaxRuntimeExceeded.",
     )
     restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
-    resume_from: Annotated[str, _AS_WRITTEN] | None = Field(
+    resume_from: Annotated[str, AS_WRITTEN] | None = Field(
         None,
         pattern=r"^[a-z0-9][a-z0-9\-]{0,60}$",
         description="Id of an earlier job (one stopped at its budget or max_runtime_minutes, say): this job "
@@ -344,9 +244,9 @@ class TrainingSpec(_Strict):
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not _ENV_NAME.fullmatch(name):
+            if not ENV_NAME.fullmatch(name):
                 raise ValueError(f"{name!r} is not a valid environment variable name")
-            if _RESERVED_ENV_NAME.match(name):
+            if RESERVED_ENV_NAME.match(name):
                 raise ValueError(f"{name!r}: SPOTRUN_ variables are set by spotrun itself")
         return value
 
@@ -359,7 +259,7 @@ class StorageClass(StrEnum):
     GLACIER_IR = "GLACIER_IR"
 
 
-class OutputSpec(_Strict):
+class OutputSpec(StrictModel):
     """What the job produces."""
 
     model: RelativePath = Field(
@@ -367,7 +267,7 @@ class OutputSpec(_Strict):
     )
 
 
-class ArchiveSpec(_Strict):
+class ArchiveSpec(StrictModel):
     """Where the finished model is archived."""
 
     storage_class: StorageClass = Field(
@@ -378,7 +278,7 @@ class ArchiveSpec(_Strict):
     )
 
 
-class Budget(_Strict):
+class Budget(StrictModel):
     """Spending limits."""
 
     max_usd: float | None = Field(
@@ -390,11 +290,11 @@ class Budget(_Strict):
     )
 
 
-class Schedule(_Strict):
+class Schedule(StrictModel):
     """Recurring runs (retraining)."""
 
-    expression: Annotated[str, _AS_WRITTEN] = Field(
-        json_schema_extra={"pattern": _SCHEDULE.pattern},
+    expression: Annotated[str, AS_WRITTEN] = Field(
+        json_schema_extra={"pattern": SCHEDULE.pattern},
         description="An EventBridge Scheduler expression: cron(...) with 6 fields, or rate(...).",
     )
     # Which zones exist depends on the tz database of the machine (and of Scheduler): no enum here, it is
@@ -407,7 +307,7 @@ class Schedule(_Strict):
     @field_validator("expression")
     @classmethod
     def _scheduler_syntax(cls, value: str) -> str:
-        rate = _RATE.fullmatch(value)
+        rate = RATE.fullmatch(value)
         if rate:
             singular = rate["value"] == "1"
             if singular != (not rate["unit"].endswith("s")):
@@ -415,19 +315,19 @@ class Schedule(_Strict):
                     f"{value!r}: use a singular unit for 1 and a plural one otherwise, e.g. rate(1 day)"
                 )
             return value
-        if not _CRON.fullmatch(value):
+        if not CRON.fullmatch(value):
             raise ValueError(
                 f"{value!r} is not a schedule expression: use cron(min hour day month weekday year) or rate(N unit)"
             )
         return value
 
 
-class JobManifest(_Strict):
+class JobManifest(StrictModel):
     """A training job: what to run, on what, with which data, and where its model goes."""
 
     version: Literal["spotrun/v1"] = Field(MANIFEST_VERSION, description="Manifest format version.")
-    name: Annotated[str, _AS_WRITTEN] = Field(
-        json_schema_extra={"pattern": _NAME.pattern},
+    name: Annotated[str, AS_WRITTEN] = Field(
+        json_schema_extra={"pattern": NAME.pattern},
         description="Lower-case letters, digits and '-', at most 48 characters.",
     )
     resources: Resources = Field(default_factory=lambda: Resources())
@@ -438,11 +338,11 @@ class JobManifest(_Strict):
     archive: ArchiveSpec = Field(default_factory=lambda: ArchiveSpec())
     budget: Budget = Field(default_factory=lambda: Budget())
     schedule: Schedule | None = None
-    tags: dict[Annotated[str, _AS_WRITTEN], str] = Field(
+    tags: dict[Annotated[str, AS_WRITTEN], str] = Field(
         default_factory=dict,
         json_schema_extra={
             "maxProperties": MAX_TAGS,
-            "propertyNames": {"pattern": _TAG_KEY.pattern, "not": {"pattern": _RESERVED_TAG_KEY.pattern}},
+            "propertyNames": {"pattern": TAG_KEY.pattern, "not": {"pattern": RESERVED_TAG_KEY.pattern}},
             "additionalProperties": {"type": "string", "maxLength": MAX_TAG_VALUE},
         },
         description="Tags put on every instance of the job: at most 40; keys of letters, digits, spaces and "
@@ -452,7 +352,7 @@ class JobManifest(_Strict):
     @field_validator("name")
     @classmethod
     def _name_shape(cls, value: str) -> str:
-        if not _NAME.fullmatch(value):
+        if not NAME.fullmatch(value):
             raise ValueError(
                 f"{value!r} must be lower-case letters, digits and '-', starting with a letter or digit"
             )
@@ -464,7 +364,7 @@ class JobManifest(_Strict):
         if len(value) > MAX_TAGS:
             raise ValueError(f"at most {MAX_TAGS} tags")
         for key, tag_value in value.items():
-            if not _TAG_KEY.fullmatch(key) or _RESERVED_TAG_KEY.match(key):
+            if not TAG_KEY.fullmatch(key) or RESERVED_TAG_KEY.match(key):
                 raise ValueError(f"{key!r} is not an allowed tag key (aws: and spotrun: are reserved)")
             if len(tag_value) > MAX_TAG_VALUE:
                 raise ValueError(f"the value of tag {key!r} is longer than {MAX_TAG_VALUE} characters")

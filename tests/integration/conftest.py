@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -18,6 +26,27 @@ from spotrun.shape import SHAPE
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 REGION = "us-east-1"
+
+
+# The bucket the agent's tests work in (moto S3, with the `s3` fixture below).
+AGENT_BUCKET = "spotrun-jobs-test"
+
+
+@pytest.fixture
+def s3(monkeypatch) -> Iterator[Any]:
+    """A moto S3 client with :data:`AGENT_BUCKET` created, and no endpoint override in the environment."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        client = boto3.client("s3", region_name=REGION)
+        client.create_bucket(Bucket=AGENT_BUCKET)
+        yield client
 
 
 @dataclass
@@ -175,3 +204,89 @@ outputs: {model: model.npy}
 archive: {storage_class: DEEP_ARCHIVE}
 """
 )
+
+
+class FakeImds:
+    """IMDSv2 on 127.0.0.1: tokens required, notices 404 until set."""
+
+    def __init__(self) -> None:
+        self.tokens: set[str] = set()
+        self.documents: dict[str, str] = {
+            "/latest/meta-data/instance-id": "i-0123456789abcdef0",
+            "/latest/meta-data/instance-type": "g5.xlarge",
+            "/latest/meta-data/placement/availability-zone": "us-east-1b",
+            "/latest/meta-data/placement/region": "us-east-1",
+        }
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:
+                if self.path != "/latest/api/token" or not self.headers.get(
+                    "X-aws-ec2-metadata-token-ttl-seconds"
+                ):
+                    return self._reply(400, "")
+                token = f"t{len(fake.tokens)}"
+                fake.tokens.add(token)
+                return self._reply(200, token)
+
+            def do_GET(self) -> None:
+                if self.headers.get("X-aws-ec2-metadata-token") not in fake.tokens:
+                    return self._reply(401, "")
+                body = fake.documents.get(self.path)
+                return self._reply(404, "") if body is None else self._reply(200, body)
+
+            def _reply(self, status: int, body: str) -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def set_instance_action(self, seconds_from_now: float) -> None:
+        when = (datetime.now(UTC) + timedelta(seconds=seconds_from_now)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.documents["/latest/meta-data/spot/instance-action"] = json.dumps(
+            {"action": "terminate", "time": when}
+        )
+
+
+@pytest.fixture
+def imds() -> Iterator[FakeImds]:
+    fake = FakeImds()
+    yield fake
+    fake.server.shutdown()
+
+
+# The example job the agent tests run, and a reference model from a direct run of it.
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "tiny-regression"
+
+
+@pytest.fixture(scope="module")
+def example_data(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("example") / "data"
+    subprocess.run(
+        [sys.executable, str(EXAMPLE / "generate_data.py"), str(directory)], check=True, capture_output=True
+    )
+    return directory
+
+
+@pytest.fixture(scope="module")
+def reference_model(example_data, tmp_path_factory) -> bytes:
+    """model.npy of an uninterrupted run of the example, run directly (no agent)."""
+    work = tmp_path_factory.mktemp("reference")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run(
+        [sys.executable, str(EXAMPLE / "train.py"), "--data-dir", str(example_data)],
+        cwd=work,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    return (work / "output" / "model.npy").read_bytes()

@@ -8,17 +8,10 @@ the field.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import boto3
-import pytest
-from moto import mock_aws
 
 from spotrun import checkpoints, layout
 from spotrun.agent.imds import ImdsClient
@@ -26,9 +19,6 @@ from spotrun.agent.notices import ImdsNotices, NoticeWatcher
 from spotrun.agent.runner import EXIT_REPORTED, execute
 from tests.integration.test_agent import (
     BUCKET,
-    EXAMPLE,
-    REGION,
-    FakeImds,
     command,
     context,
     failure_of,
@@ -60,38 +50,6 @@ while not run.stop_requested:
 run.save_checkpoint(5, lambda directory: (directory / "weights").write_text("5"))
 run.exit_for_preemption()
 """
-
-
-@pytest.fixture
-def s3(monkeypatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        client = boto3.client("s3", region_name=REGION)
-        client.create_bucket(Bucket=BUCKET)
-        yield client
-
-
-@pytest.fixture(scope="module")
-def example_data(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("example") / "data"
-    subprocess.run(
-        [sys.executable, str(EXAMPLE / "generate_data.py"), str(directory)], check=True, capture_output=True
-    )
-    return directory
-
-
-@pytest.fixture
-def imds() -> Iterator[FakeImds]:
-    fake = FakeImds()
-    yield fake
-    fake.server.shutdown()
 
 
 def _script_manifest(script: str, **training: Any) -> dict[str, Any]:

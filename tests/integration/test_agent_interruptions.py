@@ -16,7 +16,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from spotrun import checkpoints, layout
 from spotrun.agent.command import FailureCause
@@ -29,7 +28,6 @@ from tests.integration.test_agent import (
     BUCKET,
     EXAMPLE,
     REGION,
-    FakeImds,
     command,
     context,
     failure_of,
@@ -41,21 +39,6 @@ from tests.integration.test_agent import (
 )
 
 SLOW = ["--step-seconds", "0.01"]
-
-
-@pytest.fixture
-def s3(monkeypatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        client = boto3.client("s3", region_name=REGION)
-        client.create_bucket(Bucket=BUCKET)
-        yield client
 
 
 @pytest.fixture
@@ -71,13 +54,6 @@ def staged(s3, tmp_path_factory) -> Callable[[Path], None]:
         success_of(ctx)
 
     return stage
-
-
-@pytest.fixture
-def imds() -> Iterator[FakeImds]:
-    fake = FakeImds()
-    yield fake
-    fake.server.shutdown()
 
 
 @pytest.fixture(autouse=True)

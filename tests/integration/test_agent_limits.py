@@ -5,21 +5,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from spotrun import checkpoints, layout
 from spotrun.agent.runner import EXIT_REPORTED, execute
 from tests.integration.test_agent import (
     BUCKET,
     EXAMPLE,
-    REGION,
     command,
     context,
     failure_of,
@@ -30,21 +26,6 @@ from tests.integration.test_agent import (
 
 # About 10 s of training for the whole run: the limits below stop it long before it ends.
 SLOW = ["--step-seconds", "0.02", "--steps", "500"]
-
-
-@pytest.fixture
-def s3(monkeypatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        client = boto3.client("s3", region_name=REGION)
-        client.create_bucket(Bucket=BUCKET)
-        yield client
 
 
 @pytest.fixture
