@@ -36,6 +36,7 @@ test: $(STAMP) lint typecheck
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy spotrun functions infra bench
@@ -46,7 +47,7 @@ synth: $(STAMP)
 
 ## openapi: regenerate openapi.json (the REST API's OpenAPI document) from the API function
 openapi: $(STAMP)
-	$(BIN)/python -m spotrun.openapi
+	$(BIN)/python -m functions.api.openapi
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -9,13 +9,13 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
-from spotrun.agent.command import StageResult, WorkflowStep
-from spotrun.aws import S3Objects, SsmCommands, job_store
-from spotrun.config import Settings
-from spotrun.job import utc_now
+from spotrun.aws.adapters import S3Objects, SsmCommands, job_store
+from spotrun.aws.settings import Settings
+from spotrun.control.dispatch import dispatch_agent_step
+from spotrun.model.command import StageResult, WorkflowStep
+from spotrun.model.job import utc_now
+from spotrun.model.timing import WorkflowTiming
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
-from spotrun.steps import dispatch_agent_step
-from spotrun.timing import WorkflowTiming
 
 logger = Logger(service=SERVICE_NAME)
 tracer = Tracer(service=SERVICE_NAME)

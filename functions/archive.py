@@ -10,11 +10,11 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from spotrun.agent.command import TrainResult
-from spotrun.archive import archive_model
-from spotrun.aws import S3Objects, job_store
-from spotrun.config import Settings
-from spotrun.job import utc_now
+from spotrun.aws.adapters import S3Objects, job_store
+from spotrun.aws.settings import Settings
+from spotrun.control.archive import archive_model
+from spotrun.model.command import TrainResult
+from spotrun.model.job import utc_now
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 
 logger = Logger(service=SERVICE_NAME)

@@ -10,12 +10,12 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from spotrun.aws import job_store
-from spotrun.aws_schedules import DynamoRunRecords
-from spotrun.config import Settings
-from spotrun.job import utc_now
-from spotrun.outcome import finalize_job
-from spotrun.schedules import promote_success
+from spotrun.aws.adapters import job_store
+from spotrun.aws.schedules import DynamoRunRecords
+from spotrun.aws.settings import Settings
+from spotrun.control.finalize import finalize_job
+from spotrun.control.schedules import promote_success
+from spotrun.model.job import utc_now
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 
 logger = Logger(service=SERVICE_NAME)

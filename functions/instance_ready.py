@@ -9,12 +9,12 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from spotrun.aws import Ec2Compute, SsmCommands, job_store
-from spotrun.config import Settings
-from spotrun.job import utc_now
-from spotrun.readiness import check_ready
+from spotrun.aws.adapters import Ec2Compute, SsmCommands, job_store
+from spotrun.aws.settings import Settings
+from spotrun.control.readiness import check_ready
+from spotrun.model.job import utc_now
+from spotrun.model.timing import WorkflowTiming
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
-from spotrun.timing import WorkflowTiming
 
 logger = Logger(service=SERVICE_NAME)
 tracer = Tracer(service=SERVICE_NAME)

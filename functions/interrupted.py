@@ -10,10 +10,10 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from spotrun.aws import Ec2Compute, S3Objects, job_store
-from spotrun.config import Settings
-from spotrun.interruptions import record_interruption
-from spotrun.job import utc_now
+from spotrun.aws.adapters import Ec2Compute, S3Objects, job_store
+from spotrun.aws.settings import Settings
+from spotrun.control.interruptions import record_interruption
+from spotrun.model.job import utc_now
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 
 logger = Logger(service=SERVICE_NAME)

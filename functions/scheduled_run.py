@@ -9,11 +9,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from spotrun.aws import S3Objects, StepFunctionsWorkflows, job_store
-from spotrun.aws_schedules import DynamoRunRecords
-from spotrun.config import Settings
-from spotrun.job import utc_now
-from spotrun.schedules import Invocation, run_scheduled
+from spotrun.aws.adapters import S3Objects, StepFunctionsWorkflows, job_store
+from spotrun.aws.schedules import DynamoRunRecords
+from spotrun.aws.settings import Settings
+from spotrun.control.schedules import Invocation, run_scheduled
+from spotrun.model.job import utc_now
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 
 logger = Logger(service=SERVICE_NAME)

@@ -10,12 +10,12 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.parser.models import S3EventNotificationEventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from spotrun.aws import S3Objects, StepFunctionsWorkflows, job_store
-from spotrun.config import Settings
-from spotrun.job import ManifestSource, utc_now
-from spotrun.manifest_io import MAX_MANIFEST_BYTES
+from spotrun.aws.adapters import S3Objects, StepFunctionsWorkflows, job_store
+from spotrun.aws.settings import Settings
+from spotrun.control.submission import is_manifest_key, submit_s3_manifest
+from spotrun.model.job import ManifestSource, utc_now
+from spotrun.model.manifest_io import MAX_MANIFEST_BYTES
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
-from spotrun.submission import is_manifest_key, submit_s3_manifest
 
 logger = Logger(service=SERVICE_NAME)
 tracer = Tracer(service=SERVICE_NAME)

@@ -18,7 +18,7 @@ from infra.constructs.schedules import ScheduleGroup
 from infra.constructs.storage import Storage
 from infra.constructs.workflow import Workflow
 from infra.options import StackOptions
-from spotrun.config import Settings
+from spotrun.aws.settings import Settings
 from spotrun.shape import SERVICE_NAME, STATE_MACHINE_FILE, DeploymentShape
 
 
@@ -33,7 +33,7 @@ class SpotrunStack(Stack):
     Attributes
     ----------
     settings
-        The deployment's :class:`~spotrun.config.Settings` (values are CloudFormation tokens); each field is
+        The deployment's :class:`~spotrun.aws.settings.Settings` (values are CloudFormation tokens); each field is
         also a stack output named by :func:`output_key`.
     """
 

@@ -31,7 +31,7 @@ class FunctionSpec:
     description: str
     timeout_seconds: int = 60
     memory_mb: int = 512
-    # Which settings (see spotrun.config.Settings) the function reads; the IAM grants follow from them.
+    # Which settings (see spotrun.aws.settings.Settings) the function reads; the IAM grants follow from them.
     settings: tuple[str, ...] = ()
 
 
@@ -224,7 +224,7 @@ SHAPE = DeploymentShape(
         ),
         FunctionSpec(
             "api",
-            "functions.api.handler",
+            "functions.api.app.handler",
             "The REST API (behind API Gateway, IAM auth): submit, list, show, cancel jobs; logs; model restores.",
             timeout_seconds=29,  # API Gateway's integration timeout
             settings=(

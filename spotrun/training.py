@@ -25,7 +25,7 @@ interruption cost.
 The same script runs without spotrun: the directories then default to ``./data``, ``./checkpoints`` and
 ``./output`` (or the arguments given to :meth:`Run.from_env`), and no progress is written.
 
-This module uses the standard library only (and :mod:`spotrun.layout`, which does too), so that the agent can
+This module uses the standard library only (and :mod:`spotrun.model.layout`, which does too), so that the agent can
 put it on the training command's ``PYTHONPATH`` whatever interpreter runs the command.
 """
 
@@ -44,7 +44,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NamedTuple, NoReturn
 
-from spotrun import layout
+from spotrun.model import layout
 
 ENV_JOB_ID = "SPOTRUN_JOB_ID"
 ENV_ATTEMPT = "SPOTRUN_ATTEMPT"

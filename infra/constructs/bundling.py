@@ -2,9 +2,10 @@
 
 Two packages are built from the repository:
 
-- the **Lambda package**: ``functions/`` and ``spotrun/`` (less the emulator and the modules only people run:
-  the CLI, its rendering, the API client, the demo; see :data:`NOT_IN_LAMBDA`) plus PyYAML's pure-Python
-  sources; Powertools, pydantic and boto3 come from the Powertools layer and the runtime.
+- the **Lambda package**: ``functions/`` and the server-side layers of ``spotrun/`` (:data:`LAMBDA_PACKAGES`:
+  the model, the use cases, the AWS adapters and the few top files they import; never the CLI, the agent or
+  the emulator) plus PyYAML's pure-Python sources; Powertools, pydantic and boto3 come from the Powertools
+  layer and the runtime.
   ``tests/infra/test_bundle_imports.py`` imports every handler from this package in a virtualenv holding only
   the layer's packages, so a dependency the deployed functions lack fails ``make test``.
 - the **agent package**: the installable project (``pyproject.toml``, ``README.md``, ``spotrun/``), which the
@@ -20,7 +21,6 @@ import hashlib
 import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +30,19 @@ from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 
 from spotrun.shape import REPO_ROOT
 
-# Never shipped: bytecode, and the embedded runtime (it needs moto and runs only on a developer's machine).
-_SKIPPED_DIRS = {"__pycache__", "local"}
+# Never shipped: bytecode and compiled extensions.
+_SKIPPED_DIRS = {"__pycache__"}
 _SKIPPED_SUFFIXES = {".pyc", ".pyo", ".so"}
-# Modules of spotrun/ that only a person's machine runs (they import rich, typer or the SigV4 client): the
-# Lambda package leaves them out, so a handler that reached one would fail its import test, not just in AWS.
-NOT_IN_LAMBDA = ("cli*.py", "demo*.py", "client.py", "summary.py")
+# The parts of spotrun/ the Lambda functions run: the layers below functions/ (pyproject's import contracts keep
+# rich, typer and moto out of them) and the top files they import. Everything else (the CLI, the agent, the
+# emulator, the training helpers) stays on people's machines and instances.
+LAMBDA_PACKAGES = (
+    "spotrun/__init__.py",
+    "spotrun/shape.py",
+    "spotrun/model",
+    "spotrun/control",
+    "spotrun/aws",
+)
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,6 @@ class Tree:
 
     source: Path
     target: str
-    exclude: tuple[str, ...] = ()  # glob patterns of paths relative to ``source`` that are not shipped
 
     def files(self) -> Iterator[tuple[Path, str]]:
         """Yield ``(absolute path, path in the package)`` for every file shipped, in a stable order."""
@@ -54,8 +60,6 @@ class Tree:
         for path in sorted(self.source.rglob("*")):
             relative = path.relative_to(self.source)
             if path.is_dir() or _skipped(relative):
-                continue
-            if any(fnmatch(relative.as_posix(), pattern) for pattern in self.exclude):
                 continue
             yield path, f"{self.target}/{relative.as_posix()}"
 
@@ -69,7 +73,7 @@ def lambda_trees() -> list[Tree]:
     yaml_dir = Path(yaml.__file__).resolve().parent
     return [
         Tree(REPO_ROOT / "functions", "functions"),
-        Tree(REPO_ROOT / "spotrun", "spotrun", exclude=NOT_IN_LAMBDA),
+        *(Tree(REPO_ROOT / part, part) for part in LAMBDA_PACKAGES),
         Tree(yaml_dir, "yaml"),
     ]
 

@@ -14,7 +14,7 @@ from infra.constructs.bundling import bundled, lambda_trees
 from infra.constructs.permissions import Grant, Targets, grants_for
 from infra.nag import acknowledge, flatten_reference
 from infra.shape_tags import mark
-from spotrun.config import ENV_PREFIX, Settings
+from spotrun.aws.settings import ENV_PREFIX, Settings
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, DeploymentShape, FunctionSpec
 
 # The newest Python runtime (cdk-nag AwsSolutions-L1 asks for it) and the Powertools layer built for it.

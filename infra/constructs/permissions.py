@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 from infra.constructs.grant_types import Grant, Targets, arn_of
 from infra.constructs.grants_scheduling import manage_schedules, pass_scheduler_role, put_events
 from infra.constructs.storage import JOBS_PREFIX
-from spotrun.schedules import SCHEDULES_PREFIX
+from spotrun.control.schedules import SCHEDULES_PREFIX
 from spotrun.shape import MANIFEST_PREFIX, FunctionSpec
 
-JOB_TAG = "spotrun:job-id"  # set on every instance by spotrun.fleet; the only instances spotrun may touch
+JOB_TAG = "spotrun:job-id"  # set on every instance by spotrun.control.instances; the only instances spotrun may touch
 
 
 INSTANCES = arn_of("ec2", "instance/*")

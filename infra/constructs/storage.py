@@ -10,7 +10,7 @@ from constructs import Construct
 from infra.nag import acknowledge
 from infra.options import StackOptions
 from infra.shape_tags import mark
-from spotrun.layout import job_prefix
+from spotrun.model.layout import job_prefix
 from spotrun.shape import MANIFEST_PREFIX, BucketSpec, DeploymentShape, TableSpec
 
 JOBS_PREFIX = job_prefix("x").split("x")[0]  # "jobs/": everything a job keeps in the jobs bucket

@@ -1,7 +1,7 @@
 """The spotrun agent: runs on the GPU instance, one step of one attempt at a time.
 
 ``spotrun-agent run --command-uri s3://<jobs bucket>/<key>`` (or ``python -m spotrun.agent run ...``) reads an
-:class:`~spotrun.agent.command.AgentCommand` from S3 and runs its step:
+:class:`~spotrun.model.command.AgentCommand` from S3 and runs its step:
 
 - ``stage`` (:mod:`spotrun.agent.stage`): copy the inputs and the code to the NVMe, verified, and restore the
   job's latest committed checkpoint;

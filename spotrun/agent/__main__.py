@@ -11,7 +11,6 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from spotrun.agent.command import NOTICE_STEP
 from spotrun.agent.imds import ImdsClient
 from spotrun.agent.notices import Notice
 from spotrun.agent.notify import install_notice_handler
@@ -25,6 +24,7 @@ from spotrun.agent.runner import (
     forward_notice,
     load_command,
 )
+from spotrun.model.command import NOTICE_STEP
 
 logger = logging.getLogger("spotrun.agent")
 

@@ -10,11 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spotrun.agent.command import FailureCause
 from spotrun.agent.gpu import MetricsPort
 from spotrun.agent.notices import NoticeWatcher
 from spotrun.agent.reporter import WorkflowReporter
-from spotrun.staging import DEFAULT_WORKERS
+from spotrun.agent.staging import DEFAULT_WORKERS
+from spotrun.model.command import FailureCause
 
 
 @dataclass

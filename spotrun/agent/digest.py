@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 
-from spotrun.checkpoints import file_sha256
+from spotrun.agent.checkpoints import file_sha256
 
 __all__ = ["file_sha256", "model_digest", "tree_digest"]
 

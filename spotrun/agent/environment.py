@@ -6,16 +6,17 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from spotrun import layout, training
-from spotrun.agent.command import AgentCommand
+from spotrun import training
+from spotrun.model import layout
+from spotrun.model.command import AgentCommand
 
 # The stdlib-only modules a training script may import; copied so that any interpreter finds them.
-_RUNTIME_MODULES = ("layout.py", "training.py")
+_RUNTIME_MODULES = ("training.py", "model/__init__.py", "model/layout.py")
 _RUNTIME_INIT = '"""spotrun\'s checkpoint contract, as seen by a training script (copied by the agent)."""\n'
 
 
 def install_runtime(runtime_dir: Path) -> Path:
-    """Copy ``spotrun.training`` (and ``spotrun.layout``, which it imports) into ``runtime_dir/spotrun``.
+    """Copy ``spotrun.training`` (and ``spotrun.model.layout``, which it imports) into ``runtime_dir/spotrun``.
 
     The training command often runs another interpreter than the agent (a conda env of the Deep Learning AMI,
     say), where spotrun is not installed. Putting only these stdlib-only modules on its ``PYTHONPATH`` lets
@@ -36,6 +37,7 @@ def install_runtime(runtime_dir: Path) -> Path:
     source = Path(training.__file__).parent
     (package / "__init__.py").write_text(_RUNTIME_INIT)
     for name in _RUNTIME_MODULES:
+        (package / name).parent.mkdir(exist_ok=True)
         (package / name).write_bytes((source / name).read_bytes())
     return runtime_dir
 

@@ -1,7 +1,7 @@
 """The second way a spot notice reaches a running train step: from another agent process, by a signal.
 
 While a ``train`` step runs, its agent process keeps a pid file in the job's runtime directory
-(:meth:`spotrun.layout.NvmeLayout.supervisor_pid_file`: ``{"pid", "start_time", "job_id", "attempt"}``) and
+(:meth:`spotrun.model.layout.NvmeLayout.supervisor_pid_file`: ``{"pid", "start_time", "job_id", "attempt"}``) and
 handles :data:`NOTICE_SIGNAL`. ``spotrun-agent run`` with a ``notice`` command (sent through SSM by the
 control plane's EC2 interruption-warning handler) reads that file, checks that the process is still the one
 that wrote it (its start time, so that a recycled pid is never signalled) and sends the signal. The handler
@@ -72,7 +72,7 @@ class NoticeChannel:
     Parameters
     ----------
     pid_file
-        :meth:`spotrun.layout.NvmeLayout.supervisor_pid_file` of the job and attempt.
+        :meth:`spotrun.model.layout.NvmeLayout.supervisor_pid_file` of the job and attempt.
     watcher
         The step's notice watcher.
     job_id, attempt

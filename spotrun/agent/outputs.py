@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from spotrun import layout
-from spotrun.agent.command import OutputList, OutputObject
+from spotrun.agent.checkpoints import file_sha256, local_files
 from spotrun.agent.digest import tree_digest
-from spotrun.checkpoints import file_sha256, local_files
+from spotrun.model import layout
+from spotrun.model.command import OutputList, OutputObject
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def _upload(s3: Any, bucket: str, key: str, path: Path) -> OutputObject:
 def upload_outputs(
     s3: Any, bucket: str, job_id: str, output_dir: Path, *, workers: int = 8
 ) -> list[OutputObject]:
-    """Upload every file of ``output_dir`` under :func:`spotrun.layout.output_prefix`.
+    """Upload every file of ``output_dir`` under :func:`spotrun.model.layout.output_prefix`.
 
     Parameters
     ----------
@@ -82,7 +82,7 @@ def write_output_list(
     Returns
     -------
     OutputList
-        The list's key (:func:`spotrun.layout.output_list_key`), its length and the files' total size.
+        The list's key (:func:`spotrun.model.layout.output_list_key`), its length and the files' total size.
     """
     key = layout.output_list_key(job_id, attempt)
     body = json.dumps([item.model_dump() for item in outputs], separators=(",", ":")).encode()

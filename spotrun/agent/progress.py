@@ -2,7 +2,7 @@
 
 The script writes the step (``spotrun.training.Run.report_step``) to ``$SPOTRUN_PROGRESS_FILE``, a small text
 file replaced atomically. The agent reads it every poll and, when it changed, puts
-``{"step": n, "updated_at": "<ISO 8601>"}`` at :func:`spotrun.layout.progress_key`, so that the control plane can
+``{"step": n, "updated_at": "<ISO 8601>"}`` at :func:`spotrun.model.layout.progress_key`, so that the control plane can
 tell how much work an interruption lost even when the instance dies before the agent can report.
 """
 
@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from spotrun import layout
+from spotrun.model import layout
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from spotrun.agent.command import FailureCause
+from spotrun.model.command import FailureCause
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spotrun import layout
-from spotrun.agent.command import STAGING_FAILED, TRAINING_FAILED, AgentCommand, FailureCause
 from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.gpu import CachedInstanceId, CloudWatchMetrics
 from spotrun.agent.imds import DEFAULT_ENDPOINT, ImdsClient
@@ -19,9 +17,11 @@ from spotrun.agent.notify import deliver_notice
 from spotrun.agent.periodic import Ticker
 from spotrun.agent.reporter import ReportError, StepFunctionsReporter, TaskAbandonedError, WorkflowReporter
 from spotrun.agent.stage import run_stage
+from spotrun.agent.staging import DEFAULT_WORKERS
 from spotrun.agent.train import run_train
-from spotrun.manifest import split_s3_uri
-from spotrun.staging import DEFAULT_WORKERS
+from spotrun.model import layout
+from spotrun.model.command import STAGING_FAILED, TRAINING_FAILED, AgentCommand, FailureCause
+from spotrun.model.manifest import split_s3_uri
 
 logger = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import time
 
-from spotrun import layout
-from spotrun.agent.command import AgentCommand, StageResult
+from spotrun.agent.checkpoints import RestoredCheckpoint, download_checkpoint, latest_committed
 from spotrun.agent.context import StepContext, StepReport
-from spotrun.checkpoints import RestoredCheckpoint, download_checkpoint, latest_committed
-from spotrun.staging import StageItem, StagingError, plan_input, stage
+from spotrun.agent.staging import StageItem, StagingError, plan_input, stage
+from spotrun.model import layout
+from spotrun.model.command import AgentCommand, StageResult
 
 logger = logging.getLogger(__name__)
 

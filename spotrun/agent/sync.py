@@ -7,13 +7,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from spotrun import layout
-from spotrun.checkpoints import (
+from spotrun.agent.checkpoints import (
     CheckpointVanishedError,
     CommittedCheckpoint,
     prune_checkpoints,
     upload_checkpoint,
 )
+from spotrun.model import layout
 
 logger = logging.getLogger(__name__)
 

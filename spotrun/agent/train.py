@@ -8,16 +8,7 @@ import signal
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from spotrun import layout
-from spotrun.agent.command import (
-    BUDGET_EXCEEDED,
-    MAX_RUNTIME_EXCEEDED,
-    SPOT_INTERRUPTED,
-    TRAINING_FAILED,
-    AgentCommand,
-    FailureCause,
-    TrainResult,
-)
+from spotrun.agent.checkpoints import CommittedCheckpoint, latest_committed
 from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.environment import child_environment, install_runtime
 from spotrun.agent.gpu import GpuMonitor, metrics_interval
@@ -35,7 +26,16 @@ from spotrun.agent.periodic import Ticker
 from spotrun.agent.progress import ProgressPublisher
 from spotrun.agent.supervisor import TrainingSupervisor, TrainOutcome, describe_exit
 from spotrun.agent.sync import CheckpointSyncer
-from spotrun.checkpoints import CommittedCheckpoint, latest_committed
+from spotrun.model import layout
+from spotrun.model.command import (
+    BUDGET_EXCEEDED,
+    MAX_RUNTIME_EXCEEDED,
+    SPOT_INTERRUPTED,
+    TRAINING_FAILED,
+    AgentCommand,
+    FailureCause,
+    TrainResult,
+)
 
 logger = logging.getLogger(__name__)
 

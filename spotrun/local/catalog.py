@@ -14,14 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spotrun.pricing import InstanceTypeInfo, instance_info
+from spotrun.model.pricing import InstanceTypeInfo, instance_info
 
 PoolKey = tuple[str, str]  # (instance type, availability zone)
 DEFAULT_ZONES = ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d")
 
 
 # The types the emulator has pools for: the common single- and multi-GPU families. Their sizes and on-demand
-# prices are the control plane's own catalogue (spotrun.pricing), so the two can never disagree.
+# prices are the control plane's own catalogue (spotrun.model.pricing), so the two can never disagree.
 EMULATED_TYPES = (
     "g4dn.xlarge",
     "g4dn.12xlarge",

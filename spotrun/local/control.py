@@ -13,7 +13,7 @@ POST      ``/kill``        ``{instance_id, hang?=false}``: death without notice
 POST      ``/exhaust``     ``{instance_type, availability_zone, lifecycle?="spot"}``: capacity to 0
 POST      ``/refill``      ``{instance_type, availability_zone}``: the declared capacity back
 POST      ``/fleet-error`` ``{code, count?=1, message?}``: the next ``count`` CreateFleet calls fail with
-                           ``code`` (quota, configuration or capacity; see ``spotrun.fleet_errors``)
+                           ``code`` (quota, configuration or capacity; see ``spotrun.model.fleet_errors``)
 POST      ``/ec2-notfound`` ``{describe?=0, terminate?=0, window_seconds?}``: the next launches answer
                            ``InvalidInstanceID.NotFound`` to DescribeInstances / TerminateInstances for a while
 ========  ===============  ==================================================================================
@@ -33,9 +33,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from spotrun.fleet_errors import classify
 from spotrun.local.instances import SimulatedInstance
 from spotrun.local.runtime import LocalRuntime
+from spotrun.model.fleet_errors import classify
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from spotrun.config import Settings
+from spotrun.aws.settings import Settings
 
 STATE_FILE_NAME = "local.json"
 DEFAULT_WORKDIR = Path(".spotrun/local")

@@ -186,7 +186,7 @@ def fresh_handler(dotted: str, packages: tuple[str, ...] = ISOLATED_PACKAGES) ->
     Parameters
     ----------
     dotted
-        ``functions.api.handler``: the function's handler setting, a module within ``packages``.
+        ``functions.api.app.handler``: the function's handler setting, a module within ``packages``.
     packages
         The packages (or modules) whose module state is the environment's own.
 

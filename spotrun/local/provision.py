@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spotrun.config import Settings
+from spotrun.aws.settings import Settings
 from spotrun.local.capacity import DEFAULT_ZONES
 from spotrun.local.provision_events import provision_buses_and_schedules
 from spotrun.shape import DeploymentShape, rule_pattern
@@ -121,7 +121,7 @@ def provision(
     Returns
     -------
     Deployment
-        Every name and ARN, and the :class:`~spotrun.config.Settings` of the deployment.
+        Every name and ARN, and the :class:`~spotrun.aws.settings.Settings` of the deployment.
     """
     dep = Deployment(settings=Settings())
     dep.bucket_names = {b.logical_name: bucket_name(b.logical_name) for b in shape.buckets}

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
 
-from spotrun.config import Settings
+from spotrun.aws.settings import Settings
 from spotrun.local import ec2_patch, events_patch, lambda_patch, sfn_patch, ssm_patch
 from spotrun.local.capacity import CapacityModel, Pool, default_pools
 from spotrun.local.chaos import Chaos

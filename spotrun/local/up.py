@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from spotrun.job import utc_now
 from spotrun.local.api_gateway import ApiServer, ProxyApp
 from spotrun.local.control import ControlApi, ControlServer
 from spotrun.local.control_state import (
@@ -25,6 +24,7 @@ from spotrun.local.control_state import (
 )
 from spotrun.local.provision import function_name
 from spotrun.local.runtime import FAKE_CREDENTIALS, LocalRuntime
+from spotrun.model.job import utc_now
 from spotrun.shape import MANIFEST_PREFIX
 
 API_FUNCTION = "api"

@@ -10,10 +10,10 @@ import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from spotrun.aws import job_store
-from spotrun.chaos_plan import plan_interruptions
-from spotrun.demo import drop_manifest, wait_for_job
-from spotrun.job import JobStatus
+from spotrun.aws.adapters import job_store
+from spotrun.local.chaos_plan import plan_interruptions
+from spotrun.local.demo import drop_manifest, wait_for_job
+from spotrun.model.job import JobStatus
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest, read_archived, run_with_chaos
 
 JOBS = 3

@@ -10,11 +10,18 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from spotrun.chaos_plan import InterruptionSchedule
-from spotrun.demo import EXAMPLE_DIR, drop_manifest, job_progress, local_runtime, upload_example, wait_for_job
-from spotrun.injector import Injector
-from spotrun.job import Job
+from spotrun.local.chaos_plan import InterruptionSchedule
+from spotrun.local.demo import (
+    EXAMPLE_DIR,
+    drop_manifest,
+    job_progress,
+    local_runtime,
+    upload_example,
+    wait_for_job,
+)
+from spotrun.local.injector import Injector
 from spotrun.local.runtime import LocalRuntime
+from spotrun.model.job import Job
 from spotrun.shape import REPO_ROOT
 
 E2E_TIME_SCALE = 0.02

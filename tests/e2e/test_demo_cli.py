@@ -14,7 +14,7 @@ def test_demo_json_prints_the_final_job_record_on_the_last_line(tmp_path):
         [
             sys.executable,
             "-m",
-            "spotrun.cli",
+            "spotrun.cli.app",
             "demo",
             "--json",
             "--seed",
@@ -71,7 +71,7 @@ def test_make_demo_ends_with_its_summary_and_nothing_after(tmp_path):
     # Given a fresh working directory for the emulator
     # When the demo runs as `make demo` runs it (the summary on stdout, on a pipe)
     finished = subprocess.run(
-        [sys.executable, "-m", "spotrun.cli", "demo", "--seed", "2", "--workdir", str(tmp_path / "demo")],
+        [sys.executable, "-m", "spotrun.cli.app", "demo", "--seed", "2", "--workdir", str(tmp_path / "demo")],
         capture_output=True,
         text=True,
         timeout=300,

@@ -3,9 +3,9 @@ with Budget.Exceeded, its spend and limit in the record; a new job with a raised
 
 from __future__ import annotations
 
-from spotrun import checkpoints
-from spotrun.demo import drop_manifest, wait_for_job
-from spotrun.job import JobStatus
+from spotrun.agent import checkpoints
+from spotrun.local.demo import drop_manifest, wait_for_job
+from spotrun.model.job import JobStatus
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest
 
 PRICE = 0.2  # USD/h, every g4dn.xlarge pool: 60 s (EC2's billing minimum) cost 0.0033 USD

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import time
 
-from spotrun.demo import EXAMPLE_DIR, drop_manifest, wait_for_job
-from spotrun.job import JobStatus
+from spotrun.local.demo import EXAMPLE_DIR, drop_manifest, wait_for_job
+from spotrun.model.job import JobStatus
 from tests.e2e.conftest import example_manifest, instance_state, read_archived, sha256
 
 JOB_TIMEOUT = 180

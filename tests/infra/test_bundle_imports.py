@@ -29,7 +29,15 @@ from infra.constructs.bundling import CopyBundler, lambda_trees
 from spotrun.shape import REPO_ROOT, SHAPE
 
 # Never in a deployed function: the CLI's libraries and the emulator's.
-FORBIDDEN = ("rich", "typer", "moto", "spotrun.local", "spotrun.cli", "spotrun.summary", "spotrun.client")
+FORBIDDEN = (
+    "rich",
+    "typer",
+    "moto",
+    "spotrun.local",
+    "spotrun.cli.app",
+    "spotrun.cli.summary",
+    "spotrun.cli.client",
+)
 
 _PROBE = """
 import importlib, json, sys
@@ -109,8 +117,18 @@ def test_the_lambda_package_leaves_out_the_cli_the_demo_the_client_and_the_emula
     # Given the Lambda package as infra/ builds it
     shipped = {path.relative_to(lambda_package).as_posix() for path in lambda_package.rglob("*.py")}
     # Then it ships the handlers and the core, and none of the modules only a person's machine runs
-    assert {"functions/api.py", "spotrun/records.py", "spotrun/job.py", "yaml/__init__.py"} <= shipped
-    left_out = {"spotrun/cli.py", "spotrun/summary.py", "spotrun/client.py", "spotrun/demo.py"}
+    assert {
+        "functions/api/app.py",
+        "spotrun/control/records.py",
+        "spotrun/model/job.py",
+        "yaml/__init__.py",
+    } <= shipped
+    left_out = {
+        "spotrun/cli/app.py",
+        "spotrun/cli/summary.py",
+        "spotrun/cli/client.py",
+        "spotrun/local/demo.py",
+    }
     assert not left_out & shipped
     assert not [path for path in shipped if path.startswith("spotrun/local/")]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from infra.constructs.functions import POWERTOOLS_LAYER
 from infra.constructs.monitoring import GPU_MEMORY, GPU_UTILIZATION
 from infra.stack import output_key
-from spotrun.config import Settings
+from spotrun.aws.settings import Settings
 from spotrun.shape import SHAPE, STATE_MACHINE_FILE, rule_pattern
 from tests.infra.conftest import Synthesized, get_att, ref
 from tests.infra.test_storage_and_network import actions_of, statements_of

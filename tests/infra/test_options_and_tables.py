@@ -6,7 +6,7 @@ from aws_cdk import App
 
 from infra.constructs.permissions import BUCKET_ACCESS, FUNCTION_GRANTS, SETTING_GRANTS
 from infra.options import DLAMI_PARAMETER, StackOptions
-from spotrun.config import Settings
+from spotrun.aws.settings import Settings
 from spotrun.shape import SHAPE
 
 

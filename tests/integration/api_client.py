@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from functions import api
+from functions.api import app as api
 from spotrun.local.api_gateway import rest_event
 
 TINY = {"name": "tiny", "training": {"command": ["python", "train.py"]}}

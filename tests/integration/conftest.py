@@ -18,10 +18,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spotrun.aws import forget_clients, job_store
-from spotrun.config import Settings
-from spotrun.job import ManifestSource, new_job, utc_now
-from spotrun.manifest_io import parse_manifest_text
+from spotrun.aws.adapters import forget_clients, job_store
+from spotrun.aws.settings import Settings
+from spotrun.model.job import ManifestSource, new_job, utc_now
+from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.shape import SHAPE
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"

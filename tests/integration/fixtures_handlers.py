@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spotrun.errors import CapacityUnavailable
+from spotrun.model.errors import CapacityUnavailable
 
 RECEIVED: list[dict[str, Any]] = []
 RECEIVED_EVENT = threading.Event()

@@ -11,14 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spotrun import checkpoints, layout
-from spotrun.agent.command import AgentCommand, FailureCause
+from spotrun.agent import checkpoints
 from spotrun.agent.context import StepContext
 from spotrun.agent.imds import ImdsClient
 from spotrun.agent.notices import ImdsNotices, NoticeWatcher
 from spotrun.agent.reporter import RecordingReporter
 from spotrun.agent.runner import EXIT_ABANDONED, EXIT_REPORTED, execute
-from spotrun.manifest_io import parse_manifest_document
+from spotrun.model import layout
+from spotrun.model.command import AgentCommand, FailureCause
+from spotrun.model.manifest_io import parse_manifest_document
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.conftest import EXAMPLE, REPO  # noqa: F401 - the other agent tests import REPO from here
 

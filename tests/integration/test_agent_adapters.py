@@ -13,11 +13,12 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from spotrun import checkpoints, layout
-from spotrun.agent.command import FailureCause
+from spotrun.agent import checkpoints
 from spotrun.agent.imds import ImdsClient
 from spotrun.agent.reporter import StepFunctionsReporter, TaskAbandonedError
 from spotrun.agent.runner import EXIT_REPORTED
+from spotrun.model import layout
+from spotrun.model.command import FailureCause
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.test_agent import (
     REGION,

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from spotrun import checkpoints, layout
-from spotrun.staging import StageItem, StagingError, download_verified
+from spotrun.agent import checkpoints
+from spotrun.agent.staging import StageItem, StagingError, download_verified
+from spotrun.model import layout
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.test_agent import write_checkpoint
 

@@ -13,10 +13,11 @@ import threading
 import time
 from typing import Any
 
-from spotrun import checkpoints, layout
+from spotrun.agent import checkpoints
 from spotrun.agent.imds import ImdsClient
 from spotrun.agent.notices import ImdsNotices, NoticeWatcher
 from spotrun.agent.runner import EXIT_REPORTED, execute
+from spotrun.model import layout
 from tests.integration.test_agent import (
     BUCKET,
     command,

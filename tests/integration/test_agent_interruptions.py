@@ -17,13 +17,14 @@ from typing import Any
 import boto3
 import pytest
 
-from spotrun import checkpoints, layout
-from spotrun.agent.command import FailureCause
+from spotrun.agent import checkpoints
 from spotrun.agent.gpu import CloudWatchMetrics
 from spotrun.agent.imds import ImdsClient
 from spotrun.agent.notices import ImdsNotices, NoticeWatcher
 from spotrun.agent.notify import NOTICE_SIGNAL, NOTICE_SOURCE
 from spotrun.agent.runner import EXIT_REPORTED, execute, forward_notice
+from spotrun.model import layout
+from spotrun.model.command import FailureCause
 from tests.integration.test_agent import (
     BUCKET,
     EXAMPLE,

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from spotrun import checkpoints, layout
+from spotrun.agent import checkpoints
 from spotrun.agent.runner import EXIT_REPORTED, execute
+from spotrun.model import layout
 from tests.integration.test_agent import (
     BUCKET,
     EXAMPLE,

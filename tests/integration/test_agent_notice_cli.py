@@ -15,8 +15,9 @@ from typing import Any
 import boto3
 import pytest
 
-from spotrun import checkpoints, layout
+from spotrun.agent import checkpoints
 from spotrun.agent.runner import EXIT_REPORTED
+from spotrun.model import layout
 from tests.integration.test_agent import BUCKET, EXAMPLE, REGION, REPO, TOKEN, command, manifest
 
 

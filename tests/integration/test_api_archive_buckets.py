@@ -6,9 +6,9 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from spotrun.aws import job_store
-from spotrun.job import ArchivedObject
-from spotrun.store import update_job
+from spotrun.aws.adapters import job_store
+from spotrun.control.store import update_job
+from spotrun.model.job import ArchivedObject
 from tests.integration.api_client import TINY, call
 
 TEAM = "team-models"

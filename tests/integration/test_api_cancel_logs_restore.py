@@ -5,10 +5,10 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from spotrun.aws import job_store
-from spotrun.job import ArchivedObject, Attempt, JobStatus, transition, utc_now
-from spotrun.layout import commit_marker_key, log_key
-from spotrun.store import update_job
+from spotrun.aws.adapters import job_store
+from spotrun.control.store import update_job
+from spotrun.model.job import ArchivedObject, Attempt, JobStatus, transition, utc_now
+from spotrun.model.layout import commit_marker_key, log_key
 from tests.integration.api_client import TINY, call
 
 

@@ -38,7 +38,7 @@ def post(url: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, 
 def test_concurrent_distinct_submissions_each_get_their_own_job(deployment):
     # Given the API function served as `spotrun local up` serves it: through the function's environments
     registry = HandlerRegistry()
-    server = ApiServer(ProxyApp(registry.resolve("spotrun-api", "functions.api.handler")))
+    server = ApiServer(ProxyApp(registry.resolve("spotrun-api", "functions.api.app.handler")))
     url = server.start()
     bodies = [manifest(index) for index in range(REQUESTS)]
     answers: list[tuple[int, Any] | None] = [None] * len(bodies)
@@ -72,5 +72,5 @@ def test_concurrent_distinct_submissions_each_get_their_own_job(deployment):
     assert len(set(job_ids)) == REQUESTS
     assert repeat == answers[0]
     # and the function ran in several environments, up to the emulator's bound
-    environments = registry.resolve("spotrun-api", "functions.api.handler").created  # type: ignore[attr-defined]
+    environments = registry.resolve("spotrun-api", "functions.api.app.handler").created  # type: ignore[attr-defined]
     assert 1 < environments <= MAX_ENVIRONMENTS

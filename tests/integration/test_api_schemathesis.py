@@ -32,13 +32,13 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from functions import api
-from functions.api import EXAMPLE_JOB_ID
-from spotrun.aws import job_store
-from spotrun.job import ArchivedObject, Attempt, JobStatus, ManifestSource, new_job, transition, utc_now
-from spotrun.layout import log_key
+from functions.api import app as api
+from functions.api.app import EXAMPLE_JOB_ID
+from functions.api.openapi import OPENAPI_FILE
+from spotrun.aws.adapters import job_store
 from spotrun.local.api_gateway import ProxyApp
-from spotrun.openapi import OPENAPI_FILE
+from spotrun.model.job import ArchivedObject, Attempt, JobStatus, ManifestSource, new_job, transition, utc_now
+from spotrun.model.layout import log_key
 
 # Per operation, in each run a new random sample (not derandomized): a 5xx that only a long or unusual value
 # triggers is found over runs, while `make test` stays bounded (under a minute on 2 cores). A deeper run by hand:
@@ -48,7 +48,7 @@ POSITIVE_EXAMPLES = EXAMPLES  # requests the document allows
 NEGATIVE_EXAMPLES = EXAMPLES  # requests that break it (bad types, missing fields, out-of-range values, ...)
 
 
-# The manifest's JSON Schema (spotrun/manifest.py, shown in openapi.json) states every rule of the model that
+# The manifest's JSON Schema (spotrun/model/manifest.py, shown in openapi.json) states every rule of the model that
 # JSON Schema can express (patterns, enums, lengths, propertyNames, `not` and `anyOf` combinations). The rules
 # below it cannot, so a schema-valid manifest can still break one and be refused with a 422. Such a 422 on a
 # manifest body counts as a refusal of data the document does not allow only when every line of it is one of

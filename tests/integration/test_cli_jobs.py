@@ -16,7 +16,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from spotrun.cli import app
+from spotrun.cli.app import app
 from spotrun.shape import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "tiny-regression" / "manifest.yaml"
@@ -30,7 +30,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     command = [
         sys.executable,
         "-m",
-        "spotrun.cli",
+        "spotrun.cli.app",
         "local",
         "up",
         "--workdir",

@@ -4,9 +4,9 @@ import boto3
 import pytest
 
 from functions import acquire, agent_step, ec2_events, interrupted
-from spotrun.agent.command import FailureCause
-from spotrun.aws import job_store
-from spotrun.job import JobStatus
+from spotrun.aws.adapters import job_store
+from spotrun.model.command import FailureCause
+from spotrun.model.job import JobStatus
 from tests.integration.conftest import load_event
 from tests.integration.test_workflow_handlers import TIMING
 

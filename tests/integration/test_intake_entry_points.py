@@ -9,8 +9,8 @@ import json
 import boto3
 
 from functions import submit
-from spotrun.aws import S3Objects, job_store
-from spotrun.submission import SCHEDULE_REFUSED
+from spotrun.aws.adapters import S3Objects, job_store
+from spotrun.control.submission import SCHEDULE_REFUSED
 from tests.integration.api_client import TINY, call
 from tests.integration.test_submit_handler import executions, put, s3_event
 

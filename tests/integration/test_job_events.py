@@ -6,9 +6,9 @@ import boto3
 import pytest
 
 from functions.finalize import handler as finalize
-from spotrun.aws import job_store
-from spotrun.errors import ConcurrentUpdate
-from spotrun.job import JobStatus, transition, utc_now
+from spotrun.aws.adapters import job_store
+from spotrun.model.errors import ConcurrentUpdate
+from spotrun.model.job import JobStatus, transition, utc_now
 
 REGION = "us-east-1"
 

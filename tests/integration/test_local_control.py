@@ -22,11 +22,11 @@ if str(HERE) not in sys.path:
 
 import fixtures_handlers as handlers  # noqa: E402
 
-from spotrun.cli import app  # noqa: E402
-from spotrun.job import utc_now  # noqa: E402
+from spotrun.cli.app import app  # noqa: E402
 from spotrun.local import LocalRuntime, Pool  # noqa: E402
 from spotrun.local.control import ControlApi, ControlServer  # noqa: E402
 from spotrun.local.control_state import LocalState, write_state  # noqa: E402
+from spotrun.model.job import utc_now  # noqa: E402
 
 TIME_SCALE = 0.01
 ZONES = ("us-east-1a", "us-east-1b")

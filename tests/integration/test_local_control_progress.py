@@ -7,12 +7,12 @@ from typing import Any
 
 import boto3
 
-from spotrun.aws import job_store
-from spotrun.config import Settings
-from spotrun.demo import job_progress
-from spotrun.injector import Progress
-from spotrun.job import Attempt, JobStatus, transition, utc_now
-from spotrun.layout import commit_marker_key, progress_key
+from spotrun.aws.adapters import job_store
+from spotrun.aws.settings import Settings
+from spotrun.local.demo import job_progress
+from spotrun.local.injector import Progress
+from spotrun.model.job import Attempt, JobStatus, transition, utc_now
+from spotrun.model.layout import commit_marker_key, progress_key
 
 
 class Runtime:

@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 from typer.testing import CliRunner
 
-from spotrun.cli import app
+from spotrun.cli.app import app
 from spotrun.local.control_state import LocalState, read_state
 from spotrun.shape import REPO_ROOT
 
@@ -65,7 +65,7 @@ def test_local_up_serves_until_sigterm_and_the_chaos_commands_reach_it(tmp_path:
     # Given `spotrun local up` started in a working directory, in a process of its own
     workdir = tmp_path / "local"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    command = [sys.executable, "-m", "spotrun.cli", "local", "up", "--workdir", str(workdir)]
+    command = [sys.executable, "-m", "spotrun.cli.app", "local", "up", "--workdir", str(workdir)]
     up = subprocess.Popen(
         [*command, "--time-scale", "0.02", "--no-example"],
         stdout=subprocess.PIPE,

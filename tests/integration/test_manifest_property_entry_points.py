@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from functions import submit
-from spotrun.aws import job_store
+from spotrun.aws.adapters import job_store
 from tests.integration.api_client import call
 from tests.integration.test_submit_handler import s3_event
 from tests.unit.manifest_strategies import manifest_inputs, mutated_documents, render, text_mutations

@@ -3,7 +3,7 @@ import json
 import boto3
 
 from functions import submit
-from spotrun.aws import job_store
+from spotrun.aws.adapters import job_store
 from tests.integration.conftest import load_event
 
 VALID = b"""

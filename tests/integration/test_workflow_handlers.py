@@ -5,14 +5,14 @@ import boto3
 import pytest
 
 from functions import acquire, agent_step, archive, finalize, instance_ready, release
-from spotrun.agent.command import FailureCause, OutputList, OutputObject, TrainResult
-from spotrun.aws import job_store
-from spotrun.errors import CapacityConfigurationError, InstanceLost
-from spotrun.job import JobStatus
+from spotrun.aws.adapters import job_store
 from spotrun.local import ssm_patch
 from spotrun.local.patches import PatchSet
+from spotrun.model.command import FailureCause, OutputList, OutputObject, TrainResult
+from spotrun.model.errors import CapacityConfigurationError, InstanceLost
+from spotrun.model.job import JobStatus
+from spotrun.model.timing import workflow_timing
 from spotrun.shape import SHAPE
-from spotrun.timing import workflow_timing
 from tests.integration.conftest import MANIFEST
 
 TIMING = workflow_timing(MANIFEST, 1.0).model_dump()

@@ -1,4 +1,4 @@
-"""In-memory fakes of spotrun.ports, for unit tests of the control plane's logic."""
+"""In-memory fakes of spotrun.control.ports, for unit tests of the control plane's logic."""
 
 from __future__ import annotations
 

@@ -13,8 +13,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from spotrun import layout
-from spotrun.agent.command import AgentCommand
 from spotrun.agent.notices import Notice, NoticeWatcher
 from spotrun.agent.notify import (
     NOTICE_SIGNAL,
@@ -24,7 +22,9 @@ from spotrun.agent.notify import (
     process_start_time,
 )
 from spotrun.agent.runner import EXIT_REPORTED, forward_notice
-from spotrun.manifest_io import parse_manifest_document
+from spotrun.model import layout
+from spotrun.model.command import AgentCommand
+from spotrun.model.manifest_io import parse_manifest_document
 
 
 @pytest.fixture(autouse=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from spotrun.agent.command import FailureCause
 from spotrun.agent.notices import Notice, NoticeWatcher
 from spotrun.agent.outputs import log_tail
 from spotrun.agent.reporter import cause_json
 from spotrun.agent.supervisor import interruption_grace
+from spotrun.model.command import FailureCause
 
 
 def test_a_long_cause_is_shortened_from_the_front_of_its_log_tail():

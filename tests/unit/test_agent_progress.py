@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from spotrun import layout
 from spotrun.agent.progress import ProgressPublisher, progress_document, read_progress
+from spotrun.model import layout
 
 
 class FakeS3:

@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.api_artifacts import job_logs, restore_status, start_restore
-from spotrun.api_jobs import cancel_job, list_jobs
-from spotrun.errors import InvalidPageToken, JobFinished, RequestRejected
-from spotrun.job import ArchivedObject, Attempt, JobStatus, ManifestSource, new_job, transition
-from spotrun.layout import log_key
-from spotrun.store import InMemoryJobStore
+from spotrun.control.artifacts import job_logs, restore_status, start_restore
+from spotrun.control.jobs import cancel_job, list_jobs
+from spotrun.control.store import InMemoryJobStore
+from spotrun.model.errors import InvalidPageToken, JobFinished, RequestRejected
+from spotrun.model.job import ArchivedObject, Attempt, JobStatus, ManifestSource, new_job, transition
+from spotrun.model.layout import log_key
 from tests.unit.fakes import FakeCompute, FakeObjects, FakeWorkflows
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)

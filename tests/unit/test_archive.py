@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotrun.agent.command import OutputList, OutputObject, TrainResult
-from spotrun.api_artifacts import restore_status
-from spotrun.archive import archive_model
-from spotrun.errors import OutputsInvalid
-from spotrun.job import ARCHIVE_OBJECTS_IN_RECORD, JobStatus, ManifestSource, new_job, transition
-from spotrun.manifest_io import parse_manifest_text
-from spotrun.store import InMemoryJobStore, update_job
+from spotrun.control.archive import archive_model
+from spotrun.control.artifacts import restore_status
+from spotrun.control.store import InMemoryJobStore, update_job
+from spotrun.model.command import OutputList, OutputObject, TrainResult
+from spotrun.model.errors import OutputsInvalid
+from spotrun.model.job import ARCHIVE_OBJECTS_IN_RECORD, JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest_io import parse_manifest_text
 from tests.unit.fakes import FakeObjects
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

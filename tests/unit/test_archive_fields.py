@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotrun.agent.command import OutputList, OutputObject, TrainResult
-from spotrun.archive import archive_model
-from spotrun.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.manifest_io import parse_manifest_document
-from spotrun.store import InMemoryJobStore
+from spotrun.control.archive import archive_model
+from spotrun.control.store import InMemoryJobStore
+from spotrun.model.command import OutputList, OutputObject, TrainResult
+from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest_io import parse_manifest_document
 from tests.unit.fakes import FakeObjects
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from spotrun.chaos_plan import Hit, InterruptionSchedule, interruption_window, plan_interruptions
-from spotrun.injector import Injector, Progress
+from spotrun.local.chaos_plan import Hit, InterruptionSchedule, interruption_window, plan_interruptions
+from spotrun.local.injector import Injector, Progress
 
 
 class FakeRuntime:

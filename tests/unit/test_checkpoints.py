@@ -6,9 +6,7 @@ import hashlib
 
 import pytest
 
-from spotrun import layout
-from spotrun.agent.digest import model_digest, tree_digest
-from spotrun.checkpoints import (
+from spotrun.agent.checkpoints import (
     CheckpointFile,
     CommitMarker,
     RemoteCheckpoint,
@@ -16,6 +14,8 @@ from spotrun.checkpoints import (
     local_files,
     select_prunable,
 )
+from spotrun.agent.digest import model_digest, tree_digest
+from spotrun.model import layout
 
 JOB = "j-1"
 

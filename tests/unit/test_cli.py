@@ -11,15 +11,15 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from spotrun.cli import app
-from spotrun.cli_local import instances_table
-from spotrun.config import Settings
-from spotrun.demo import EXAMPLE_DIR, example_steps
-from spotrun.demo_run import plan_for_example
-from spotrun.job import Attempt, Job, JobStatus, ManifestSource
+from spotrun.aws.settings import Settings
+from spotrun.cli.app import app
+from spotrun.cli.demo import plan_for_example
+from spotrun.cli.local import instances_table
+from spotrun.cli.summary import attempt_steps, final_summary
+from spotrun.control.records import job_record
 from spotrun.local.control_state import LocalState, read_state, remove_state, write_state
-from spotrun.records import job_record
-from spotrun.summary import attempt_steps, final_summary
+from spotrun.local.demo import EXAMPLE_DIR, example_steps
+from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 runner = CliRunner()

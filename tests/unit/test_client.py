@@ -17,11 +17,11 @@ import pytest
 from botocore.credentials import Credentials
 from typer.testing import CliRunner
 
-from spotrun.cli import app
-from spotrun.client import ApiError, SpotrunClient, TargetError, default_target, resolve_client
-from spotrun.config import Settings
-from spotrun.job import utc_now
+from spotrun.aws.settings import Settings
+from spotrun.cli.app import app
+from spotrun.cli.client import ApiError, SpotrunClient, TargetError, default_target, resolve_client
 from spotrun.local.control_state import LocalState, write_state
+from spotrun.model.job import utc_now
 
 runner = CliRunner()
 FAKE = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token="session-token")

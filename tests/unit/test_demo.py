@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from spotrun import demo
-from spotrun.job import Job, JobStatus, ManifestSource, new_job
+from spotrun.local import demo
+from spotrun.model.job import Job, JobStatus, ManifestSource, new_job
 from spotrun.shape import SERVICE_NAME
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

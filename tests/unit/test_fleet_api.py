@@ -1,4 +1,4 @@
-"""Unit tests of spotrun.fleet_api: the CreateFleet request (its response: test_fleet_response.py)."""
+"""Unit tests of spotrun.model.fleet_request: the CreateFleet request (its response: test_fleet_response.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
-from spotrun.capacity import Pool
-from spotrun.errors import ManifestInvalid
-from spotrun.fleet_api import (
+from spotrun.model.capacity import Pool
+from spotrun.model.errors import ManifestInvalid
+from spotrun.model.fleet_request import (
     MAX_OVERRIDES,
     build_fleet_request,
 )
-from spotrun.pricing import GPU_CATALOG, instance_info
+from spotrun.model.pricing import GPU_CATALOG, instance_info
 
 SUBNETS = {"subnet-aaa": "us-east-1a", "subnet-bbb": "us-east-1b"}
 

@@ -4,19 +4,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.errors import (
+from spotrun.control.instances import acquire_instance, launch_standby
+from spotrun.control.store import InMemoryJobStore, update_job
+from spotrun.model.errors import (
     CapacityConfigurationError,
     CapacityExhausted,
     CapacityQuotaExceeded,
     CapacityUnavailable,
 )
-from spotrun.fleet import acquire_instance, launch_standby
-from spotrun.fleet_api import parse_fleet_response
-from spotrun.fleet_errors import call_error_response, classify, overall_kind, quota_name
-from spotrun.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.manifest_io import parse_manifest_text
-from spotrun.store import InMemoryJobStore, update_job
-from spotrun.timing import workflow_timing
+from spotrun.model.fleet_errors import call_error_response, classify, overall_kind, quota_name
+from spotrun.model.fleet_request import parse_fleet_response
+from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCompute
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Unit tests of spotrun.fleet_api: what a CreateFleet response means (launches, errors, a moto round trip)."""
+"""Unit tests of spotrun.model.fleet_request: what a CreateFleet response means (launches, errors, moto)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spotrun.capacity import Pool
-from spotrun.errors import CapacityUnavailable
-from spotrun.fleet_api import FleetLaunchError, LaunchedInstance, fleet_errors, parse_fleet_response
+from spotrun.model.capacity import Pool
+from spotrun.model.errors import CapacityUnavailable
+from spotrun.model.fleet_request import FleetLaunchError, LaunchedInstance, fleet_errors, parse_fleet_response
 from tests.unit.test_fleet_api import SUBNETS, request_for
 
 

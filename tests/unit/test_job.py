@@ -2,8 +2,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.errors import InvalidTransition
-from spotrun.job import (
+from spotrun.model.errors import InvalidTransition
+from spotrun.model.job import (
     ALLOWED_TRANSITIONS,
     TERMINAL_STATUSES,
     JobStatus,

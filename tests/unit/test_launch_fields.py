@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from spotrun.errors import CapacityUnavailable
-from spotrun.fleet import acquire_instance, launch_instance, launch_standby, manifest_of
-from spotrun.job import Attempt, Job, JobStatus, ManifestSource, new_job, transition
-from spotrun.manifest_io import parse_manifest_document
-from spotrun.store import InMemoryJobStore
-from spotrun.timing import workflow_timing
+from spotrun.control.instances import acquire_instance, launch_instance, launch_standby, manifest_of
+from spotrun.control.store import InMemoryJobStore
+from spotrun.model.errors import CapacityUnavailable
+from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCompute
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

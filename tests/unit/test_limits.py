@@ -9,24 +9,24 @@ import pytest
 import typer
 from rich.console import Console
 
-from spotrun.agent.command import FailureCause
-from spotrun.api_jobs import list_jobs
-from spotrun.cli_api import jobs_table
-from spotrun.cli_jobs import _show_ended
-from spotrun.config import Settings
-from spotrun.errors import BudgetExceeded, MaxRuntimeExceeded
-from spotrun.fleet import acquire_instance
-from spotrun.interruptions import on_interruption_warning, record_interruption
-from spotrun.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.limits import exit_code, training_seconds_used
-from spotrun.manifest_io import parse_manifest_text
-from spotrun.outcome import finalize_job
+from spotrun.aws.settings import Settings
+from spotrun.cli.api import jobs_table
+from spotrun.cli.jobs import _show_ended
+from spotrun.cli.summary import limits_text
+from spotrun.control.dispatch import dispatch_agent_step
+from spotrun.control.finalize import finalize_job
+from spotrun.control.instances import acquire_instance
+from spotrun.control.interruptions import on_interruption_warning, record_interruption
+from spotrun.control.jobs import list_jobs
+from spotrun.control.store import InMemoryJobStore, update_job
+from spotrun.control.submission import admission_problems
+from spotrun.model.command import FailureCause
+from spotrun.model.errors import BudgetExceeded, MaxRuntimeExceeded
+from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.limits import exit_code, training_seconds_used
+from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.timing import workflow_timing
 from spotrun.shape import REPO_ROOT
-from spotrun.steps import dispatch_agent_step
-from spotrun.store import InMemoryJobStore, update_job
-from spotrun.submission import admission_problems
-from spotrun.summary import limits_text
-from spotrun.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from spotrun.errors import CapacityUnavailable
 from spotrun.local.clock import Clock
 from spotrun.local.events_patch import envelope, target_input
 from spotrun.local.lambda_patch import HandlerRegistry, import_handler, invoke_in_process
 from spotrun.local.patches import PatchSet
 from spotrun.local.provision import substitute
+from spotrun.model.errors import CapacityUnavailable
 
 
 class _Function:

@@ -1,4 +1,4 @@
-"""Unit tests of spotrun.manifest: the job manifest contract, its error messages and its JSON Schema."""
+"""Unit tests of spotrun.model.manifest: the job manifest contract, its error messages and its JSON Schema."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import textwrap
 import pytest
 import yaml
 
-from spotrun.manifest import MANIFEST_VERSION, JobManifest, StorageClass
-from spotrun.manifest_io import ManifestError, manifest_json_schema, parse_manifest_text
+from spotrun.model.manifest import MANIFEST_VERSION, JobManifest, StorageClass
+from spotrun.model.manifest_io import ManifestError, manifest_json_schema, parse_manifest_text
 
 MINIMAL = """\
 name: tiny-regression
@@ -586,7 +586,7 @@ def test_spotrun_validate_refuses_two_nodes(tmp_path) -> None:
     # Given a two-node manifest file
     from typer.testing import CliRunner
 
-    from spotrun.cli import app
+    from spotrun.cli.app import app
 
     path = tmp_path / "two.yaml"
     path.write_text(MINIMAL + "resources: {nodes: 2}\n")

@@ -17,8 +17,8 @@ import jsonschema_rs
 import pytest
 from pydantic import ValidationError
 
-from spotrun.manifest import JobManifest
-from spotrun.manifest_io import manifest_json_schema
+from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest_io import manifest_json_schema
 
 SCHEMA = json.loads(manifest_json_schema())
 PYTHON_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from spotrun.openapi import OPENAPI_FILE, generate
+from functions.api.openapi import OPENAPI_FILE, generate
 
 
 def test_the_committed_openapi_document_is_up_to_date():

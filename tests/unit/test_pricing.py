@@ -1,4 +1,4 @@
-"""Unit tests of spotrun.pricing: the GPU catalog and per-job cost accounting."""
+"""Unit tests of spotrun.model.pricing: the GPU catalog and per-job cost accounting."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import get_args
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from spotrun.manifest import GpuName
-from spotrun.on_demand_prices import ON_DEMAND_USD_PER_HOUR, REGIONS
-from spotrun.pricing import (
+from spotrun.model.manifest import GpuName
+from spotrun.model.on_demand_prices import ON_DEMAND_USD_PER_HOUR, REGIONS
+from spotrun.model.pricing import (
     BILLING_MINIMUM_SECONDS,
     GPU_CATALOG,
     CostReport,
@@ -40,7 +40,7 @@ class FrozenAttempt:
 
 
 class ModelAttempt(BaseModel):
-    """A pydantic stand-in for spotrun.job.Attempt, which carries more fields than the cost needs."""
+    """A pydantic stand-in for spotrun.model.job.Attempt, which carries more fields than the cost needs."""
 
     model_config = ConfigDict(frozen=True)
 

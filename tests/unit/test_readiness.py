@@ -4,13 +4,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.errors import InstanceLost, InstanceNotManaged, InstancesNotReleased
-from spotrun.fleet import acquire_instance, launch_standby, release_for_workflow, release_instances
-from spotrun.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.manifest_io import parse_manifest_text
-from spotrun.readiness import EC2_CONSISTENCY_GRACE, check_ready
-from spotrun.store import InMemoryJobStore, update_job
-from spotrun.timing import workflow_timing
+from spotrun.control.instances import (
+    acquire_instance,
+    launch_standby,
+    release_for_workflow,
+    release_instances,
+)
+from spotrun.control.readiness import EC2_CONSISTENCY_GRACE, check_ready
+from spotrun.control.store import InMemoryJobStore, update_job
+from spotrun.model.errors import InstanceLost, InstanceNotManaged, InstancesNotReleased
+from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeCompute
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""spotrun.staging: planning, choosing the check, and verified downloads against an in-memory S3."""
+"""spotrun.agent.staging: planning, choosing the check, and verified downloads against an in-memory S3."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from spotrun.staging import (
+from spotrun.agent.staging import (
     StageItem,
     StagingError,
     expectation_for,

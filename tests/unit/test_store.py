@@ -3,9 +3,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotrun.errors import ConcurrentUpdate, JobNotFound
-from spotrun.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.store import InMemoryJobStore, update_job
+from spotrun.control.store import InMemoryJobStore, update_job
+from spotrun.model.errors import ConcurrentUpdate, JobNotFound
+from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 

@@ -8,13 +8,18 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotrun.config import Settings
-from spotrun.errors import RequestRejected
-from spotrun.job import JobStatus, ManifestSource
-from spotrun.manifest_io import MAX_ERRORS, MAX_MANIFEST_BYTES, parse_manifest_document
-from spotrun.schedules import create_schedule
-from spotrun.store import InMemoryJobStore
-from spotrun.submission import SCHEDULE_REFUSED, admission_problems, submit_api_manifest, submit_s3_manifest
+from spotrun.aws.settings import Settings
+from spotrun.control.schedules import create_schedule
+from spotrun.control.store import InMemoryJobStore
+from spotrun.control.submission import (
+    SCHEDULE_REFUSED,
+    admission_problems,
+    submit_api_manifest,
+    submit_s3_manifest,
+)
+from spotrun.model.errors import RequestRejected
+from spotrun.model.job import JobStatus, ManifestSource
+from spotrun.model.manifest_io import MAX_ERRORS, MAX_MANIFEST_BYTES, parse_manifest_document
 from tests.unit.fakes import FakeObjects, FakeWorkflows
 from tests.unit.test_manifest_hostile import billion_laughs
 from tests.unit.test_schedules import FakeSchedules

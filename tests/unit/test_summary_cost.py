@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 from rich.console import Console
 
-from spotrun.api_jobs import job_view
-from spotrun.job import Attempt, Job, JobStatus, ManifestSource
-from spotrun.pricing import job_cost
-from spotrun.summary import final_summary
+from spotrun.cli.summary import final_summary
+from spotrun.control.jobs import job_view
+from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource
+from spotrun.model.pricing import job_cost
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

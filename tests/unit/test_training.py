@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from spotrun import layout, training
+from spotrun import training
+from spotrun.model import layout
 
 
 def make_run(tmp_path: Path, **overrides: object) -> training.Run:

@@ -1,0 +1,327 @@
+"""Lambda: the REST API (API Gateway, IAM auth) over jobs. Its OpenAPI document is generated from this module.
+
+Each route parses its input (the resolver validates it against the models below), calls one function of the
+core and returns a model. Every refusal is a 4xx whose body names the problem; nothing leaks a stack trace.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.models import Example
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, Field
+
+from functions.api.errors import ApiError, error_response, ok_response, register_error_handlers
+from functions.api.schedules import router as schedules_router
+from spotrun.aws.adapters import Ec2Compute, S3Objects, StepFunctionsWorkflows, job_store
+from spotrun.aws.settings import Settings
+from spotrun.control.artifacts import JobLogs, RestoreReport, job_logs, restore_status, start_restore
+from spotrun.control.jobs import CancelResult, JobPage, JobView, cancel_job, get_job, job_view, list_jobs
+from spotrun.control.submission import api_source, manifest_sha256, submit_api_manifest
+from spotrun.model.job import JobStatus, utc_now
+from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest_yaml import read_json_body
+from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
+
+logger = Logger(service=SERVICE_NAME)
+tracer = Tracer(service=SERVICE_NAME)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
+# Bodies are read within the manifest reader's bounds: hostile JSON is a 400, never a RecursionError (500).
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=read_json_body)
+
+MAX_BODY_BYTES = 256 * 1024
+EXAMPLE_JOB_ID = "tiny-regression-24d470213b76"
+EXAMPLE_MANIFEST = {
+    "name": "tiny-regression",
+    "resources": {"gpu_names": ["t4", "a10g"]},
+    "training": {"command": ["python", "train.py"]},
+}
+JOB_ID = Annotated[
+    str,
+    Path(
+        pattern=r"^[A-Za-z0-9._-]{1,128}$",
+        description="The job's id.",
+        openapi_examples={"job": Example(summary="A job id", value=EXAMPLE_JOB_ID)},
+    ),
+]
+
+
+class SubmitAccepted(BaseModel):
+    """A job was started (or had been, by an earlier delivery of the same request)."""
+
+    job_id: str
+    execution_arn: str | None = None
+    outcome: str = Field(description="started, or duplicate when this submission was seen before.")
+
+
+NOT_FOUND = error_response(404, "No job has that id.")
+INVALID = error_response(422, "A parameter or the body fails validation; errors names each problem.")
+UNSUPPORTED = error_response(415, "The body is not sent as JSON (Content-Type: application/json).")
+
+
+# ----------------------------------------------------------------------------------------------- routes
+
+
+@app.post(
+    "/jobs",
+    summary="Submit a job",
+    description="Starts the manifest's job. A retried request (same Idempotency-Key, or the same manifest when "
+    "no key is given) starts one job and answers with the same id.",
+    responses={
+        202: {
+            "description": "The job is started.",
+            "content": {content_types.APPLICATION_JSON: {"model": SubmitAccepted}},
+        },
+        **error_response(400, "The body is not JSON (or not UTF-8 text)."),
+        **error_response(
+            409, "The Idempotency-Key was used with another manifest, or the first request still runs."
+        ),
+        **error_response(413, f"The body is larger than {MAX_BODY_BYTES} bytes."),
+        **UNSUPPORTED,
+        **INVALID,
+    },
+)
+def submit(
+    manifest: Annotated[
+        JobManifest,
+        Body(
+            description="The job manifest (see `spotrun schema`).",
+            openapi_examples={"tiny": Example(summary="A small job", value=EXAMPLE_MANIFEST)},
+        ),
+    ],
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128, pattern=r"^[\x21-\x7e]+$")
+    ] = None,
+) -> Response[SubmitAccepted]:
+    settings = Settings.from_env()
+    request = {
+        "identity": api_source(manifest, idempotency_key).key,
+        "manifest_sha256": manifest_sha256(manifest),
+        "manifest": manifest.model_dump(mode="json"),
+    }
+    persistence = DynamoDBPersistenceLayer(table_name=settings.idempotency_table)
+    config = IdempotencyConfig(event_key_jmespath="identity", payload_validation_jmespath="manifest_sha256")
+    config.register_lambda_context(app.lambda_context)
+
+    def start(request: dict[str, Any]) -> dict[str, Any]:
+        outcome = submit_api_manifest(
+            JobManifest.model_validate(request["manifest"]),
+            idempotency_key=idempotency_key,
+            store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
+            workflows=StepFunctionsWorkflows(settings.region),
+            state_machine_arn=settings.state_machine_arn,
+            time_scale=settings.time_scale,
+            archive_buckets=settings.allowed_archive_buckets,
+            now=utc_now(),
+        )
+        metrics.add_metric(name=f"Jobs{outcome.outcome.capitalize()}", unit=MetricUnit.Count, value=1)
+        return outcome.model_dump(mode="json", include={"job_id", "execution_arn", "outcome"})
+
+    once = idempotent_function(
+        data_keyword_argument="request",
+        persistence_store=persistence,
+        config=config,
+        key_prefix="spotrun-api-submit",
+    )(start)
+    accepted = SubmitAccepted.model_validate(once(request=request))
+    logger.info("job submitted through the API", extra=accepted.model_dump())
+    return Response(202, content_types.APPLICATION_JSON, accepted)
+
+
+@app.get(
+    "/jobs",
+    summary="List jobs, newest first",
+    responses={
+        **ok_response(JobPage, "A page of jobs."),
+        **INVALID,
+        **error_response(400, "Bad next_token."),
+    },
+)
+def list_(
+    status: Annotated[JobStatus | None, Query(description="Only jobs in this status.")] = None,
+    name: Annotated[
+        str | None, Query(min_length=1, max_length=128, description="Only jobs of this name.")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+) -> JobPage:
+    settings = Settings.from_env()
+    store = job_store(settings.jobs_table, settings.region, settings.event_bus_name)
+    return list_jobs(store, status=status, name=name, limit=limit, next_token=next_token)
+
+
+@app.get(
+    "/jobs/<job_id>",
+    summary="Show a job",
+    description="Status, attempts, timeline, cost and archived artifacts.",
+    responses={**ok_response(JobView, "The job."), **NOT_FOUND, **INVALID},
+)
+def show(job_id: JOB_ID) -> JobView:
+    settings = Settings.from_env()
+    return job_view(get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id))
+
+
+@app.delete(
+    "/jobs/<job_id>",
+    summary="Cancel a job",
+    description="Stops its workflow and terminates its instances; its committed checkpoints are kept.",
+    responses={
+        **ok_response(CancelResult, "The job is cancelled."),
+        **NOT_FOUND,
+        **error_response(409, "The job has ended already."),
+        **INVALID,
+    },
+)
+def cancel(job_id: JOB_ID) -> CancelResult:
+    settings = Settings.from_env()
+    result = cancel_job(
+        job_id,
+        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
+        workflows=StepFunctionsWorkflows(settings.region),
+        compute=Ec2Compute(settings.region),
+        now=utc_now(),
+    )
+    logger.info("job cancelled", extra={"job_id": job_id, "instances": result.instances_terminated})
+    return result
+
+
+@app.get(
+    "/jobs/<job_id>/logs",
+    summary="Tail the training logs",
+    responses={
+        **ok_response(JobLogs, "The tail of each attempt's log."),
+        **error_response(404, "No such job or attempt."),
+        **INVALID,
+    },
+)
+def logs(
+    job_id: JOB_ID,
+    attempt: Annotated[int | None, Query(ge=1, le=10_000, description="Only this attempt.")] = None,
+    tail: Annotated[int, Query(ge=1, le=5_000, description="Lines from the end of each log.")] = 200,
+) -> JobLogs:
+    settings = Settings.from_env()
+    job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
+    objects = S3Objects(settings.region)
+    return job_logs(job, objects=objects, jobs_bucket=settings.jobs_bucket, attempt=attempt, tail=tail)
+
+
+_RESTORE_ERRORS = {**NOT_FOUND, **error_response(409, "The job has no archived model."), **INVALID}
+
+
+@app.post(
+    "/jobs/<job_id>/restore",
+    summary="Restore the archived model from Glacier",
+    description="Starts a restore of every archived object not yet readable (idempotent); GET reports progress.",
+    responses={
+        202: {
+            "description": "Restores asked; where each object stands.",
+            "content": {content_types.APPLICATION_JSON: {"model": RestoreReport}},
+        },
+        **_RESTORE_ERRORS,
+    },
+)
+def restore(
+    job_id: JOB_ID,
+    days: Annotated[int, Query(ge=1, le=365, description="How long restored copies stay.")] = 7,
+) -> Response[RestoreReport]:
+    settings = Settings.from_env()
+    job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
+    report = start_restore(
+        job, objects=S3Objects(settings.region), archive_buckets=settings.allowed_archive_buckets, days=days
+    )
+    return Response(202, content_types.APPLICATION_JSON, report)
+
+
+@app.get(
+    "/jobs/<job_id>/restore",
+    summary="Report whether the archived model is readable",
+    responses={**ok_response(RestoreReport, "Where each archived object stands."), **_RESTORE_ERRORS},
+)
+def restore_report(job_id: JOB_ID) -> RestoreReport:
+    settings = Settings.from_env()
+    job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
+    return restore_status(
+        job, objects=S3Objects(settings.region), archive_buckets=settings.allowed_archive_buckets
+    )
+
+
+# ----------------------------------------------------------------------------------------------- errors
+
+
+app.include_router(schedules_router)
+register_error_handlers(app, logger)
+
+
+# ----------------------------------------------------------------------------------------------- entry
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics(raise_on_empty_metrics=False)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    refused = _refuse_method(event) or _refuse_body(event)
+    if refused is not None:
+        status, message, *headers = refused
+        return {
+            "statusCode": status,
+            "headers": {"Content-Type": content_types.APPLICATION_JSON, **dict(headers)},
+            "body": ApiError(message=message).model_dump_json(),
+            "isBase64Encoded": False,
+        }
+    return app.resolve(event, context)
+
+
+def _refuse_method(event: dict[str, Any]) -> tuple[int, str, tuple[str, str]] | None:
+    """405, with the methods the path allows, for a path that exists but not with this method (RFC 9110 15.5.6)."""
+    method = str(event.get("httpMethod") or "").upper()
+    path = str(event.get("path") or "/")
+    routes = [route for route in app._static_routes + app._dynamic_routes if route.rule.match(path)]
+    allowed = sorted({route.method.upper() for route in routes})
+    if not allowed or method in allowed:
+        return None
+    return (
+        405,
+        f"{method} is not allowed on {path}; allowed: {', '.join(allowed)}",
+        ("Allow", ", ".join(allowed)),
+    )
+
+
+def _content_type(event: dict[str, Any]) -> str | None:
+    for name, value in (event.get("headers") or {}).items():
+        if name.lower() == "content-type":
+            return str(value)
+    return None
+
+
+def _refuse_body(event: dict[str, Any]) -> tuple[int, str] | None:
+    """413 for a body over the limit, 415 for one not sent as JSON, 400 for one that is not UTF-8 text."""
+    body = event.get("body") or ""
+    content_type = _content_type(event)
+    media_type = (content_type or "").split(";")[0].strip().lower()
+    # Powertools would parse a form as the manifest, and fail on any other type: the API takes JSON only.
+    if body and media_type not in ("", content_types.APPLICATION_JSON):
+        return 415, f"the body must be JSON (Content-Type: application/json), not {content_type!r}"
+    raw = body.encode()
+    if event.get("isBase64Encoded"):
+        try:
+            raw = base64.b64decode(raw, validate=True)
+        except ValueError:
+            return 400, "the body is not valid base64"
+    if len(raw) > MAX_BODY_BYTES:
+        return 413, f"the body has {len(raw)} bytes; the limit is {MAX_BODY_BYTES}"
+    try:
+        raw.decode()
+    except UnicodeDecodeError as exc:
+        return 400, f"the body is not UTF-8 text (byte {exc.start})"
+    return None

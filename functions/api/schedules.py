@@ -1,0 +1,123 @@
+"""The API's schedule routes (a Powertools Router included by :mod:`functions.api.app`): scheduled retraining."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.models import Example
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from pydantic import BaseModel
+
+from functions.api.errors import error_response, ok_response
+from spotrun.aws.adapters import S3Objects
+from spotrun.aws.schedules import DynamoRunRecords, SchedulerSchedules
+from spotrun.aws.settings import Settings
+from spotrun.control.schedules import (
+    RunRecord,
+    ScheduleView,
+    create_schedule,
+    delete_schedule,
+    list_schedules,
+    schedule_runs,
+)
+from spotrun.model.job import utc_now
+from spotrun.model.manifest import JobManifest
+
+router = Router()
+
+EXAMPLE = {
+    "name": "tiny-regression",
+    "resources": {"gpu_names": ["t4", "a10g"]},
+    "training": {"command": ["python", "train.py"]},
+    "schedule": {"expression": "cron(0 3 ? * MON-FRI *)", "timezone": "UTC", "only_if_data_changed": True},
+}
+NAME = Annotated[str, Path(pattern=r"^[a-z0-9-]{1,64}$", description="The schedule's name (the manifest's).")]
+NOT_FOUND = error_response(404, "No schedule has that name.")
+INVALID = error_response(422, "The manifest or the parameter fails validation; errors names each problem.")
+
+
+class ScheduleList(BaseModel):
+    """Every schedule of the deployment."""
+
+    schedules: list[ScheduleView]
+
+
+class ScheduleRuns(BaseModel):
+    """A schedule's firings, newest first: the job each started, or why it was skipped."""
+
+    name: str
+    runs: list[RunRecord]
+
+
+def _schedules(settings: Settings) -> SchedulerSchedules:
+    return SchedulerSchedules(
+        settings.schedule_group, settings.scheduled_run_arn, settings.scheduler_role_arn, settings.region
+    )
+
+
+@router.post(
+    "/schedules",
+    summary="Create a schedule",
+    description="Runs the manifest on its `schedule` (cron or rate, as EventBridge Scheduler takes them); each "
+    "firing is a new job. With only_if_data_changed a firing is skipped (and recorded) when the inputs are "
+    "unchanged since the last successful run.",
+    responses={
+        **ok_response(ScheduleView, "The schedule is created.", status=201),
+        **error_response(400, "The body is not JSON (or not UTF-8 text)."),
+        **error_response(409, "A schedule of that name exists."),
+        **error_response(415, "The body is not sent as JSON (Content-Type: application/json)."),
+        **INVALID,
+    },
+)
+def create(
+    manifest: Annotated[
+        JobManifest,
+        Body(
+            description="A job manifest with a `schedule`.",
+            openapi_examples={"nightly": Example(summary="Weekdays at 03:00", value=EXAMPLE)},
+        ),
+    ],
+) -> Response[ScheduleView]:
+    settings = Settings.from_env()
+    view = create_schedule(
+        manifest,
+        schedules=_schedules(settings),
+        objects=S3Objects(settings.region),
+        bucket=settings.jobs_bucket,
+        archive_buckets=settings.allowed_archive_buckets,
+        now=utc_now(),
+    )
+    return Response(201, content_types.APPLICATION_JSON, view)
+
+
+@router.get(
+    "/schedules",
+    summary="List schedules",
+    responses={**ok_response(ScheduleList, "Every schedule."), **INVALID},
+)
+def list_() -> ScheduleList:
+    return ScheduleList(schedules=list_schedules(_schedules(Settings.from_env()), utc_now()))
+
+
+@router.delete(
+    "/schedules/<name>",
+    summary="Delete a schedule",
+    description="No further firings; the runs recorded so far stay.",
+    responses={204: {"description": "The schedule is deleted."}, **NOT_FOUND, **INVALID},
+)
+def delete(name: NAME) -> Response[None]:
+    delete_schedule(name, _schedules(Settings.from_env()))
+    return Response(204)
+
+
+@router.get(
+    "/schedules/<name>/runs",
+    summary="List a schedule's runs and skips",
+    responses={**ok_response(ScheduleRuns, "The schedule's firings, newest first."), **NOT_FOUND, **INVALID},
+)
+def runs(name: NAME) -> ScheduleRuns:
+    settings = Settings.from_env()
+    records = DynamoRunRecords(settings.jobs_table, settings.region)
+    return ScheduleRuns(name=name, runs=schedule_runs(name, _schedules(settings), records))

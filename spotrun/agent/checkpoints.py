@@ -1,0 +1,289 @@
+"""Checkpoints in S3: upload, commit, find the latest committed one, restore it, prune old ones.
+
+A checkpoint is the sub-prefix ``jobs/<job>/checkpoints/step-<012d>/`` holding the files of the local
+checkpoint directory of that step. It counts only once its commit marker (``_COMMITTED.json``) exists, and the
+marker is written after every file, so a checkpoint cut short by a dying instance is never resumed. The marker
+lists each file with its size and SHA-256: a restore copies exactly those files and checks each digest, so
+stray objects under the prefix (from an earlier, interrupted upload of the same step) cannot leak into it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
+
+from spotrun.agent.staging import StageItem, iter_objects, stage
+from spotrun.model import layout
+from spotrun.model.checkpoints import (
+    CheckpointFile,
+    CommitMarker,
+    CommittedCheckpoint,
+    RemoteCheckpoint,
+    group_checkpoint_keys,
+    select_prunable,
+)
+
+logger = logging.getLogger(__name__)
+
+_DELETE_BATCH = 1000
+
+
+class S3Client(Protocol):
+    """The part of a boto3 S3 client that checkpoints use."""
+
+    def list_objects_v2(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def get_object(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def put_object(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def delete_objects(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def upload_file(self, filename: str, bucket: str, key: str, **kwargs: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class RestoredCheckpoint:
+    """A committed checkpoint copied into the local checkpoint directory."""
+
+    step: int
+    prefix: str
+    path: Path
+    files: int
+    bytes: int
+
+
+class CheckpointVanishedError(RuntimeError):
+    """A local checkpoint was deleted while it was being uploaded (a newer one replaced it)."""
+
+
+def local_files(directory: Path) -> list[tuple[str, Path]]:
+    """Regular files under a checkpoint directory as ``(relative posix path, path)``, sorted."""
+    return sorted(
+        (path.relative_to(directory).as_posix(), path) for path in directory.rglob("*") if path.is_file()
+    )
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# -- S3 --------------------------------------------------------------------------------
+
+
+def list_checkpoints(s3: S3Client, bucket: str, job_id: str) -> list[RemoteCheckpoint]:
+    """Every checkpoint of a job in S3, committed or not, oldest first."""
+    keys = (key for key, _ in iter_objects(s3, bucket, layout.checkpoints_prefix(job_id)))
+    return group_checkpoint_keys(job_id, keys)
+
+
+def latest_committed(s3: S3Client, bucket: str, job_id: str) -> CommittedCheckpoint | None:
+    """The newest checkpoint whose commit marker exists, or None; uncommitted ones are never returned."""
+    committed = [c for c in list_checkpoints(s3, bucket, job_id) if c.committed]
+    if not committed:
+        return None
+    return CommittedCheckpoint(step=committed[-1].step, prefix=committed[-1].prefix)
+
+
+def read_marker(s3: S3Client, bucket: str, job_id: str, step: int) -> CommitMarker:
+    """Read and validate the commit marker of one checkpoint."""
+    response = s3.get_object(Bucket=bucket, Key=layout.commit_marker_key(job_id, step))
+    return CommitMarker.model_validate_json(response["Body"].read())
+
+
+def _upload_one(s3: S3Client, bucket: str, prefix: str, relative: str, path: Path) -> CheckpointFile:
+    try:
+        size = path.stat().st_size
+        sha256 = file_sha256(path)
+        # S3 computes and keeps a SHA-256 too, so staging can verify the object without the marker.
+        s3.upload_file(str(path), bucket, prefix + relative, ExtraArgs={"ChecksumAlgorithm": "SHA256"})
+    except FileNotFoundError as exc:
+        raise CheckpointVanishedError(str(path)) from exc
+    return CheckpointFile(path=relative, size=size, sha256=sha256)
+
+
+def upload_checkpoint(
+    s3: S3Client,
+    bucket: str,
+    job_id: str,
+    step: int,
+    directory: Path,
+    *,
+    attempt: int | None = None,
+    max_workers: int = 8,
+) -> CommittedCheckpoint:
+    """Upload a local checkpoint directory, then write its commit marker.
+
+    Parameters
+    ----------
+    s3
+        The S3 client.
+    bucket
+        The jobs bucket.
+    job_id
+        The job.
+    step
+        The checkpoint's step.
+    directory
+        The complete local checkpoint directory.
+    attempt
+        The attempt that produced it, recorded in the marker.
+    max_workers
+        Files uploaded at once.
+
+    Returns
+    -------
+    CommittedCheckpoint
+        The committed checkpoint.
+
+    Raises
+    ------
+    CheckpointVanishedError
+        When a file disappeared during the upload; no marker is written.
+    """
+    prefix = layout.checkpoint_prefix(job_id, step)
+    marker_key = layout.commit_marker_key(job_id, step)
+    # Re-uploading a committed step: withdraw its marker first, so the prefix never looks committed while it
+    # mixes old and new files. (Listing first avoids a delete marker per upload in a versioned bucket.)
+    if any(key == marker_key for key, _ in iter_objects(s3, bucket, prefix)):
+        _delete_keys(s3, bucket, [marker_key])
+    files = local_files(directory)
+    if not files and not directory.is_dir():
+        raise CheckpointVanishedError(str(directory))
+    with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="ckpt-up") as pool:
+        futures = [pool.submit(_upload_one, s3, bucket, prefix, relative, path) for relative, path in files]
+        listed = [future.result() for future in futures]
+    marker = CommitMarker(
+        job_id=job_id,
+        step=step,
+        attempt=attempt,
+        files=listed,
+        bytes=sum(f.size for f in listed),
+        committed_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+    )
+    s3.put_object(
+        Bucket=bucket,
+        Key=marker_key,
+        Body=marker.model_dump_json(indent=1).encode(),
+        ContentType="application/json",
+        ChecksumAlgorithm="SHA256",
+    )
+    logger.info(
+        "committed checkpoint step %d (%d files, %d bytes) at %s", step, len(listed), marker.bytes, prefix
+    )
+    return CommittedCheckpoint(step=step, prefix=prefix)
+
+
+def download_checkpoint(
+    s3: S3Client, bucket: str, job_id: str, step: int, checkpoint_dir: Path, *, max_workers: int = 8
+) -> RestoredCheckpoint:
+    """Copy a committed checkpoint into ``checkpoint_dir / step-<step>``, every file verified.
+
+    The files land in a hidden temporary directory that is renamed into place at the end, so the training
+    script (and the agent's upload loop) never see a partial restore.
+
+    Parameters
+    ----------
+    s3
+        The S3 client.
+    bucket
+        The jobs bucket.
+    job_id
+        The job.
+    step
+        A committed checkpoint's step.
+    checkpoint_dir
+        The local checkpoint directory.
+    max_workers
+        Files copied at once.
+
+    Returns
+    -------
+    RestoredCheckpoint
+        Where it went and how much was copied.
+    """
+    marker = read_marker(s3, bucket, job_id, step)
+    prefix = layout.checkpoint_prefix(job_id, step)
+    final = checkpoint_dir / layout.checkpoint_name(step)
+    temporary = checkpoint_dir / f"{layout.TEMP_PREFIX}{final.name}.restore-{uuid.uuid4().hex}"
+    items = []
+    for entry in marker.files:
+        relative = PurePosixPath(entry.path)
+        if relative.is_absolute() or ".." in relative.parts:
+            raise ValueError(f"checkpoint step {step}: marker lists an unsafe path {entry.path!r}")
+        items.append(
+            StageItem(bucket, prefix + entry.path, temporary.joinpath(*relative.parts), entry.sha256)
+        )
+    temporary.mkdir(parents=True)
+    try:
+        report = stage(s3, items, max_workers=max_workers)
+        if final.exists():
+            shutil.rmtree(final)
+        temporary.rename(final)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return RestoredCheckpoint(step=step, prefix=prefix, path=final, files=report.files, bytes=report.bytes)
+
+
+def restore_latest(
+    s3: S3Client, bucket: str, job_id: str, checkpoint_dir: Path, *, max_workers: int = 8
+) -> RestoredCheckpoint | None:
+    """Restore the latest committed checkpoint of a job, or return None when it has none."""
+    latest = latest_committed(s3, bucket, job_id)
+    if latest is None:
+        return None
+    return download_checkpoint(s3, bucket, job_id, latest.step, checkpoint_dir, max_workers=max_workers)
+
+
+def _delete_keys(s3: S3Client, bucket: str, keys: list[str]) -> None:
+    for start in range(0, len(keys), _DELETE_BATCH):
+        batch = [{"Key": key} for key in keys[start : start + _DELETE_BATCH]]
+        response = s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+        if response.get("Errors"):
+            first = response["Errors"][0]
+            raise RuntimeError(
+                f"could not delete {first.get('Key')}: {first.get('Code')} {first.get('Message')}"
+            )
+
+
+def prune_checkpoints(s3: S3Client, bucket: str, job_id: str, keep_last: int) -> list[int]:
+    """Delete committed checkpoints beyond the newest ``keep_last`` (and older uncommitted leftovers).
+
+    Markers go first: a checkpoint half deleted is then merely uncommitted, never a corrupt "committed" one.
+
+    Parameters
+    ----------
+    s3
+        The S3 client.
+    bucket
+        The jobs bucket.
+    job_id
+        The job.
+    keep_last
+        Committed checkpoints to keep.
+
+    Returns
+    -------
+    list[int]
+        Steps of the checkpoints deleted.
+    """
+    doomed = select_prunable(list_checkpoints(s3, bucket, job_id), keep_last)
+    if not doomed:
+        return []
+    _delete_keys(s3, bucket, [layout.commit_marker_key(job_id, c.step) for c in doomed if c.committed])
+    marker_keys = {layout.commit_marker_key(job_id, c.step) for c in doomed}
+    _delete_keys(s3, bucket, [key for c in doomed for key in c.keys if key not in marker_keys])
+    return [c.step for c in doomed]

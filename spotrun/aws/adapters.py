@@ -1,0 +1,279 @@
+"""boto3 adapters of :mod:`spotrun.control.ports`, and the one place where clients are made."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from spotrun.control.job_events import SOURCE
+from spotrun.control.store import DynamoJobStore
+from spotrun.model.errors import InstanceLost
+from spotrun.model.fleet_errors import call_error_response
+
+_clients: dict[tuple[str, str, str | None], Any] = {}
+_lock = threading.Lock()
+# SendTask* answers these when the task already ended (reported, timed out, or its execution stopped).
+_CLOSED_TASK_CODES = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
+_MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+_RETRIES = Config(retries={"max_attempts": 5, "mode": "standard"})
+
+
+def client(service: str, region: str) -> Any:
+    """A cached boto3 client.
+
+    Clients are made on first use, never at import. The cache is keyed by the endpoint too, because the
+    embedded runtime points ``AWS_ENDPOINT_URL`` at a new emulator in each test.
+    """
+    key = (service, region, os.environ.get("AWS_ENDPOINT_URL"))
+    with _lock:
+        if key not in _clients:
+            _clients[key] = boto3.session.Session().client(service, region_name=region, config=_RETRIES)  # type: ignore[call-overload]
+        return _clients[key]
+
+
+def dynamodb_table(name: str, region: str) -> Any:
+    """A DynamoDB ``Table`` resource (resources are not thread-safe, so one per call)."""
+    return boto3.session.Session().resource("dynamodb", region_name=region, config=_RETRIES).Table(name)
+
+
+class Ec2Compute:
+    """:class:`spotrun.control.ports.Compute` on EC2."""
+
+    def __init__(self, region: str):
+        self._ec2 = client("ec2", region)
+
+    def subnet_zones(self, subnet_ids: tuple[str, ...]) -> dict[str, str]:
+        subnets = self._ec2.describe_subnets(SubnetIds=list(subnet_ids))["Subnets"]
+        return {subnet["SubnetId"]: subnet["AvailabilityZone"] for subnet in subnets}
+
+    def create_fleet(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return dict(self._ec2.create_fleet(**request))
+        except ClientError as exc:
+            # A call EC2 refuses as a whole (no such launch template, access denied, a quota) carries the same
+            # codes as an instant fleet's per-pool Errors: read both the same way.
+            error = exc.response.get("Error", {})
+            return call_error_response(str(error.get("Code", "Unknown")), str(error.get("Message", "")))
+
+    def spot_price(self, instance_type: str, availability_zone: str) -> float | None:
+        history = self._ec2.describe_spot_price_history(
+            InstanceTypes=[instance_type],
+            AvailabilityZone=availability_zone,
+            ProductDescriptions=["Linux/UNIX"],
+            MaxResults=10,
+        )["SpotPriceHistory"]
+        # Filter again: an emulator may ignore the zone filter, and the latest entry is the price now.
+        in_zone = [entry for entry in history if entry["AvailabilityZone"] == availability_zone]
+        if not in_zone:
+            return None
+        return float(max(in_zone, key=lambda entry: entry["Timestamp"])["SpotPrice"])
+
+    def instance_state(self, instance_id: str) -> str | None:
+        try:
+            reservations = self._ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+        except ClientError as exc:
+            if exc.response["Error"]["Code"].startswith("InvalidInstanceID"):
+                return None
+            raise
+        for reservation in reservations:
+            for instance in reservation["Instances"]:
+                return str(instance["State"]["Name"])
+        return None
+
+    def terminate(self, instance_ids: list[str]) -> list[str]:
+        if not instance_ids:
+            return []
+        try:
+            answer = self._ec2.terminate_instances(InstanceIds=instance_ids)
+        except ClientError as exc:
+            if not exc.response["Error"]["Code"].startswith("InvalidInstanceID"):
+                raise
+            if len(instance_ids) == 1:
+                return []
+            # One unknown id fails the whole call: fall back to one call per instance.
+            return [accepted for instance_id in instance_ids for accepted in self.terminate([instance_id])]
+        return [item["InstanceId"] for item in answer["TerminatingInstances"]]
+
+
+class SsmCommands:
+    """:class:`spotrun.control.ports.Commands` on SSM Run Command."""
+
+    def __init__(self, region: str):
+        self._ssm = client("ssm", region)
+
+    def run_agent(self, document_name: str, instance_id: str, command_uri: str) -> str:
+        try:
+            answer = self._ssm.send_command(
+                DocumentName=document_name,
+                InstanceIds=[instance_id],
+                Parameters={"commandUri": [command_uri]},
+                TimeoutSeconds=600,
+                Comment="spotrun agent step",
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "InvalidInstanceId":
+                # Gone (reclaimed) or not managed by SSM: the workflow relaunches rather than fails.
+                raise InstanceLost(f"SSM cannot reach instance {instance_id}: {exc}") from exc
+            raise
+        return str(answer["Command"]["CommandId"])
+
+    def agent_online(self, instance_id: str) -> bool:
+        # SendCommand answers InvalidInstanceId until the SSM agent has registered; DescribeInstanceInformation
+        # lists a node once it is managed, with PingStatus Online while its agent is connected. Before
+        # registration it lists nothing (or, with an id SSM does not know, answers InvalidInstanceId).
+        # https://docs.aws.amazon.com/systems-manager/latest/APIReference/API_DescribeInstanceInformation.html
+        try:
+            answer = self._ssm.describe_instance_information(
+                Filters=[{"Key": "InstanceIds", "Values": [instance_id]}]
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "InvalidInstanceId":
+                return False
+            raise
+        return any(
+            item.get("InstanceId") == instance_id and item.get("PingStatus") == "Online"
+            for item in answer.get("InstanceInformationList", [])
+        )
+
+
+class S3Objects:
+    """:class:`spotrun.control.ports.Objects` on S3."""
+
+    def __init__(self, region: str):
+        self._s3 = client("s3", region)
+
+    def put_json(self, bucket: str, key: str, document: Any) -> None:
+        body = json.dumps(document, indent=2, default=str).encode()
+        self._s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        return bytes(self._s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+    def list_keys(self, bucket: str, prefix: str) -> list[tuple[str, int]]:
+        keys = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            keys += [(item["Key"], int(item["Size"])) for item in page.get("Contents", [])]
+        return keys
+
+    def list_versions(self, bucket: str, prefix: str) -> list[tuple[str, str, int]]:
+        found = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            found += [(item["Key"], item["ETag"], int(item["Size"])) for item in page.get("Contents", [])]
+        return sorted(found)
+
+    def copy(self, source: tuple[str, str], destination: tuple[str, str], storage_class: str) -> None:
+        self._s3.copy(
+            CopySource={"Bucket": source[0], "Key": source[1]},
+            Bucket=destination[0],
+            Key=destination[1],
+            ExtraArgs={"StorageClass": storage_class, "MetadataDirective": "COPY"},
+        )
+
+    def get_tail(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        try:
+            answer = self._s3.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{max_bytes}")
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code == "InvalidRange":  # an empty object has no last bytes
+                return b""
+            if code in _MISSING_CODES:
+                return None
+            raise
+        return bytes(answer["Body"].read())
+
+    def head(self, bucket: str, key: str) -> dict[str, str] | None:
+        try:
+            answer = self._s3.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in _MISSING_CODES:
+                return None
+            raise
+        return {"storage_class": answer.get("StorageClass", "STANDARD"), "restore": answer.get("Restore", "")}
+
+    def restore(self, bucket: str, key: str, days: int) -> None:
+        try:
+            self._s3.restore_object(
+                Bucket=bucket,
+                Key=key,
+                RestoreRequest={"Days": days, "GlacierJobParameters": {"Tier": "Standard"}},
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "RestoreAlreadyInProgress":
+                raise
+
+
+class StepFunctionsWorkflows:
+    """:class:`spotrun.control.ports.Workflows` on Step Functions."""
+
+    def __init__(self, region: str):
+        self._sfn = client("stepfunctions", region)
+
+    def start(self, state_machine_arn: str, name: str, payload: dict[str, Any]) -> str:
+        try:
+            answer = self._sfn.start_execution(
+                stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload)
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ExecutionAlreadyExists":
+                raise
+            # Same name: this submission's execution exists already. Its ARN is derivable from the name.
+            return state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
+        return str(answer["executionArn"])
+
+    def fail_task(self, task_token: str, error: str, cause: str) -> bool:
+        try:
+            self._sfn.send_task_failure(taskToken=task_token, error=error, cause=cause)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in _CLOSED_TASK_CODES:
+                return False
+            raise
+        return True
+
+    def stop(self, execution_arn: str, cause: str) -> bool:
+        try:
+            status = self._sfn.describe_execution(executionArn=execution_arn)["status"]
+            if status != "RUNNING":
+                return False
+            self._sfn.stop_execution(executionArn=execution_arn, error="Job.Cancelled", cause=cause)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ExecutionDoesNotExist":
+                return False
+            raise
+        return True
+
+
+class EventBridgeEvents:
+    """:class:`spotrun.control.ports.Events` on one EventBridge bus."""
+
+    def __init__(self, bus_name: str, region: str):
+        self._bus = bus_name
+        self._events = client("events", region)
+
+    def publish(self, detail_type: str, detail: dict[str, Any]) -> None:
+        entry = {
+            "Source": SOURCE,
+            "DetailType": detail_type,
+            "Detail": json.dumps(detail),
+            "EventBusName": self._bus,
+        }
+        answer = self._events.put_events(Entries=[entry])
+        if answer.get("FailedEntryCount"):
+            raise RuntimeError(f"EventBridge refused the event: {answer['Entries'][0].get('ErrorMessage')}")
+
+
+def job_store(table_name: str, region: str, event_bus_name: str = "") -> DynamoJobStore:
+    """The job store on its DynamoDB table, publishing status changes on ``event_bus_name`` when one is given."""
+    events = EventBridgeEvents(event_bus_name, region) if event_bus_name else None
+    return DynamoJobStore(dynamodb_table(table_name, region), events)
+
+
+def forget_clients() -> None:
+    """Drop cached clients (tests that start a fresh emulator or mock call this)."""
+    with _lock:
+        _clients.clear()

@@ -1,0 +1,88 @@
+"""The ``spotrun`` command. It only translates: the decisions live in the modules it calls."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from spotrun.cli.jobs import register as register_api_commands
+from spotrun.cli.local import fail, local_app
+from spotrun.model.manifest_io import ManifestError, manifest_json_schema, parse_manifest_text
+
+app = typer.Typer(
+    help="Run deep-learning training on EC2 Spot GPUs, through interruptions, at spot prices.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(local_app, name="local")
+register_api_commands(app)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the job manifest."""
+    typer.echo(manifest_json_schema())
+
+
+@app.command()
+def validate(file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)]) -> None:
+    """Check a manifest file (YAML or JSON); list every problem, each naming its field."""
+    try:
+        manifest = parse_manifest_text(file.read_bytes())
+    except ManifestError as exc:
+        err = Console(stderr=True)
+        err.print(f"[red]{file}: {exc.count} problem(s)[/red]")
+        for line in exc.errors:
+            err.print(f"  - {line}", markup=False, highlight=False)
+        raise typer.Exit(code=1) from exc
+    typer.echo(f"{file}: valid manifest for job {manifest.name!r}")
+
+
+@app.command()
+def demo(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the final job record as JSON on the last line.")
+    ] = False,
+    workdir: Annotated[
+        Path, typer.Option(help="Where the emulator keeps its files (instances, logs); emptied first.")
+    ] = Path(".spotrun/demo"),
+    interruptions: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Spot interruptions to inject at random training steps, each into a new attempt; 0: none.",
+        ),
+    ] = 1,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of the interrupted steps (printed when chosen at random).")
+    ] = None,
+) -> None:
+    """Run the example job end to end in the embedded AWS emulator (no AWS account needed)."""
+    from spotrun.cli.demo import run_demo
+    from spotrun.control.records import job_record
+
+    out = sys.stderr if as_json else sys.stdout
+    # Wide enough for the summary tables when the output is a file or a pipe; a terminal keeps its own width.
+    console = Console(file=out, width=None if out.isatty() else 120)
+    try:
+        job = run_demo(
+            console,
+            workdir.resolve(),
+            interruptions,
+            secrets.randbelow(1_000_000) if seed is None else seed,
+        )
+    except ValueError as exc:
+        raise fail(exc, code=2) from None
+    if as_json:
+        sys.stdout.write(json.dumps(job_record(job)) + "\n")
+    raise typer.Exit(code=0 if job.status.value == "SUCCEEDED" else 1)
+
+
+if __name__ == "__main__":
+    app()

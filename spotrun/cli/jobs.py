@@ -1,0 +1,234 @@
+"""``spotrun submit|status|list|cancel|logs|restore``: the REST API from the command line (``schedule``: in
+:mod:`spotrun.cli.schedules`).
+
+Tables and progress for people; ``--json`` prints the API's answer (one object) for scripts. Exit codes: 0 ok,
+1 refused by the API or invalid locally (message on stderr), 2 usage; ``submit --wait``: 0 succeeded, 3 stopped
+at budget.max_usd, 4 stopped at max_runtime_minutes, 1 any other end.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+
+from spotrun.cli.api import (
+    JsonOpt,
+    ManifestFile,
+    RegionOpt,
+    StackOpt,
+    TargetOpt,
+    WorkdirOpt,
+    api_client,
+    as_job,
+    console,
+    emit_json,
+    jobs_table,
+    read_manifest,
+    restore_table,
+)
+from spotrun.cli.client import DEFAULT_STACK, SpotrunClient
+from spotrun.cli.local import fail
+from spotrun.cli.schedules import schedule_app
+from spotrun.cli.summary import final_summary, status_text
+from spotrun.local.control_state import DEFAULT_WORKDIR
+from spotrun.model.job import JobStatus, utc_now
+from spotrun.model.limits import exit_code
+
+JobId = Annotated[str, typer.Argument(metavar="ID", help="The job's id.")]
+PollOpt = Annotated[float, typer.Option(min=0.05, help="Seconds between polls with --wait.")]
+
+
+def _progress_line(view: dict[str, Any]) -> str:
+    attempts = view.get("attempts") or []
+    line = f"job {view['job_id']}: {view['status']}"
+    if attempts:
+        current = attempts[-1]
+        step = current.get("last_step")
+        line += f", attempt {current['number']} on {current['instance_type']} ({current['lifecycle']})"
+        line += f", step {step}" if step is not None else ""
+    return line
+
+
+def _wait_for_job(client: SpotrunClient, job_id: str, poll: float, quiet: bool) -> dict[str, Any]:
+    """Poll the job until it ends, with a live status line on the terminal (stderr when ``quiet``)."""
+    view = client.get_job(job_id)
+    with console(stderr=quiet).status(_progress_line(view)) as live:
+        while not JobStatus(view["status"]).is_terminal:
+            time.sleep(poll)
+            view = client.get_job(job_id)
+            live.update(_progress_line(view))
+    return view
+
+
+def _show_ended(view: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        emit_json(view)
+    else:
+        console().print(final_summary(as_job(view), utc_now()))
+    code = exit_code(view["status"], (view.get("error") or {}).get("type"))
+    if code:
+        raise typer.Exit(code=code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the API commands to ``app``."""
+    for command in (submit, status, list_, cancel, logs, restore):
+        app.command(name="list" if command is list_ else None)(command)
+    app.add_typer(schedule_app, name="schedule")
+
+
+def submit(
+    file: ManifestFile,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(help="Retries with the same key start one job (default: the manifest's hash)."),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Follow the job until it ends; show its summary.")
+    ] = False,
+    poll: PollOpt = 1.0,
+    target: TargetOpt = None,
+    stack: StackOpt = DEFAULT_STACK,
+    region: RegionOpt = None,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate a manifest locally, then submit it; --wait follows the job to its end.
+
+    Exit codes with --wait: 0 succeeded, 3 stopped at budget.max_usd, 4 at max_runtime_minutes, 1 otherwise.
+    """
+    manifest = read_manifest(file)
+    with api_client(target, workdir, stack, region) as client:
+        accepted = client.submit(manifest, idempotency_key)
+        if not wait:
+            if as_json:
+                emit_json(accepted)
+            else:
+                typer.echo(f"job {accepted['job_id']} {accepted['outcome']}")
+            return
+        view = _wait_for_job(client, accepted["job_id"], poll, as_json)
+    _show_ended(view, as_json)
+
+
+def status(
+    job_id: Annotated[
+        str | None, typer.Argument(metavar="[ID]", help="Default: the most recent job.")
+    ] = None,
+    target: TargetOpt = None,
+    stack: StackOpt = DEFAULT_STACK,
+    region: RegionOpt = None,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a job: status, timeline, attempts, cost, archived model."""
+    with api_client(target, workdir, stack, region) as client:
+        if job_id is None:
+            newest = client.list_jobs(limit=1)["jobs"]
+            if not newest:
+                raise fail("no jobs yet")
+            job_id = str(newest[0]["job_id"])
+        view = client.get_job(job_id)
+    if as_json:
+        emit_json(view)
+    else:
+        console().print(final_summary(as_job(view), utc_now()))
+
+
+def list_(
+    status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this status.")] = None,
+    name: Annotated[str | None, typer.Option(help="Only jobs of this name.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100, help="Jobs per page.")] = 20,
+    all_pages: Annotated[bool, typer.Option("--all", help="Follow next_token to the last page.")] = False,
+    target: TargetOpt = None,
+    stack: StackOpt = DEFAULT_STACK,
+    region: RegionOpt = None,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
+) -> None:
+    """List jobs, newest first."""
+    wanted = status.value if status is not None else None
+    with api_client(target, workdir, stack, region) as client:
+        page = client.list_jobs(status=wanted, name=name, limit=limit)
+        jobs = list(page["jobs"])
+        while all_pages and page.get("next_token"):
+            page = client.list_jobs(status=wanted, name=name, limit=limit, next_token=page["next_token"])
+            jobs += page["jobs"]
+    if as_json:
+        emit_json({"jobs": jobs, "next_token": page.get("next_token")})
+    elif not jobs:
+        typer.echo("no jobs")
+    else:
+        console().print(jobs_table(jobs))
+        if page.get("next_token"):
+            typer.echo("more jobs: --all lists them all")
+
+
+def cancel(
+    job_id: JobId,
+    target: TargetOpt = None,
+    stack: StackOpt = DEFAULT_STACK,
+    region: RegionOpt = None,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
+) -> None:
+    """Cancel a job: stop its workflow, terminate its instances; its committed checkpoints are kept."""
+    with api_client(target, workdir, stack, region) as client:
+        answer = client.cancel(job_id)
+    if as_json:
+        emit_json(answer)
+        return
+    terminated = ", ".join(answer["instances_terminated"]) or "none"
+    console().print(f"job {job_id} ", status_text(JobStatus(answer["job"]["status"])), end="")
+    console().print(f"; instances terminated: {terminated}")
+
+
+def logs(
+    job_id: JobId,
+    attempt: Annotated[int | None, typer.Option(min=1, help="Only this attempt.")] = None,
+    tail: Annotated[int, typer.Option(min=1, max=5000, help="Lines from the end of each log.")] = 200,
+    target: TargetOpt = None,
+    stack: StackOpt = DEFAULT_STACK,
+    region: RegionOpt = None,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the tail of each attempt's training log."""
+    with api_client(target, workdir, stack, region) as client:
+        answer = client.logs(job_id, attempt=attempt, tail=tail)
+    if as_json:
+        emit_json(answer)
+        return
+    for entry in answer["logs"]:
+        note = "" if entry["found"] else " (no log yet)"
+        more = ", earlier lines left out" if entry["truncated"] else ""
+        typer.echo(f"== attempt {entry['attempt']}: {entry['key']}{note}{more}")
+        for line in entry["lines"]:
+            typer.echo(line)
+
+
+def restore(
+    job_id: JobId,
+    days: Annotated[int, typer.Option(min=1, max=365, help="How long restored copies stay.")] = 7,
+    wait: Annotated[bool, typer.Option("--wait", help="Poll until every object is readable.")] = False,
+    poll: PollOpt = 30.0,
+    target: TargetOpt = None,
+    stack: StackOpt = DEFAULT_STACK,
+    region: RegionOpt = None,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
+) -> None:
+    """Restore a job's archived model from Glacier (idempotent); show where each object stands."""
+    with api_client(target, workdir, stack, region) as client:
+        report = client.start_restore(job_id, days=days)
+        if wait and not report["readable"]:
+            with console(stderr=as_json).status(f"restoring the archived model of {job_id}"):
+                while not report["readable"]:
+                    time.sleep(poll)
+                    report = client.restore_status(job_id)
+    if as_json:
+        emit_json(report)
+    else:
+        console().print(restore_table(report))
+        typer.echo("readable" if report["readable"] else "not readable yet: `spotrun restore ID --wait`")

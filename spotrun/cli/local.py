@@ -1,0 +1,283 @@
+"""``spotrun local ...``: run the embedded AWS in the foreground, and inject chaos into it from another shell."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from spotrun.local.control_state import (
+    DEFAULT_WORKDIR,
+    WORKDIR_ENV,
+    ControlClient,
+    ControlError,
+    NoLocalRuntime,
+)
+
+local_app = typer.Typer(
+    help="The embedded AWS emulator as a local service, and chaos for it (interruptions, deaths, no capacity).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+Workdir = Annotated[
+    Path,
+    typer.Option(envvar=WORKDIR_ENV, help="Working directory of `spotrun local up` (holds its state file)."),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")]
+
+
+def fail(message: object, code: int = 1) -> typer.Exit:
+    """Print ``error: message`` on stderr, unwrapped (paths and URLs stay whole); return the exit to raise."""
+    Console(stderr=True, soft_wrap=True).print(Text.assemble(("error: ", "red"), str(message)))
+    return typer.Exit(code=code)
+
+
+@contextmanager
+def _control(workdir: Path) -> Iterator[ControlClient]:
+    """A client of the running ``local up``; its errors end the command with a message and exit code 1."""
+    try:
+        yield ControlClient.for_workdir(workdir)
+    except (NoLocalRuntime, ControlError) as exc:
+        raise fail(exc) from None
+
+
+def _console() -> Console:
+    # Wide enough for the tables when the output is a file or a pipe; a terminal keeps its own width.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+
+
+def _emit(answer: Any, as_json: bool, text: str) -> None:
+    typer.echo(json.dumps(answer) if as_json else text)
+
+
+@local_app.command()
+def up(
+    workdir: Workdir = DEFAULT_WORKDIR,
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            min=0.001, help="Real seconds per simulated second: 0.1 makes a 2-minute notice last 12 s."
+        ),
+    ] = 0.1,
+    seed: Annotated[int, typer.Option(help="Seed of the spot pools' prices and capacities.")] = 0,
+    example: Annotated[
+        bool, typer.Option(help="Upload the tiny-regression example's code and data into the jobs bucket.")
+    ] = True,
+) -> None:
+    """Run the emulated deployment in the foreground until Ctrl-C or SIGTERM, with a chaos control API."""
+    from spotrun.local.demo import control_plane_logs, upload_example
+    from spotrun.local.up import AlreadyRunning, connection_help, local_up, stop_on_signals
+    from spotrun.model.job import utc_now
+
+    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    workdir = workdir.resolve()
+    option = "" if workdir == DEFAULT_WORKDIR.resolve() else f"--workdir {shlex.quote(str(workdir))}"
+
+    def told(line: str) -> None:
+        console.print(f"[{utc_now():%H:%M:%S}] {line}", markup=False)
+
+    started = local_up(workdir, time_scale, seed, on_action=told)
+    with stop_on_signals() as stop:
+        try:
+            with control_plane_logs(workdir / "control-plane.log"), started as (runtime, state):
+                if example:
+                    upload_example(runtime)
+                scaled = runtime.clock.scaled(120)
+                console.print(
+                    f"[bold]spotrun local[/bold]: AWS emulator on {state.endpoint_url}, time scale {time_scale:g} "
+                    f"(a 2-minute spot notice lasts {scaled:g} s)"
+                )
+                console.print(connection_help(state, option), markup=False)
+                console.print(f"control-plane logs: {workdir / 'control-plane.log'}; Ctrl-C to stop")
+                while not stop.wait(0.2):
+                    pass
+                console.print("stopping...")
+        except AlreadyRunning as exc:
+            raise fail(exc) from None
+    console.print("stopped")
+
+
+def _notice(instance: dict[str, Any]) -> str:
+    if instance["hung"]:
+        return "hung (silent death)"
+    action = instance.get("instance_action")
+    if action:
+        when = str(action["time"])  # RFC 3339, UTC: the time of day is what matters here
+        return f"{action['action']} at {when[11:19] or when} UTC"
+    return "rebalance recommended" if instance.get("rebalance") else "-"
+
+
+def instances_table(instances: list[dict[str, Any]]) -> Table:
+    """The instances of ``GET /instances`` as a table."""
+    table = Table(title="instances", title_justify="left")
+    table.add_column("instance", no_wrap=True)
+    for column in ("type", "zone", "lifecycle", "state", "spot notice"):
+        table.add_column(column)
+    for item in instances:
+        table.add_row(
+            item["instance_id"],
+            item["instance_type"],
+            item["availability_zone"],
+            item["lifecycle"],
+            item["state"],
+            _notice(item),
+        )
+    return table
+
+
+def pools_table(pools: list[dict[str, Any]]) -> Table:
+    """The pools of ``GET /pools`` as a table."""
+    table = Table(title="spot pools", title_justify="left")
+    for column in ("type", "zone", "$/h", "capacity", "in use"):
+        table.add_column(column, justify="left" if column in ("type", "zone") else "right")
+    for pool in pools:
+        table.add_row(
+            pool["instance_type"],
+            pool["availability_zone"],
+            f"{pool['spot_price']:.4f}",
+            str(pool["capacity"]),
+            str(pool["in_use"]),
+        )
+    return table
+
+
+@local_app.command()
+def instances(workdir: Workdir = DEFAULT_WORKDIR, as_json: AsJson = False) -> None:
+    """List the instances the running runtime launched, terminated ones included."""
+    with _control(workdir) as control:
+        found = control.instances()
+    if as_json:
+        typer.echo(json.dumps(found))
+    elif not found:
+        typer.echo("no instances launched yet")
+    else:
+        _console().print(instances_table(found))
+
+
+@local_app.command()
+def pools(workdir: Workdir = DEFAULT_WORKDIR, as_json: AsJson = False) -> None:
+    """List the spot pools (instance type x zone) with their price, capacity and instances in use."""
+    with _control(workdir) as control:
+        found = control.pools()
+    if as_json:
+        typer.echo(json.dumps(found))
+    else:
+        _console().print(pools_table(found))
+
+
+@local_app.command()
+def interrupt(
+    instance_id: Annotated[str, typer.Argument(metavar="INSTANCE", help="A running spot instance.")],
+    notice_seconds: Annotated[
+        float, typer.Option(min=0, help="Simulated seconds from the warning to termination.")
+    ] = 120.0,
+    rebalance_lead_seconds: Annotated[
+        float, typer.Option(min=0, help="Simulated seconds from the rebalance recommendation to the warning.")
+    ] = 0.0,
+    workdir: Workdir = DEFAULT_WORKDIR,
+    as_json: AsJson = False,
+) -> None:
+    """Reclaim a spot instance as AWS FIS does: rebalance recommendation, warning (IMDS and EventBridge),
+    termination when the notice ends."""
+    with _control(workdir) as control:
+        answer = control.interrupt(instance_id, notice_seconds, rebalance_lead_seconds)
+    _emit(
+        answer,
+        as_json,
+        f"interruption warning sent to {instance_id}: terminated in {answer['terminates_in_seconds']:g} s "
+        f"({answer['terminates_in_real_seconds']:.1f} s real)",
+    )
+
+
+@local_app.command()
+def kill(
+    instance_id: Annotated[str, typer.Argument(metavar="INSTANCE", help="A running instance.")],
+    hang: Annotated[
+        bool, typer.Option(help="Leave it looking alive to EC2, answering nothing (no IMDS, no SSM).")
+    ] = False,
+    workdir: Workdir = DEFAULT_WORKDIR,
+    as_json: AsJson = False,
+) -> None:
+    """Kill an instance without notice: its processes die at once, with no chance to checkpoint."""
+    with _control(workdir) as control:
+        answer = control.kill(instance_id, hang)
+    _emit(answer, as_json, f"{instance_id} {'hangs' if hang else 'killed'}")
+
+
+@local_app.command()
+def exhaust(
+    instance_type: Annotated[str, typer.Argument(metavar="TYPE", help="e.g. g5.xlarge")],
+    zone: Annotated[str, typer.Argument(metavar="ZONE", help="e.g. us-east-1a")],
+    on_demand: Annotated[
+        bool, typer.Option("--on-demand", help="Exhaust on-demand capacity, not spot.")
+    ] = False,
+    workdir: Workdir = DEFAULT_WORKDIR,
+    as_json: AsJson = False,
+) -> None:
+    """Leave a pool without capacity: launches there fail with InsufficientInstanceCapacity."""
+    lifecycle = "on-demand" if on_demand else "spot"
+    with _control(workdir) as control:
+        answer = control.exhaust(instance_type, zone, lifecycle)
+    _emit(answer, as_json, f"{lifecycle} pool {instance_type} in {zone} exhausted")
+
+
+@local_app.command()
+def refill(
+    instance_type: Annotated[str, typer.Argument(metavar="TYPE")],
+    zone: Annotated[str, typer.Argument(metavar="ZONE")],
+    workdir: Workdir = DEFAULT_WORKDIR,
+    as_json: AsJson = False,
+) -> None:
+    """Give a pool back its declared capacity."""
+    with _control(workdir) as control:
+        answer = control.refill(instance_type, zone)
+    _emit(answer, as_json, f"pool {instance_type} in {zone} refilled to {answer['capacity']}")
+
+
+@local_app.command("fleet-error")
+def fleet_error(
+    code: Annotated[
+        str,
+        typer.Argument(
+            metavar="CODE",
+            help="An EC2 error code, e.g. VcpuLimitExceeded, InvalidLaunchTemplateName.NotFoundException.",
+        ),
+    ],
+    count: Annotated[int, typer.Option(min=1, help="How many CreateFleet calls fail.")] = 1,
+    workdir: Workdir = DEFAULT_WORKDIR,
+    as_json: AsJson = False,
+) -> None:
+    """Make the next CreateFleet calls fail with CODE: capacity codes are waited on, the others fail the job."""
+    with _control(workdir) as control:
+        answer = control.fleet_error(code, count)
+    _emit(answer, as_json, f"the next {count} CreateFleet call(s) fail with {code} ({answer['kind']})")
+
+
+@local_app.command("ec2-notfound")
+def ec2_not_found(
+    describe: Annotated[
+        int, typer.Option(min=0, help="Launches DescribeInstances answers NotFound for, for a while.")
+    ] = 0,
+    terminate: Annotated[
+        int,
+        typer.Option(min=0, help="Launches TerminateInstances answers NotFound for (and leaves running)."),
+    ] = 0,
+    workdir: Workdir = DEFAULT_WORKDIR,
+    as_json: AsJson = False,
+) -> None:
+    """Model EC2's eventual consistency: the next launches are unknown to some calls just after launch."""
+    if not (describe or terminate):
+        raise fail("give --describe and/or --terminate")
+    with _control(workdir) as control:
+        answer = control.ec2_not_found(describe, terminate)
+    _emit(answer, as_json, f"next launches hidden: describe {describe}, terminate {terminate}")

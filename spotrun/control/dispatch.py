@@ -1,0 +1,120 @@
+"""Sending a step to the instance agent, which answers the workflow on the task token."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from spotrun.control.instances import manifest_of
+from spotrun.control.ports import Commands, Objects
+from spotrun.control.store import JobStore, update_job
+from spotrun.model.command import AgentCommand, StageResult, WorkflowStep
+from spotrun.model.errors import BudgetExceeded, InstanceLost
+from spotrun.model.job import Job, JobStatus, transition
+from spotrun.model.layout import agent_command_key
+from spotrun.model.limits import budget_stop_at, train_limits
+from spotrun.model.timing import WorkflowTiming
+
+_STEP_STATUS: dict[WorkflowStep, JobStatus] = {"stage": JobStatus.STAGING, "train": JobStatus.TRAINING}
+
+
+def dispatch_agent_step(
+    *,
+    job_id: str,
+    step: WorkflowStep,
+    task_token: str,
+    timing: WorkflowTiming,
+    staged: StageResult | None,
+    store: JobStore,
+    objects: Objects,
+    commands: Commands,
+    region: str,
+    jobs_bucket: str,
+    document_name: str,
+    now: datetime,
+) -> str:
+    """Record the step, write the agent's command to S3 and send its key to the instance through SSM.
+
+    The task token travels inside the S3 document (private, encrypted), never as an SSM parameter, which SSM
+    keeps in its command history.
+
+    Parameters
+    ----------
+    job_id, step
+        The job and the step the agent must run.
+    task_token
+        The workflow's token for this step: the agent reports success, failure and heartbeats with it.
+    timing
+        How often the agent heartbeats and polls.
+    staged
+        For ``train``: what staging reported (the checkpoint it restored is recorded on the attempt).
+    store, objects, commands
+        Ports to the job store, S3 and SSM.
+    region, jobs_bucket, document_name
+        Deployment settings.
+    now
+        The current time.
+
+    Returns
+    -------
+    str
+        The SSM command id.
+
+    Raises
+    ------
+    BudgetExceeded, MaxRuntimeExceeded
+        When the job's budget or training time is used up before the step could start.
+    """
+    job = store.get(job_id)
+    attempt = None if job is None else job.current_attempt
+    if job is None or attempt is None or attempt.ended_at is not None:
+        raise InstanceLost(f"job {job_id} has no instance to run {step} on")
+    margin = timing.budget_margin_seconds
+    limits = train_limits(job, attempt, margin_seconds=margin, now=now) if step == "train" else None
+    if step == "stage":
+        stop_at = budget_stop_at(job, attempt, margin_seconds=margin, now=now)
+        if stop_at is not None and stop_at <= now:
+            raise BudgetExceeded(f"job {job_id} would pass its budget.max_usd before staging could start")
+
+    def record(current: Job) -> Job:
+        moved = transition(current, _STEP_STATUS[step], now, detail=attempt.instance_id)
+        moved = moved.model_copy(update={"task_token": task_token})
+        if staged is None or not moved.attempts:
+            return moved
+        last = moved.attempts[-1].model_copy(
+            update={"checkpoint_restored": staged.checkpoint_restored, "restored_step": staged.restored_step}
+        )
+        return moved.model_copy(update={"attempts": [*moved.attempts[:-1], last]})
+
+    update_job(store, job_id, record)
+    command = AgentCommand(
+        step=step,
+        job_id=job_id,
+        attempt=attempt.number,
+        task_token=task_token,
+        region=region,
+        jobs_bucket=jobs_bucket,
+        manifest=manifest_of(job),
+        heartbeat_seconds=timing.agent_heartbeat_seconds,
+        poll_seconds=timing.agent_poll_seconds,
+        max_runtime_seconds=limits.max_runtime_seconds if limits else None,
+        stop_at=limits.stop_at if limits else None,
+        stop_grace_seconds=timing.limit_grace_seconds,
+    )
+    return send_agent_command(
+        command, attempt.instance_id, objects=objects, commands=commands, document_name=document_name
+    )
+
+
+def send_agent_command(
+    command: AgentCommand, instance_id: str, *, objects: Objects, commands: Commands, document_name: str
+) -> str:
+    """Write ``command`` to the jobs bucket and send its key to the agent on ``instance_id`` through SSM.
+
+    Returns
+    -------
+    str
+        The SSM command id.
+    """
+    key = agent_command_key(command.job_id, command.attempt, command.step)
+    objects.put_json(command.jobs_bucket, key, command.model_dump(mode="json"))
+    return commands.run_agent(document_name, instance_id, f"s3://{command.jobs_bucket}/{key}")

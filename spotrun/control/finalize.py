@@ -1,0 +1,72 @@
+"""Recording how a job ended: status, error, cost."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from spotrun.control.store import JobStore, update_job
+from spotrun.model.command import FailureCause
+from spotrun.model.job import Job, JobError, JobStatus, transition
+from spotrun.model.limits import limit_details, limits_report
+from spotrun.model.pricing import job_cost
+
+
+def error_from_workflow(error: dict[str, Any] | None) -> JobError:
+    """Turn the ``{"Error", "Cause"}`` a Catch put in the workflow state into a :class:`JobError`.
+
+    The cause is the agent's :class:`FailureCause` JSON, a Lambda error payload, or plain text.
+    """
+    if not error:
+        return JobError(type="Unknown", message="the workflow failed without an error")
+    error_type = str(error.get("Error", "Unknown"))
+    cause_text = str(error.get("Cause") or "")
+    try:
+        cause = json.loads(cause_text)
+    except ValueError:
+        cause = None
+    if isinstance(cause, dict) and "errorMessage" in cause:
+        return JobError(type=error_type, message=str(cause["errorMessage"]))
+    if isinstance(cause, dict) and "message" in cause:
+        failure = FailureCause.model_validate(cause)
+        return JobError(
+            type=error_type, message=failure.message, exit_code=failure.exit_code, log_tail=failure.log_tail
+        )
+    return JobError(type=error_type, message=cause_text or error_type)
+
+
+def finalize_job(
+    *,
+    job_id: str,
+    outcome: Literal["SUCCEEDED", "FAILED"],
+    error: dict[str, Any] | None,
+    store: JobStore,
+    now: datetime,
+) -> Job:
+    """Put the job in its final status, with its cost and, on failure, the error.
+
+    A job that is already final (for instance cancelled meanwhile) keeps its status; only its cost is updated.
+    What it used of its budget and runtime allowance is recorded in ``limits``; a job that ended at one of
+    them says so in its error's details.
+    """
+
+    def finish(current: Job) -> Job:
+        cost = job_cost(current.billed_instances(), now=now)
+        limits = limits_report(current, now) if current.manifest is not None else None
+        if current.status.is_terminal:
+            return current.model_copy(update={"cost": cost, "limits": limits})
+        if outcome == "SUCCEEDED":
+            succeeded = transition(current, JobStatus.SUCCEEDED, now)
+            return succeeded.model_copy(update={"cost": cost, "limits": limits})
+        job_error = error_from_workflow(error)
+        failed = transition(current, JobStatus.FAILED, now, detail=f"{job_error.type}: {job_error.message}")
+        failed = failed.model_copy(update={"cost": cost, "error": job_error, "limits": limits})
+        if limits is not None:
+            details = limit_details(failed, limits)
+            failed = failed.model_copy(
+                update={"error": job_error.model_copy(update={"details": [*job_error.details, *details]})}
+            )
+        return failed
+
+    return update_job(store, job_id, finish)

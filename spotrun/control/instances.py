@@ -1,0 +1,374 @@
+"""Capacity for a job's attempts: acquire an instance, watch it boot, release everything."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime, timedelta
+
+from spotrun.control.ports import Compute
+from spotrun.control.readiness import not_visible_yet, open_attempt
+from spotrun.control.store import JobStore, update_job
+from spotrun.model.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
+from spotrun.model.errors import (
+    CapacityConfigurationError,
+    CapacityExhausted,
+    CapacityQuotaExceeded,
+    CapacityUnavailable,
+    InstanceLost,
+    InstancesNotReleased,
+)
+from spotrun.model.fleet_request import LaunchedInstance, build_fleet_request, parse_fleet_response
+from spotrun.model.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, Lifecycle, transition
+from spotrun.model.limits import next_attempt_refusal
+from spotrun.model.manifest import JobManifest
+from spotrun.model.pricing import attempt_price
+from spotrun.model.standby import keep_unused, retire_standby
+from spotrun.model.timing import WorkflowTiming
+
+# A launch that could not give an instance, for a reason waiting cannot fix.
+_REFUSED = (CapacityQuotaExceeded, CapacityConfigurationError)
+
+
+def manifest_of(job: Job) -> JobManifest:
+    """The job's validated manifest."""
+    return JobManifest.model_validate(job.manifest)
+
+
+def launch_instance(
+    job: Job,
+    *,
+    compute: Compute,
+    subnet_ids: tuple[str, ...],
+    launch_template_name: str,
+    interruptions: int,
+    now: datetime,
+    also_avoid: Collection[Pool] = (),
+) -> Attempt:
+    """Launch capacity for the job's next attempt, without recording it.
+
+    Spot first (unless the policy says otherwise), over every candidate type and zone except the pools reclaimed
+    lately; on-demand when spot is unavailable and the manifest allows the fallback.
+
+    Parameters
+    ----------
+    job
+        The job (its manifest and past attempts decide types, pools to avoid and lifecycle).
+    compute
+        Port to EC2.
+    subnet_ids, launch_template_name
+        Where and how instances are launched.
+    interruptions
+        Interruptions to count for the on-demand fallback policy.
+    now
+        The current time.
+    also_avoid
+        Pools to avoid besides the recently reclaimed ones (the pool being reclaimed right now).
+
+    Returns
+    -------
+    Attempt
+        The launched instance as the job's next attempt, started ``now``.
+
+    Raises
+    ------
+    CapacityUnavailable
+        When no pool could supply an instance.
+    CapacityQuotaExceeded, CapacityConfigurationError
+        When EC2 refused the launch for a reason waiting cannot fix (see :mod:`spotrun.model.fleet_errors`).
+    """
+    manifest = manifest_of(job)
+    subnets = compute.subnet_zones(subnet_ids)
+    reclaimed = [
+        ((attempt.instance_type, attempt.availability_zone), attempt.ended_at)
+        for attempt in job.attempts
+        if attempt.end_reason in INTERRUPTION_REASONS and attempt.ended_at is not None
+    ]
+    avoid = avoid_list(reclaimed, now, manifest.capacity.avoid_pool_minutes) | set(also_avoid)
+    tags = {**manifest.tags, "spotrun:job-id": job.job_id, "spotrun:attempt": str(len(job.attempts) + 1)}
+
+    def launch(chosen: Lifecycle) -> list[LaunchedInstance]:
+        request = build_fleet_request(
+            candidates=candidate_types(manifest.resources),
+            subnets=subnets,
+            launch_template_name=launch_template_name,
+            lifecycle=chosen,
+            max_price_per_hour=manifest.capacity.max_price_per_hour,
+            avoid_pools=avoid,
+            nodes=manifest.resources.nodes,
+            tags=tags,
+        )
+        return parse_fleet_response(compute.create_fleet(request), subnets)
+
+    lifecycle = choose_lifecycle(manifest.capacity, interruptions, spot_unavailable=False)
+    try:
+        first = launch(lifecycle)[0]
+    except (CapacityUnavailable, CapacityQuotaExceeded):
+        # A Spot quota (or no Spot capacity) is what the on-demand fallback is for; a configuration error
+        # would fail on-demand alike.
+        fallback = choose_lifecycle(manifest.capacity, interruptions, spot_unavailable=True)
+        if fallback == lifecycle:
+            raise
+        first = launch(fallback)[0]
+    spot_price = (
+        compute.spot_price(first.instance_type, first.availability_zone)
+        if first.lifecycle == "spot"
+        else None
+    )
+    price, source = attempt_price(
+        lifecycle=first.lifecycle,
+        instance_type=first.instance_type,
+        availability_zone=first.availability_zone,
+        spot_price=spot_price,
+    )
+    return Attempt(
+        number=len(job.attempts) + 1,
+        instance_id=first.instance_id,
+        instance_type=first.instance_type,
+        availability_zone=first.availability_zone,
+        lifecycle=first.lifecycle,
+        price_per_hour=price,
+        price_source=source,
+        started_at=now,
+    )
+
+
+def acquire_instance(
+    *,
+    job_id: str,
+    store: JobStore,
+    compute: Compute,
+    subnet_ids: tuple[str, ...],
+    launch_template_name: str,
+    timing: WorkflowTiming,
+    now: datetime,
+) -> Attempt:
+    """Give the job's next attempt an instance: the standby launched on the warning, or a new one.
+
+    Parameters
+    ----------
+    job_id
+        The job.
+    store, compute
+        Ports to the job store and EC2.
+    subnet_ids, launch_template_name
+        Where and how instances are launched.
+    timing
+        The workflow's timing (how long to keep waiting for capacity).
+    now
+        The current time.
+
+    Returns
+    -------
+    Attempt
+        The new attempt. A retried call whose attempt is still open returns that attempt and launches nothing.
+
+    Raises
+    ------
+    CapacityUnavailable
+        When no pool could supply an instance; the workflow waits and calls again.
+    CapacityExhausted
+        When capacity has been unavailable for longer than the timing's patience.
+    CapacityQuotaExceeded, CapacityConfigurationError
+        At once, without waiting, when EC2 refused the launch for a quota or the request's configuration.
+    """
+    job = store.get(job_id)
+    if job is None:
+        raise InstanceLost(f"no job {job_id}")
+    existing = open_attempt(job)
+    if existing is not None:
+        return existing
+    refusal = next_attempt_refusal(job, interruptions=job.interruptions, now=now)
+    if refusal is not None:  # budget or training time used up: Budget.Exceeded / Training.MaxRuntimeExceeded
+        raise refusal
+    job = update_job(store, job_id, lambda current: transition(current, JobStatus.ACQUIRING, now))
+    attempt = _adopt_standby(job, compute, now)
+    if attempt is None:
+        try:
+            attempt = launch_instance(
+                job,
+                compute=compute,
+                subnet_ids=subnet_ids,
+                launch_template_name=launch_template_name,
+                interruptions=job.interruptions,
+                now=now,
+            )
+        except CapacityUnavailable as exc:
+            _note_capacity_wait(store, job, timing, now, str(exc))
+            raise
+        store.link_instance(attempt.instance_id, job_id)
+    chosen = attempt
+
+    def record(current: Job) -> Job:
+        where = f"{chosen.instance_type} in {chosen.availability_zone}"
+        if current.standby is not None and current.standby.instance_id == chosen.instance_id:
+            where += " (launched on the warning)"
+        booting = transition(current, JobStatus.BOOTING, now, detail=where)
+        # A standby not adopted (reclaimed before this attempt) still ran: it stays in the bill.
+        booting = retire_standby(booting, now, adopted=chosen.instance_id)
+        return booting.model_copy(
+            update={"attempts": [*current.attempts, chosen], "waiting_for_capacity_since": None}
+        )
+
+    update_job(store, job_id, record)
+    return attempt
+
+
+def _adopt_standby(job: Job, compute: Compute, now: datetime) -> Attempt | None:
+    standby = job.standby
+    if standby is None:
+        return None
+    state = compute.instance_state(standby.instance_id)
+    if state in ("pending", "running") or (state is None and not_visible_yet(standby.started_at, now)):
+        # Unknown to EC2 just after its launch: it exists (CreateFleet said so); check_ready waits for it.
+        return standby.model_copy(update={"number": len(job.attempts) + 1})
+    return None
+
+
+def launch_standby(
+    *,
+    job_id: str,
+    store: JobStore,
+    compute: Compute,
+    subnet_ids: tuple[str, ...],
+    launch_template_name: str,
+    now: datetime,
+) -> Attempt | None:
+    """On an interruption warning, launch the replacement at once, so it boots while the checkpoint uploads.
+
+    The pool being reclaimed is avoided. At most one standby exists per job: when two warnings race, the
+    loser terminates what it launched.
+
+    Returns
+    -------
+    Attempt | None
+        The standby, or None when the job has one already, is finished, or no capacity was found (the
+        workflow will then acquire capacity itself after the interruption).
+    """
+    job = store.get(job_id)
+    current = None if job is None else open_attempt(job)
+    if job is None or current is None or job.standby is not None or job.status.is_terminal:
+        return None
+    if next_attempt_refusal(job, interruptions=job.interruptions + 1, now=now) is not None:
+        return None  # the job could not use it: its budget or training time would not pay for it
+    try:
+        standby = launch_instance(
+            job,
+            compute=compute,
+            subnet_ids=subnet_ids,
+            launch_template_name=launch_template_name,
+            interruptions=job.interruptions + 1,
+            now=now,
+            also_avoid={Pool(current.instance_type, current.availability_zone)},
+        )
+    except (CapacityUnavailable, *_REFUSED):
+        # The workflow's own acquire after the interruption reports a refusal with its code and advice.
+        return None
+    store.link_instance(standby.instance_id, job_id)
+    stored = update_job(
+        store,
+        job_id,
+        lambda latest: latest if latest.standby else latest.model_copy(update={"standby": standby}),
+    )
+    if stored.standby is None or stored.standby.instance_id != standby.instance_id:
+        # Kept on the job before terminating: a NotFound just after the launch does not prove it gone, so the
+        # job's release must still find it.
+        # EC2 bills it too.
+        update_job(store, job_id, lambda latest: keep_unused(latest, standby, now))
+        compute.terminate([standby.instance_id])
+        return None
+    return standby
+
+
+def _note_capacity_wait(
+    store: JobStore, job: Job, timing: WorkflowTiming, now: datetime, last_error: str
+) -> None:
+    since = job.waiting_for_capacity_since or now
+    if now - since > timedelta(seconds=timing.capacity_patience_seconds):
+        raise CapacityExhausted(
+            f"no capacity for job {job.job_id} since {since.isoformat()}; giving up. Last answer: {last_error}"
+        )
+    if job.waiting_for_capacity_since is None:
+        update_job(
+            store, job.job_id, lambda current: current.model_copy(update={"waiting_for_capacity_since": now})
+        )
+
+
+def release_instances(
+    *, job_id: str, reason: str, store: JobStore, compute: Compute, now: datetime
+) -> list[str]:
+    """Terminate every instance the job ever had and close its open attempt.
+
+    Terminating an instance twice is harmless, so this runs on every path out of the workflow, any number of
+    times. An instance EC2 answers NotFound for within :data:`EC2_CONSISTENCY_GRACE` of its launch may still
+    run: it is kept in the job's ``unreleased`` list (and stays among its instances), for the next call to
+    terminate; :func:`release_for_workflow` refuses to report such a release done.
+
+    Returns
+    -------
+    list[str]
+        The instance ids EC2 accepted for termination.
+    """
+    job = store.get(job_id)
+    if job is None:
+        return []
+    terminated = compute.terminate(job.instance_ids())
+    pending = unconfirmed_terminations(job, terminated, now)
+
+    def close(current: Job) -> Job:
+        current = retire_standby(current, now)  # terminated above, never used: still billed
+        current = current.model_copy(update={"unreleased": pending})
+        attempt = open_attempt(current)
+        if attempt is None:
+            return current
+        closed = attempt.model_copy(update={"ended_at": now, "end_reason": reason})
+        return current.model_copy(update={"attempts": [*current.attempts[:-1], closed]})
+
+    update_job(store, job_id, close)
+    return terminated
+
+
+def unconfirmed_terminations(job: Job, accepted: Collection[str], now: datetime) -> list[str]:
+    """The job's instances whose termination EC2 did not accept though they may exist (launched lately).
+
+    Parameters
+    ----------
+    job
+        The job (its attempts, standby and unused instances, with their launch times).
+    accepted
+        The ids TerminateInstances accepted.
+    now
+        The current time.
+
+    Returns
+    -------
+    list[str]
+        Ids answered NotFound within :data:`EC2_CONSISTENCY_GRACE` of their launch, in the job's order.
+    """
+    launched: dict[str, datetime] = {}
+    for attempt in job.billed_instances():
+        launched.setdefault(attempt.instance_id, attempt.started_at)
+    return [
+        instance_id
+        for instance_id in job.instance_ids()
+        if instance_id not in accepted and not_visible_yet(launched[instance_id], now)
+    ]
+
+
+def release_for_workflow(
+    *, job_id: str, reason: str, store: JobStore, compute: Compute, now: datetime
+) -> list[str]:
+    """:func:`release_instances`, done only when EC2 has accepted the termination of every instance that may run.
+
+    Raises
+    ------
+    InstancesNotReleased
+        When some instance was answered NotFound shortly after its launch; the workflow retries with backoff.
+    """
+    terminated = release_instances(job_id=job_id, reason=reason, store=store, compute=compute, now=now)
+    job = store.get(job_id)
+    if job is not None and job.unreleased:
+        raise InstancesNotReleased(
+            f"EC2 does not know {', '.join(job.unreleased)} yet (launched moments ago): their termination is "
+            "not confirmed; retrying"
+        )
+    return terminated

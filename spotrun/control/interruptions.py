@@ -1,0 +1,323 @@
+"""Acting on lost capacity: EC2's warnings and state changes, and the record of each interruption.
+
+Events may arrive twice, late or out of order. Every action here is therefore guarded by the job record: a
+warning is acted on once per attempt, a replacement is launched once per job, and only the workflow (one Catch
+per step) starts a new attempt, so however many events arrive, an interruption causes one relaunch.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from spotrun.control.dispatch import send_agent_command
+from spotrun.control.instances import launch_standby, manifest_of
+from spotrun.control.ports import Commands, Compute, Objects, Workflows
+from spotrun.control.store import JobStore, update_job
+from spotrun.model.checkpoints import group_checkpoint_keys
+from spotrun.model.command import AgentCommand, FailureCause
+from spotrun.model.errors import InterruptionsExceeded
+from spotrun.model.job import Attempt, Job, JobStatus, transition
+from spotrun.model.layout import checkpoints_prefix, progress_key
+from spotrun.model.timing import workflow_timing
+
+# Statuses in which an agent step holds a task token the workflow waits on.
+_WAITING_ON_AGENT = frozenset({JobStatus.STAGING, JobStatus.TRAINING})
+_GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+
+EndReason = Literal["interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"]
+_REASON_BY_ERROR: dict[str, EndReason] = {
+    "Spot.Interrupted": "interrupted",
+    "Instance.Lost": "instance-lost",
+    "Instance.BootTimeout": "boot-timeout",
+    "States.HeartbeatTimeout": "heartbeat-timeout",
+    "States.Timeout": "heartbeat-timeout",
+}
+
+
+class EventOutcome(BaseModel):
+    """What an EC2 event changed (for logs and tests)."""
+
+    action: str
+    job_id: str | None = None
+    instance_id: str
+    standby_instance_id: str | None = None
+
+
+class InterruptionRecord(BaseModel):
+    """What the workflow learns from recording an interruption."""
+
+    reason: EndReason
+    interruptions: int
+    last_step: int | None
+    resume_from_step: int | None
+    steps_lost: int | None
+
+
+def _current_attempt_on(job: Job | None, instance_id: str) -> Attempt | None:
+    attempt = None if job is None else job.current_attempt
+    if attempt is None or attempt.instance_id != instance_id or attempt.ended_at is not None:
+        return None
+    return attempt
+
+
+def _replace_current(job: Job, attempt: Attempt) -> Job:
+    return job.model_copy(update={"attempts": [*job.attempts[:-1], attempt]})
+
+
+def on_interruption_warning(
+    *,
+    instance_id: str,
+    store: JobStore,
+    compute: Compute,
+    objects: Objects,
+    commands: Commands,
+    settings: Any,
+    now: datetime,
+) -> EventOutcome:
+    """The two-minute warning for one of our instances.
+
+    Records the notice on the attempt, tells the agent through SSM (it also watches IMDS: belt and braces), and
+    launches the replacement at once when the deployment overlaps boot with the checkpoint upload. A repeated
+    warning for the same attempt does nothing.
+
+    Parameters
+    ----------
+    instance_id
+        The instance EC2 will reclaim.
+    store, compute, objects, commands
+        Ports to the job store, EC2, S3 and SSM.
+    settings
+        The deployment's :class:`spotrun.aws.settings.Settings`.
+    now
+        When the warning was received.
+
+    Returns
+    -------
+    EventOutcome
+        What was done.
+    """
+    job_id = store.job_for_instance(instance_id)
+    job = None if job_id is None else store.get(job_id)
+    attempt = _current_attempt_on(job, instance_id)
+    if job is None or attempt is None or job.status.is_terminal:
+        return EventOutcome(
+            action="ignored: not the current attempt of an active job", instance_id=instance_id
+        )
+    if attempt.notice_at is not None:
+        return EventOutcome(
+            action="ignored: warning already handled", job_id=job.job_id, instance_id=instance_id
+        )
+
+    won = False
+
+    def note(current: Job) -> Job:
+        # update_job may call this more than once; the last call is the one whose result stands.
+        nonlocal won
+        latest = _current_attempt_on(current, instance_id)
+        won = latest is not None and latest.notice_at is None
+        if latest is None or latest.notice_at is not None:
+            return current
+        return _replace_current(current, latest.model_copy(update={"notice_at": now}))
+
+    update_job(store, job.job_id, note)
+    if not won:
+        # Another delivery of the same warning got there first.
+        return EventOutcome(
+            action="ignored: warning already handled", job_id=job.job_id, instance_id=instance_id
+        )
+    _notify_agent(job, attempt, objects=objects, commands=commands, settings=settings)
+    standby = None
+    usable = replacement_is_usable(job)
+    if settings.overlap_replacement and usable:
+        standby = launch_standby(
+            job_id=job.job_id,
+            store=store,
+            compute=compute,
+            subnet_ids=settings.subnet_ids,
+            launch_template_name=settings.launch_template_name,
+            now=now,
+        )
+    return EventOutcome(
+        action="warning recorded" if usable else "warning recorded; no replacement: max_interruptions spent",
+        job_id=job.job_id,
+        instance_id=instance_id,
+        standby_instance_id=None if standby is None else standby.instance_id,
+    )
+
+
+def replacement_is_usable(job: Job) -> bool:
+    """Whether a replacement launched on this warning could host the job's next attempt.
+
+    The interruption the warning announces counts against ``capacity.max_interruptions`` once it is recorded;
+    when that makes one too many, the job fails instead of resuming, and a replacement launched now would only
+    be started, billed and terminated unused.
+    """
+    return job.interruptions + 1 <= manifest_of(job).capacity.max_interruptions
+
+
+def _notify_agent(job: Job, attempt: Attempt, *, objects: Objects, commands: Commands, settings: Any) -> None:
+    manifest = manifest_of(job)
+    timing = workflow_timing(manifest, settings.time_scale)
+    command = AgentCommand(
+        step="notice",
+        job_id=job.job_id,
+        attempt=attempt.number,
+        task_token="",
+        region=settings.region,
+        jobs_bucket=settings.jobs_bucket,
+        manifest=manifest,
+        heartbeat_seconds=timing.agent_heartbeat_seconds,
+        poll_seconds=timing.agent_poll_seconds,
+    )
+    try:
+        send_agent_command(
+            command,
+            attempt.instance_id,
+            objects=objects,
+            commands=commands,
+            document_name=settings.agent_document_name,
+        )
+    except Exception:
+        return
+
+
+def on_rebalance_recommendation(*, instance_id: str, store: JobStore, now: datetime) -> EventOutcome:
+    """An elevated risk of interruption: recorded on the attempt (the agent syncs a checkpoint on its own)."""
+    job_id = store.job_for_instance(instance_id)
+    job = None if job_id is None else store.get(job_id)
+    if job is None or _current_attempt_on(job, instance_id) is None:
+        return EventOutcome(action="ignored: not the current attempt", instance_id=instance_id)
+
+    def note(current: Job) -> Job:
+        latest = _current_attempt_on(current, instance_id)
+        if latest is None or latest.rebalance_at is not None:
+            return current
+        return _replace_current(current, latest.model_copy(update={"rebalance_at": now}))
+
+    update_job(store, job.job_id, note)
+    return EventOutcome(action="rebalance recorded", job_id=job.job_id, instance_id=instance_id)
+
+
+def on_instance_state(
+    *, instance_id: str, state: str, store: JobStore, workflows: Workflows, now: datetime
+) -> EventOutcome:
+    """An instance changed state. If the current attempt's instance is gone while an agent step is open, the
+    step is failed at once with ``Instance.Lost`` rather than after the heartbeat timeout.
+    """
+    if state not in _GONE_STATES:
+        return EventOutcome(action=f"ignored: state {state}", instance_id=instance_id)
+    job_id = store.job_for_instance(instance_id)
+    job = None if job_id is None else store.get(job_id)
+    if job is None or _current_attempt_on(job, instance_id) is None:
+        return EventOutcome(action="ignored: not the current attempt", instance_id=instance_id)
+    if job.status not in _WAITING_ON_AGENT or not job.task_token:
+        return EventOutcome(action="ignored: no agent step open", job_id=job.job_id, instance_id=instance_id)
+    cause = FailureCause(
+        message=f"instance {instance_id} is {state} (EC2 state-change event) during {job.status}"
+    )
+    failed = workflows.fail_task(job.task_token, "Instance.Lost", cause.model_dump_json())
+    action = "agent step failed: instance lost" if failed else "ignored: the agent step had already ended"
+    return EventOutcome(action=action, job_id=job.job_id, instance_id=instance_id)
+
+
+def record_interruption(
+    *,
+    job_id: str,
+    error: dict[str, Any],
+    store: JobStore,
+    compute: Compute,
+    objects: Objects,
+    jobs_bucket: str,
+    now: datetime,
+) -> InterruptionRecord:
+    """Close the attempt whose capacity went away, measure the work it lost, and release its instance.
+
+    Parameters
+    ----------
+    job_id
+        The job.
+    error
+        The ``{"Error", "Cause"}`` the workflow caught (``Spot.Interrupted`` with the agent's cause, a lost
+        instance, or a heartbeat timeout).
+    store, compute, objects
+        Ports to the job store, EC2 and S3.
+    jobs_bucket
+        Where the job's progress and checkpoints are.
+    now
+        The current time.
+
+    Returns
+    -------
+    InterruptionRecord
+        The reason, the step reached, the step training resumes from and the steps lost.
+
+    Raises
+    ------
+    InterruptionsExceeded
+        When this interruption is one more than the manifest tolerates.
+    """
+    job = store.get(job_id)
+    if job is None or job.current_attempt is None:
+        raise InterruptionsExceeded(f"job {job_id} has no attempt to record an interruption on")
+    attempt = job.current_attempt
+    error_name = str(error.get("Error", ""))
+    reason = _REASON_BY_ERROR.get(error_name, "instance-lost")
+    cause = _failure_cause(error)
+    last_step = cause.last_step if cause is not None and cause.last_step is not None else None
+    if last_step is None:
+        last_step = _reported_step(objects, jobs_bucket, job_id, attempt.number)
+    resume_from = _latest_committed_step(objects, jobs_bucket, job_id)
+    steps_lost = None if last_step is None else max(0, last_step - (resume_from or 0))
+    compute.terminate([attempt.instance_id])
+
+    def close(current: Job) -> Job:
+        latest = current.current_attempt
+        if latest is None or latest.number != attempt.number or latest.ended_at is not None:
+            return current
+        closed = latest.model_copy(
+            update={"ended_at": now, "end_reason": reason, "last_step": last_step, "steps_lost": steps_lost}
+        )
+        where = f"{error_name or reason} at step {last_step}; resumes from step {resume_from or 0}"
+        moved = transition(_replace_current(current, closed), JobStatus.INTERRUPTED, now, detail=where)
+        return moved.model_copy(update={"task_token": None})
+
+    recorded = update_job(store, job_id, close)
+    limit = manifest_of(recorded).capacity.max_interruptions
+    if recorded.interruptions > limit:
+        raise InterruptionsExceeded(
+            f"job {job_id} was interrupted {recorded.interruptions} times; the manifest allows {limit}"
+        )
+    return InterruptionRecord(
+        reason=reason,
+        interruptions=recorded.interruptions,
+        last_step=last_step,
+        resume_from_step=resume_from,
+        steps_lost=steps_lost,
+    )
+
+
+def _failure_cause(error: dict[str, Any]) -> FailureCause | None:
+    try:
+        document = json.loads(str(error.get("Cause") or ""))
+        return FailureCause.model_validate(document)
+    except ValueError:
+        return None
+
+
+def _reported_step(objects: Objects, bucket: str, job_id: str, attempt: int) -> int | None:
+    try:
+        return int(json.loads(objects.get_bytes(bucket, progress_key(job_id, attempt)))["step"])
+    except Exception:
+        return None
+
+
+def _latest_committed_step(objects: Objects, bucket: str, job_id: str) -> int | None:
+    keys = [key for key, _ in objects.list_keys(bucket, checkpoints_prefix(job_id))]
+    committed = [
+        checkpoint.step for checkpoint in group_checkpoint_keys(job_id, keys) if checkpoint.committed
+    ]
+    return max(committed) if committed else None

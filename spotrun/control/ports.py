@@ -1,0 +1,128 @@
+"""The small ports through which the control plane's logic reaches AWS.
+
+The logic modules take these as parameters; :mod:`spotrun.aws.adapters` implements them with boto3, and tests can pass
+fakes. Each port carries only what the logic needs, in the logic's words.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Compute(Protocol):
+    """EC2, as the control plane uses it."""
+
+    def subnet_zones(self, subnet_ids: tuple[str, ...]) -> dict[str, str]:
+        """Subnet id -> availability zone."""
+        ...
+
+    def create_fleet(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Call CreateFleet with ``request``; return the raw response."""
+        ...
+
+    def spot_price(self, instance_type: str, availability_zone: str) -> float | None:
+        """The current spot price of a pool, USD per hour."""
+        ...
+
+    def instance_state(self, instance_id: str) -> str | None:
+        """pending, running, shutting-down, terminated, stopping, stopped; None when EC2 does not know it.
+
+        EC2 is eventually consistent: None just after a launch does not mean the instance does not exist.
+        """
+        ...
+
+    def terminate(self, instance_ids: list[str]) -> list[str]:
+        """Terminate the instances that still exist; return the ids EC2 accepted.
+
+        An id left out (EC2 answered ``InvalidInstanceID.NotFound``) is not proven gone: just after a launch
+        the instance may exist and run.
+        """
+        ...
+
+
+class Commands(Protocol):
+    """SSM Run Command, to reach the agent on an instance."""
+
+    def run_agent(self, document_name: str, instance_id: str, command_uri: str) -> str:
+        """Send the agent document to one instance; return the command id."""
+        ...
+
+    def agent_online(self, instance_id: str) -> bool:
+        """Whether the instance is a managed node whose SSM agent is online (commands can reach it)."""
+        ...
+
+
+class Objects(Protocol):
+    """S3 objects."""
+
+    def put_json(self, bucket: str, key: str, document: Any) -> None:
+        """Write a JSON document."""
+        ...
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        """Read an object."""
+        ...
+
+    def list_keys(self, bucket: str, prefix: str) -> list[tuple[str, int]]:
+        """(key, size) of every object under ``prefix``."""
+        ...
+
+    def list_versions(self, bucket: str, prefix: str) -> list[tuple[str, str, int]]:
+        """(key, etag, size) of every object under ``prefix``, by key."""
+        ...
+
+    def copy(self, source: tuple[str, str], destination: tuple[str, str], storage_class: str) -> None:
+        """Server-side copy of (bucket, key) to (bucket, key) in ``storage_class``."""
+        ...
+
+    def get_tail(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
+        """The last ``max_bytes`` of an object; None when it does not exist."""
+        ...
+
+    def head(self, bucket: str, key: str) -> dict[str, str] | None:
+        """``{"storage_class": ..., "restore": <Restore header or "">}``; None when the object does not exist."""
+        ...
+
+    def restore(self, bucket: str, key: str, days: int) -> None:
+        """Ask S3 to restore an archived object for ``days``; a restore already under way is not an error."""
+        ...
+
+
+class Workflows(Protocol):
+    """Step Functions."""
+
+    def start(self, state_machine_arn: str, name: str, payload: dict[str, Any]) -> str:
+        """Start an execution named ``name``; starting the same name again returns the existing execution."""
+        ...
+
+    def fail_task(self, task_token: str, error: str, cause: str) -> bool:
+        """Fail the task waiting on ``task_token``; False when that task had already ended."""
+        ...
+
+    def stop(self, execution_arn: str, cause: str) -> bool:
+        """Stop a running execution; False when it had already ended (or never existed)."""
+        ...
+
+
+class Events(Protocol):
+    """EventBridge: the deployment's own bus."""
+
+    def publish(self, detail_type: str, detail: dict[str, Any]) -> None:
+        """Put one event with source ``spotrun`` on the bus."""
+        ...
+
+
+class Schedules(Protocol):
+    """EventBridge Scheduler: the deployment's schedule group, every schedule invoking one target."""
+
+    def create(self, name: str, expression: str, timezone: str, payload: dict[str, Any]) -> bool:
+        """Create a schedule sending ``payload``; False (nothing changed) when the name exists already."""
+        ...
+
+    def list(self) -> list[dict[str, Any]]:
+        """``{"name", "expression", "timezone", "state"}`` of every schedule of the group."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Delete a schedule; False when there was none of that name."""
+        ...

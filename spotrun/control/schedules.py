@@ -1,0 +1,253 @@
+"""Scheduled retraining: schedules made from a manifest's ``schedule``, and what one firing does.
+
+A schedule is an EventBridge Scheduler schedule in the deployment's group whose target is the ``scheduled_run``
+function; its manifest is kept in the jobs bucket. Each firing is one run: a new job (one per scheduled time,
+however often Scheduler delivers it) or, with ``only_if_data_changed``, a recorded skip when the inputs are
+what they were for the last run that succeeded. The logic here is pure over ports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
+
+from spotrun.control.ports import Objects, Schedules, Workflows
+from spotrun.control.store import JobStore
+from spotrun.control.submission import admission_problems, manifest_sha256, start_job
+from spotrun.model.errors import RequestRejected, ScheduleNotFound
+from spotrun.model.job import Job, JobStatus, ManifestSource, job_id_for
+from spotrun.model.manifest import JobManifest, split_s3_uri
+from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.schedule_expressions import InvalidExpression, next_fire, validate
+
+SCHEDULES_PREFIX = "schedules/"
+SCHEDULE_GROUP = "spotrun"
+# What Scheduler sends the target: its context attributes are filled in at each firing (all as strings).
+CONTEXT = {
+    "schedule_arn": "<aws.scheduler.schedule-arn>",
+    "scheduled_time": "<aws.scheduler.scheduled-time>",
+    "execution_id": "<aws.scheduler.execution-id>",
+    "attempt_number": "<aws.scheduler.attempt-number>",
+}
+
+
+class RunRecord(BaseModel):
+    """One firing of a schedule: the job it started, or why it was skipped."""
+
+    schedule: str
+    scheduled_time: str
+    recorded_at: datetime
+    outcome: Literal["started", "skipped"]
+    job_id: str | None = None
+    reason: str | None = None
+    fingerprint: str
+
+
+class RunRecords(Protocol):
+    """Where firings and the last successful run of each schedule are kept."""
+
+    def add_run(self, run: RunRecord) -> bool:
+        """Record a firing; False (nothing written) when that scheduled time is recorded already."""
+        ...
+
+    def get_run(self, schedule: str, scheduled_time: str) -> RunRecord | None:
+        """The firing of ``schedule`` at ``scheduled_time``, if recorded."""
+        ...
+
+    def runs(self, schedule: str) -> list[RunRecord]:
+        """Every recorded firing, newest first."""
+        ...
+
+    def last_success(self, schedule: str) -> RunRecord | None:
+        """The run whose job succeeded last (by scheduled time)."""
+        ...
+
+    def set_last_success(self, run: RunRecord) -> None:
+        """Make ``run`` the last successful one unless a later one is recorded."""
+        ...
+
+
+class ScheduleView(BaseModel):
+    """A schedule as the API shows it."""
+
+    name: str
+    expression: str
+    timezone: str
+    state: str = "ENABLED"
+    next_run: datetime | None = None  # computed for cron, and for a rate at creation
+
+
+class Invocation(BaseModel):
+    """What ``scheduled_run`` receives (see tests/events/scheduler-invocation.json)."""
+
+    schedule: str
+    manifest_key: str
+    scheduled_time: str
+    schedule_arn: str | None = None
+    execution_id: str | None = None
+    attempt_number: str | None = None
+
+
+def _next(expression: str, timezone: str, now: datetime) -> datetime | None:
+    try:
+        return next_fire(expression, now, timezone)
+    except InvalidExpression:
+        return None  # L, W, #: valid for Scheduler, not computed here
+
+
+def create_schedule(
+    manifest: JobManifest,
+    *,
+    schedules: Schedules,
+    objects: Objects,
+    bucket: str,
+    archive_buckets: Collection[str],
+    now: datetime,
+) -> ScheduleView:
+    """Validate, store the manifest, create the schedule.
+
+    Raises
+    ------
+    RequestRejected
+        422 when the manifest has no schedule, an expression or time zone Scheduler would refuse, or problems
+        the deployment cannot run; 409 when a schedule of that name exists. Nothing is created then.
+    """
+    spec = manifest.schedule
+    if spec is None:
+        raise RequestRejected("the manifest has no schedule", ["schedule: required to create a schedule"])
+    try:
+        validate(spec.expression, spec.timezone)
+    except InvalidExpression as exc:
+        raise RequestRejected(f"invalid schedule: {exc}", [f"schedule: {exc}"]) from exc
+    problems = admission_problems(manifest, archive_buckets=archive_buckets)
+    if problems:
+        raise RequestRejected(f"{len(problems)} problem(s) in the manifest", problems)
+    # The key carries the manifest's hash: a refused duplicate never replaces the existing schedule's manifest.
+    key = f"{SCHEDULES_PREFIX}{manifest.name}/{manifest_sha256(manifest)[:16]}.json"
+    objects.put_json(bucket, key, manifest.model_dump(mode="json"))
+    payload = {"schedule": manifest.name, "manifest_key": key, **CONTEXT}
+    if not schedules.create(manifest.name, spec.expression, spec.timezone, payload):
+        raise RequestRejected(
+            f"a schedule named {manifest.name!r} exists already; delete it first", status=409
+        )
+    return ScheduleView(
+        name=manifest.name,
+        expression=spec.expression,
+        timezone=spec.timezone,
+        next_run=_next(spec.expression, spec.timezone, now),
+    )
+
+
+def list_schedules(schedules: Schedules, now: datetime) -> list[ScheduleView]:
+    """Every schedule of the deployment, by name."""
+    return [
+        ScheduleView(
+            name=item["name"],
+            expression=item["expression"],
+            timezone=item["timezone"],
+            state=item["state"],
+            next_run=_next(item["expression"], item["timezone"], now)
+            if item["expression"].startswith("cron(")
+            else None,
+        )
+        for item in schedules.list()
+    ]
+
+
+def delete_schedule(name: str, schedules: Schedules) -> None:
+    """Delete a schedule (its run history stays). Raises ScheduleNotFound for an unknown name."""
+    if not schedules.delete(name):
+        raise ScheduleNotFound(f"no schedule {name}")
+
+
+def schedule_runs(name: str, schedules: Schedules, records: RunRecords) -> list[RunRecord]:
+    """A schedule's firings, newest first. Raises ScheduleNotFound when it neither exists nor ever ran."""
+    runs = records.runs(name)
+    if not runs and name not in {item["name"] for item in schedules.list()}:
+        raise ScheduleNotFound(f"no schedule {name}")
+    return runs
+
+
+def input_prefixes(manifest: JobManifest) -> list[str]:
+    """The S3 URIs a run reads: every data input, and the code prefix."""
+    uris = [item.source for item in manifest.data.inputs]
+    return uris + ([manifest.training.code] if manifest.training.code else [])
+
+
+def fingerprint(manifest: JobManifest, objects: Objects) -> str:
+    """A hash of (key, etag, size) of every object under the manifest's inputs: equal inputs, equal hash."""
+    listing: list[Any] = []
+    for uri in input_prefixes(manifest):
+        bucket, prefix = split_s3_uri(uri)
+        listing.append([uri, [list(item) for item in objects.list_versions(bucket, prefix)]])
+    return hashlib.sha256(json.dumps(listing, separators=(",", ":")).encode()).hexdigest()
+
+
+def should_skip(manifest: JobManifest, current: str, last_success: RunRecord | None) -> str | None:
+    """Why this firing is skipped, or None when it runs."""
+    if manifest.schedule is None or not manifest.schedule.only_if_data_changed or last_success is None:
+        return None
+    if last_success.fingerprint != current:
+        return None
+    return (
+        f"inputs unchanged since the successful run of {last_success.scheduled_time} ({last_success.job_id})"
+    )
+
+
+def run_scheduled(
+    invocation: Invocation,
+    *,
+    bucket: str,
+    objects: Objects,
+    records: RunRecords,
+    store: JobStore,
+    workflows: Workflows,
+    state_machine_arn: str,
+    time_scale: float,
+    now: datetime,
+) -> RunRecord:
+    """Handle one firing: skip it (recorded) or start its job, once per scheduled time."""
+    seen = records.get_run(invocation.schedule, invocation.scheduled_time)
+    manifest = parse_manifest_text(objects.get_bytes(bucket, invocation.manifest_key))
+    source = ManifestSource(kind="schedule", key=invocation.schedule, etag=invocation.scheduled_time)
+    if seen is None:
+        current = fingerprint(manifest, objects)
+        reason = should_skip(manifest, current, records.last_success(invocation.schedule))
+        run = RunRecord(
+            schedule=invocation.schedule,
+            scheduled_time=invocation.scheduled_time,
+            recorded_at=now,
+            outcome="skipped" if reason else "started",
+            job_id=None if reason else job_id_for(manifest.name, source),
+            reason=reason,
+            fingerprint=current,
+        )
+        # When a concurrent delivery recorded this firing first, follow its decision.
+        recorded = records.add_run(run)
+        seen = run if recorded else records.get_run(invocation.schedule, invocation.scheduled_time) or run
+    if seen.outcome == "started":
+        # Idempotent per source: a repeated delivery finds the job and starts nothing new.
+        start_job(
+            manifest,
+            source,
+            store=store,
+            workflows=workflows,
+            state_machine_arn=state_machine_arn,
+            time_scale=time_scale,
+            now=now,
+        )
+    return seen
+
+
+def promote_success(job: Job, records: RunRecords) -> None:
+    """When a scheduled job succeeded, its run's fingerprint becomes the schedule's last successful one."""
+    if job.status is not JobStatus.SUCCEEDED or job.source.kind != "schedule" or job.source.key is None:
+        return
+    run = records.get_run(job.source.key, job.source.etag or "")
+    if run is not None:
+        records.set_last_success(run)

@@ -1,0 +1,142 @@
+"""A background thread that interrupts a job's instance when its training reaches a planned step.
+
+It knows nothing of AWS: it polls a *progress source* (a callable saying which attempt runs where and at
+which step) and calls an *interrupter* (``LocalRuntime.interrupt`` in the demo) when the
+:class:`~spotrun.local.chaos_plan.InterruptionSchedule` says an interruption is due.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+from spotrun.local.chaos_plan import Hit, InterruptionSchedule
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a job's training is: its current attempt, that attempt's instance, and its latest step."""
+
+    attempt: int
+    instance_id: str
+    step: int | None
+
+
+# Returns None while no attempt is training.
+ProgressSource = Callable[[], Progress | None]
+# Called with an instance id; raises when the instance cannot be interrupted.
+Interrupter = Callable[[str], object]
+# Called with the hit and an error message (None when the interruption was sent).
+HitListener = Callable[[Hit, str | None], None]
+ProgressListener = Callable[[Progress], None]
+
+
+class Injector:
+    """Polls a progress source and interrupts the current attempt's instance at each planned step.
+
+    Parameters
+    ----------
+    schedule
+        The planned interruptions.
+    progress
+        Called on every poll; exceptions are logged and the poll skipped.
+    interrupt
+        Called with the instance id of each due attempt. ``KeyError``, ``ValueError`` and ``RuntimeError``
+        (unknown instance, on-demand instance, ...) are reported to ``on_interrupt`` as an error: the planned
+        step is used up either way.
+    poll_seconds
+        Real seconds between polls.
+    on_interrupt
+        Called after each interruption was sent (error None) or refused (error message).
+    on_progress
+        Called whenever the observed progress changes.
+    """
+
+    def __init__(
+        self,
+        schedule: InterruptionSchedule,
+        progress: ProgressSource,
+        interrupt: Interrupter,
+        *,
+        poll_seconds: float = 0.1,
+        on_interrupt: HitListener | None = None,
+        on_progress: ProgressListener | None = None,
+    ):
+        if poll_seconds <= 0:
+            raise ValueError("poll_seconds must be positive")
+        self.schedule = schedule
+        self._progress = progress
+        self._interrupt = interrupt
+        self.poll_seconds = poll_seconds
+        self._on_interrupt = on_interrupt
+        self._on_progress = on_progress
+        self._last: Progress | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def poll_once(self) -> Hit | None:
+        """Observe the progress once and inject the interruption that is due, if any.
+
+        Returns
+        -------
+        Hit or None
+            The interruption decided by this poll (sent, or refused by the interrupter).
+        """
+        try:
+            progress = self._progress()
+        except Exception:
+            logger.exception("cannot read the job's progress")
+            return None
+        if progress is None:
+            return None
+        if progress != self._last:
+            self._last = progress
+            if self._on_progress is not None:
+                self._on_progress(progress)
+        hit = self.schedule.observe(progress.attempt, progress.instance_id, progress.step)
+        if hit is None:
+            return None
+        error: str | None = None
+        try:
+            self._interrupt(hit.instance_id)
+        except (KeyError, ValueError, RuntimeError) as exc:
+            error = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+            logger.warning("could not interrupt %s: %s", hit.instance_id, error)
+        if self._on_interrupt is not None:
+            self._on_interrupt(hit, error)
+        return hit
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            try:
+                self.poll_once()
+            except Exception:  # a listener failed; keep watching
+                logger.exception("interruption injector: poll failed")
+
+    def start(self) -> Injector:
+        """Start polling in a daemon thread (idempotent)."""
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="interruption-injector", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop polling and wait for the thread (idempotent)."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def __enter__(self) -> Injector:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

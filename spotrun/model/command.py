@@ -1,0 +1,128 @@
+"""What the control plane asks of the agent, and what the agent reports back.
+
+The control plane writes an :class:`AgentCommand` as JSON to the jobs bucket and sends only its key through
+SSM Run Command, so that the task token never appears in SSM's command history. The agent answers the
+workflow directly: ``SendTaskSuccess`` with a :class:`StageResult` or :class:`TrainResult`, or
+``SendTaskFailure`` with one of the error names below and a JSON cause.
+
+A ``notice`` command is the exception: the control plane sends it when EC2 warns that the instance will be
+reclaimed (the agent also watches IMDS for that warning; this is the second way in). The agent hands it to the
+running ``train`` step of the same job and attempt, which checkpoints and reports ``Spot.Interrupted``; the
+notice itself is answered to nobody, and its ``task_token`` may be empty.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from spotrun.model.manifest import JobManifest
+
+# The steps the workflow waits on (with a task token); "notice" is sent by the EC2 event handler, outside them.
+WorkflowStep = Literal["stage", "train"]
+AgentStep = Literal["stage", "train", "notice"]
+
+NOTICE_STEP = "notice"
+
+STAGING_FAILED = "Staging.Failed"
+TRAINING_FAILED = "Training.Failed"
+SPOT_INTERRUPTED = "Spot.Interrupted"
+# The step's limits ran out: the checkpoint was committed as on a warning, and the job ends (no relaunch).
+BUDGET_EXCEEDED = "Budget.Exceeded"
+MAX_RUNTIME_EXCEEDED = "Training.MaxRuntimeExceeded"
+
+
+class AgentCommand(BaseModel):
+    """One step for the agent to run for one attempt of a job."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: AgentStep
+    job_id: str
+    attempt: int = Field(ge=1)
+    task_token: str = Field(repr=False)
+    region: str
+    jobs_bucket: str
+    manifest: JobManifest
+    heartbeat_seconds: float = Field(gt=0, description="How often the agent sends SendTaskHeartbeat.")
+    poll_seconds: float = Field(
+        gt=0, description="How often the agent polls IMDS and the checkpoint directory."
+    )
+    max_runtime_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Training time this attempt may still use: what is left of manifest.training."
+        "max_runtime_minutes after the job's earlier attempts (the control plane computes it). Real seconds, "
+        "never time-scaled. Unset: the whole max_runtime_minutes.",
+    )
+    stop_at: datetime | None = Field(
+        None,
+        description="When the job's budget.max_usd runs out at this attempt's price, less a margin for the "
+        "checkpoint upload: the agent then stops the command as on an interruption notice, commits its "
+        "checkpoint and reports Budget.Exceeded. Unset: no budget.",
+    )
+    stop_grace_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="How long the command gets to save and exit after the checkpoint signal when stop_at or "
+        "max_runtime_seconds runs out.",
+    )
+
+
+class StageResult(BaseModel):
+    """Reported when staging succeeded."""
+
+    files: int
+    bytes: int
+    seconds: float
+    checkpoint_restored: str | None = None  # S3 prefix of the committed checkpoint put in place
+    restored_step: int | None = None
+
+
+class OutputObject(BaseModel):
+    """One file of the output directory, uploaded to the jobs bucket."""
+
+    key: str
+    size: int
+    sha256: str
+
+
+class OutputList(BaseModel):
+    """Where the list of uploaded output files is, and what it holds.
+
+    The list itself stays in S3: a model directory of thousands of files would pass the 256 KiB that Step
+    Functions allows a task result (``SendTaskSuccess`` output), so the workflow carries only this reference.
+    """
+
+    key: str = Field(description="Key, in the jobs bucket, of a JSON array of OutputObject.")
+    count: int = Field(ge=0, description="Files in the list.")
+    bytes: int = Field(ge=0, description="Their total size.")
+
+
+class TrainResult(BaseModel):
+    """Reported when the training command exited 0 and its outputs were uploaded."""
+
+    exit_code: int = 0
+    seconds: float
+    last_checkpoint_step: int | None = None
+    last_step: int | None = None  # the last step the script reported (spotrun.training.Run.report_step)
+    outputs: OutputList
+    model_key: str  # key of the model file, or prefix of the model directory
+    model_sha256: str
+    log_key: str
+
+
+class FailureCause(BaseModel):
+    """The JSON ``cause`` sent with ``SendTaskFailure``."""
+
+    message: str
+    exit_code: int | None = None
+    log_tail: str | None = None
+    log_key: str | None = None
+    checkpoint: str | None = None  # for Spot.Interrupted: S3 prefix of the checkpoint committed in the notice
+    checkpoint_step: int | None = None
+    # The last step the script reported (spotrun.training.Run.report_step): with checkpoint_step, how much
+    # work the interruption or failure lost.
+    last_step: int | None = None

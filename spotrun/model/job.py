@@ -1,0 +1,341 @@
+"""The job record, its attempts, and the one place where status changes are allowed or refused."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from spotrun.model.capacity import Lifecycle
+from spotrun.model.errors import InvalidTransition
+from spotrun.model.pricing import CostReport, PriceSource
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware (every timestamp in spotrun is UTC)."""
+    return datetime.now(UTC)
+
+
+class JobStatus(StrEnum):
+    """Where a job is in its life."""
+
+    SUBMITTED = "SUBMITTED"
+    REJECTED = "REJECTED"
+    ACQUIRING = "ACQUIRING"  # asking EC2 for capacity
+    BOOTING = "BOOTING"  # instance launched, waiting until it runs and its agent answers
+    STAGING = "STAGING"  # copying inputs (and the latest checkpoint) onto NVMe
+    TRAINING = "TRAINING"
+    INTERRUPTED = "INTERRUPTED"  # capacity reclaimed; a new attempt follows
+    ARCHIVING = "ARCHIVING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True when nothing more will happen to the job."""
+        return self in TERMINAL_STATUSES
+
+
+# End reasons of an attempt whose capacity went away (as opposed to "completed", "failed", "cancelled").
+INTERRUPTION_REASONS = frozenset({"interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"})
+
+TERMINAL_STATUSES = frozenset(
+    {JobStatus.REJECTED, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
+)
+
+_ACTIVE = {
+    JobStatus.ACQUIRING,
+    JobStatus.BOOTING,
+    JobStatus.STAGING,
+    JobStatus.TRAINING,
+    JobStatus.INTERRUPTED,
+    JobStatus.ARCHIVING,
+}
+
+# Every status may fail or be cancelled while the job is alive; the rest is the happy path and the relaunch loop.
+ALLOWED_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.SUBMITTED: frozenset({JobStatus.ACQUIRING, JobStatus.FAILED, JobStatus.CANCELLED}),
+    JobStatus.ACQUIRING: frozenset({JobStatus.BOOTING, JobStatus.FAILED, JobStatus.CANCELLED}),
+    JobStatus.BOOTING: frozenset(
+        {JobStatus.STAGING, JobStatus.INTERRUPTED, JobStatus.FAILED, JobStatus.CANCELLED}
+    ),
+    JobStatus.STAGING: frozenset(
+        {JobStatus.TRAINING, JobStatus.INTERRUPTED, JobStatus.FAILED, JobStatus.CANCELLED}
+    ),
+    JobStatus.TRAINING: frozenset(
+        {JobStatus.ARCHIVING, JobStatus.INTERRUPTED, JobStatus.FAILED, JobStatus.CANCELLED}
+    ),
+    JobStatus.INTERRUPTED: frozenset({JobStatus.ACQUIRING, JobStatus.FAILED, JobStatus.CANCELLED}),
+    JobStatus.ARCHIVING: frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}),
+    JobStatus.REJECTED: frozenset(),
+    JobStatus.SUCCEEDED: frozenset(),
+    JobStatus.FAILED: frozenset(),
+    JobStatus.CANCELLED: frozenset(),
+}
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ManifestSource(_Record):
+    """Where the manifest came from: identifies a submission, so a duplicate delivery starts nothing."""
+
+    kind: Literal["s3", "api", "schedule"] = "s3"
+    bucket: str | None = None
+    key: str | None = None
+    etag: str | None = None
+    # The manifest's sha256 (API submissions): a reused Idempotency-Key with another manifest is refused.
+    manifest_sha256: str | None = None
+
+    def fingerprint(self) -> str:
+        """A stable hash of the submission's identity."""
+        text = f"{self.kind}|{self.bucket}|{self.key}|{self.etag}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+class StatusChange(_Record):
+    """One entry of the job's timeline."""
+
+    status: JobStatus
+    at: datetime
+    detail: str | None = None
+
+
+class Attempt(_Record):
+    """One instance's worth of work on the job."""
+
+    number: int
+    instance_id: str
+    instance_type: str
+    availability_zone: str
+    lifecycle: Lifecycle
+    price_per_hour: float | None  # None: no figure for this pool (price_source "unknown")
+    # Where price_per_hour came from (spotrun.model.pricing.PriceSource); None on records older than the field.
+    price_source: PriceSource | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+    end_reason: str | None = None
+    checkpoint_restored: str | None = None
+    restored_step: int | None = None
+    steps_lost: int | None = None
+    last_step: int | None = None  # the last training step reported before the attempt ended
+    rebalance_at: datetime | None = None
+    notice_at: datetime | None = None  # the spot interruption warning
+    running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
+
+
+class ArchivedObject(_Record):
+    """One object of the archived model."""
+
+    uri: str
+    storage_class: str
+    size: int
+    sha256: str
+
+
+# A job record must stay under DynamoDB's 400 KB item limit, so it lists at most this many archived objects;
+# the archive's metadata document (STANDARD, beside the model) lists them all.
+ARCHIVE_OBJECTS_IN_RECORD = 100
+
+
+class ArchiveTotal(_Record):
+    """The whole archived model, when the record lists only its first objects."""
+
+    objects: int
+    bytes: int
+    metadata_uri: str  # the metadata document listing every archived object
+
+
+class JobError(_Record):
+    """Why a job failed or was rejected."""
+
+    type: str
+    message: str
+    exit_code: int | None = None
+    log_tail: str | None = None
+    details: list[str] = Field(default_factory=list)
+
+
+class LimitsReport(_Record):
+    """What a job used of its limits, counted over all its attempts (recorded when it ends)."""
+
+    max_usd: float | None = Field(description="The manifest's budget.max_usd; None: no budget.")
+    spent_usd: float = Field(description="What its instances cost, USD (the standby included).")
+    max_runtime_seconds: float = Field(description="The manifest's max_runtime_minutes, in seconds.")
+    training_seconds: float = Field(description="Real seconds spent training, over all attempts.")
+
+
+class Job(_Record):
+    """Everything spotrun knows about one job. Stored as one document; ``version`` guards concurrent writes."""
+
+    job_id: str
+    name: str
+    status: JobStatus
+    source: ManifestSource
+    manifest: dict[str, Any] | None = None
+    created_at: datetime
+    updated_at: datetime
+    execution_arn: str | None = None
+    timeline: list[StatusChange] = Field(default_factory=list)
+    attempts: list[Attempt] = Field(default_factory=list)
+    archive: list[ArchivedObject] = Field(default_factory=list)
+    archive_total: ArchiveTotal | None = None
+    cost: CostReport | None = None
+    limits: LimitsReport | None = None
+    model_sha256: str | None = None
+    error: JobError | None = None
+    waiting_for_capacity_since: datetime | None = None
+    # An instance launched on the interruption warning, adopted by the next attempt (boot overlaps the upload).
+    standby: Attempt | None = None
+    # Instances that ran for the job without hosting an attempt (a standby terminated unused, or one that lost a
+    # race): EC2 bills them, and the job's release must still find them.
+    unused_instances: list[Attempt] = Field(default_factory=list)
+    # Instances whose termination EC2 has not confirmed yet (NotFound just after launch proves nothing).
+    unreleased: list[str] = Field(default_factory=list)
+    # The token of the agent step in progress. Never logged, never shown: it can complete the step.
+    task_token: str | None = Field(default=None, repr=False)
+    version: int = 0
+
+    @property
+    def current_attempt(self) -> Attempt | None:
+        """The latest attempt, if any."""
+        return self.attempts[-1] if self.attempts else None
+
+    def instance_ids(self) -> list[str]:
+        """Every instance the job has ever had, the standby and the unused ones included."""
+        return list(dict.fromkeys(instance.instance_id for instance in self.billed_instances()))
+
+    def billed_instances(self) -> list[Attempt]:
+        """Every instance EC2 bills the job for: its attempts, its standby, and the standbys it never used."""
+        standby = [self.standby] if self.standby is not None else []
+        return [*self.attempts, *standby, *self.unused_instances]
+
+    @property
+    def interruptions(self) -> int:
+        """How many attempts ended because their capacity went away."""
+        return sum(1 for attempt in self.attempts if attempt.end_reason in INTERRUPTION_REASONS)
+
+
+def new_job(
+    job_id: str, name: str, source: ManifestSource, manifest: dict[str, Any] | None, at: datetime
+) -> Job:
+    """Create a job record in SUBMITTED state.
+
+    Parameters
+    ----------
+    job_id, name
+        Identity of the job.
+    source
+        Where the manifest came from.
+    manifest
+        The validated manifest as a JSON-able dict, or None for a manifest that could not be read.
+    at
+        Creation time.
+
+    Returns
+    -------
+    Job
+        The new record, version 0, with its first timeline entry.
+    """
+    return Job(
+        job_id=job_id,
+        name=name,
+        status=JobStatus.SUBMITTED,
+        source=source,
+        manifest=manifest,
+        created_at=at,
+        updated_at=at,
+        timeline=[StatusChange(status=JobStatus.SUBMITTED, at=at)],
+    )
+
+
+def rejected_job(job_id: str, name: str, source: ManifestSource, error: JobError, at: datetime) -> Job:
+    """Create the record of a manifest that was refused: it never runs."""
+    return Job(
+        job_id=job_id,
+        name=name,
+        status=JobStatus.REJECTED,
+        source=source,
+        created_at=at,
+        updated_at=at,
+        timeline=[StatusChange(status=JobStatus.REJECTED, at=at, detail=error.message)],
+        error=error,
+    )
+
+
+def can_transition(current: JobStatus, new: JobStatus) -> bool:
+    """Whether the life cycle allows going from ``current`` to ``new``."""
+    return new in ALLOWED_TRANSITIONS[current]
+
+
+def transition(job: Job, new: JobStatus, at: datetime, detail: str | None = None) -> Job:
+    """Return a copy of ``job`` in status ``new``, with the change on its timeline.
+
+    Parameters
+    ----------
+    job
+        The current record.
+    new
+        The status to move to. Moving to the current status is a no-op, so a redelivered step is harmless.
+    at
+        When it happened.
+    detail
+        A short note for the timeline.
+
+    Returns
+    -------
+    Job
+        The updated record (the input is not modified).
+
+    Raises
+    ------
+    InvalidTransition
+        When the life cycle does not allow the change.
+    """
+    if job.status == new:
+        return job
+    if not can_transition(job.status, new):
+        raise InvalidTransition(f"job {job.job_id}: {job.status.value} -> {new.value} is not allowed")
+    change = StatusChange(status=new, at=at, detail=detail)
+    return job.model_copy(update={"status": new, "updated_at": at, "timeline": [*job.timeline, change]})
+
+
+def job_id_for(name: str, source: ManifestSource) -> str:
+    """Derive the job id from the manifest name and the submission's identity.
+
+    The same submission always gets the same id, which makes every later step idempotent: a second delivery
+    of the same S3 object finds the job already recorded, and Step Functions refuses a second execution of
+    the same name.
+
+    Parameters
+    ----------
+    name
+        The manifest's name (or a placeholder for an unreadable manifest).
+    source
+        The submission's identity.
+
+    Returns
+    -------
+    str
+        ``<name>-<12 hex>``, at most 61 characters, valid as a Step Functions execution name.
+    """
+    slug = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:48] or "job"
+    return f"{slug}-{source.fingerprint()[:12]}"
+
+
+def timeline_durations(job: Job, now: datetime) -> list[tuple[JobStatus, float]]:
+    """Seconds spent in each timeline entry, the last one up to ``now`` unless it is terminal."""
+    durations = []
+    for index, change in enumerate(job.timeline):
+        if index + 1 < len(job.timeline):
+            end = job.timeline[index + 1].at
+        else:
+            end = change.at if change.status.is_terminal else now
+        durations.append((change.status, max(0.0, (end - change.at).total_seconds())))
+    return durations

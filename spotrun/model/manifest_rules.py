@@ -1,0 +1,142 @@
+"""The rules behind the manifest's fields: patterns, checks and constrained types, shared by its models.
+
+Each rule is stated once, both as a check with a message naming the field and as a JSON Schema constraint, so
+that the schema published by ``spotrun schema`` and the validation agree. :mod:`spotrun.model.manifest` builds the
+models from these.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Final, Literal, get_args
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    StringConstraints,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+
+# Each rule below is both checked here (with a message naming the field) and stated in the JSON Schema (a
+# `pattern`), from the same text, so that a manifest valid under the published schema is accepted. The patterns
+# are written for both dialects: no lookaround (hypothesis-jsonschema generates from them), `[0-9]` rather than
+# `\d` and `[^\n]` rather than `.` (whose meanings differ between Python and ECMA-262), and they are matched
+# with `fullmatch` here because Python's `$` also matches before a final newline, ECMA's does not. `\w` in the
+# tag-key pattern is Unicode to Python and ASCII to ECMA: a tool of the latter kind is only stricter.
+_BUCKET: Final = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
+# The schema's pattern has no named groups (ECMA-262 spells them differently); splitting needs them.
+_S3_URI = re.compile(rf"^s3://{_BUCKET}(?:/[^\n]*)?$")
+_S3_PARTS = re.compile(rf"^s3://(?P<bucket>{_BUCKET})(?:/(?P<key>[^\n]*))?$")
+NAME = re.compile(r"^[a-z0-9][a-z0-9\-]{0,47}$")
+_CRON_PATTERN: Final = r"cron\((?:[0-9A-Za-z*?/,#\-]+ ){5}[0-9A-Za-z*?/,#\-]+\)"
+# Scheduler wants a singular unit for 1 and a plural one otherwise; the two alternatives say so.
+_RATE_PATTERN: Final = r"rate\((?:1 (?:minute|hour|day)|(?:[2-9]|[1-9][0-9]+) (?:minutes|hours|days))\)"
+CRON = re.compile(rf"^{_CRON_PATTERN}$")
+RATE = re.compile(r"^rate\((?P<value>[1-9][0-9]*) (?P<unit>minute|minutes|hour|hours|day|days)\)$")
+SCHEDULE = re.compile(rf"^(?:{_CRON_PATTERN}|{_RATE_PATTERN})$")
+TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
+# Reserved prefixes, any case: a pattern without lookahead cannot forbid them, a `not` beside it can.
+RESERVED_TAG_KEY = re.compile(r"^(?:[Aa][Ww][Ss]|[Ss][Pp][Oo][Tt][Rr][Uu][Nn]):")
+MAX_TAGS: Final = 40
+MAX_TAG_VALUE: Final = 256
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESERVED_ENV_NAME = re.compile(r"^SPOTRUN_")
+INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9\-]*\.[a-z0-9]+$")
+# A relative path: no leading '/', no '..' segment, not empty. Without lookahead, a segment other than '..' is
+# '' or '.', or starts with another character, or is '.' then another character, or '..' and more.
+_SEGMENT = r"(?:\.?|[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
+_FIRST_SEGMENT = r"(?:\.|[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
+_RELATIVE_PATH = re.compile(rf"^{_FIRST_SEGMENT}(?:/{_SEGMENT})*$")
+# One argument without a space once the white space around it is stripped (a one-argument command is no shell
+# string).
+ONE_WORD = re.compile(r"^\s*[^ ]*\s*$")
+CheckpointSignal = Literal["SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP"]
+
+# A string checked against a pattern is taken as written: stripping it first would accept " name" (and refuse
+# a path " /x" the pattern allows), so the schema would no longer say exactly what is accepted.
+AS_WRITTEN = StringConstraints(strip_whitespace=False)
+
+
+def _is_number(annotation: Any) -> bool:
+    return any(arg in (int, float) for arg in (get_args(annotation) or (annotation,)))
+
+
+class StrictModel(BaseModel):
+    # NaN and infinity are no price, limit or count (and JSON cannot store them): refused like any bad number.
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic's lax mode takes true for 1 and "5" for 5; a manifest means what it says. An integral float
+        # such as 60.0 stays an integer, as JSON Schema's "integer" counts it. (Booleans are StrictBool.)
+        if (
+            isinstance(value, bool | str)
+            and info.field_name
+            and _is_number(cls.model_fields[info.field_name].annotation)
+        ):
+            raise ValueError(f"must be a number, not {'a boolean' if isinstance(value, bool) else 'a text'}")
+        return value
+
+
+def _check_s3_uri(value: str) -> str:
+    if not _S3_URI.fullmatch(value):
+        raise ValueError(f"must be an S3 URI like s3://bucket/prefix/, got {value!r}")
+    return value
+
+
+def _check_relative_path(value: str) -> str:
+    if not _RELATIVE_PATH.fullmatch(value):
+        raise ValueError(f"must be a relative path without '..', got {value!r}")
+    return value
+
+
+def scalar_to_text(value: Any) -> Any:
+    # YAML reads `OMP_NUM_THREADS: 4` as a number; an environment only holds text.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """Split ``s3://bucket/key`` into ``(bucket, key)``.
+
+    Parameters
+    ----------
+    uri
+        An S3 URI; the key may be empty.
+
+    Returns
+    -------
+    tuple[str, str]
+        The bucket name and the key (possibly ``""``).
+    """
+    match = _S3_PARTS.fullmatch(uri)
+    if not match:
+        raise ValueError(f"not an S3 URI: {uri!r}")
+    return match["bucket"], match["key"] or ""
+
+
+S3Uri = Annotated[
+    str,
+    AS_WRITTEN,
+    AfterValidator(_check_s3_uri),
+    WithJsonSchema({"type": "string", "pattern": _S3_URI.pattern}),
+]
+RelativePath = Annotated[
+    str,
+    AS_WRITTEN,
+    AfterValidator(_check_relative_path),
+    WithJsonSchema({"type": "string", "pattern": _RELATIVE_PATH.pattern}),
+]
+# An argument may have spaces around it (they are stripped) but must hold something else.
+Argument = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
+InstanceType = Annotated[
+    str, AS_WRITTEN, WithJsonSchema({"type": "string", "pattern": INSTANCE_TYPE.pattern})
+]
+GpuName = Literal["t4", "a10g", "l4", "l40s", "v100", "a100", "h100", "h200"]

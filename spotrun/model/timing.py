@@ -1,0 +1,71 @@
+"""The workflow's timing, derived from one time-scale factor.
+
+Step Functions holds waits and heartbeats in the execution input (``SecondsPath``, ``HeartbeatSecondsPath``)
+rather than as literals, so the emulator can shrink them all by one factor while AWS keeps the real values.
+Training itself is never scaled: the user's script runs in real time everywhere.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from spotrun.model.manifest import JobManifest
+
+
+class WorkflowTiming(BaseModel):
+    """Seconds the workflow and the agent work by. Values the ASL reads are whole seconds (AWS requires it)."""
+
+    boot_poll_seconds: int
+    boot_timeout_seconds: float
+    capacity_retry_seconds: int
+    capacity_patience_seconds: float
+    heartbeat_seconds: int  # the workflow gives up on a silent agent after this long
+    agent_heartbeat_seconds: float  # how often the agent reports it is alive
+    agent_poll_seconds: float  # how often the agent polls IMDS and the checkpoint directory
+    stage_timeout_seconds: int
+    train_timeout_seconds: int
+    # How long before the budget runs out the train step stops, to save, upload and commit its checkpoint and
+    # release the instance; and how much of it the command gets to save and exit after the checkpoint signal.
+    budget_margin_seconds: float = 120.0
+    limit_grace_seconds: float = 60.0
+    # How long a running instance may take for its SSM agent to register before it counts as unmanageable.
+    ssm_registration_timeout_seconds: float = 600.0
+
+
+def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
+    """Timing for one job.
+
+    Parameters
+    ----------
+    manifest
+        The job (its maximum runtime bounds the training step).
+    time_scale
+        1.0 on AWS; the emulator's factor (e.g. 0.02) locally.
+
+    Returns
+    -------
+    WorkflowTiming
+        The values put in the execution input and in each agent command.
+    """
+    heartbeat = max(3, round(300 * time_scale))
+    # The margin is what a spot warning leaves (two minutes), scaled like it; at least 10 s in the emulator,
+    # where the upload and the release, which are not scaled, run on a loaded laptop.
+    budget_margin = 120.0 if time_scale >= 1 else max(10.0, 120.0 * time_scale)
+    return WorkflowTiming(
+        boot_poll_seconds=max(1, round(15 * time_scale)),
+        boot_timeout_seconds=900 * time_scale,
+        ssm_registration_timeout_seconds=600 * time_scale,
+        capacity_retry_seconds=max(1, round(60 * time_scale)),
+        capacity_patience_seconds=3600 * time_scale,
+        heartbeat_seconds=heartbeat,
+        # Five heartbeats per timeout window: one lost call does not fail the step.
+        agent_heartbeat_seconds=heartbeat / 5,
+        agent_poll_seconds=max(0.2, 5 * time_scale),
+        stage_timeout_seconds=4 * 3600,
+        # The agent enforces max_runtime itself (what is left of it over all attempts, in real seconds); the
+        # workflow's limit is a backstop for one attempt, with a margin for uploads. A backstop that fires is
+        # taken as a lost instance, and acquire then refuses a new attempt once the allowance is used up.
+        train_timeout_seconds=manifest.training.max_runtime_minutes * 60 + 1800,
+        budget_margin_seconds=budget_margin,
+        limit_grace_seconds=budget_margin * 0.6,
+    )
