@@ -238,16 +238,6 @@ def download_checkpoint(
     return RestoredCheckpoint(step=step, prefix=prefix, path=final, files=report.files, bytes=report.bytes)
 
 
-def restore_latest(
-    s3: S3Client, bucket: str, job_id: str, checkpoint_dir: Path, *, max_workers: int = 8
-) -> RestoredCheckpoint | None:
-    """Restore the latest committed checkpoint of a job, or return None when it has none."""
-    latest = latest_committed(s3, bucket, job_id)
-    if latest is None:
-        return None
-    return download_checkpoint(s3, bucket, job_id, latest.step, checkpoint_dir, max_workers=max_workers)
-
-
 def _delete_keys(s3: S3Client, bucket: str, keys: list[str]) -> None:
     for start in range(0, len(keys), _DELETE_BATCH):
         batch = [{"Key": key} for key in keys[start : start + _DELETE_BATCH]]

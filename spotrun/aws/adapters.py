@@ -11,8 +11,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from spotrun.aws.job_store import DynamoJobStore
 from spotrun.control.job_events import SOURCE
-from spotrun.control.store import DynamoJobStore
 from spotrun.model.errors import InstanceLost
 from spotrun.model.fleet_errors import call_error_response
 

@@ -8,8 +8,8 @@ from datetime import datetime
 from pydantic import TypeAdapter, ValidationError
 
 from spotrun.control.instances import manifest_of
-from spotrun.control.ports import Objects
-from spotrun.control.store import JobStore, update_job
+from spotrun.control.ports import JobStore, Objects
+from spotrun.control.store import update_job
 from spotrun.model.command import OutputList, OutputObject, TrainResult
 from spotrun.model.errors import OutputsInvalid
 from spotrun.model.job import (

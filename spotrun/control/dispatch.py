@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from spotrun.control.instances import manifest_of
-from spotrun.control.ports import Commands, Objects
-from spotrun.control.store import JobStore, update_job
+from spotrun.control.ports import Commands, JobStore, Objects
+from spotrun.control.store import update_job
 from spotrun.model.command import AgentCommand, StageResult, WorkflowStep
 from spotrun.model.errors import BudgetExceeded, InstanceLost
 from spotrun.model.job import Job, JobStatus, transition

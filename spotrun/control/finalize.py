@@ -6,7 +6,8 @@ import json
 from datetime import datetime
 from typing import Any, Literal
 
-from spotrun.control.store import JobStore, update_job
+from spotrun.control.ports import JobStore
+from spotrun.control.store import update_job
 from spotrun.model.command import FailureCause
 from spotrun.model.job import Job, JobError, JobStatus, transition
 from spotrun.model.limits import limit_details, limits_report

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime, timedelta
 
-from spotrun.control.ports import Compute
+from spotrun.control.ports import Compute, JobStore
 from spotrun.control.readiness import not_visible_yet, open_attempt
-from spotrun.control.store import JobStore, update_job
+from spotrun.control.store import update_job
 from spotrun.model.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
 from spotrun.model.errors import (
     CapacityConfigurationError,

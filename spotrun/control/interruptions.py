@@ -15,8 +15,8 @@ from pydantic import BaseModel
 
 from spotrun.control.dispatch import send_agent_command
 from spotrun.control.instances import launch_standby, manifest_of
-from spotrun.control.ports import Commands, Compute, Objects, Workflows
-from spotrun.control.store import JobStore, update_job
+from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflows
+from spotrun.control.store import update_job
 from spotrun.model.checkpoints import group_checkpoint_keys
 from spotrun.model.command import AgentCommand, FailureCause
 from spotrun.model.errors import InterruptionsExceeded

@@ -1,6 +1,6 @@
 """Job status changes, published on the deployment's EventBridge bus so other systems can react.
 
-The job store publishes (see :class:`spotrun.control.store.DynamoJobStore`): after a conditional write
+The job store publishes (see :class:`spotrun.aws.job_store.DynamoJobStore`): after a conditional write
 succeeded and only when the status differs from the one it replaced, so a retried write never publishes twice.
 The task token is never part of an event. Publishing is best effort: a failure is logged, never raised.
 """

@@ -12,9 +12,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from spotrun.control.instances import release_instances
-from spotrun.control.ports import Compute, Workflows
+from spotrun.control.ports import Compute, JobStore, Workflows
 from spotrun.control.records import job_record
-from spotrun.control.store import JobStore, update_job
+from spotrun.control.store import update_job
 from spotrun.model.errors import JobFinished, JobNotFound
 from spotrun.model.job import (
     ArchivedObject,

@@ -1,4 +1,4 @@
-"""The small ports through which the control plane's logic reaches AWS.
+"""The small ports through which the control plane's logic reaches AWS: every port is here.
 
 The logic modules take these as parameters; :mod:`spotrun.aws.adapters` implements them with boto3, and tests can pass
 fakes. Each port carries only what the logic needs, in the logic's words.
@@ -7,6 +7,8 @@ fakes. Each port carries only what the logic needs, in the logic's words.
 from __future__ import annotations
 
 from typing import Any, Protocol
+
+from spotrun.model.job import Job, JobStatus
 
 
 class Compute(Protocol):
@@ -125,4 +127,44 @@ class Schedules(Protocol):
 
     def delete(self, name: str) -> bool:
         """Delete a schedule; False when there was none of that name."""
+        ...
+
+
+class JobStore(Protocol):
+    """What the control plane needs from persistence."""
+
+    def create(self, job: Job) -> bool:
+        """Store a new job; False (and nothing written) when the id exists already."""
+        ...
+
+    def get(self, job_id: str) -> Job | None:
+        """The job, or None."""
+        ...
+
+    def save(self, job: Job) -> Job:
+        """Write ``job`` if the stored version is still ``job.version``; return it with the version bumped.
+
+        Raises ConcurrentUpdate otherwise.
+        """
+        ...
+
+    def link_instance(self, instance_id: str, job_id: str) -> None:
+        """Remember that ``instance_id`` works for ``job_id``."""
+        ...
+
+    def job_for_instance(self, instance_id: str) -> str | None:
+        """The job an instance works for, or None."""
+        ...
+
+    def list_jobs(
+        self,
+        status: JobStatus | None = None,
+        name: str | None = None,
+        limit: int = 20,
+        next_token: str | None = None,
+    ) -> tuple[list[Job], str | None]:
+        """Jobs, newest first, filtered by status and name; the token continues the listing (None: the end).
+
+        Raises InvalidPageToken for a token this listing did not make.
+        """
         ...

@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
-from spotrun.control.ports import Commands, Compute
-from spotrun.control.store import JobStore, update_job
+from spotrun.control.ports import Commands, Compute, JobStore
+from spotrun.control.store import update_job
 from spotrun.model.errors import InstanceBootTimeout, InstanceLost, InstanceNotManaged
 from spotrun.model.job import Attempt, Job
 from spotrun.model.timing import WorkflowTiming

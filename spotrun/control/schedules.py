@@ -16,8 +16,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from spotrun.control.ports import Objects, Schedules, Workflows
-from spotrun.control.store import JobStore
+from spotrun.control.ports import JobStore, Objects, Schedules, Workflows
 from spotrun.control.submission import admission_problems, manifest_sha256, start_job
 from spotrun.model.errors import RequestRejected, ScheduleNotFound
 from spotrun.model.job import Job, JobStatus, ManifestSource, job_id_for

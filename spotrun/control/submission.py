@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from spotrun.control.ports import Objects, Workflows
-from spotrun.control.store import JobStore, update_job
+from spotrun.control.ports import JobStore, Objects, Workflows
+from spotrun.control.store import update_job
 from spotrun.model.capacity import candidate_types
 from spotrun.model.errors import ManifestInvalid, RequestRejected
 from spotrun.model.job import Job, JobError, ManifestSource, job_id_for, new_job, rejected_job

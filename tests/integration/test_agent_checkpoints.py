@@ -13,6 +13,14 @@ from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.test_agent import write_checkpoint
 
 
+def restore_latest(s3, bucket: str, job_id: str, directory) -> checkpoints.RestoredCheckpoint | None:
+    """The latest committed checkpoint of a job restored into ``directory`` (None: it has none)."""
+    latest = checkpoints.latest_committed(s3, bucket, job_id)
+    if latest is None:
+        return None
+    return checkpoints.download_checkpoint(s3, bucket, job_id, latest.step, directory)
+
+
 def test_objects_uploaded_with_sha256_are_staged_against_that_checksum(s3, tmp_path):
     # Given one object with a SHA-256 checksum and one uploaded the SDK's default way
     s3.put_object(Bucket=BUCKET, Key="in/a.bin", Body=b"a" * 5000, ChecksumAlgorithm="SHA256")
@@ -37,7 +45,7 @@ def test_checkpoints_are_committed_listed_pruned_and_restored(s3, tmp_path):
 
     # When the latest is looked up and restored on another machine
     latest = checkpoints.latest_committed(s3, BUCKET, "j-1")
-    restored = checkpoints.restore_latest(s3, BUCKET, "j-1", tmp_path / "restore")
+    restored = restore_latest(s3, BUCKET, "j-1", tmp_path / "restore")
 
     # Then only the newest two remain, and the restore is the committed content
     assert [(c.step, c.committed) for c in checkpoints.list_checkpoints(s3, BUCKET, "j-1")] == [
@@ -61,7 +69,7 @@ def test_a_checkpoint_without_its_marker_is_never_the_latest(s3, tmp_path):
 
     # When the latest is looked up and restored
     latest = checkpoints.latest_committed(s3, BUCKET, "j-1")
-    restored = checkpoints.restore_latest(s3, BUCKET, "j-1", tmp_path / "restore")
+    restored = restore_latest(s3, BUCKET, "j-1", tmp_path / "restore")
 
     # Then step 100 is ignored
     assert latest is not None

@@ -5,7 +5,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import threading
 from typing import Any
+
+from spotrun.aws.job_store import decode_page_token, encode_page_token
+from spotrun.model.errors import ConcurrentUpdate
+from spotrun.model.job import Job, JobStatus
 
 
 class FakeCompute:
@@ -148,3 +153,58 @@ class FakeWorkflows:
         self.closed_tokens.add(task_token)
         self.failed.append((task_token, error, cause))
         return True
+
+
+class InMemoryJobStore:
+    """:class:`JobStore` in a dict, with the conditional semantics of ``DynamoJobStore``."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, Job] = {}
+        self._instances: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def create(self, job: Job) -> bool:
+        with self._lock:
+            if job.job_id in self._jobs:
+                return False
+            self._jobs[job.job_id] = job
+            return True
+
+    def get(self, job_id: str) -> Job | None:
+        return self._jobs.get(job_id)
+
+    def save(self, job: Job) -> Job:
+        with self._lock:
+            stored = self._jobs.get(job.job_id)
+            if stored is None or stored.version != job.version:
+                raise ConcurrentUpdate(f"job {job.job_id} changed since version {job.version}")
+            written = job.model_copy(update={"version": job.version + 1})
+            self._jobs[job.job_id] = written
+            return written
+
+    def link_instance(self, instance_id: str, job_id: str) -> None:
+        self._instances[instance_id] = job_id
+
+    def job_for_instance(self, instance_id: str) -> str | None:
+        return self._instances.get(instance_id)
+
+    def list_jobs(
+        self,
+        status: JobStatus | None = None,
+        name: str | None = None,
+        limit: int = 20,
+        next_token: str | None = None,
+    ) -> tuple[list[Job], str | None]:
+        ordered = sorted(self._jobs.values(), key=lambda job: (job.created_at, job.job_id), reverse=True)
+        matching = [
+            job
+            for job in ordered
+            if (status is None or job.status == status) and (name is None or job.name == name)
+        ]
+        offset = 0
+        if next_token is not None:
+            after = decode_page_token(next_token, frozenset({"job_id"}))["job_id"]
+            offset = next((i + 1 for i, job in enumerate(matching) if job.job_id == after), len(matching))
+        page = matching[offset : offset + limit]
+        more = offset + limit < len(matching)
+        return page, encode_page_token({"job_id": page[-1].job_id}) if more and page else None

@@ -10,12 +10,12 @@ import pytest
 
 from spotrun.control.archive import archive_model
 from spotrun.control.artifacts import restore_status
-from spotrun.control.store import InMemoryJobStore, update_job
+from spotrun.control.store import update_job
 from spotrun.model.command import OutputList, OutputObject, TrainResult
 from spotrun.model.errors import OutputsInvalid
 from spotrun.model.job import ARCHIVE_OBJECTS_IN_RECORD, JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest_io import parse_manifest_text
-from tests.unit.fakes import FakeObjects
+from tests.unit.fakes import FakeObjects, InMemoryJobStore
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 JOBS, ARCHIVE = "jobs-bucket", "archive-bucket"

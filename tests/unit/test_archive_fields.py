@@ -7,11 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from spotrun.control.archive import archive_model
-from spotrun.control.store import InMemoryJobStore
 from spotrun.model.command import OutputList, OutputObject, TrainResult
 from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest_io import parse_manifest_document
-from tests.unit.fakes import FakeObjects
+from tests.unit.fakes import FakeObjects, InMemoryJobStore
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 MODEL_KEY = "jobs/tiny-1/output/model.npy"

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from spotrun.control.instances import acquire_instance, launch_standby
-from spotrun.control.store import InMemoryJobStore, update_job
+from spotrun.control.store import update_job
 from spotrun.model.errors import (
     CapacityConfigurationError,
     CapacityExhausted,
@@ -17,7 +17,7 @@ from spotrun.model.fleet_request import parse_fleet_response
 from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.model.timing import workflow_timing
-from tests.unit.fakes import FakeCompute
+from tests.unit.fakes import FakeCompute, InMemoryJobStore
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SUBNETS = {"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}

@@ -8,14 +8,14 @@ from spotrun.aws.settings import Settings
 from spotrun.control.finalize import finalize_job
 from spotrun.control.instances import acquire_instance, launch_standby, release_instances
 from spotrun.control.interruptions import on_instance_state, on_interruption_warning, record_interruption
-from spotrun.control.store import InMemoryJobStore, update_job
+from spotrun.control.store import update_job
 from spotrun.model.command import FailureCause
 from spotrun.model.errors import InterruptionsExceeded
 from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.model.layout import commit_marker_key, progress_key
 from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.model.timing import workflow_timing
-from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, FakeWorkflows
+from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, FakeWorkflows, InMemoryJobStore
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 BUCKET = "jobs-bucket"

@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 
 from spotrun.control.instances import acquire_instance, launch_instance, launch_standby, manifest_of
-from spotrun.control.store import InMemoryJobStore
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest_io import parse_manifest_document
 from spotrun.model.timing import workflow_timing
-from tests.unit.fakes import FakeCompute
+from tests.unit.fakes import FakeCompute, InMemoryJobStore
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 ZONES = {"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}

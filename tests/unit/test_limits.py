@@ -18,7 +18,7 @@ from spotrun.control.finalize import finalize_job
 from spotrun.control.instances import acquire_instance
 from spotrun.control.interruptions import on_interruption_warning, record_interruption
 from spotrun.control.jobs import list_jobs
-from spotrun.control.store import InMemoryJobStore, update_job
+from spotrun.control.store import update_job
 from spotrun.control.submission import admission_problems
 from spotrun.model.command import FailureCause
 from spotrun.model.errors import BudgetExceeded, MaxRuntimeExceeded
@@ -27,7 +27,7 @@ from spotrun.model.limits import exit_code, training_seconds_used
 from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.model.timing import workflow_timing
 from spotrun.shape import REPO_ROOT
-from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects
+from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, InMemoryJobStore
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 BUCKET = "jobs-bucket"

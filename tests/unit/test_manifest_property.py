@@ -8,12 +8,11 @@ from datetime import UTC, datetime
 
 from hypothesis import HealthCheck, given, settings
 
-from spotrun.control.store import InMemoryJobStore
 from spotrun.control.submission import submit_s3_manifest
 from spotrun.model.job import JobStatus, ManifestSource
 from spotrun.model.manifest import JobManifest
 from spotrun.model.manifest_io import MAX_ERRORS, ManifestError, parse_manifest_text
-from tests.unit.fakes import FakeObjects, FakeWorkflows
+from tests.unit.fakes import FakeObjects, FakeWorkflows, InMemoryJobStore
 from tests.unit.manifest_strategies import manifest_inputs
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)

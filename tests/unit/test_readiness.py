@@ -11,12 +11,12 @@ from spotrun.control.instances import (
     release_instances,
 )
 from spotrun.control.readiness import EC2_CONSISTENCY_GRACE, check_ready
-from spotrun.control.store import InMemoryJobStore, update_job
+from spotrun.control.store import update_job
 from spotrun.model.errors import InstanceLost, InstanceNotManaged, InstancesNotReleased
 from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.model.timing import workflow_timing
-from tests.unit.fakes import FakeCommands, FakeCompute
+from tests.unit.fakes import FakeCommands, FakeCompute, InMemoryJobStore
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SUBNETS = ("subnet-a", "subnet-b")

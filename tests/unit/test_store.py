@@ -3,9 +3,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotrun.control.store import InMemoryJobStore, update_job
+from spotrun.control.store import update_job
 from spotrun.model.errors import ConcurrentUpdate, JobNotFound
 from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
+from tests.unit.fakes import InMemoryJobStore
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 

@@ -10,7 +10,6 @@ import pytest
 
 from spotrun.aws.settings import Settings
 from spotrun.control.schedules import create_schedule
-from spotrun.control.store import InMemoryJobStore
 from spotrun.control.submission import (
     SCHEDULE_REFUSED,
     admission_problems,
@@ -20,7 +19,7 @@ from spotrun.control.submission import (
 from spotrun.model.errors import RequestRejected
 from spotrun.model.job import JobStatus, ManifestSource
 from spotrun.model.manifest_io import MAX_ERRORS, MAX_MANIFEST_BYTES, parse_manifest_document
-from tests.unit.fakes import FakeObjects, FakeWorkflows
+from tests.unit.fakes import FakeObjects, FakeWorkflows, InMemoryJobStore
 from tests.unit.test_manifest_hostile import billion_laughs
 from tests.unit.test_schedules import FakeSchedules
 
