@@ -10,13 +10,14 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from spotrun.aws.adapters import Ec2Compute, S3Objects, SsmCommands, StepFunctionsWorkflows, job_store
-from spotrun.aws.events import REBALANCE, SPOT_WARNING, Ec2InstanceEvent
+from spotrun.aws.events import Ec2InstanceEvent
 from spotrun.aws.settings import Settings
 from spotrun.control.interruptions import (
     on_instance_state,
     on_interruption_warning,
     on_rebalance_recommendation,
 )
+from spotrun.model.ec2 import REBALANCE, SPOT_WARNING
 from spotrun.model.job import utc_now
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spotrun.model.ec2 import GONE_STATES, REBALANCE, SPOT_WARNING, STATE_CHANGE
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STATE_MACHINE_FILE = REPO_ROOT / "statemachines" / "job.asl.json"
 
@@ -285,13 +287,13 @@ SHAPE = DeploymentShape(
         RuleSpec(
             "spot-interruption-warning",
             "EC2 will reclaim a spot instance in two minutes.",
-            pattern={"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+            pattern={"source": ["aws.ec2"], "detail-type": [SPOT_WARNING]},
             target_function="ec2_events",
         ),
         RuleSpec(
             "rebalance-recommendation",
             "A spot instance is at elevated risk of interruption.",
-            pattern={"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
+            pattern={"source": ["aws.ec2"], "detail-type": [REBALANCE]},
             target_function="ec2_events",
         ),
         RuleSpec(
@@ -299,8 +301,8 @@ SHAPE = DeploymentShape(
             "An instance is shutting down, stopping or gone.",
             pattern={
                 "source": ["aws.ec2"],
-                "detail-type": ["EC2 Instance State-change Notification"],
-                "detail": {"state": ["shutting-down", "terminated", "stopping", "stopped"]},
+                "detail-type": [STATE_CHANGE],
+                "detail": {"state": list(GONE_STATES)},
             },
             target_function="ec2_events",
         ),

@@ -7,9 +7,7 @@ from typing import Literal
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field
 
-SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
-REBALANCE = "EC2 Instance Rebalance Recommendation"
-STATE_CHANGE = "EC2 Instance State-change Notification"
+from spotrun.model.ec2 import Ec2EventName
 
 
 class Ec2InstanceDetail(BaseModel):
@@ -30,8 +28,4 @@ class Ec2InstanceEvent(EventBridgeModel):
     """
 
     detail: Ec2InstanceDetail
-    detail_type: Literal[
-        "EC2 Spot Instance Interruption Warning",
-        "EC2 Instance Rebalance Recommendation",
-        "EC2 Instance State-change Notification",
-    ] = Field(alias="detail-type")
+    detail_type: Ec2EventName = Field(alias="detail-type")

@@ -19,6 +19,7 @@ from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflow
 from spotrun.control.store import update_job
 from spotrun.model.checkpoints import group_checkpoint_keys
 from spotrun.model.command import AgentCommand, FailureCause
+from spotrun.model.ec2 import GONE_STATES
 from spotrun.model.errors import InterruptionsExceeded
 from spotrun.model.job import Attempt, Job, JobStatus, transition
 from spotrun.model.layout import checkpoints_prefix, progress_key
@@ -26,7 +27,6 @@ from spotrun.model.timing import workflow_timing
 
 # Statuses in which an agent step holds a task token the workflow waits on.
 _WAITING_ON_AGENT = frozenset({JobStatus.STAGING, JobStatus.TRAINING})
-_GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
 
 EndReason = Literal["interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"]
 _REASON_BY_ERROR: dict[str, EndReason] = {
@@ -208,7 +208,7 @@ def on_instance_state(
     """An instance changed state. If the current attempt's instance is gone while an agent step is open, the
     step is failed at once with ``Instance.Lost`` rather than after the heartbeat timeout.
     """
-    if state not in _GONE_STATES:
+    if state not in GONE_STATES:
         return EventOutcome(action=f"ignored: state {state}", instance_id=instance_id)
     job_id = store.job_for_instance(instance_id)
     job = None if job_id is None else store.get(job_id)

@@ -12,11 +12,10 @@ from pydantic import BaseModel
 
 from spotrun.control.ports import Commands, Compute, JobStore
 from spotrun.control.store import update_job
+from spotrun.model.ec2 import GONE_STATES
 from spotrun.model.errors import InstanceBootTimeout, InstanceLost, InstanceNotManaged
 from spotrun.model.job import Attempt, Job
 from spotrun.model.timing import WorkflowTiming
-
-_LOST_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
 
 # The EC2 API is eventually consistent: just after a launch, DescribeInstances and TerminateInstances may
 # answer InvalidInstanceID.NotFound for an instance that exists, and a NotFound from TerminateInstances does not
@@ -84,7 +83,7 @@ def check_ready(
         return _check_managed(job_id, attempt, store, compute, commands, timing, now)
     if state is None and not_visible_yet(attempt.started_at, now):
         return ReadyReport(ready=False, instance_id=instance_id, state=None)
-    if state is None or state in _LOST_STATES:
+    if state is None or state in GONE_STATES:
         raise InstanceLost(f"instance {instance_id} is {state or 'unknown to EC2'} before it was ready")
     if now - attempt.started_at > timedelta(seconds=timing.boot_timeout_seconds):
         compute.terminate([instance_id])
