@@ -65,8 +65,8 @@ def dispatch_agent_step(
         When the job's budget or training time is used up before the step could start.
     """
     job = store.get(job_id)
-    attempt = None if job is None else job.current_attempt
-    if job is None or attempt is None or attempt.ended_at is not None:
+    attempt = None if job is None else job.open_attempt
+    if job is None or attempt is None:
         raise InstanceLost(f"job {job_id} has no instance to run {step} on")
     margin = timing.budget_margin_seconds
     limits = train_limits(job, attempt, margin_seconds=margin, now=now) if step == "train" else None
@@ -78,12 +78,11 @@ def dispatch_agent_step(
     def record(current: Job) -> Job:
         moved = transition(current, _STEP_STATUS[step], now, detail=attempt.instance_id)
         moved = moved.model_copy(update={"task_token": task_token})
-        if staged is None or not moved.attempts:
+        last = moved.current_attempt
+        if staged is None or last is None:
             return moved
-        last = moved.attempts[-1].model_copy(
-            update={"checkpoint_restored": staged.checkpoint_restored, "restored_step": staged.restored_step}
-        )
-        return moved.model_copy(update={"attempts": [*moved.attempts[:-1], last]})
+        restored = {"checkpoint_restored": staged.checkpoint_restored, "restored_step": staged.restored_step}
+        return moved.with_current_attempt(last.model_copy(update=restored))
 
     update_job(store, job_id, record)
     command = AgentCommand(

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any, Literal
 
 from spotrun.control.ports import JobStore
 from spotrun.control.store import update_job
-from spotrun.model.command import FailureCause
+from spotrun.model.command import read_caught_error
 from spotrun.model.job import Job, JobError, JobStatus, transition
 from spotrun.model.limits import limit_details, limits_report
 from spotrun.model.pricing import job_cost
@@ -21,20 +20,16 @@ def error_from_workflow(error: dict[str, Any] | None) -> JobError:
     """
     if not error:
         return JobError(type="Unknown", message="the workflow failed without an error")
-    error_type = str(error.get("Error", "Unknown"))
-    cause_text = str(error.get("Cause") or "")
-    try:
-        cause = json.loads(cause_text)
-    except ValueError:
-        cause = None
-    if isinstance(cause, dict) and "errorMessage" in cause:
-        return JobError(type=error_type, message=str(cause["errorMessage"]))
-    if isinstance(cause, dict) and "message" in cause:
-        failure = FailureCause.model_validate(cause)
+    caught = read_caught_error(error)
+    error_type = "Unknown" if caught.error is None else caught.error
+    if caught.lambda_message is not None:
+        return JobError(type=error_type, message=caught.lambda_message)
+    failure = caught.failure
+    if failure is not None:
         return JobError(
             type=error_type, message=failure.message, exit_code=failure.exit_code, log_tail=failure.log_tail
         )
-    return JobError(type=error_type, message=cause_text or error_type)
+    return JobError(type=error_type, message=caught.cause or error_type)
 
 
 def finalize_job(

@@ -6,7 +6,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from spotrun.control.ports import Compute, JobStore
-from spotrun.control.readiness import not_visible_yet, open_attempt
+from spotrun.control.readiness import not_visible_yet
 from spotrun.control.store import update_job
 from spotrun.model.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
 from spotrun.model.errors import (
@@ -174,7 +174,7 @@ def acquire_instance(
     job = store.get(job_id)
     if job is None:
         raise InstanceLost(f"no job {job_id}")
-    existing = open_attempt(job)
+    existing = job.open_attempt
     if existing is not None:
         return existing
     refusal = next_attempt_refusal(job, interruptions=job.interruptions, now=now)
@@ -245,7 +245,7 @@ def launch_standby(
         workflow will then acquire capacity itself after the interruption).
     """
     job = store.get(job_id)
-    current = None if job is None else open_attempt(job)
+    current = None if job is None else job.open_attempt
     if job is None or current is None or job.standby is not None or job.status.is_terminal:
         return None
     if next_attempt_refusal(job, interruptions=job.interruptions + 1, now=now) is not None:
@@ -317,11 +317,11 @@ def release_instances(
     def close(current: Job) -> Job:
         current = retire_standby(current, now)  # terminated above, never used: still billed
         current = current.model_copy(update={"unreleased": pending})
-        attempt = open_attempt(current)
+        attempt = current.open_attempt
         if attempt is None:
             return current
         closed = attempt.model_copy(update={"ended_at": now, "end_reason": reason})
-        return current.model_copy(update={"attempts": [*current.attempts[:-1], closed]})
+        return current.with_current_attempt(closed)
 
     update_job(store, job_id, close)
     return terminated

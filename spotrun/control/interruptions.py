@@ -8,8 +8,9 @@ per step) starts a new attempt, so however many events arrive, an interruption c
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -18,18 +19,19 @@ from spotrun.control.instances import launch_standby, manifest_of
 from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflows
 from spotrun.control.store import update_job
 from spotrun.model.checkpoints import group_checkpoint_keys
-from spotrun.model.command import AgentCommand, FailureCause
+from spotrun.model.command import AgentCommand, FailureCause, read_caught_error
 from spotrun.model.ec2 import GONE_STATES
 from spotrun.model.errors import InterruptionsExceeded
-from spotrun.model.job import Attempt, Job, JobStatus, transition
+from spotrun.model.job import Attempt, InterruptionReason, Job, JobStatus, transition
 from spotrun.model.layout import checkpoints_prefix, progress_key
 from spotrun.model.timing import workflow_timing
 
 # Statuses in which an agent step holds a task token the workflow waits on.
 _WAITING_ON_AGENT = frozenset({JobStatus.STAGING, JobStatus.TRAINING})
 
-EndReason = Literal["interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"]
-_REASON_BY_ERROR: dict[str, EndReason] = {
+logger = logging.getLogger(__name__)
+
+_REASON_BY_ERROR: dict[str, InterruptionReason] = {
     "Spot.Interrupted": "interrupted",
     "Instance.Lost": "instance-lost",
     "Instance.BootTimeout": "boot-timeout",
@@ -50,7 +52,7 @@ class EventOutcome(BaseModel):
 class InterruptionRecord(BaseModel):
     """What the workflow learns from recording an interruption."""
 
-    reason: EndReason
+    reason: InterruptionReason
     interruptions: int
     last_step: int | None
     resume_from_step: int | None
@@ -58,14 +60,8 @@ class InterruptionRecord(BaseModel):
 
 
 def _current_attempt_on(job: Job | None, instance_id: str) -> Attempt | None:
-    attempt = None if job is None else job.current_attempt
-    if attempt is None or attempt.instance_id != instance_id or attempt.ended_at is not None:
-        return None
-    return attempt
-
-
-def _replace_current(job: Job, attempt: Attempt) -> Job:
-    return job.model_copy(update={"attempts": [*job.attempts[:-1], attempt]})
+    attempt = None if job is None else job.open_attempt
+    return attempt if attempt is not None and attempt.instance_id == instance_id else None
 
 
 def on_interruption_warning(
@@ -121,7 +117,7 @@ def on_interruption_warning(
         won = latest is not None and latest.notice_at is None
         if latest is None or latest.notice_at is not None:
             return current
-        return _replace_current(current, latest.model_copy(update={"notice_at": now}))
+        return current.with_current_attempt(latest.model_copy(update={"notice_at": now}))
 
     update_job(store, job.job_id, note)
     if not won:
@@ -181,8 +177,15 @@ def _notify_agent(job: Job, attempt: Attempt, *, objects: Objects, commands: Com
             commands=commands,
             document_name=settings.agent_document_name,
         )
-    except Exception:
-        return
+    except Exception as exc:
+        # The agent also watches IMDS for the notice: a command that cannot reach it must not stop the
+        # replacement from launching.
+        logger.warning(
+            "job %s: could not send the interruption notice to the agent on %s: %r",
+            job.job_id,
+            attempt.instance_id,
+            exc,
+        )
 
 
 def on_rebalance_recommendation(*, instance_id: str, store: JobStore, now: datetime) -> EventOutcome:
@@ -196,7 +199,7 @@ def on_rebalance_recommendation(*, instance_id: str, store: JobStore, now: datet
         latest = _current_attempt_on(current, instance_id)
         if latest is None or latest.rebalance_at is not None:
             return current
-        return _replace_current(current, latest.model_copy(update={"rebalance_at": now}))
+        return current.with_current_attempt(latest.model_copy(update={"rebalance_at": now}))
 
     update_job(store, job.job_id, note)
     return EventOutcome(action="rebalance recorded", job_id=job.job_id, instance_id=instance_id)
@@ -264,10 +267,10 @@ def record_interruption(
     if job is None or job.current_attempt is None:
         raise InterruptionsExceeded(f"job {job_id} has no attempt to record an interruption on")
     attempt = job.current_attempt
-    error_name = str(error.get("Error", ""))
+    caught = read_caught_error(error)
+    error_name = caught.error or ""
     reason = _REASON_BY_ERROR.get(error_name, "instance-lost")
-    cause = _failure_cause(error)
-    last_step = cause.last_step if cause is not None and cause.last_step is not None else None
+    last_step = None if caught.failure is None else caught.failure.last_step
     if last_step is None:
         last_step = _reported_step(objects, jobs_bucket, job_id, attempt.number)
     resume_from = _latest_committed_step(objects, jobs_bucket, job_id)
@@ -275,14 +278,14 @@ def record_interruption(
     compute.terminate([attempt.instance_id])
 
     def close(current: Job) -> Job:
-        latest = current.current_attempt
-        if latest is None or latest.number != attempt.number or latest.ended_at is not None:
+        latest = current.open_attempt
+        if latest is None or latest.number != attempt.number:
             return current
         closed = latest.model_copy(
             update={"ended_at": now, "end_reason": reason, "last_step": last_step, "steps_lost": steps_lost}
         )
         where = f"{error_name or reason} at step {last_step}; resumes from step {resume_from or 0}"
-        moved = transition(_replace_current(current, closed), JobStatus.INTERRUPTED, now, detail=where)
+        moved = transition(current.with_current_attempt(closed), JobStatus.INTERRUPTED, now, detail=where)
         return moved.model_copy(update={"task_token": None})
 
     recorded = update_job(store, job_id, close)
@@ -300,18 +303,12 @@ def record_interruption(
     )
 
 
-def _failure_cause(error: dict[str, Any]) -> FailureCause | None:
-    try:
-        document = json.loads(str(error.get("Cause") or ""))
-        return FailureCause.model_validate(document)
-    except ValueError:
-        return None
-
-
 def _reported_step(objects: Objects, bucket: str, job_id: str, attempt: int) -> int | None:
     try:
         return int(json.loads(objects.get_bytes(bucket, progress_key(job_id, attempt)))["step"])
-    except Exception:
+    except Exception as exc:
+        # No progress written (a script that never reports steps) or unreadable: the steps lost are unknown.
+        logger.warning("job %s: no step reported by attempt %d: %r", job_id, attempt, exc)
         return None
 
 

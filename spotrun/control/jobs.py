@@ -17,6 +17,7 @@ from spotrun.control.records import job_record
 from spotrun.control.store import update_job
 from spotrun.model.errors import JobFinished, JobNotFound
 from spotrun.model.job import (
+    END_CANCELLED,
     ArchivedObject,
     ArchiveTotal,
     Attempt,
@@ -28,8 +29,6 @@ from spotrun.model.job import (
     transition,
 )
 from spotrun.model.pricing import CostReport, job_cost
-
-CANCEL_REASON = "cancelled"
 
 
 class JobSummary(BaseModel):
@@ -144,7 +143,7 @@ def cancel_job(
     stopped = False
     if job.execution_arn is not None:
         stopped = workflows.stop(job.execution_arn, f"cancelled through the API at {now.isoformat()}")
-    terminated = release_instances(job_id=job_id, reason=CANCEL_REASON, store=store, compute=compute, now=now)
+    terminated = release_instances(job_id=job_id, reason=END_CANCELLED, store=store, compute=compute, now=now)
 
     def cancel(current: Job) -> Job:
         if current.status.is_terminal:  # the workflow finished it meanwhile: its outcome stands

@@ -35,12 +35,6 @@ class ReadyReport(BaseModel):
     agent_online: bool = False  # SSM lists the instance as a managed node with PingStatus Online
 
 
-def open_attempt(job: Job) -> Attempt | None:
-    """The job's latest attempt while it has not ended."""
-    attempt = job.current_attempt
-    return attempt if attempt is not None and attempt.ended_at is None else None
-
-
 def not_visible_yet(launched_at: datetime, now: datetime) -> bool:
     """Whether an instance EC2 answers NotFound for may simply not have propagated yet (it launched lately)."""
     return now - launched_at <= EC2_CONSISTENCY_GRACE
@@ -74,7 +68,7 @@ def check_ready(
         coming online; it is terminated first. The message says what usually causes it.
     """
     job = store.get(job_id)
-    attempt = None if job is None else open_attempt(job)
+    attempt = None if job is None else job.open_attempt
     if attempt is None:
         raise InstanceLost(f"job {job_id} has no open attempt")
     instance_id = attempt.instance_id
@@ -110,11 +104,11 @@ def _check_managed(
         running_at = now
 
         def note(current: Job) -> Job:
-            latest = open_attempt(current)
+            latest = current.open_attempt
             if latest is None or latest.instance_id != instance_id or latest.running_at is not None:
                 return current
             noted = latest.model_copy(update={"running_at": now})
-            return current.model_copy(update={"attempts": [*current.attempts[:-1], noted]})
+            return current.with_current_attempt(noted)
 
         update_job(store, job_id, note)
     waited = (now - running_at).total_seconds()

@@ -13,10 +13,12 @@ notice itself is answered to nobody, and its ``task_token`` may be empty.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spotrun.model.manifest import JobManifest
 
@@ -126,3 +128,48 @@ class FailureCause(BaseModel):
     # The last step the script reported (spotrun.training.Run.report_step): with checkpoint_step, how much
     # work the interruption or failure lost.
     last_step: int | None = None
+
+
+class CaughtError(BaseModel):
+    """The ``{"Error", "Cause"}`` a Catch puts in the workflow state, read once for every step that needs it."""
+
+    error: str | None  # the error name; None when the state holds none
+    cause: str  # the cause as text ("" when there is none)
+    failure: FailureCause | None  # the agent's cause, when the cause is a FailureCause document
+    lambda_message: str | None  # the errorMessage, when the cause is a Lambda error payload
+
+
+def read_caught_error(error: Mapping[str, Any]) -> CaughtError:
+    """Read what a Catch caught: the cause is the agent's :class:`FailureCause` JSON, a Lambda error payload
+    (``{"errorMessage", "errorType", ...}``), or plain text.
+
+    Parameters
+    ----------
+    error
+        The ``{"Error", "Cause"}`` object (``ResultPath`` of the Catch).
+
+    Returns
+    -------
+    CaughtError
+        The error name and the cause, parsed as far as it goes; never raises on a cause it cannot parse.
+    """
+    text = str(error.get("Cause") or "")
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None
+    failure = None
+    lambda_message = None
+    if isinstance(document, dict):
+        if "errorMessage" in document:
+            lambda_message = str(document["errorMessage"])
+        try:
+            failure = FailureCause.model_validate(document)
+        except ValidationError:
+            failure = None
+    return CaughtError(
+        error=None if "Error" not in error else str(error["Error"]),
+        cause=text,
+        failure=failure,
+        lambda_message=lambda_message,
+    )

@@ -6,7 +6,7 @@ import hashlib
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,8 +41,14 @@ class JobStatus(StrEnum):
         return self in TERMINAL_STATUSES
 
 
-# End reasons of an attempt whose capacity went away (as opposed to "completed", "failed", "cancelled").
-INTERRUPTION_REASONS = frozenset({"interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"})
+# Why an attempt (or an instance that hosted none) ended: ``Attempt.end_reason``. The workflow's release after
+# success and after failure passes "completed" and "failed" (statemachines/job.asl.json); a cancellation ends
+# the attempt "cancelled"; a standby never adopted ends "unused-standby"; the rest mean the capacity went away.
+END_COMPLETED = "completed"
+END_CANCELLED = "cancelled"
+END_UNUSED_STANDBY = "unused-standby"
+InterruptionReason = Literal["interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"]
+INTERRUPTION_REASONS: frozenset[str] = frozenset(get_args(InterruptionReason))
 
 TERMINAL_STATUSES = frozenset(
     {JobStatus.REJECTED, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
@@ -206,6 +212,16 @@ class Job(_Record):
     def current_attempt(self) -> Attempt | None:
         """The latest attempt, if any."""
         return self.attempts[-1] if self.attempts else None
+
+    @property
+    def open_attempt(self) -> Attempt | None:
+        """The latest attempt while it has not ended."""
+        attempt = self.current_attempt
+        return attempt if attempt is not None and attempt.ended_at is None else None
+
+    def with_current_attempt(self, attempt: Attempt) -> Job:
+        """A copy of the job whose latest attempt is ``attempt`` (the job must have one to replace)."""
+        return self.model_copy(update={"attempts": [*self.attempts[:-1], attempt]})
 
     def instance_ids(self) -> list[str]:
         """Every instance the job has ever had, the standby and the unused ones included."""

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from spotrun.model.job import Attempt, Job
-
-UNUSED_STANDBY = "unused-standby"
+from spotrun.model.job import END_UNUSED_STANDBY, Attempt, Job
 
 
 def keep_unused(job: Job, instance: Attempt, now: datetime) -> Job:
@@ -22,7 +20,7 @@ def keep_unused(job: Job, instance: Attempt, now: datetime) -> Job:
     """
     if any(kept.instance_id == instance.instance_id for kept in job.unused_instances):
         return job
-    ended = instance.model_copy(update={"ended_at": now, "end_reason": UNUSED_STANDBY})
+    ended = instance.model_copy(update={"ended_at": now, "end_reason": END_UNUSED_STANDBY})
     return job.model_copy(update={"unused_instances": [*job.unused_instances, ended]})
 
 

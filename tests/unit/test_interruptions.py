@@ -1,3 +1,4 @@
+import logging
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -163,6 +164,47 @@ def test_recording_an_interruption_measures_the_steps_lost_and_releases_the_inst
     assert (closed.end_reason, closed.steps_lost, closed.last_step) == ("heartbeat-timeout", 37, 137)
     assert compute.states[attempt.instance_id] == "terminated"
     assert job.task_token is None
+
+
+def test_a_notice_that_cannot_reach_the_agent_is_logged_and_the_replacement_still_launches(world, caplog):
+    # Given SSM refusing the command to the warned instance
+    store, compute, attempt = world
+
+    class RefusingCommands(FakeCommands):
+        def run_agent(self, document_name: str, instance_id: str, command_uri: str) -> str:
+            raise RuntimeError("InvalidInstanceId")
+
+    # When the warning arrives
+    with caplog.at_level(logging.WARNING, logger="spotrun.control.interruptions"):
+        outcome = warn(store, compute, attempt.instance_id, commands=RefusingCommands())
+    # Then the warning is recorded and the replacement launched, and the failure is logged with the job
+    assert outcome.action == "warning recorded"
+    assert outcome.standby_instance_id is not None
+    [logged] = [r for r in caplog.records if r.name == "spotrun.control.interruptions"]
+    assert logged.levelno == logging.WARNING
+    assert "tiny-1" in logged.getMessage()
+    assert "InvalidInstanceId" in logged.getMessage()
+
+
+def test_an_attempt_that_reported_no_step_is_logged_and_loses_an_unknown_number(world, caplog):
+    # Given an interrupted attempt whose script never wrote its progress
+    store, compute, _ = world
+    # When the workflow records the interruption
+    with caplog.at_level(logging.WARNING, logger="spotrun.control.interruptions"):
+        record = record_interruption(
+            job_id="tiny-1",
+            error={"Error": "States.HeartbeatTimeout", "Cause": ""},
+            store=store,
+            compute=compute,
+            objects=FakeObjects(),
+            jobs_bucket=BUCKET,
+            now=T0 + timedelta(minutes=7),
+        )
+    # Then the steps lost are unknown, and the log says why, with the job
+    assert (record.last_step, record.steps_lost) == (None, None)
+    [logged] = [r for r in caplog.records if r.name == "spotrun.control.interruptions"]
+    assert logged.levelno == logging.WARNING
+    assert "tiny-1" in logged.getMessage()
 
 
 def test_one_interruption_too_many_fails_the_job(world):
