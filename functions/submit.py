@@ -12,8 +12,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from spotrun.aws.adapters import S3Objects, StepFunctionsWorkflows, job_store
 from spotrun.aws.settings import Settings
-from spotrun.control.submission import is_manifest_key, submit_s3_manifest
+from spotrun.control.submission import submit_s3_manifest
 from spotrun.model.job import ManifestSource, utc_now
+from spotrun.model.layout import is_manifest_key
 from spotrun.model.manifest_io import MAX_MANIFEST_BYTES
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 

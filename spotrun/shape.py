@@ -12,16 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.model.ec2 import GONE_STATES, REBALANCE, SPOT_WARNING, STATE_CHANGE
+from spotrun.model.layout import MANIFEST_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STATE_MACHINE_FILE = REPO_ROOT / "statemachines" / "job.asl.json"
 
 SERVICE_NAME = "spotrun"
 METRICS_NAMESPACE = "spotrun"
-
-# Prefix under which users drop manifests in the jobs bucket.
-MANIFEST_PREFIX = "manifests/"
-REJECTION_SUFFIX = ".rejected.json"
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from constructs import Construct
 
 from infra.constructs.bundling import agent_trees, bundled
 from infra.constructs.functions import RUNTIME
-from infra.constructs.storage import JOBS_PREFIX
 from infra.nag import acknowledge, wildcard_resource_finding
 from infra.options import StackOptions
+from spotrun.model.layout import JOBS_PREFIX
 from spotrun.shape import METRICS_NAMESPACE, REPO_ROOT, DeploymentShape
 
 NVME_ROOT = "/mnt/nvme"

@@ -13,15 +13,11 @@ from collections.abc import Callable, Mapping
 
 from infra.constructs.grant_types import Grant, Targets, arn_of
 from infra.constructs.grants_scheduling import manage_schedules, pass_scheduler_role, put_events
-from infra.constructs.storage import JOBS_PREFIX
-from spotrun.control.schedules import SCHEDULES_PREFIX
-from spotrun.shape import MANIFEST_PREFIX, FunctionSpec
-
-JOB_TAG = "spotrun:job-id"  # set on every instance by spotrun.control.instances; the only instances spotrun may touch
-
+from spotrun.model.layout import JOB_ID_TAG, JOBS_PREFIX, MANIFEST_PREFIX, SCHEDULES_PREFIX
+from spotrun.shape import FunctionSpec
 
 INSTANCES = arn_of("ec2", "instance/*")
-TAGGED_INSTANCES = {"StringLike": {f"aws:ResourceTag/{JOB_TAG}": "*"}}
+TAGGED_INSTANCES = {"StringLike": {f"aws:ResourceTag/{JOB_ID_TAG}": "*"}}
 NO_RESOURCE_LEVEL = (
     "these EC2 read calls (Describe*) have no resource-level permissions in IAM, so they are granted on '*'"
 )
@@ -65,7 +61,7 @@ def _send_command(targets: Targets) -> list[Grant]:
             ("ssm:SendCommand",),
             (INSTANCES,),
             "only on instances that spotrun launched (tagged with a job id)",
-            {"StringLike": {f"ssm:resourceTag/{JOB_TAG}": "*"}},
+            {"StringLike": {f"ssm:resourceTag/{JOB_ID_TAG}": "*"}},
         ),
     ]
 

@@ -10,10 +10,8 @@ from constructs import Construct
 from infra.nag import acknowledge
 from infra.options import StackOptions
 from infra.shape_tags import mark
-from spotrun.model.layout import job_prefix
-from spotrun.shape import MANIFEST_PREFIX, BucketSpec, DeploymentShape, TableSpec
-
-JOBS_PREFIX = job_prefix("x").split("x")[0]  # "jobs/": everything a job keeps in the jobs bucket
+from spotrun.model.layout import JOBS_PREFIX, MANIFEST_PREFIX
+from spotrun.shape import BucketSpec, DeploymentShape, TableSpec
 
 
 class Storage(Construct):

@@ -20,10 +20,8 @@ from spotrun.model.job import (
     JobStatus,
     transition,
 )
+from spotrun.model.layout import ARCHIVE_METADATA_NAME, DEFAULT_ARCHIVE_PREFIX
 from spotrun.model.manifest import split_s3_uri
-
-METADATA_NAME = "spotrun-model.json"
-DEFAULT_ARCHIVE_PREFIX = "models/"
 
 
 def archive_location(job: Job, archive_bucket: str) -> tuple[str, str]:
@@ -120,7 +118,7 @@ def archive_model(
         )
     objects.put_json(
         bucket,
-        prefix + METADATA_NAME,
+        prefix + ARCHIVE_METADATA_NAME,
         {
             "job_id": job.job_id,
             "name": job.name,
@@ -134,7 +132,7 @@ def archive_model(
     total = ArchiveTotal(
         objects=len(archived),
         bytes=sum(item.size for item in archived),
-        metadata_uri=f"s3://{bucket}/{prefix}{METADATA_NAME}",
+        metadata_uri=f"s3://{bucket}/{prefix}{ARCHIVE_METADATA_NAME}",
     )
     update_job(
         store,

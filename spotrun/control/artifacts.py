@@ -13,6 +13,7 @@ from spotrun.control.ports import Objects
 from spotrun.model.errors import RequestRejected
 from spotrun.model.job import Job
 from spotrun.model.layout import log_key
+from spotrun.model.manifest import split_s3_uri
 
 # Enough for a few thousand lines of tail without reading a whole multi-GB log.
 LOG_TAIL_BYTES = 256 * 1024
@@ -90,11 +91,6 @@ def job_logs(job: Job, *, objects: Objects, jobs_bucket: str, attempt: int | Non
     return JobLogs(job_id=job.job_id, logs=logs)
 
 
-def _split(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
-    return bucket, key
-
-
 def _state(uri: str, head: dict[str, str] | None) -> ObjectRestore:
     if head is None:
         return ObjectRestore(uri=uri, storage_class="", state="missing")
@@ -120,7 +116,7 @@ def archived_uris(job: Job, objects: Objects) -> list[str]:
     total = job.archive_total
     if total is None or total.objects <= len(job.archive):
         return [item.uri for item in job.archive]
-    document = json.loads(objects.get_bytes(*_split(total.metadata_uri)))
+    document = json.loads(objects.get_bytes(*split_s3_uri(total.metadata_uri)))
     return [item["uri"] for item in document["objects"]]
 
 
@@ -133,7 +129,7 @@ def _archived(job: Job, objects: Objects, archive_buckets: Collection[str]) -> l
     uris = archived_uris(job, objects)
     # Submission admits only granted buckets; one dropped from the deployer's option since is named, never
     # left out of the report (a report without it would call the model readable).
-    outside = sorted({_split(uri)[0] for uri in uris} - set(archive_buckets))
+    outside = sorted({split_s3_uri(uri)[0] for uri in uris} - set(archive_buckets))
     if outside:
         raise RequestRejected(
             f"job {job.job_id} is archived in {', '.join(outside)}, which this deployment may no longer "
@@ -161,7 +157,7 @@ def restore_status(job: Job, *, objects: Objects, archive_buckets: Collection[st
     RequestRejected
         (409) when the job has no archived model, or some of it lies in a bucket not in ``archive_buckets``.
     """
-    states = [_state(uri, objects.head(*_split(uri))) for uri in _archived(job, objects, archive_buckets)]
+    states = [_state(uri, objects.head(*split_s3_uri(uri))) for uri in _archived(job, objects, archive_buckets)]
     return RestoreReport(
         job_id=job.job_id, readable=all(s.state == "readable" for s in states), objects=states
     )
@@ -176,5 +172,5 @@ def start_restore(
     """
     for item in restore_status(job, objects=objects, archive_buckets=archive_buckets).objects:
         if item.state == "archived":
-            objects.restore(*_split(item.uri), days)
+            objects.restore(*split_s3_uri(item.uri), days)
     return restore_status(job, objects=objects, archive_buckets=archive_buckets)

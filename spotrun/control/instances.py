@@ -19,6 +19,7 @@ from spotrun.model.errors import (
 )
 from spotrun.model.fleet_request import LaunchedInstance, build_fleet_request, parse_fleet_response
 from spotrun.model.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, Lifecycle, transition
+from spotrun.model.layout import ATTEMPT_TAG, JOB_ID_TAG
 from spotrun.model.limits import next_attempt_refusal
 from spotrun.model.manifest import JobManifest
 from spotrun.model.pricing import attempt_price
@@ -84,7 +85,7 @@ def launch_instance(
         if attempt.end_reason in INTERRUPTION_REASONS and attempt.ended_at is not None
     ]
     avoid = avoid_list(reclaimed, now, manifest.capacity.avoid_pool_minutes) | set(also_avoid)
-    tags = {**manifest.tags, "spotrun:job-id": job.job_id, "spotrun:attempt": str(len(job.attempts) + 1)}
+    tags = {**manifest.tags, JOB_ID_TAG: job.job_id, ATTEMPT_TAG: str(len(job.attempts) + 1)}
 
     def launch(chosen: Lifecycle) -> list[LaunchedInstance]:
         request = build_fleet_request(

@@ -20,12 +20,11 @@ from spotrun.control.ports import JobStore, Objects, Schedules, Workflows
 from spotrun.control.submission import admission_problems, manifest_sha256, start_job
 from spotrun.model.errors import RequestRejected, ScheduleNotFound
 from spotrun.model.job import Job, JobStatus, ManifestSource, job_id_for
+from spotrun.model.layout import schedule_manifest_key
 from spotrun.model.manifest import JobManifest, split_s3_uri
 from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.model.schedule_expressions import InvalidExpression, next_fire, validate
 
-SCHEDULES_PREFIX = "schedules/"
-SCHEDULE_GROUP = "spotrun"
 # What Scheduler sends the target: its context attributes are filled in at each firing (all as strings).
 CONTEXT = {
     "schedule_arn": "<aws.scheduler.schedule-arn>",
@@ -126,8 +125,7 @@ def create_schedule(
     problems = admission_problems(manifest, archive_buckets=archive_buckets)
     if problems:
         raise RequestRejected(f"{len(problems)} problem(s) in the manifest", problems)
-    # The key carries the manifest's hash: a refused duplicate never replaces the existing schedule's manifest.
-    key = f"{SCHEDULES_PREFIX}{manifest.name}/{manifest_sha256(manifest)[:16]}.json"
+    key = schedule_manifest_key(manifest.name, manifest_sha256(manifest)[:16])
     objects.put_json(bucket, key, manifest.model_dump(mode="json"))
     payload = {"schedule": manifest.name, "manifest_key": key, **CONTEXT}
     if not schedules.create(manifest.name, spec.expression, spec.timezone, payload):

@@ -16,13 +16,11 @@ from spotrun.control.store import update_job
 from spotrun.model.capacity import candidate_types
 from spotrun.model.errors import ManifestInvalid, RequestRejected
 from spotrun.model.job import Job, JobError, ManifestSource, job_id_for, new_job, rejected_job
+from spotrun.model.layout import is_manifest_key, rejection_report_key
 from spotrun.model.limits import admission_problems as budget_admission_problems
 from spotrun.model.manifest import JobManifest, split_s3_uri
 from spotrun.model.manifest_io import MAX_MANIFEST_BYTES, ManifestError, parse_manifest_text
 from spotrun.model.timing import workflow_timing
-from spotrun.shape import MANIFEST_PREFIX, REJECTION_SUFFIX
-
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 class SubmitOutcome(BaseModel):
@@ -32,15 +30,6 @@ class SubmitOutcome(BaseModel):
     job_id: str | None = None
     execution_arn: str | None = None
     reason: str | None = None
-
-
-def is_manifest_key(key: str) -> bool:
-    """Whether a key under the manifest prefix is a manifest (and not, say, our own rejection report)."""
-    return (
-        key.startswith(MANIFEST_PREFIX)
-        and key.endswith(MANIFEST_SUFFIXES)
-        and not key.endswith(REJECTION_SUFFIX)
-    )
 
 
 SCHEDULE_REFUSED = (
@@ -99,11 +88,6 @@ def entry_problems(manifest: JobManifest, *, archive_buckets: Collection[str]) -
     if manifest.schedule is not None:
         problems.append(SCHEDULE_REFUSED)
     return problems
-
-
-def rejection_report_key(manifest_key: str) -> str:
-    """Where the report of a refused manifest goes: beside it, so the user sees it where they dropped it."""
-    return manifest_key + REJECTION_SUFFIX
 
 
 def submit_s3_manifest(

@@ -1,11 +1,31 @@
-"""Where a job's things live: keys in the jobs bucket and directories on the instance's NVMe.
+"""Where spotrun's things live: keys in the jobs and archive buckets, the tags on its instances, and the
+directories on the instance's NVMe.
 
-One module so that the control plane, the agent and the tests agree on every path.
+One module so that the control plane, the agent, the CDK app (its IAM grants and S3 rules), the emulator and
+the tests agree on every path and tag. Standard library only: it is copied onto instances with
+``spotrun.training``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+# The jobs bucket: users drop manifests under MANIFEST_PREFIX; everything a job keeps is under JOBS_PREFIX;
+# the manifests of schedules are under SCHEDULES_PREFIX.
+MANIFEST_PREFIX = "manifests/"
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+REJECTION_SUFFIX = ".rejected.json"  # the report beside a dropped manifest that was refused
+JOBS_PREFIX = "jobs/"
+SCHEDULES_PREFIX = "schedules/"
+
+# The archive bucket: where a model goes when the manifest names no archive.destination, and the name of the
+# metadata document written beside every archived model.
+DEFAULT_ARCHIVE_PREFIX = "models/"
+ARCHIVE_METADATA_NAME = "spotrun-model.json"
+
+# Tags on every instance spotrun launches. The IAM policies let spotrun touch only instances with JOB_ID_TAG.
+JOB_ID_TAG = "spotrun:job-id"
+ATTEMPT_TAG = "spotrun:attempt"
 
 CHECKPOINT_DIR_PREFIX = "step-"
 COMMIT_MARKER = "_COMMITTED.json"
@@ -14,9 +34,29 @@ COMMIT_MARKER = "_COMMITTED.json"
 TEMP_PREFIX = "."
 
 
+def is_manifest_key(key: str) -> bool:
+    """Whether a key under the manifest prefix is a manifest (and not, say, our own rejection report)."""
+    return (
+        key.startswith(MANIFEST_PREFIX)
+        and key.endswith(MANIFEST_SUFFIXES)
+        and not key.endswith(REJECTION_SUFFIX)
+    )
+
+
+def rejection_report_key(manifest_key: str) -> str:
+    """Where the report of a refused manifest goes: beside it, so the user sees it where they dropped it."""
+    return manifest_key + REJECTION_SUFFIX
+
+
+def schedule_manifest_key(name: str, manifest_digest: str) -> str:
+    """Key of the manifest a schedule starts: it carries the manifest's digest, so a refused duplicate never
+    replaces the existing schedule's manifest."""
+    return f"{SCHEDULES_PREFIX}{name}/{manifest_digest}.json"
+
+
 def job_prefix(job_id: str) -> str:
     """Key prefix of everything a job keeps in the jobs bucket."""
-    return f"jobs/{job_id}/"
+    return f"{JOBS_PREFIX}{job_id}/"
 
 
 def agent_command_key(job_id: str, attempt: int, step: str) -> str:
