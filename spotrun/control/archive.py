@@ -7,7 +7,6 @@ from datetime import datetime
 
 from pydantic import TypeAdapter, ValidationError
 
-from spotrun.control.instances import manifest_of
 from spotrun.control.ports import JobStore, Objects
 from spotrun.control.store import update_job
 from spotrun.model.command import OutputList, OutputObject, TrainResult
@@ -26,7 +25,7 @@ from spotrun.model.manifest import split_s3_uri
 
 def archive_location(job: Job, archive_bucket: str) -> tuple[str, str]:
     """Bucket and key prefix where the job's model is archived: ``<destination>/<job id>/``."""
-    destination = manifest_of(job).archive.destination
+    destination = job.require_manifest().archive.destination
     bucket, prefix = split_s3_uri(destination) if destination else (archive_bucket, DEFAULT_ARCHIVE_PREFIX)
     if prefix and not prefix.endswith("/"):
         prefix += "/"
@@ -97,7 +96,7 @@ def archive_model(
         The archived model objects.
     """
     job = update_job(store, job_id, lambda current: transition(current, JobStatus.ARCHIVING, now))
-    storage_class = manifest_of(job).archive.storage_class.value
+    storage_class = job.require_manifest().archive.storage_class.value
     bucket, prefix = archive_location(job, archive_bucket)
     model_key = trained.model_key.rstrip("/")
     # Keys keep their path below the model's parent, so a model directory stays a directory.
@@ -125,7 +124,7 @@ def archive_model(
             "archived_at": now.isoformat(),
             "model_sha256": trained.model_sha256,
             "objects": [item.model_dump() for item in archived],
-            "manifest": job.manifest,
+            "manifest": None if job.manifest is None else job.manifest.model_dump(mode="json"),
             "attempts": [attempt.model_dump(mode="json") for attempt in job.attempts],
         },
     )

@@ -157,7 +157,9 @@ def restore_status(job: Job, *, objects: Objects, archive_buckets: Collection[st
     RequestRejected
         (409) when the job has no archived model, or some of it lies in a bucket not in ``archive_buckets``.
     """
-    states = [_state(uri, objects.head(*split_s3_uri(uri))) for uri in _archived(job, objects, archive_buckets)]
+    states = [
+        _state(uri, objects.head(*split_s3_uri(uri))) for uri in _archived(job, objects, archive_buckets)
+    ]
     return RestoreReport(
         job_id=job.job_id, readable=all(s.state == "readable" for s in states), objects=states
     )

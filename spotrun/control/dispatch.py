@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from spotrun.control.instances import manifest_of
 from spotrun.control.ports import Commands, JobStore, Objects
 from spotrun.control.store import update_job
 from spotrun.model.command import AgentCommand, StageResult, WorkflowStep
@@ -92,7 +91,7 @@ def dispatch_agent_step(
         task_token=task_token,
         region=region,
         jobs_bucket=jobs_bucket,
-        manifest=manifest_of(job),
+        manifest=job.require_manifest(),
         heartbeat_seconds=timing.agent_heartbeat_seconds,
         poll_seconds=timing.agent_poll_seconds,
         max_runtime_seconds=limits.max_runtime_seconds if limits else None,

@@ -21,18 +21,12 @@ from spotrun.model.fleet_request import LaunchedInstance, build_fleet_request, p
 from spotrun.model.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, Lifecycle, transition
 from spotrun.model.layout import ATTEMPT_TAG, JOB_ID_TAG
 from spotrun.model.limits import next_attempt_refusal
-from spotrun.model.manifest import JobManifest
 from spotrun.model.pricing import attempt_price
 from spotrun.model.standby import keep_unused, retire_standby
 from spotrun.model.timing import WorkflowTiming
 
 # A launch that could not give an instance, for a reason waiting cannot fix.
 _REFUSED = (CapacityQuotaExceeded, CapacityConfigurationError)
-
-
-def manifest_of(job: Job) -> JobManifest:
-    """The job's validated manifest."""
-    return JobManifest.model_validate(job.manifest)
 
 
 def launch_instance(
@@ -77,7 +71,7 @@ def launch_instance(
     CapacityQuotaExceeded, CapacityConfigurationError
         When EC2 refused the launch for a reason waiting cannot fix (see :mod:`spotrun.model.fleet_errors`).
     """
-    manifest = manifest_of(job)
+    manifest = job.require_manifest()
     subnets = compute.subnet_zones(subnet_ids)
     reclaimed = [
         ((attempt.instance_type, attempt.availability_zone), attempt.ended_at)

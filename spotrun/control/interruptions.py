@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from spotrun.control.dispatch import send_agent_command
-from spotrun.control.instances import launch_standby, manifest_of
+from spotrun.control.instances import launch_standby
 from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflows
 from spotrun.control.store import update_job
 from spotrun.model.checkpoints import group_checkpoint_keys
@@ -152,11 +152,11 @@ def replacement_is_usable(job: Job) -> bool:
     when that makes one too many, the job fails instead of resuming, and a replacement launched now would only
     be started, billed and terminated unused.
     """
-    return job.interruptions + 1 <= manifest_of(job).capacity.max_interruptions
+    return job.interruptions + 1 <= job.require_manifest().capacity.max_interruptions
 
 
 def _notify_agent(job: Job, attempt: Attempt, *, objects: Objects, commands: Commands, settings: Any) -> None:
-    manifest = manifest_of(job)
+    manifest = job.require_manifest()
     timing = workflow_timing(manifest, settings.time_scale)
     command = AgentCommand(
         step="notice",
@@ -289,7 +289,7 @@ def record_interruption(
         return moved.model_copy(update={"task_token": None})
 
     recorded = update_job(store, job_id, close)
-    limit = manifest_of(recorded).capacity.max_interruptions
+    limit = recorded.require_manifest().capacity.max_interruptions
     if recorded.interruptions > limit:
         raise InterruptionsExceeded(
             f"job {job_id} was interrupted {recorded.interruptions} times; the manifest allows {limit}"

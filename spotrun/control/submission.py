@@ -230,8 +230,7 @@ def start_job(
 ) -> SubmitOutcome:
     """Record the job of a valid manifest once and start its workflow once (idempotent per ``source``)."""
     job_id = job_id_for(manifest.name, source)
-    manifest_doc = manifest.model_dump(mode="json")
-    created = store.create(new_job(job_id, manifest.name, source, manifest_doc, now))
+    created = store.create(new_job(job_id, manifest.name, source, manifest, now))
     if not created:
         existing = store.get(job_id)
         if _other_manifest(existing, source):

@@ -6,12 +6,13 @@ import hashlib
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from spotrun.model.capacity import Lifecycle
 from spotrun.model.errors import InvalidTransition
+from spotrun.model.manifest import JobManifest
 from spotrun.model.pricing import CostReport, PriceSource
 
 
@@ -184,7 +185,9 @@ class Job(_Record):
     name: str
     status: JobStatus
     source: ManifestSource
-    manifest: dict[str, Any] | None = None
+    # Validated once at submission and stored as its JSON form; None for a manifest that was refused. A stored
+    # record reloads it through the same JobManifest validation as submission (the JSON form validates again).
+    manifest: JobManifest | None = None
     created_at: datetime
     updated_at: datetime
     execution_arn: str | None = None
@@ -213,6 +216,18 @@ class Job(_Record):
         """The latest attempt, if any."""
         return self.attempts[-1] if self.attempts else None
 
+    def require_manifest(self) -> JobManifest:
+        """The job's manifest, for the steps of a job that runs (only a refused job has none).
+
+        Raises
+        ------
+        ValueError
+            When the job has no manifest: it was rejected and never runs.
+        """
+        if self.manifest is None:
+            raise ValueError(f"job {self.job_id} has no manifest: it was rejected")
+        return self.manifest
+
     @property
     def open_attempt(self) -> Attempt | None:
         """The latest attempt while it has not ended."""
@@ -239,7 +254,7 @@ class Job(_Record):
 
 
 def new_job(
-    job_id: str, name: str, source: ManifestSource, manifest: dict[str, Any] | None, at: datetime
+    job_id: str, name: str, source: ManifestSource, manifest: JobManifest | None, at: datetime
 ) -> Job:
     """Create a job record in SUBMITTED state.
 
@@ -250,7 +265,7 @@ def new_job(
     source
         Where the manifest came from.
     manifest
-        The validated manifest as a JSON-able dict, or None for a manifest that could not be read.
+        The validated manifest, or None for a manifest that could not be read.
     at
         Creation time.
 

@@ -122,7 +122,7 @@ def next_attempt_refusal(job: Job, *, interruptions: int, now: datetime) -> Spot
         :class:`BudgetExceeded` when the budget left cannot pay the billing minimum of the cheapest candidate
         (estimated as at submission); None otherwise.
     """
-    manifest = JobManifest.model_validate(job.manifest)
+    manifest = job.require_manifest()
     allowance = manifest.training.max_runtime_minutes * 60.0
     used = training_seconds_used(job, now)
     if used >= allowance:
@@ -153,7 +153,7 @@ def budget_stop_at(job: Job, attempt: Attempt, *, margin_seconds: float, now: da
     budget runs out leaves time to save, upload and commit the checkpoint and to terminate the instance.
     A budget that cannot pay even the attempt's billing minimum gives ``now``.
     """
-    max_usd = JobManifest.model_validate(job.manifest).budget.max_usd
+    max_usd = job.require_manifest().budget.max_usd
     if max_usd is None:
         return None
     if attempt.price_per_hour is None:
@@ -177,7 +177,7 @@ def train_limits(job: Job, attempt: Attempt, *, margin_seconds: float, now: date
     BudgetExceeded
         When the budget runs out before the step could start (booting and staging used it up).
     """
-    manifest = JobManifest.model_validate(job.manifest)
+    manifest = job.require_manifest()
     left = manifest.training.max_runtime_minutes * 60.0 - training_seconds_used(job, now)
     if left <= 0:
         raise MaxRuntimeExceeded(
@@ -195,7 +195,7 @@ def train_limits(job: Job, attempt: Attempt, *, margin_seconds: float, now: date
 
 def limits_report(job: Job, now: datetime) -> LimitsReport:
     """What the job used of its limits, for the record."""
-    manifest = JobManifest.model_validate(job.manifest)
+    manifest = job.require_manifest()
     return LimitsReport(
         max_usd=manifest.budget.max_usd,
         spent_usd=spent_usd(job, now),

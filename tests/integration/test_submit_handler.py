@@ -49,7 +49,8 @@ def test_a_valid_manifest_starts_one_workflow_named_after_the_job(deployment, la
     job = job_store(deployment.jobs_table, deployment.region).get(result["job_id"])
     assert job.status.value == "SUBMITTED"
     assert job.execution_arn == result["execution_arn"]
-    assert job.manifest["training"]["command"] == ["python", "train.py"]
+    assert job.manifest is not None
+    assert job.manifest.training.command == ["python", "train.py"]
     [execution] = executions(deployment)
     assert execution["name"] == result["job_id"]
     payload = json.loads(

@@ -17,7 +17,7 @@ T0 = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def a_job(job_id: str, name: str = "j", minutes: int = 0, status: JobStatus | None = None):
-    job = new_job(job_id, name, ManifestSource(kind="api", key=job_id), {}, T0 + timedelta(minutes=minutes))
+    job = new_job(job_id, name, ManifestSource(kind="api", key=job_id), None, T0 + timedelta(minutes=minutes))
     return transition(job, status, job.created_at) if status else job
 
 

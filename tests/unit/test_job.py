@@ -2,10 +2,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from spotrun.control.records import job_record
 from spotrun.model.errors import InvalidTransition
 from spotrun.model.job import (
     ALLOWED_TRANSITIONS,
     TERMINAL_STATUSES,
+    Job,
     JobStatus,
     ManifestSource,
     can_transition,
@@ -14,6 +16,8 @@ from spotrun.model.job import (
     timeline_durations,
     transition,
 )
+from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest_io import parse_manifest_text
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 HAPPY_PATH = [
@@ -27,7 +31,7 @@ HAPPY_PATH = [
 
 
 def a_job():
-    return new_job("demo-abc", "demo", ManifestSource(bucket="b", key="manifests/a.yaml", etag="e"), {}, T0)
+    return new_job("demo-abc", "demo", ManifestSource(bucket="b", key="manifests/a.yaml", etag="e"), None, T0)
 
 
 def test_happy_path_is_allowed_and_recorded_on_the_timeline():
@@ -115,3 +119,46 @@ def test_timeline_durations_measure_each_state_and_stop_at_terminal():
     durations = timeline_durations(job, T0 + timedelta(hours=1))
     # Then each state has its own duration and the terminal one is zero
     assert durations == [(JobStatus.SUBMITTED, 1.0), (JobStatus.ACQUIRING, 2.0), (JobStatus.FAILED, 0.0)]
+
+
+MANIFEST = parse_manifest_text(
+    "name: tiny\nresources: {gpu_names: [t4]}\nbudget: {max_usd: 2.5}\ntraining: {command: [python, t.py]}\n"
+)
+
+
+def test_the_manifest_travels_typed_and_is_stored_as_its_json_form():
+    # Given a job made from a validated manifest
+    job = new_job("tiny-1", "tiny", ManifestSource(kind="api", key="k"), MANIFEST, T0)
+    # When it is stored as JSON and read again
+    stored = job.model_dump_json()
+    reloaded = Job.model_validate_json(stored)
+    # Then each step reads the manifest's fields, and the stored form and the record are the manifest's JSON
+    assert isinstance(reloaded.manifest, JobManifest)
+    assert reloaded.require_manifest().budget.max_usd == 2.5
+    assert reloaded == job
+    assert job_record(reloaded)["manifest"] == MANIFEST.model_dump(mode="json")
+
+
+def test_a_job_stored_with_its_manifest_as_a_dict_reloads_typed():
+    # Given a record as stored before the manifest was typed: the manifest's JSON form inside the document
+    document = {
+        "job_id": "tiny-1",
+        "name": "tiny",
+        "status": "TRAINING",
+        "source": {"kind": "api", "key": "k"},
+        "manifest": MANIFEST.model_dump(mode="json"),
+        "created_at": T0.isoformat(),
+        "updated_at": T0.isoformat(),
+    }
+    # When it is read
+    job = Job.model_validate(document)
+    # Then its manifest is the validated one
+    assert job.manifest == MANIFEST
+
+
+def test_a_rejected_job_has_no_manifest_to_run():
+    # Given a job whose manifest was refused
+    job = a_job()
+    # When a step asks for its manifest, Then it is refused by name
+    with pytest.raises(ValueError, match="demo-abc has no manifest"):
+        job.require_manifest()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from spotrun.control.instances import acquire_instance, launch_instance, launch_standby, manifest_of
+from spotrun.control.instances import acquire_instance, launch_instance, launch_standby
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest_io import parse_manifest_document
@@ -215,7 +215,7 @@ def test_the_next_attempt_after_the_nth_interruption_is_on_demand():
         compute=compute,
         subnet_ids=tuple(ZONES),
         launch_template_name="spotrun-agent",
-        timing=workflow_timing(manifest_of(job), 1.0),
+        timing=workflow_timing(job.require_manifest(), 1.0),
         now=T0,
     )
 

@@ -12,7 +12,7 @@ T0 = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def a_job(job_id="j-1"):
-    return new_job(job_id, "j", ManifestSource(bucket="b", key="k", etag="e"), {}, T0)
+    return new_job(job_id, "j", ManifestSource(bucket="b", key="k", etag="e"), None, T0)
 
 
 def test_create_is_refused_for_an_existing_id():
