@@ -45,7 +45,6 @@ class JobStatus(StrEnum):
 # Why an attempt (or an instance that hosted none) ended: ``Attempt.end_reason``. The workflow's release after
 # success and after failure passes "completed" and "failed" (statemachines/job.asl.json); a cancellation ends
 # the attempt "cancelled"; a standby never adopted ends "unused-standby"; the rest mean the capacity went away.
-END_COMPLETED = "completed"
 END_CANCELLED = "cancelled"
 END_UNUSED_STANDBY = "unused-standby"
 InterruptionReason = Literal["interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"]
@@ -54,15 +53,6 @@ INTERRUPTION_REASONS: frozenset[str] = frozenset(get_args(InterruptionReason))
 TERMINAL_STATUSES = frozenset(
     {JobStatus.REJECTED, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
 )
-
-_ACTIVE = {
-    JobStatus.ACQUIRING,
-    JobStatus.BOOTING,
-    JobStatus.STAGING,
-    JobStatus.TRAINING,
-    JobStatus.INTERRUPTED,
-    JobStatus.ARCHIVING,
-}
 
 # Every status may fail or be cancelled while the job is alive; the rest is the happy path and the relaunch loop.
 ALLOWED_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
