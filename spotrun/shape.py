@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.model.ec2 import GONE_STATES, REBALANCE, SPOT_WARNING, STATE_CHANGE
-from spotrun.model.layout import MANIFEST_PREFIX
+from spotrun.model.layout import ALL_JOBS_INDEX, BY_STATUS_INDEX, KIND_ATTRIBUTE, MANIFEST_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STATE_MACHINE_FILE = REPO_ROOT / "statemachines" / "job.asl.json"
@@ -258,7 +258,10 @@ SHAPE = DeploymentShape(
             partition_key="pk",
             sort_key="sk",
             # The API's listing, newest first: by status, and over every job (job items carry kind = "JOB").
-            global_indexes=(("by-status", "status", "created_at"), ("all-jobs", "kind", "created_at")),
+            global_indexes=(
+                (BY_STATUS_INDEX, "status", "created_at"),
+                (ALL_JOBS_INDEX, KIND_ATTRIBUTE, "created_at"),
+            ),
         ),
         TableSpec("idempotency", partition_key="id", ttl_attribute="expiration"),
     ),

@@ -18,13 +18,10 @@ from spotrun.control.job_events import publish_status_change
 from spotrun.control.ports import Events
 from spotrun.model.errors import ConcurrentUpdate, InvalidPageToken
 from spotrun.model.job import Job, JobStatus
+from spotrun.model.layout import ALL_JOBS_INDEX, BY_STATUS_INDEX, KIND_ATTRIBUTE
 
 _JOB_SORT_KEY = "JOB"
 _INSTANCE_SORT_KEY = "INSTANCE"
-# Global secondary indexes of the jobs table (declared in spotrun.shape): newest first, by status or over all.
-BY_STATUS_INDEX = "by-status"
-ALL_JOBS_INDEX = "all-jobs"
-KIND_ATTRIBUTE = "kind"  # "JOB" on job items only: the partition of ALL_JOBS_INDEX
 _QUERY_ROUNDS = 10  # a name filter may skip many items; a page stops after this many reads
 
 

@@ -23,6 +23,12 @@ SCHEDULES_PREFIX = "schedules/"
 DEFAULT_ARCHIVE_PREFIX = "models/"
 ARCHIVE_METADATA_NAME = "spotrun-model.json"
 
+# The jobs table's listing indexes (declared in spotrun.shape, queried by spotrun.aws.job_store), newest first:
+# by status, and over every job (job items only carry KIND_ATTRIBUTE, "JOB": the partition of ALL_JOBS_INDEX).
+BY_STATUS_INDEX = "by-status"
+ALL_JOBS_INDEX = "all-jobs"
+KIND_ATTRIBUTE = "kind"
+
 # Tags on every instance spotrun launches. The IAM policies let spotrun touch only instances with JOB_ID_TAG.
 JOB_ID_TAG = "spotrun:job-id"
 ATTEMPT_TAG = "spotrun:attempt"
