@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
 REBALANCE = "EC2 Instance Rebalance Recommendation"
-STATE_CHANGE = "EC2 Instance State-change Notification"
 
 
 class Ec2InstanceDetail(BaseModel):
