@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from functions import release, runtime
+from spotrun.aws import adapters
 from spotrun.aws.settings import MissingSettings, Settings
+from spotrun.control import instances
+from spotrun.local.lambda_patch import ExecutionEnvironments
 from spotrun.shape import SHAPE
 
 RELEASE_ENV = {
@@ -129,3 +133,41 @@ def test_an_empty_variable_is_missing_unless_empty_means_something():
     taken = Settings.for_function("agent_step", names, {**env, "SPOTRUN_EVENT_BUS_NAME": ""})
     assert taken.event_bus_name == ""
     assert taken.jobs_bucket == "value-of-jobs_bucket"
+
+
+def test_each_emulated_environment_makes_its_own_ports_once(environment, monkeypatch):
+    # Given the release function served by the emulator's environments, each a fresh import of functions/
+    stores: list[object] = []
+    both = threading.Barrier(2, timeout=10)
+
+    def job_store(*args: Any) -> object:
+        stores.append(object())
+        return stores[-1]
+
+    def release_for_workflow(**kwargs: Any) -> list[str]:
+        if kwargs["job_id"] == "together":
+            both.wait()  # two invocations at once: two environments
+        return [str(stores.index(kwargs["store"]))]
+
+    monkeypatch.setattr(adapters, "job_store", job_store)
+    monkeypatch.setattr(adapters, "Ec2Compute", lambda region: object())
+    monkeypatch.setattr(instances, "release_for_workflow", release_for_workflow)
+    environments = ExecutionEnvironments("functions.release.handler")
+    answers: list[Any] = []
+
+    def invoke(job_id: str) -> None:
+        answers.append(environments({"job_id": job_id, "reason": "done"}, Context())["terminated"])
+
+    # When two invocations run at once, then four more one after another
+    threads = [threading.Thread(target=invoke, args=("together",)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    for _ in range(4):
+        invoke("later")
+    # Then each of the two environments made one store, and the later invocations reused theirs
+    assert environments.created == 2
+    assert len(stores) == 2
+    assert sorted(answers[:2]) == [["0"], ["1"]]
+    assert {answer[0] for answer in answers[2:]} <= {"0", "1"}
