@@ -4,22 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from spotrun.aws.adapters import Ec2Compute, job_store
-from spotrun.aws.settings import Settings
+from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.instances import acquire_instance
 from spotrun.model.job import utc_now
 from spotrun.model.timing import WorkflowTiming
-from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
-
-logger = Logger(service=SERVICE_NAME)
-tracer = Tracer(service=SERVICE_NAME)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 
 
 class AcquireRequest(BaseModel):
@@ -32,13 +25,13 @@ class AcquireRequest(BaseModel):
 @metrics.log_metrics(raise_on_empty_metrics=False)
 @event_parser(model=AcquireRequest)
 def handler(event: AcquireRequest, context: LambdaContext) -> dict[str, Any]:
-    settings = Settings.from_env()
+    aws = ports("acquire")
     attempt = acquire_instance(
         job_id=event.job_id,
-        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
-        compute=Ec2Compute(settings.region),
-        subnet_ids=settings.subnet_ids,
-        launch_template_name=settings.launch_template_name,
+        store=aws.store,
+        compute=aws.compute,
+        subnet_ids=aws.settings.subnet_ids,
+        launch_template_name=aws.settings.launch_template_name,
         timing=event.timing,
         now=utc_now(),
     )

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
-from spotrun.aws.adapters import S3Objects, job_store
-from spotrun.aws.settings import Settings
+from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.archive import archive_model
 from spotrun.model.command import TrainResult
 from spotrun.model.job import utc_now
-from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
-
-logger = Logger(service=SERVICE_NAME)
-tracer = Tracer(service=SERVICE_NAME)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 
 
 class ArchiveRequest(BaseModel):
@@ -32,14 +25,14 @@ class ArchiveRequest(BaseModel):
 @metrics.log_metrics(raise_on_empty_metrics=False)
 @event_parser(model=ArchiveRequest)
 def handler(event: ArchiveRequest, context: LambdaContext) -> dict[str, Any]:
-    settings = Settings.from_env()
+    aws = ports("archive")
     archived = archive_model(
         job_id=event.job_id,
         trained=event.trained,
-        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
-        objects=S3Objects(settings.region),
-        jobs_bucket=settings.jobs_bucket,
-        archive_bucket=settings.archive_bucket,
+        store=aws.store,
+        objects=aws.objects,
+        jobs_bucket=aws.settings.jobs_bucket,
+        archive_bucket=aws.settings.archive_bucket,
         now=utc_now(),
     )
     metrics.add_metric(name="ArchivedBytes", unit=MetricUnit.Bytes, value=sum(item.size for item in archived))

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from spotrun.aws.adapters import Ec2Compute, S3Objects, SsmCommands, StepFunctionsWorkflows, job_store
+from functions.runtime import logger, metrics, ports, tracer
 from spotrun.aws.events import Ec2InstanceEvent
-from spotrun.aws.settings import Settings
 from spotrun.control.interruptions import (
     on_instance_state,
     on_interruption_warning,
@@ -19,11 +17,6 @@ from spotrun.control.interruptions import (
 )
 from spotrun.model.ec2 import REBALANCE, SPOT_WARNING
 from spotrun.model.job import utc_now
-from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
-
-logger = Logger(service=SERVICE_NAME)
-tracer = Tracer(service=SERVICE_NAME)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 
 
 @logger.inject_lambda_context
@@ -31,17 +24,18 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 @metrics.log_metrics(raise_on_empty_metrics=False)
 @event_parser(model=Ec2InstanceEvent)
 def handler(event: Ec2InstanceEvent, context: LambdaContext) -> dict[str, Any]:
-    settings = Settings.from_env()
-    store = job_store(settings.jobs_table, settings.region, settings.event_bus_name)
+    aws = ports("ec2_events")
+    store = aws.store
     instance_id = event.detail.instance_id
     if event.detail_type == SPOT_WARNING:
         outcome = on_interruption_warning(
             instance_id=instance_id,
             store=store,
-            compute=Ec2Compute(event.region),
-            objects=S3Objects(settings.region),
-            commands=SsmCommands(event.region),
-            settings=settings,
+            # EC2 and SSM in the region the event names; the job's documents in the deployment's bucket.
+            compute=aws.in_region(event.region).compute,
+            objects=aws.objects,
+            commands=aws.in_region(event.region).commands,
+            settings=aws.settings,
             now=utc_now(),
         )
     elif event.detail_type == REBALANCE:
@@ -51,7 +45,7 @@ def handler(event: Ec2InstanceEvent, context: LambdaContext) -> dict[str, Any]:
             instance_id=instance_id,
             state=event.detail.state or "",
             store=store,
-            workflows=StepFunctionsWorkflows(settings.region),
+            workflows=aws.workflows,
             now=utc_now(),
         )
     logger.info("EC2 event handled", extra={"detail_type": event.detail_type, **outcome.model_dump()})

@@ -9,34 +9,24 @@ from __future__ import annotations
 import base64
 from typing import Annotated, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.models import Example
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
 from functions.api.errors import ApiError, error_response, ok_response, register_error_handlers
 from functions.api.schedules import router as schedules_router
-from spotrun.aws.adapters import Ec2Compute, S3Objects, StepFunctionsWorkflows, job_store
-from spotrun.aws.settings import Settings
+from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.artifacts import JobLogs, RestoreReport, job_logs, restore_status, start_restore
 from spotrun.control.jobs import CancelResult, JobPage, JobView, cancel_job, get_job, job_view, list_jobs
 from spotrun.control.submission import api_source, manifest_sha256, submit_api_manifest
 from spotrun.model.job import JobStatus, utc_now
 from spotrun.model.manifest import JobManifest
 from spotrun.model.manifest_yaml import read_json_body
-from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
 
-logger = Logger(service=SERVICE_NAME)
-tracer = Tracer(service=SERVICE_NAME)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 # Bodies are read within the manifest reader's bounds: hostile JSON is a 400, never a RecursionError (500).
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=read_json_body)
 
@@ -104,13 +94,12 @@ def submit(
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128, pattern=r"^[\x21-\x7e]+$")
     ] = None,
 ) -> Response[SubmitAccepted]:
-    settings = Settings.from_env()
+    aws = ports("api")
     request = {
         "identity": api_source(manifest, idempotency_key).key,
         "manifest_sha256": manifest_sha256(manifest),
         "manifest": manifest.model_dump(mode="json"),
     }
-    persistence = DynamoDBPersistenceLayer(table_name=settings.idempotency_table)
     config = IdempotencyConfig(event_key_jmespath="identity", payload_validation_jmespath="manifest_sha256")
     config.register_lambda_context(app.lambda_context)
 
@@ -118,11 +107,11 @@ def submit(
         outcome = submit_api_manifest(
             JobManifest.model_validate(request["manifest"]),
             idempotency_key=idempotency_key,
-            store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
-            workflows=StepFunctionsWorkflows(settings.region),
-            state_machine_arn=settings.state_machine_arn,
-            time_scale=settings.time_scale,
-            archive_buckets=settings.allowed_archive_buckets,
+            store=aws.store,
+            workflows=aws.workflows,
+            state_machine_arn=aws.settings.state_machine_arn,
+            time_scale=aws.settings.time_scale,
+            archive_buckets=aws.settings.allowed_archive_buckets,
             now=utc_now(),
         )
         metrics.add_metric(name=f"Jobs{outcome.outcome.capitalize()}", unit=MetricUnit.Count, value=1)
@@ -130,7 +119,7 @@ def submit(
 
     once = idempotent_function(
         data_keyword_argument="request",
-        persistence_store=persistence,
+        persistence_store=aws.idempotency,
         config=config,
         key_prefix="spotrun-api-submit",
     )(start)
@@ -156,9 +145,7 @@ def list_(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
 ) -> JobPage:
-    settings = Settings.from_env()
-    store = job_store(settings.jobs_table, settings.region, settings.event_bus_name)
-    return list_jobs(store, status=status, name=name, limit=limit, next_token=next_token)
+    return list_jobs(ports("api").store, status=status, name=name, limit=limit, next_token=next_token)
 
 
 @app.get(
@@ -168,8 +155,7 @@ def list_(
     responses={**ok_response(JobView, "The job."), **NOT_FOUND, **INVALID},
 )
 def show(job_id: JOB_ID) -> JobView:
-    settings = Settings.from_env()
-    return job_view(get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id))
+    return job_view(get_job(ports("api").store, job_id))
 
 
 @app.delete(
@@ -184,12 +170,12 @@ def show(job_id: JOB_ID) -> JobView:
     },
 )
 def cancel(job_id: JOB_ID) -> CancelResult:
-    settings = Settings.from_env()
+    aws = ports("api")
     result = cancel_job(
         job_id,
-        store=job_store(settings.jobs_table, settings.region, settings.event_bus_name),
-        workflows=StepFunctionsWorkflows(settings.region),
-        compute=Ec2Compute(settings.region),
+        store=aws.store,
+        workflows=aws.workflows,
+        compute=aws.compute,
         now=utc_now(),
     )
     logger.info("job cancelled", extra={"job_id": job_id, "instances": result.instances_terminated})
@@ -210,10 +196,11 @@ def logs(
     attempt: Annotated[int | None, Query(ge=1, le=10_000, description="Only this attempt.")] = None,
     tail: Annotated[int, Query(ge=1, le=5_000, description="Lines from the end of each log.")] = 200,
 ) -> JobLogs:
-    settings = Settings.from_env()
-    job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
-    objects = S3Objects(settings.region)
-    return job_logs(job, objects=objects, jobs_bucket=settings.jobs_bucket, attempt=attempt, tail=tail)
+    aws = ports("api")
+    job = get_job(aws.store, job_id)
+    return job_logs(
+        job, objects=aws.objects, jobs_bucket=aws.settings.jobs_bucket, attempt=attempt, tail=tail
+    )
 
 
 _RESTORE_ERRORS = {**NOT_FOUND, **error_response(409, "The job has no archived model."), **INVALID}
@@ -235,10 +222,10 @@ def restore(
     job_id: JOB_ID,
     days: Annotated[int, Query(ge=1, le=365, description="How long restored copies stay.")] = 7,
 ) -> Response[RestoreReport]:
-    settings = Settings.from_env()
-    job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
+    aws = ports("api")
+    job = get_job(aws.store, job_id)
     report = start_restore(
-        job, objects=S3Objects(settings.region), archive_buckets=settings.allowed_archive_buckets, days=days
+        job, objects=aws.objects, archive_buckets=aws.settings.allowed_archive_buckets, days=days
     )
     return Response(202, content_types.APPLICATION_JSON, report)
 
@@ -249,11 +236,9 @@ def restore(
     responses={**ok_response(RestoreReport, "Where each archived object stands."), **_RESTORE_ERRORS},
 )
 def restore_report(job_id: JOB_ID) -> RestoreReport:
-    settings = Settings.from_env()
-    job = get_job(job_store(settings.jobs_table, settings.region, settings.event_bus_name), job_id)
-    return restore_status(
-        job, objects=S3Objects(settings.region), archive_buckets=settings.allowed_archive_buckets
-    )
+    aws = ports("api")
+    job = get_job(aws.store, job_id)
+    return restore_status(job, objects=aws.objects, archive_buckets=aws.settings.allowed_archive_buckets)
 
 
 # ----------------------------------------------------------------------------------------------- errors

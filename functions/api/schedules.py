@@ -11,9 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 from pydantic import BaseModel
 
 from functions.api.errors import error_response, ok_response
-from spotrun.aws.adapters import S3Objects
-from spotrun.aws.schedules import DynamoRunRecords, SchedulerSchedules
-from spotrun.aws.settings import Settings
+from functions.runtime import ports
 from spotrun.control.schedules import (
     RunRecord,
     ScheduleView,
@@ -51,12 +49,6 @@ class ScheduleRuns(BaseModel):
     runs: list[RunRecord]
 
 
-def _schedules(settings: Settings) -> SchedulerSchedules:
-    return SchedulerSchedules(
-        settings.schedule_group, settings.scheduled_run_arn, settings.scheduler_role_arn, settings.region
-    )
-
-
 @router.post(
     "/schedules",
     summary="Create a schedule",
@@ -80,13 +72,13 @@ def create(
         ),
     ],
 ) -> Response[ScheduleView]:
-    settings = Settings.from_env()
+    aws = ports("api")
     view = create_schedule(
         manifest,
-        schedules=_schedules(settings),
-        objects=S3Objects(settings.region),
-        bucket=settings.jobs_bucket,
-        archive_buckets=settings.allowed_archive_buckets,
+        schedules=aws.schedules,
+        objects=aws.objects,
+        bucket=aws.settings.jobs_bucket,
+        archive_buckets=aws.settings.allowed_archive_buckets,
         now=utc_now(),
     )
     return Response(201, content_types.APPLICATION_JSON, view)
@@ -98,7 +90,7 @@ def create(
     responses={**ok_response(ScheduleList, "Every schedule."), **INVALID},
 )
 def list_() -> ScheduleList:
-    return ScheduleList(schedules=list_schedules(_schedules(Settings.from_env()), utc_now()))
+    return ScheduleList(schedules=list_schedules(ports("api").schedules, utc_now()))
 
 
 @router.delete(
@@ -108,7 +100,7 @@ def list_() -> ScheduleList:
     responses={204: {"description": "The schedule is deleted."}, **NOT_FOUND, **INVALID},
 )
 def delete(name: NAME) -> Response[None]:
-    delete_schedule(name, _schedules(Settings.from_env()))
+    delete_schedule(name, ports("api").schedules)
     return Response(204)
 
 
@@ -118,6 +110,5 @@ def delete(name: NAME) -> Response[None]:
     responses={**ok_response(ScheduleRuns, "The schedule's firings, newest first."), **NOT_FOUND, **INVALID},
 )
 def runs(name: NAME) -> ScheduleRuns:
-    settings = Settings.from_env()
-    records = DynamoRunRecords(settings.jobs_table, settings.region)
-    return ScheduleRuns(name=name, runs=schedule_runs(name, _schedules(settings), records))
+    aws = ports("api")
+    return ScheduleRuns(name=name, runs=schedule_runs(name, aws.schedules, aws.run_records))

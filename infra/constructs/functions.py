@@ -35,7 +35,8 @@ def powertools_layer_arn(version: int) -> str:
 def setting_env(settings: Settings, names: tuple[str, ...]) -> dict[str, str]:
     """The ``SPOTRUN_*`` variables of ``settings`` for the fields in ``names`` only.
 
-    Uses :meth:`Settings.to_env`, the same conversion the code reads back with :meth:`Settings.from_env`.
+    Uses :meth:`Settings.to_env`, the same conversion the code reads back: each function's runtime
+    (:mod:`functions.runtime`) reads exactly these at its cold start, and fails naming any that is missing.
     """
     wanted = {ENV_PREFIX + name.upper() for name in names}
     return {key: value for key, value in settings.to_env().items() if key in wanted}

@@ -16,6 +16,7 @@ from spotrun.control.job_events import SOURCE
 from spotrun.model.errors import InstanceLost
 from spotrun.model.fleet_errors import call_error_response
 
+_sessions: dict[str | None, boto3.session.Session] = {}
 _clients: dict[tuple[str, str, str | None], Any] = {}
 _lock = threading.Lock()
 # SendTask* answers these when the task already ended (reported, timed out, or its execution stopped).
@@ -24,22 +25,35 @@ _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 _RETRIES = Config(retries={"max_attempts": 5, "mode": "standard"})
 
 
+def _session(endpoint: str | None) -> boto3.session.Session:
+    # One session per endpoint, made once: building one loads botocore's data files again (tens of ms). A session
+    # is not thread-safe, so it is only used under _lock, to make clients and resources.
+    if endpoint not in _sessions:
+        _sessions[endpoint] = boto3.session.Session()
+    return _sessions[endpoint]
+
+
 def client(service: str, region: str) -> Any:
-    """A cached boto3 client.
+    """A cached boto3 client: every client of the Lambda functions and their adapters comes from here.
 
     Clients are made on first use, never at import. The cache is keyed by the endpoint too, because the
-    embedded runtime points ``AWS_ENDPOINT_URL`` at a new emulator in each test.
+    embedded runtime points ``AWS_ENDPOINT_URL`` at a new emulator in each test. (The instance agent is another
+    process, with larger connection pools and more retries: :func:`spotrun.agent.runner.aws_client`.)
     """
-    key = (service, region, os.environ.get("AWS_ENDPOINT_URL"))
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    key = (service, region, endpoint)
     with _lock:
         if key not in _clients:
-            _clients[key] = boto3.session.Session().client(service, region_name=region, config=_RETRIES)  # type: ignore[call-overload]
+            _clients[key] = _session(endpoint).client(service, region_name=region, config=_RETRIES)  # type: ignore[call-overload]
         return _clients[key]
 
 
 def dynamodb_table(name: str, region: str) -> Any:
-    """A DynamoDB ``Table`` resource (resources are not thread-safe, so one per call)."""
-    return boto3.session.Session().resource("dynamodb", region_name=region, config=_RETRIES).Table(name)
+    """A DynamoDB ``Table`` resource, new on each call (resources are not thread-safe), from the cached session."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    with _lock:
+        resource = _session(endpoint).resource("dynamodb", region_name=region, config=_RETRIES)
+    return resource.Table(name)
 
 
 class Ec2Compute:
@@ -274,6 +288,7 @@ def job_store(table_name: str, region: str, event_bus_name: str = "") -> DynamoJ
 
 
 def forget_clients() -> None:
-    """Drop cached clients (tests that start a fresh emulator or mock call this)."""
+    """Drop cached sessions and clients (:func:`functions.runtime.reset`, for tests, calls this)."""
     with _lock:
         _clients.clear()
+        _sessions.clear()

@@ -10,6 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 ENV_PREFIX = "SPOTRUN_"
 # Fields held in the environment as comma-separated lists.
 _LIST_FIELDS = frozenset({"subnet_ids", "archive_buckets"})
+# Declared fields whose empty value means something: no extra archive buckets, no bus to publish on.
+_MAY_BE_EMPTY = frozenset({"archive_buckets", "event_bus_name"})
+
+
+class MissingSettings(RuntimeError):
+    """A function's environment lacks settings it declares (a deployment that does not match the code)."""
 
 
 class Settings(BaseModel):
@@ -69,6 +75,53 @@ class Settings(BaseModel):
         if "region" not in values and aws_region:
             values["region"] = aws_region
         return cls.model_validate(values)
+
+    @classmethod
+    def for_function(
+        cls, function: str, names: tuple[str, ...], environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        """The settings one function declares, read from its environment and checked before any use.
+
+        Only ``names`` are read (and the region): the others keep their defaults, as in the deployed function,
+        whose environment holds the declared variables only. A name whose variable is unset, or empty when
+        empty means nothing, fails here, naming every such variable.
+
+        Parameters
+        ----------
+        function
+            The function's name, for the message.
+        names
+            The fields it reads (:attr:`spotrun.shape.FunctionSpec.settings`).
+        environ
+            The environment to read; ``os.environ`` when omitted.
+
+        Returns
+        -------
+        Settings
+            The validated settings.
+
+        Raises
+        ------
+        MissingSettings
+            When a declared variable is unset or empty.
+        """
+        env = os.environ if environ is None else environ
+        variables = {name: ENV_PREFIX + name.upper() for name in names}
+        missing = [
+            variable
+            for name, variable in variables.items()
+            if env.get(variable) is None or (env[variable] == "" and name not in _MAY_BE_EMPTY)
+        ]
+        if missing:
+            raise MissingSettings(
+                f"the {function} function's environment lacks {', '.join(missing)}: the deployment sets every "
+                "setting spotrun.shape declares for it; redeploy the stack"
+            )
+        wanted = {variable: env[variable] for variable in variables.values()}
+        for name in ("AWS_REGION", "AWS_DEFAULT_REGION", ENV_PREFIX + "REGION"):
+            if name in env:
+                wanted[name] = env[name]
+        return cls.from_env(wanted)
 
     @property
     def allowed_archive_buckets(self) -> tuple[str, ...]:

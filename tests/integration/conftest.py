@@ -18,7 +18,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spotrun.aws.adapters import forget_clients, job_store
+from functions.runtime import reset
+from spotrun.aws.adapters import job_store
 from spotrun.aws.settings import Settings
 from spotrun.model.job import ManifestSource, new_job, utc_now
 from spotrun.model.manifest_io import parse_manifest_text
@@ -85,10 +86,11 @@ def aws(monkeypatch):
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    forget_clients()
+    # Each test is a new execution environment: its handlers read this test's settings, with fresh clients.
+    reset()
     with mock_aws():
         yield
-    forget_clients()
+    reset()
 
 
 @pytest.fixture

@@ -1,0 +1,152 @@
+"""What every Lambda function shares: the Powertools singletons, and its ports, made once per execution environment.
+
+A handler asks :func:`ports` for its function's :class:`Ports` on each invocation. The first call in an execution
+environment (the cold start) reads and checks the settings the function declares in :data:`spotrun.shape.SHAPE`,
+so a deployment that lacks one fails that invocation naming the variable; each adapter is then made on first use
+and kept for the environment's life, as its boto3 client is (:func:`spotrun.aws.adapters.client`). Nothing but
+the three Powertools objects is made at import.
+
+Module state is the execution environment's: on AWS each environment imports this module once, and the emulator
+imports ``functions`` afresh for each environment it creates (:mod:`spotrun.local.lambda_patch`), so no two
+environments, and no two functions, share ports. Tests that call handlers in one process under a changing
+environment call :func:`reset`.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+
+from spotrun.aws.adapters import (
+    Ec2Compute,
+    S3Objects,
+    SsmCommands,
+    StepFunctionsWorkflows,
+    client,
+    forget_clients,
+    job_store,
+)
+from spotrun.aws.schedules import DynamoRunRecords, SchedulerSchedules
+from spotrun.aws.settings import Settings
+from spotrun.control.ports import Commands, Compute, Objects, Schedules, Workflows
+from spotrun.control.schedules import RunRecords
+from spotrun.control.ports import JobStore
+from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, SHAPE
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+logger = Logger(service=SERVICE_NAME)
+tracer = Tracer(service=SERVICE_NAME)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
+
+_ports: dict[str, Ports] = {}
+_lock = threading.Lock()
+
+
+class Ports:
+    """One function's settings and the adapters its use cases take, each made on first use and then kept.
+
+    Parameters
+    ----------
+    settings
+        The function's settings, checked by :meth:`Settings.for_function`.
+    """
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._regions: dict[str, Ports] = {}
+
+    @cached_property
+    def store(self) -> JobStore:
+        """The job store, publishing status changes on the deployment's bus."""
+        return job_store(self.settings.jobs_table, self.settings.region, self.settings.event_bus_name)
+
+    @cached_property
+    def compute(self) -> Compute:
+        """EC2."""
+        return Ec2Compute(self.settings.region)
+
+    @cached_property
+    def commands(self) -> Commands:
+        """SSM Run Command."""
+        return SsmCommands(self.settings.region)
+
+    @cached_property
+    def objects(self) -> Objects:
+        """S3."""
+        return S3Objects(self.settings.region)
+
+    @cached_property
+    def workflows(self) -> Workflows:
+        """Step Functions."""
+        return StepFunctionsWorkflows(self.settings.region)
+
+    @cached_property
+    def run_records(self) -> RunRecords:
+        """The schedules' firings, in the jobs table."""
+        return DynamoRunRecords(self.settings.jobs_table, self.settings.region)
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        """The deployment's EventBridge Scheduler group."""
+        settings = self.settings
+        return SchedulerSchedules(
+            settings.schedule_group, settings.scheduled_run_arn, settings.scheduler_role_arn, settings.region
+        )
+
+    @cached_property
+    def idempotency(self) -> DynamoDBPersistenceLayer:
+        """Powertools' idempotency records, in the idempotency table, through this package's DynamoDB client."""
+        # Imported here: only the API function uses it, and the other functions' cold starts skip its imports.
+        from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+        return DynamoDBPersistenceLayer(
+            table_name=self.settings.idempotency_table,
+            boto3_client=client("dynamodb", self.settings.region),
+        )
+
+    def in_region(self, region: str) -> Ports:
+        """The same ports in ``region`` (an EC2 event names its own); this object when it is the function's."""
+        if region == self.settings.region:
+            return self
+        if region not in self._regions:
+            self._regions[region] = Ports(self.settings.model_copy(update={"region": region}))
+        return self._regions[region]
+
+
+def ports(function: str) -> Ports:
+    """The ports of ``function``, made on its first invocation in this execution environment.
+
+    Parameters
+    ----------
+    function
+        The function's name in :data:`spotrun.shape.SHAPE`; its declared settings are the ones read.
+
+    Returns
+    -------
+    Ports
+        The same object on every later invocation, until :func:`reset`.
+
+    Raises
+    ------
+    spotrun.aws.settings.MissingSettings
+        When the environment lacks a declared setting (nothing is kept: the next invocation checks again).
+    """
+    with _lock:
+        if function not in _ports:
+            _ports[function] = Ports(Settings.for_function(function, SHAPE.function(function).settings))
+        return _ports[function]
+
+
+def reset() -> None:
+    """Forget every function's ports and the boto3 clients, as a new execution environment would start.
+
+    For tests that change the environment (settings, a new emulator or ``mock_aws``) between invocations.
+    """
+    with _lock:
+        _ports.clear()
+    forget_clients()
