@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from spotrun.aws.settings import Settings
 from spotrun.cli.app import app
-from spotrun.cli.client import ApiError, SpotrunClient, TargetError, default_target, resolve_client
+from spotrun.cli.client import ApiError, SpotrunClient, TargetError
+from spotrun.cli.target import ApiTarget, default_target, resolve_client
 from spotrun.local.control_state import LocalState, write_state
 from spotrun.model.job import utc_now
 
@@ -136,7 +137,7 @@ def test_an_aws_client_signs_each_request_with_sigv4_for_execute_api() -> None:
 def test_a_local_client_sends_no_signature(fake_api: FakeApi, tmp_path: Path) -> None:
     # Given a `local up` state file naming the fake API
     fake_api.answers[("GET", "/jobs")] = (200, {"jobs": [], "next_token": None})
-    client = resolve_client(None, local_workdir(tmp_path, fake_api.url))
+    client = resolve_client(ApiTarget(workdir=local_workdir(tmp_path, fake_api.url)))
     # When jobs are listed
     answer = client.list_jobs(status="FAILED")
     # Then the request went unsigned, with its query, and the JSON came back parsed
@@ -181,7 +182,7 @@ def test_the_target_is_local_only_when_a_state_file_exists(tmp_path: Path) -> No
     # Then it is aws, then local, and a local runtime without an API is a clear error
     assert (before, after) == ("aws", "local")
     with pytest.raises(TargetError, match="serves no REST API"):
-        resolve_client("local", tmp_path)
+        resolve_client(ApiTarget(kind="local", workdir=tmp_path))
 
 
 def test_no_target_reachable_is_one_line_and_exit_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
