@@ -108,7 +108,7 @@ class SpotrunClient:
             with urllib.request.urlopen(raw, timeout=self.timeout) as answer:  # noqa: S310
                 return json.loads(answer.read() or b"null")
         except urllib.error.HTTPError as exc:
-            raise error_from_body(exc.code, exc.read(), str(exc.reason)) from None
+            raise _error_from_body(exc.code, exc.read(), str(exc.reason)) from None
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ApiError(0, f"the API at {self.base_url} does not answer: {reason}") from None
@@ -175,7 +175,7 @@ def _quote(segment: str) -> str:
     return urllib.parse.quote(segment, safe="")
 
 
-def error_from_body(status: int, body: bytes, reason: str) -> ApiError:
+def _error_from_body(status: int, body: bytes, reason: str) -> ApiError:
     """The :class:`ApiError` of an error answer: its ``{message, errors[]}`` body, else the HTTP reason."""
     try:
         decoded = json.loads(body)

@@ -61,7 +61,7 @@ def _show_ended(view: dict[str, Any], as_json: bool) -> None:
 def register(app: typer.Typer) -> None:
     """Add the API commands to ``app``."""
     for command in (submit, status, list_, cancel, logs, restore):
-        app.command(name="list" if command is list_ else command.__name__)(targeted(command))
+        app.command(name="list" if command is list_ else None)(targeted(command))
     app.add_typer(schedule_app, name="schedule")
 
 

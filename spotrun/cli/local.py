@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 local_app = typer.Typer(
     help="The embedded AWS emulator as a local service, and chaos for it (interruptions, deaths, no capacity).",
     no_args_is_help=True,
-    add_completion=False,
 )
 
 

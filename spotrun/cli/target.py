@@ -79,13 +79,9 @@ class ApiTarget:
 DEFAULT_TARGET = ApiTarget()  # what the options say when none is given
 
 
-# The options :func:`targeted` adds, named so that no command's own parameter can collide with them.
-_OPTIONS = (
-    ("target_kind", None, TargetOpt),
-    ("target_stack", DEFAULT_STACK, StackOpt),
-    ("target_region", None, RegionOpt),
-    ("target_workdir", DEFAULT_WORKDIR, WorkdirOpt),
-)
+# The option of each field of ApiTarget. A command's signature names them ``target_<field>``, so that no
+# parameter of the command itself can collide with them.
+_OPTIONS = {"kind": TargetOpt, "stack": StackOpt, "region": RegionOpt, "workdir": WorkdirOpt}
 
 
 def targeted(command: Callable[..., None]) -> Callable[..., None]:
@@ -105,25 +101,19 @@ def targeted(command: Callable[..., None]) -> Callable[..., None]:
         The command for ``app.command()``.
     """
     own = inspect.signature(command, eval_str=True)
-    if "target" not in own.parameters:
-        raise TypeError(f"{command.__name__} takes no `target: ApiTarget` parameter")
     kind = own.parameters["target"].kind
-    options = [
-        inspect.Parameter(name, kind, default=default, annotation=hint) for name, default, hint in _OPTIONS
+    added = [
+        inspect.Parameter(f"target_{field}", kind, default=getattr(DEFAULT_TARGET, field), annotation=option)
+        for field, option in _OPTIONS.items()
     ]
     parameters: list[inspect.Parameter] = []
     for parameter in own.parameters.values():
-        parameters += options if parameter.name == "target" else [parameter]
+        parameters += added if parameter.name == "target" else [parameter]
 
     @functools.wraps(command)
-    def run(**options: Any) -> None:
-        target = ApiTarget(
-            kind=options.pop("target_kind"),
-            stack=options.pop("target_stack"),
-            region=options.pop("target_region"),
-            workdir=options.pop("target_workdir"),
-        )
-        command(**options, target=target)
+    def run(**given: Any) -> None:
+        target = ApiTarget(**{field: given.pop(f"target_{field}") for field in _OPTIONS})
+        command(**given, target=target)
 
     run.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]
     run.__annotations__ = {}  # the signature above carries them, resolved
