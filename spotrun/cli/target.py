@@ -4,8 +4,8 @@ Every command of the REST API (``submit``, ``status``, ``schedule list``...) is 
 it adds ``--target``, ``--stack``, ``--region`` and ``--workdir`` after the command's own options (so
 ``spotrun status --stack X`` reads as it always did) and hands the command one :class:`ApiTarget`.
 :func:`api_client` makes it a client: the REST API of the ``spotrun local up`` running in ``--workdir``
-(unsigned), else the deployed stack's (SigV4). The emulator's state file is read only here, and
-``spotrun.local`` is imported only when it is read, so the command runs where the ``local`` extra is not
+(unsigned), else the deployed stack's (SigV4). Of the API commands, only this module reads the emulator's
+state file, and it imports ``spotrun.local`` only then: the commands run where the ``local`` extra is not
 installed.
 """
 
