@@ -1,64 +1,22 @@
-"""What the API commands share: the target options, the client they resolve to, errors, output and tables."""
+"""What the API commands share besides their target (:mod:`spotrun.cli.target`): the manifest file they read,
+the job view as a :class:`Job`, and their tables."""
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from spotrun.cli.client import DEFAULT_STACK, ApiError, SpotrunClient, Target, TargetError, resolve_client
-from spotrun.cli.local import fail
+from spotrun.cli.output import fail
 from spotrun.cli.summary import status_text
-from spotrun.local.control_state import WORKDIR_ENV
 from spotrun.model.job import Job, JobStatus
 from spotrun.model.manifest_io import ManifestError, parse_manifest_text
 
-TargetOpt = Annotated[
-    Target | None,
-    typer.Option(
-        "--target",
-        help="local: the running `spotrun local up`; aws: the deployed stack. Default: local when its state "
-        "file exists, else aws.",
-        show_default=False,
-    ),
-]
-StackOpt = Annotated[
-    str, typer.Option("--stack", help="CloudFormation stack of the deployment (aws target).")
-]
-RegionOpt = Annotated[
-    str | None, typer.Option("--region", help="AWS region of the stack (default: the AWS CLI's).")
-]
-WorkdirOpt = Annotated[
-    Path,
-    typer.Option(envvar=WORKDIR_ENV, help="Working directory of `spotrun local up` (local target)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the API's answer as one JSON object.")]
 ManifestFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, metavar="FILE")]
-
-
-@contextmanager
-def api_client(
-    target: Target | None, workdir: Path, stack: str = DEFAULT_STACK, region: str | None = None
-) -> Iterator[SpotrunClient]:
-    """The client of the chosen target; API and target errors end the command with exit code 1."""
-    try:
-        yield resolve_client(target, workdir, stack, region)
-    except TargetError as exc:
-        raise fail(exc) from None
-    except ApiError as exc:
-        message = exc.message if exc.status == 0 else f"{exc.message} (HTTP {exc.status})"
-        if exc.errors:
-            message += "".join(f"\n  - {line}" for line in exc.errors)
-        raise fail(message) from None
 
 
 def read_manifest(file: Path) -> dict[str, Any]:
@@ -71,16 +29,6 @@ def read_manifest(file: Path) -> dict[str, Any]:
     except OSError as exc:
         raise fail(f"cannot read {file}: {exc}") from None
     return manifest.model_dump(mode="json", exclude_none=True)
-
-
-def console(stderr: bool = False) -> Console:
-    """Wide enough for the tables when the output is a file or a pipe; a terminal keeps its own width."""
-    out = sys.stderr if stderr else sys.stdout
-    return Console(file=out, highlight=False, width=None if out.isatty() else 120)
-
-
-def emit_json(answer: Any) -> None:
-    typer.echo(json.dumps(answer))
 
 
 def as_job(view: dict[str, Any]) -> Job:

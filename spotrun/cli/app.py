@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from spotrun.cli.jobs import register as register_api_commands
-from spotrun.cli.local import fail, local_app
+from spotrun.cli.local import local_app
+from spotrun.cli.output import console, error_console, fail
 from spotrun.model.manifest_io import ManifestError, manifest_json_schema, parse_manifest_text
 
 app = typer.Typer(
@@ -36,7 +36,7 @@ def validate(file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, r
     try:
         manifest = parse_manifest_text(file.read_bytes())
     except ManifestError as exc:
-        err = Console(stderr=True)
+        err = error_console()
         err.print(f"[red]{file}: {exc.count} problem(s)[/red]")
         for line in exc.errors:
             err.print(f"  - {line}", markup=False, highlight=False)
@@ -67,12 +67,9 @@ def demo(
     from spotrun.cli.demo import run_demo
     from spotrun.control.records import job_record
 
-    out = sys.stderr if as_json else sys.stdout
-    # Wide enough for the summary tables when the output is a file or a pipe; a terminal keeps its own width.
-    console = Console(file=out, width=None if out.isatty() else 120)
     try:
         job = run_demo(
-            console,
+            console(stderr=as_json, highlight=True),
             workdir.resolve(),
             interruptions,
             secrets.randbelow(1_000_000) if seed is None else seed,

@@ -1,7 +1,9 @@
 """A client of the spotrun REST API (``openapi.json``): one method per route, each returning the parsed JSON.
 
-Against a deployed stack, requests are signed with SigV4 for ``execute-api`` with the default boto3 session's
-credentials (never printed nor logged); against ``spotrun local up``, they go unsigned to 127.0.0.1.
+It is told where to go and nothing else: a root URL, signed or not (:class:`SpotrunClient`), or a deployed
+stack whose ``ApiUrl`` output names the root (:func:`stack_client`). Against a stack, requests are signed with
+SigV4 for ``execute-api`` with the default boto3 session's credentials (never printed nor logged). Which API a
+command talks to is decided in :mod:`spotrun.cli.target`.
 """
 
 from __future__ import annotations
@@ -10,8 +12,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import boto3
 from botocore.auth import SigV4Auth
@@ -19,11 +20,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import BotoCoreError, ClientError
 
-from spotrun.local.control_state import NoLocalRuntime, read_state, state_path
-
-Target = Literal["local", "aws"]
-DEFAULT_STACK = "Spotrun"
-API_URL_OUTPUT = "ApiUrl"
+API_URL_OUTPUT = "ApiUrl"  # the stack's CloudFormation output naming the REST API's root
 
 
 class ApiError(RuntimeError):
@@ -104,14 +101,14 @@ class SpotrunClient:
         """Send one request; return its decoded JSON body, or raise :class:`ApiError`."""
         prepared = self.prepare(method, path, **kwargs)
         data = prepared.body.encode() if isinstance(prepared.body, str) else prepared.body
-        raw = urllib.request.Request(  # noqa: S310 - the URL is the API's, from the state file or the stack
+        raw = urllib.request.Request(  # noqa: S310 - the URL is the API's, as the target named it
             str(prepared.url), data=data or None, method=method, headers=dict(prepared.headers.items())
         )
         try:
             with urllib.request.urlopen(raw, timeout=self.timeout) as answer:  # noqa: S310
                 return json.loads(answer.read() or b"null")
         except urllib.error.HTTPError as exc:
-            raise error_from_body(exc.code, exc.read(), str(exc.reason)) from None
+            raise _error_from_body(exc.code, exc.read(), str(exc.reason)) from None
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ApiError(0, f"the API at {self.base_url} does not answer: {reason}") from None
@@ -178,7 +175,7 @@ def _quote(segment: str) -> str:
     return urllib.parse.quote(segment, safe="")
 
 
-def error_from_body(status: int, body: bytes, reason: str) -> ApiError:
+def _error_from_body(status: int, body: bytes, reason: str) -> ApiError:
     """The :class:`ApiError` of an error answer: its ``{message, errors[]}`` body, else the HTTP reason."""
     try:
         decoded = json.loads(body)
@@ -190,29 +187,24 @@ def error_from_body(status: int, body: bytes, reason: str) -> ApiError:
     return ApiError(status, f"HTTP {status} {reason}".rstrip())
 
 
-# ----------------------------------------------------------------------------------------------- targets
+# ------------------------------------------------------------------------------------------- deployed
 
 
-def default_target(workdir: Path) -> Target:
-    """``local`` when a ``spotrun local up`` state file exists in ``workdir``, else ``aws``."""
-    return "local" if state_path(workdir).exists() else "aws"
+def stack_client(stack: str, region: str | None = None) -> SpotrunClient:
+    """A SigV4-signing client of the API of a deployed CloudFormation ``stack``, found from its ``ApiUrl`` output.
 
+    Parameters
+    ----------
+    stack
+        Name of the deployment's stack.
+    region
+        Its region; None: the default boto3 session's (the AWS CLI's), else us-east-1.
 
-def local_client(workdir: Path) -> SpotrunClient:
-    """An unsigned client of the REST API of the ``spotrun local up`` started in ``workdir``."""
-    try:
-        state = read_state(workdir)
-    except NoLocalRuntime as exc:
-        raise TargetError(str(exc)) from None
-    if not state.api_url:
-        raise TargetError(
-            f"the local runtime of {state.workdir} serves no REST API (no api_url in its state)"
-        )
-    return SpotrunClient(state.api_url)
-
-
-def aws_client(stack: str = DEFAULT_STACK, region: str | None = None) -> SpotrunClient:
-    """A SigV4-signing client of the deployed stack's API, found from its ``ApiUrl`` output."""
+    Raises
+    ------
+    TargetError
+        No AWS credentials, the stack cannot be read, or it has no ``ApiUrl`` output.
+    """
     session = boto3.session.Session(region_name=region)
     credentials = session.get_credentials()
     if credentials is None:
@@ -230,11 +222,3 @@ def aws_client(stack: str = DEFAULT_STACK, region: str | None = None) -> Spotrun
     if API_URL_OUTPUT not in outputs:
         raise TargetError(f"stack {stack!r} in {where} has no {API_URL_OUTPUT} output; is it deployed?")
     return SpotrunClient(outputs[API_URL_OUTPUT], credentials=credentials, region=where)
-
-
-def resolve_client(
-    target: Target | None, workdir: Path, stack: str = DEFAULT_STACK, region: str | None = None
-) -> SpotrunClient:
-    """The client of ``target``; None: local when ``local up`` runs in ``workdir``, else the deployed stack."""
-    chosen = target or default_target(workdir)
-    return local_client(workdir) if chosen == "local" else aws_client(stack, region)

@@ -13,26 +13,12 @@ from typing import Annotated, Any
 
 import typer
 
-from spotrun.cli.api import (
-    JsonOpt,
-    ManifestFile,
-    RegionOpt,
-    StackOpt,
-    TargetOpt,
-    WorkdirOpt,
-    api_client,
-    as_job,
-    console,
-    emit_json,
-    jobs_table,
-    read_manifest,
-    restore_table,
-)
-from spotrun.cli.client import DEFAULT_STACK, SpotrunClient
-from spotrun.cli.local import fail
+from spotrun.cli.api import ManifestFile, as_job, jobs_table, read_manifest, restore_table
+from spotrun.cli.client import SpotrunClient
+from spotrun.cli.output import JsonOpt, console, emit_json, fail
 from spotrun.cli.schedules import schedule_app
 from spotrun.cli.summary import final_summary, status_text
-from spotrun.local.control_state import DEFAULT_WORKDIR
+from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client, targeted
 from spotrun.model.job import JobStatus, utc_now
 from spotrun.model.limits import exit_code
 
@@ -75,7 +61,7 @@ def _show_ended(view: dict[str, Any], as_json: bool) -> None:
 def register(app: typer.Typer) -> None:
     """Add the API commands to ``app``."""
     for command in (submit, status, list_, cancel, logs, restore):
-        app.command(name="list" if command is list_ else None)(command)
+        app.command(name="list" if command is list_ else None)(targeted(command))
     app.add_typer(schedule_app, name="schedule")
 
 
@@ -89,10 +75,7 @@ def submit(
         bool, typer.Option("--wait", help="Follow the job until it ends; show its summary.")
     ] = False,
     poll: PollOpt = 1.0,
-    target: TargetOpt = None,
-    stack: StackOpt = DEFAULT_STACK,
-    region: RegionOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """Validate a manifest locally, then submit it; --wait follows the job to its end.
@@ -100,7 +83,7 @@ def submit(
     Exit codes with --wait: 0 succeeded, 3 stopped at budget.max_usd, 4 at max_runtime_minutes, 1 otherwise.
     """
     manifest = read_manifest(file)
-    with api_client(target, workdir, stack, region) as client:
+    with api_client(target) as client:
         accepted = client.submit(manifest, idempotency_key)
         if not wait:
             if as_json:
@@ -116,14 +99,11 @@ def status(
     job_id: Annotated[
         str | None, typer.Argument(metavar="[ID]", help="Default: the most recent job.")
     ] = None,
-    target: TargetOpt = None,
-    stack: StackOpt = DEFAULT_STACK,
-    region: RegionOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a job: status, timeline, attempts, cost, archived model."""
-    with api_client(target, workdir, stack, region) as client:
+    with api_client(target) as client:
         if job_id is None:
             newest = client.list_jobs(limit=1)["jobs"]
             if not newest:
@@ -141,15 +121,12 @@ def list_(
     name: Annotated[str | None, typer.Option(help="Only jobs of this name.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=100, help="Jobs per page.")] = 20,
     all_pages: Annotated[bool, typer.Option("--all", help="Follow next_token to the last page.")] = False,
-    target: TargetOpt = None,
-    stack: StackOpt = DEFAULT_STACK,
-    region: RegionOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """List jobs, newest first."""
     wanted = status.value if status is not None else None
-    with api_client(target, workdir, stack, region) as client:
+    with api_client(target) as client:
         page = client.list_jobs(status=wanted, name=name, limit=limit)
         jobs = list(page["jobs"])
         while all_pages and page.get("next_token"):
@@ -167,14 +144,11 @@ def list_(
 
 def cancel(
     job_id: JobId,
-    target: TargetOpt = None,
-    stack: StackOpt = DEFAULT_STACK,
-    region: RegionOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """Cancel a job: stop its workflow, terminate its instances; its committed checkpoints are kept."""
-    with api_client(target, workdir, stack, region) as client:
+    with api_client(target) as client:
         answer = client.cancel(job_id)
     if as_json:
         emit_json(answer)
@@ -188,14 +162,11 @@ def logs(
     job_id: JobId,
     attempt: Annotated[int | None, typer.Option(min=1, help="Only this attempt.")] = None,
     tail: Annotated[int, typer.Option(min=1, max=5000, help="Lines from the end of each log.")] = 200,
-    target: TargetOpt = None,
-    stack: StackOpt = DEFAULT_STACK,
-    region: RegionOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the tail of each attempt's training log."""
-    with api_client(target, workdir, stack, region) as client:
+    with api_client(target) as client:
         answer = client.logs(job_id, attempt=attempt, tail=tail)
     if as_json:
         emit_json(answer)
@@ -213,14 +184,11 @@ def restore(
     days: Annotated[int, typer.Option(min=1, max=365, help="How long restored copies stay.")] = 7,
     wait: Annotated[bool, typer.Option("--wait", help="Poll until every object is readable.")] = False,
     poll: PollOpt = 30.0,
-    target: TargetOpt = None,
-    stack: StackOpt = DEFAULT_STACK,
-    region: RegionOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """Restore a job's archived model from Glacier (idempotent); show where each object stands."""
-    with api_client(target, workdir, stack, region) as client:
+    with api_client(target) as client:
         report = client.start_restore(job_id, days=days)
         if wait and not report["readable"]:
             with console(stderr=as_json).status(f"restoring the archived model of {job_id}"):

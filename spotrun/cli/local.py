@@ -2,67 +2,49 @@
 
 from __future__ import annotations
 
-import json
 import shlex
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
-from spotrun.local.control_state import (
-    DEFAULT_WORKDIR,
-    WORKDIR_ENV,
-    ControlClient,
-    ControlError,
-    NoLocalRuntime,
-)
+from spotrun.cli.output import JsonOpt, console, emit_json, fail
+from spotrun.cli.target import DEFAULT_WORKDIR, WorkdirOpt
+
+if TYPE_CHECKING:
+    from spotrun.local.control_state import ControlClient
 
 local_app = typer.Typer(
     help="The embedded AWS emulator as a local service, and chaos for it (interruptions, deaths, no capacity).",
     no_args_is_help=True,
-    add_completion=False,
 )
-
-Workdir = Annotated[
-    Path,
-    typer.Option(envvar=WORKDIR_ENV, help="Working directory of `spotrun local up` (holds its state file)."),
-]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")]
-
-
-def fail(message: object, code: int = 1) -> typer.Exit:
-    """Print ``error: message`` on stderr, unwrapped (paths and URLs stay whole); return the exit to raise."""
-    Console(stderr=True, soft_wrap=True).print(Text.assemble(("error: ", "red"), str(message)))
-    return typer.Exit(code=code)
 
 
 @contextmanager
 def _control(workdir: Path) -> Iterator[ControlClient]:
     """A client of the running ``local up``; its errors end the command with a message and exit code 1."""
+    # Imported here: `spotrun --help` and the API commands never load the emulator's package.
+    from spotrun.local.control_state import ControlClient, ControlError, NoLocalRuntime
+
     try:
         yield ControlClient.for_workdir(workdir)
     except (NoLocalRuntime, ControlError) as exc:
         raise fail(exc) from None
 
 
-def _console() -> Console:
-    # Wide enough for the tables when the output is a file or a pipe; a terminal keeps its own width.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
-
-
 def _emit(answer: Any, as_json: bool, text: str) -> None:
-    typer.echo(json.dumps(answer) if as_json else text)
+    if as_json:
+        emit_json(answer)
+    else:
+        typer.echo(text)
 
 
 @local_app.command()
 def up(
-    workdir: Workdir = DEFAULT_WORKDIR,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
     time_scale: Annotated[
         float,
         typer.Option(
@@ -79,12 +61,12 @@ def up(
     from spotrun.local.up import AlreadyRunning, connection_help, local_up, stop_on_signals
     from spotrun.model.job import utc_now
 
-    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    out = console(soft_wrap=True)
     workdir = workdir.resolve()
     option = "" if workdir == DEFAULT_WORKDIR.resolve() else f"--workdir {shlex.quote(str(workdir))}"
 
     def told(line: str) -> None:
-        console.print(f"[{utc_now():%H:%M:%S}] {line}", markup=False)
+        out.print(f"[{utc_now():%H:%M:%S}] {line}", markup=False)
 
     started = local_up(workdir, time_scale, seed, on_action=told)
     with stop_on_signals() as stop:
@@ -93,18 +75,18 @@ def up(
                 if example:
                     upload_example(runtime)
                 scaled = runtime.clock.scaled(120)
-                console.print(
+                out.print(
                     f"[bold]spotrun local[/bold]: AWS emulator on {state.endpoint_url}, time scale {time_scale:g} "
                     f"(a 2-minute spot notice lasts {scaled:g} s)"
                 )
-                console.print(connection_help(state, option), markup=False)
-                console.print(f"control-plane logs: {workdir / 'control-plane.log'}; Ctrl-C to stop")
+                out.print(connection_help(state, option), markup=False)
+                out.print(f"control-plane logs: {workdir / 'control-plane.log'}; Ctrl-C to stop")
                 while not stop.wait(0.2):
                     pass
-                console.print("stopping...")
+                out.print("stopping...")
         except AlreadyRunning as exc:
             raise fail(exc) from None
-    console.print("stopped")
+    out.print("stopped")
 
 
 def _notice(instance: dict[str, Any]) -> str:
@@ -152,27 +134,27 @@ def pools_table(pools: list[dict[str, Any]]) -> Table:
 
 
 @local_app.command()
-def instances(workdir: Workdir = DEFAULT_WORKDIR, as_json: AsJson = False) -> None:
+def instances(workdir: WorkdirOpt = DEFAULT_WORKDIR, as_json: JsonOpt = False) -> None:
     """List the instances the running runtime launched, terminated ones included."""
     with _control(workdir) as control:
         found = control.instances()
     if as_json:
-        typer.echo(json.dumps(found))
+        emit_json(found)
     elif not found:
         typer.echo("no instances launched yet")
     else:
-        _console().print(instances_table(found))
+        console().print(instances_table(found))
 
 
 @local_app.command()
-def pools(workdir: Workdir = DEFAULT_WORKDIR, as_json: AsJson = False) -> None:
+def pools(workdir: WorkdirOpt = DEFAULT_WORKDIR, as_json: JsonOpt = False) -> None:
     """List the spot pools (instance type x zone) with their price, capacity and instances in use."""
     with _control(workdir) as control:
         found = control.pools()
     if as_json:
-        typer.echo(json.dumps(found))
+        emit_json(found)
     else:
-        _console().print(pools_table(found))
+        console().print(pools_table(found))
 
 
 @local_app.command()
@@ -184,8 +166,8 @@ def interrupt(
     rebalance_lead_seconds: Annotated[
         float, typer.Option(min=0, help="Simulated seconds from the rebalance recommendation to the warning.")
     ] = 0.0,
-    workdir: Workdir = DEFAULT_WORKDIR,
-    as_json: AsJson = False,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
 ) -> None:
     """Reclaim a spot instance as AWS FIS does: rebalance recommendation, warning (IMDS and EventBridge),
     termination when the notice ends."""
@@ -205,8 +187,8 @@ def kill(
     hang: Annotated[
         bool, typer.Option(help="Leave it looking alive to EC2, answering nothing (no IMDS, no SSM).")
     ] = False,
-    workdir: Workdir = DEFAULT_WORKDIR,
-    as_json: AsJson = False,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
 ) -> None:
     """Kill an instance without notice: its processes die at once, with no chance to checkpoint."""
     with _control(workdir) as control:
@@ -221,8 +203,8 @@ def exhaust(
     on_demand: Annotated[
         bool, typer.Option("--on-demand", help="Exhaust on-demand capacity, not spot.")
     ] = False,
-    workdir: Workdir = DEFAULT_WORKDIR,
-    as_json: AsJson = False,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
 ) -> None:
     """Leave a pool without capacity: launches there fail with InsufficientInstanceCapacity."""
     lifecycle = "on-demand" if on_demand else "spot"
@@ -235,8 +217,8 @@ def exhaust(
 def refill(
     instance_type: Annotated[str, typer.Argument(metavar="TYPE")],
     zone: Annotated[str, typer.Argument(metavar="ZONE")],
-    workdir: Workdir = DEFAULT_WORKDIR,
-    as_json: AsJson = False,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
 ) -> None:
     """Give a pool back its declared capacity."""
     with _control(workdir) as control:
@@ -254,8 +236,8 @@ def fleet_error(
         ),
     ],
     count: Annotated[int, typer.Option(min=1, help="How many CreateFleet calls fail.")] = 1,
-    workdir: Workdir = DEFAULT_WORKDIR,
-    as_json: AsJson = False,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
 ) -> None:
     """Make the next CreateFleet calls fail with CODE: capacity codes are waited on, the others fail the job."""
     with _control(workdir) as control:
@@ -272,8 +254,8 @@ def ec2_not_found(
         int,
         typer.Option(min=0, help="Launches TerminateInstances answers NotFound for (and leaves running)."),
     ] = 0,
-    workdir: Workdir = DEFAULT_WORKDIR,
-    as_json: AsJson = False,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: JsonOpt = False,
 ) -> None:
     """Model EC2's eventual consistency: the next launches are unknown to some calls just after launch."""
     if not (describe or terminate):

@@ -6,22 +6,9 @@ from typing import Annotated
 
 import typer
 
-from spotrun.cli.api import (
-    JsonOpt,
-    ManifestFile,
-    RegionOpt,
-    StackOpt,
-    TargetOpt,
-    WorkdirOpt,
-    api_client,
-    console,
-    emit_json,
-    read_manifest,
-    schedules_table,
-)
-from spotrun.cli.client import DEFAULT_STACK
-from spotrun.cli.local import fail
-from spotrun.local.control_state import DEFAULT_WORKDIR
+from spotrun.cli.api import ManifestFile, read_manifest, schedules_table
+from spotrun.cli.output import JsonOpt, console, emit_json, fail
+from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client, targeted
 
 ScheduleName = Annotated[str, typer.Argument(metavar="NAME", help="The schedule's name (its manifest's).")]
 
@@ -29,19 +16,17 @@ schedule_app = typer.Typer(help="Jobs started on a schedule (EventBridge Schedul
 
 
 @schedule_app.command("create")
+@targeted
 def schedule_create(
     file: ManifestFile,
-    target: TargetOpt = None,
-    stack: StackOpt = DEFAULT_STACK,
-    region: RegionOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a schedule from a manifest with a `schedule` block (validated locally first)."""
     manifest = read_manifest(file)
     if "schedule" not in manifest:
         raise fail(f"{file}: schedule: a manifest needs a schedule block to be scheduled")
-    with api_client(target, workdir, stack, region) as client:
+    with api_client(target) as client:
         answer = client.create_schedule(manifest)
     if as_json:
         emit_json(answer)
@@ -50,15 +35,13 @@ def schedule_create(
 
 
 @schedule_app.command("list")
+@targeted
 def schedule_list(
-    target: TargetOpt = None,
-    stack: StackOpt = DEFAULT_STACK,
-    region: RegionOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """List the schedules."""
-    with api_client(target, workdir, stack, region) as client:
+    with api_client(target) as client:
         answer = client.list_schedules()
     found = list(answer.get("schedules") or [])
     if as_json:
@@ -70,16 +53,14 @@ def schedule_list(
 
 
 @schedule_app.command("delete")
+@targeted
 def schedule_delete(
     name: ScheduleName,
-    target: TargetOpt = None,
-    stack: StackOpt = DEFAULT_STACK,
-    region: RegionOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a schedule (jobs it started are kept)."""
-    with api_client(target, workdir, stack, region) as client:
+    with api_client(target) as client:
         answer = client.delete_schedule(name) or {"name": name, "deleted": True}  # the API answers 204
     if as_json:
         emit_json(answer)
@@ -88,16 +69,14 @@ def schedule_delete(
 
 
 @schedule_app.command("runs")
+@targeted
 def schedule_runs(
     name: ScheduleName,
-    target: TargetOpt = None,
-    stack: StackOpt = DEFAULT_STACK,
-    region: RegionOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """List a schedule's firings, newest first: the job each started, or why it was skipped."""
-    with api_client(target, workdir, stack, region) as client:
+    with api_client(target) as client:
         answer = client.schedule_runs(name)
     runs = list(answer.get("runs") or [])
     if as_json:

@@ -21,8 +21,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from spotrun.aws.settings import Settings
 
 STATE_FILE_NAME = "local.json"
-DEFAULT_WORKDIR = Path(".spotrun/local")
-WORKDIR_ENV = "SPOTRUN_LOCAL_WORKDIR"
 
 
 class NoLocalRuntime(RuntimeError):

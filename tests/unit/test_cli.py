@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
+import os
 import socket
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,6 +24,7 @@ from spotrun.control.records import job_record
 from spotrun.local.control_state import LocalState, read_state, remove_state, write_state
 from spotrun.local.demo import EXAMPLE_DIR, example_steps
 from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource
+from spotrun.shape import REPO_ROOT
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 runner = CliRunner()
@@ -274,3 +279,64 @@ def test_the_json_record_carries_the_checkpoint_restored_and_steps_lost_of_every
         (None, 4),
         ("jobs/tiny/checkpoints/step-000000000100/", None),
     ]
+
+
+# ------------------------------------------------------------------------ without the `local` extra
+
+_WITHOUT_EMULATOR = """
+import json
+import sys
+
+
+class NoEmulator:
+    # Installed without the `local` extra: neither moto nor numpy can be imported.
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("moto", "numpy"):
+            raise ImportError(f"{name} is not installed")
+        return None
+
+
+def loaded(prefixes):
+    return sorted(m for m in sys.modules if m.split(".")[0] in prefixes or m.startswith("spotrun.local"))
+
+
+sys.meta_path.insert(0, NoEmulator())
+from typer.testing import CliRunner
+
+from spotrun.cli.app import app
+
+runner = CliRunner()
+helps = [runner.invoke(app, argv) for argv in (["--help"], ["status", "--help"])]
+after_help = loaded(("moto", "numpy"))
+status = runner.invoke(app, ["status", "--stack", "X", "--region", "eu-west-1"])
+print(json.dumps({
+    "helps": [(r.exit_code, r.stdout) for r in helps],
+    "after_help": after_help,
+    "status": (status.exit_code, repr(status.exception), status.stderr),
+    "after_status": [m for m in loaded(("moto", "numpy")) if not m.startswith("spotrun.")],
+}))
+"""
+
+
+def test_the_api_commands_run_without_the_emulator_installed(tmp_path: Path) -> None:
+    # Given a Python where moto and numpy cannot be imported, and no AWS credentials
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    # When `spotrun --help`, `spotrun status --help` and `spotrun status --stack X` run there
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_EMULATOR], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    # Then both helps print with nothing of the emulator imported, and status gets as far as the credentials
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert [code for code, _ in answer["helps"]] == [0, 0], answer
+    assert all("Usage" in text for _, text in answer["helps"]), answer
+    assert answer["after_help"] == [], "`spotrun --help` imported the emulator"
+    code, _, stderr = answer["status"]
+    assert (code, "no AWS credentials" in stderr) == (1, True), answer["status"]
+    assert answer["after_status"] == []

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import pytest
@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from spotrun.aws.settings import Settings
 from spotrun.cli.app import app
-from spotrun.cli.client import ApiError, SpotrunClient, TargetError, default_target, resolve_client
+from spotrun.cli.client import ApiError, SpotrunClient, TargetError
+from spotrun.cli.target import ApiTarget, default_target, resolve_client
 from spotrun.local.control_state import LocalState, write_state
 from spotrun.model.job import utc_now
 
@@ -136,7 +137,7 @@ def test_an_aws_client_signs_each_request_with_sigv4_for_execute_api() -> None:
 def test_a_local_client_sends_no_signature(fake_api: FakeApi, tmp_path: Path) -> None:
     # Given a `local up` state file naming the fake API
     fake_api.answers[("GET", "/jobs")] = (200, {"jobs": [], "next_token": None})
-    client = resolve_client(None, local_workdir(tmp_path, fake_api.url))
+    client = resolve_client(ApiTarget(workdir=local_workdir(tmp_path, fake_api.url)))
     # When jobs are listed
     answer = client.list_jobs(status="FAILED")
     # Then the request went unsigned, with its query, and the JSON came back parsed
@@ -181,7 +182,7 @@ def test_the_target_is_local_only_when_a_state_file_exists(tmp_path: Path) -> No
     # Then it is aws, then local, and a local runtime without an API is a clear error
     assert (before, after) == ("aws", "local")
     with pytest.raises(TargetError, match="serves no REST API"):
-        resolve_client("local", tmp_path)
+        resolve_client(ApiTarget(kind="local", workdir=tmp_path))
 
 
 def test_no_target_reachable_is_one_line_and_exit_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -244,3 +245,69 @@ def test_an_api_refusal_prints_its_message_and_each_problem(fake_api: FakeApi, t
     assert "job done-1 has ended (HTTP 409)" in result.stderr
     assert "  - x" in result.stderr
     assert result.stdout == ""
+
+
+class FakeSession:
+    """A boto3 session whose CloudFormation knows one stack, whose ``ApiUrl`` output is ``api_url``."""
+
+    api_url: ClassVar[str] = ""
+    asked: ClassVar[list[tuple[str, str]]] = []  # (region, stack) of every DescribeStacks
+
+    def __init__(self, region_name: str | None = None):
+        self.region_name = region_name
+
+    def get_credentials(self) -> Credentials:
+        return FAKE
+
+    def client(self, service: str, region_name: str) -> Any:
+        assert service == "cloudformation"
+        session = self
+
+        class CloudFormation:
+            def describe_stacks(self, StackName: str) -> dict[str, Any]:  # noqa: N803 - boto3's name
+                FakeSession.asked.append((region_name, StackName))
+                outputs = [{"OutputKey": "ApiUrl", "OutputValue": session.api_url}]
+                return {"Stacks": [{"StackName": StackName, "Outputs": outputs}]}
+
+        return CloudFormation()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "j-1"],
+        ["schedule", "list"],
+    ],
+)
+def test_the_target_stack_and_region_options_of_a_command_choose_the_api_it_calls(
+    fake_api: FakeApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    # Given a deployed stack "Staging" in eu-west-1 whose ApiUrl is the fake API, and a `local up` elsewhere
+    workdir = local_workdir(tmp_path, "http://127.0.0.1:1")
+    fake_api.answers[("GET", "/jobs/j-1")] = (200, {"job_id": "j-1"})
+    fake_api.answers[("GET", "/schedules")] = (200, {"schedules": []})
+    monkeypatch.setattr(FakeSession, "api_url", fake_api.url)
+    monkeypatch.setattr(FakeSession, "asked", [])
+    monkeypatch.setattr("spotrun.cli.client.boto3.session.Session", FakeSession)
+    # When the command is given the aws target, the stack and the region after its own arguments
+    options = ["--target", "aws", "--stack", "Staging", "--region", "eu-west-1", "--workdir", str(workdir)]
+    result = runner.invoke(app, [*argv, *options, "--json"])
+    # Then that stack's output was read in that region, and the request went there, signed for that region
+    assert result.exit_code == 0, result.stderr
+    assert FakeSession.asked == [("eu-west-1", "Staging")]
+    _, _, headers, _ = fake_api.seen[0]
+    assert "/eu-west-1/execute-api/aws4_request" in headers["Authorization"]
+
+
+def test_the_workdir_option_of_a_command_chooses_the_local_runtime_it_calls(
+    fake_api: FakeApi, tmp_path: Path
+) -> None:
+    # Given a `local up` state file naming the fake API, in a working directory other than the default
+    fake_api.answers[("GET", "/jobs")] = (200, {"jobs": [], "next_token": None})
+    chosen = local_workdir(tmp_path / "chosen", fake_api.url)
+    # When jobs are listed with --workdir
+    result = runner.invoke(app, ["list", "--workdir", str(chosen), "--target", "local", "--json"])
+    # Then the fake API of that working directory answered, unsigned
+    assert result.exit_code == 0, result.stderr
+    assert [(m, p) for m, p, _, _ in fake_api.seen] == [("GET", "/jobs?limit=20")]
+    assert "Authorization" not in fake_api.seen[0][2]

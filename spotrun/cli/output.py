@@ -1,0 +1,50 @@
+"""How every ``spotrun`` command writes: its consoles, its error line, its ``--json`` answer."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object.")]
+
+
+def console(stderr: bool = False, *, highlight: bool = False, soft_wrap: bool = False) -> Console:
+    """A console on stdout (or stderr) for tables and progress.
+
+    Parameters
+    ----------
+    stderr
+        Write on stderr, e.g. the progress of a command whose stdout is ``--json``.
+    highlight
+        Let rich colour numbers and strings (the demo's live view).
+    soft_wrap
+        Never wrap lines (paths and URLs stay whole, to be copied).
+
+    Returns
+    -------
+    Console
+        Wide enough for the tables when the output is a file or a pipe; a terminal keeps its own width.
+    """
+    out = sys.stderr if stderr else sys.stdout
+    return Console(file=out, highlight=highlight, soft_wrap=soft_wrap, width=None if out.isatty() else 120)
+
+
+def error_console() -> Console:
+    """A console on stderr that never wraps: an error's paths and URLs stay whole."""
+    return Console(stderr=True, soft_wrap=True)
+
+
+def fail(message: object, code: int = 1) -> typer.Exit:
+    """Print ``error: message`` on stderr, unwrapped; return the exit to raise (``raise fail(...)``)."""
+    error_console().print(Text.assemble(("error: ", "red"), str(message)))
+    return typer.Exit(code=code)
+
+
+def emit_json(answer: Any) -> None:
+    """Print ``answer`` as one line of JSON on stdout, for scripts."""
+    typer.echo(json.dumps(answer))
