@@ -31,9 +31,8 @@ from spotrun.aws.adapters import (
 )
 from spotrun.aws.schedules import DynamoRunRecords, SchedulerSchedules
 from spotrun.aws.settings import Settings
-from spotrun.control.ports import Commands, Compute, Objects, Schedules, Workflows
+from spotrun.control.ports import Commands, Compute, JobStore, Objects, Schedules, Workflows
 from spotrun.control.schedules import RunRecords
-from spotrun.control.ports import JobStore
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, SHAPE
 
 if TYPE_CHECKING:
