@@ -28,13 +28,14 @@ import json
 import logging
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spotrun.local.instances import SimulatedInstance
 from spotrun.local.loopback import LoopbackServer
 from spotrun.local.runtime import LocalRuntime
+from spotrun.model.capacity import Lifecycle
 from spotrun.model.fleet_errors import classify
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class PoolRequest(_Body):
 
     instance_type: str
     availability_zone: str
-    lifecycle: Literal["spot", "on-demand"] = "spot"
+    lifecycle: Lifecycle = "spot"
 
 
 class FleetErrorRequest(_Body):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.aws.settings import Settings
-from spotrun.local.capacity import DEFAULT_ZONES
+from spotrun.local.catalog import DEFAULT_ZONES
 from spotrun.shape import DeploymentShape, rule_pattern
 
 ClientFactory = Callable[[str], Any]

@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 from spotrun.aws.settings import Settings
 from spotrun.local import ec2_patch, events_patch, lambda_patch, sfn_patch, ssm_patch
-from spotrun.local.capacity import CapacityModel, Pool, default_pools
+from spotrun.local.capacity import CapacityModel
+from spotrun.local.catalog import Pool, default_pools
 from spotrun.local.chaos import Chaos
 from spotrun.local.clock import Clock
 from spotrun.local.consistency import Ec2Consistency
@@ -55,7 +56,7 @@ class LocalRuntime:
         Real seconds per simulated second: shrinks boot delays and notices, and reaches the workflow through
         ``Settings.time_scale``.
     pools
-        The spot pools; :func:`~spotrun.local.capacity.default_pools` when omitted.
+        The spot pools; :func:`~spotrun.local.catalog.default_pools` when omitted.
     seed
         Seeds the default pool table and random reclaims.
     shape
