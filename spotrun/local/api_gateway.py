@@ -19,8 +19,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from spotrun.local.lambda_patch import Handler, LambdaContext
 from spotrun.local.loopback import LoopbackServer
+from spotrun.local.runtime import ACCOUNT_ID
 
-ACCOUNT_ID = "123456789012"
 STAGE = "local"
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's own payload limit
 
