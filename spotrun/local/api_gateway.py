@@ -19,7 +19,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from spotrun.local.lambda_patch import Handler, LambdaContext
 from spotrun.local.loopback import LoopbackServer
-from spotrun.local.runtime import ACCOUNT_ID
+from spotrun.local.server import ACCOUNT_ID
 
 STAGE = "local"
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's own payload limit

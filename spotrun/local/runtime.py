@@ -31,13 +31,10 @@ from spotrun.local.instances import InstanceManager, SimulatedInstance
 from spotrun.local.patches import PatchSet
 from spotrun.local.provision import Deployment, function_name, provision
 from spotrun.local.scheduler import LocalScheduler
-from spotrun.local.server import EmbeddedServer
+from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS, EmbeddedServer
 from spotrun.shape import METRICS_NAMESPACE, REPO_ROOT, SERVICE_NAME, SHAPE, DeploymentShape
 
 logger = logging.getLogger(__name__)
-
-ACCOUNT_ID = "123456789012"  # moto's default account
-FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
 def default_agent_argv() -> list[str]:
