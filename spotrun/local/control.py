@@ -297,4 +297,3 @@ class ControlServer(LoopbackServer):
 
     def __init__(self, api: ControlApi):
         super().__init__(lambda address: _ControlHttpServer(address, api), "control-api")
-        self.api = api
