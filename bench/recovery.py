@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from spotrun.aws.adapters import job_store
-from spotrun.local.capacity import Pool
-from spotrun.local.catalog import DEFAULT_ZONES
+from spotrun.local.catalog import DEFAULT_ZONES, Pool
 from spotrun.local.demo import EXAMPLE_DIR, control_plane_logs, drop_manifest, upload_example, wait_for_job
 from spotrun.local.runtime import LocalRuntime
 from spotrun.model.job import Job, JobStatus

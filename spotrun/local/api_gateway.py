@@ -8,7 +8,6 @@ locally: API Gateway does that in AWS, before the function is called.
 from __future__ import annotations
 
 import base64
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -19,8 +18,9 @@ from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from spotrun.local.lambda_patch import Handler, LambdaContext
+from spotrun.local.loopback import LoopbackServer
+from spotrun.local.server import ACCOUNT_ID
 
-ACCOUNT_ID = "123456789012"
 STAGE = "local"
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's own payload limit
 
@@ -130,34 +130,18 @@ class _QuietHandler(WSGIRequestHandler):
         """Requests are not logged to stderr (the handler logs what matters)."""
 
 
-class ApiServer:
-    """Serve a :class:`ProxyApp` on 127.0.0.1 in a background thread."""
+class ApiServer(LoopbackServer):
+    """Serve a :class:`ProxyApp` on 127.0.0.1 in a background thread.
+
+    Parameters
+    ----------
+    app
+        What to serve.
+    port
+        Port to bind; 0 for a free one.
+    """
 
     def __init__(self, app: ProxyApp, port: int = 0):
-        self._server = make_server("127.0.0.1", port, app, _ThreadingServer, _QuietHandler)
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        """Base URL, e.g. ``http://127.0.0.1:40123``."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> str:
-        """Start serving; return the base URL."""
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._server.serve_forever,
-                kwargs={"poll_interval": 0.1},
-                name="local-api",
-                daemon=True,
-            )
-            self._thread.start()
-        return self.url
-
-    def stop(self) -> None:
-        """Stop serving (idempotent)."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._server.server_close()
+        super().__init__(
+            lambda address: make_server(*address, app, _ThreadingServer, _QuietHandler), "local-api", port
+        )

@@ -12,13 +12,10 @@ import math
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
-from spotrun.local.catalog import DEFAULT_ZONES, INSTANCE_TYPES, Pool, PoolKey, default_pools
-
-Lifecycle = Literal["spot", "on-demand"]
-
-__all__ = ["DEFAULT_ZONES", "Candidate", "CapacityModel", "FleetPlan", "Pool", "Shortfall", "default_pools"]
+from spotrun.local.catalog import INSTANCE_TYPES, Pool, PoolKey
+from spotrun.model.capacity import Lifecycle
 
 INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
 MAX_PRICE_TOO_LOW = "SpotMaxPriceTooLow"
@@ -166,11 +163,6 @@ class CapacityModel:
             if key not in self._declared:
                 return 0
             return max(0, self._capacity[(key, lifecycle)] - self.used(*key, lifecycle))
-
-    def holder(self, instance_id: str) -> tuple[PoolKey, Lifecycle] | None:
-        """The pool and lifecycle whose slot ``instance_id`` holds, if any."""
-        with self._lock:
-            return self._holders.get(instance_id)
 
     def price_history(
         self,

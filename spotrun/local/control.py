@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spotrun.local.instances import SimulatedInstance
+from spotrun.local.loopback import LoopbackServer
 from spotrun.local.runtime import LocalRuntime
+from spotrun.model.capacity import Lifecycle
 from spotrun.model.fleet_errors import classify
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class PoolRequest(_Body):
 
     instance_type: str
     availability_zone: str
-    lifecycle: Literal["spot", "on-demand"] = "spot"
+    lifecycle: Lifecycle = "spot"
 
 
 class FleetErrorRequest(_Body):
@@ -280,12 +281,12 @@ class _Handler(BaseHTTPRequestHandler):
 class _ControlHttpServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, api: ControlApi):
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, address: tuple[str, int], api: ControlApi):
+        super().__init__(address, _Handler)
         self.api = api
 
 
-class ControlServer:
+class ControlServer(LoopbackServer):
     """Serves a :class:`ControlApi` on 127.0.0.1 and a free port, from a daemon thread.
 
     Parameters
@@ -295,36 +296,4 @@ class ControlServer:
     """
 
     def __init__(self, api: ControlApi):
-        self.api = api
-        self._server: _ControlHttpServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        """Base URL, e.g. ``http://127.0.0.1:40123``."""
-        if self._server is None:
-            raise RuntimeError("the control API is not running")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> str:
-        """Start serving (idempotent); return the base URL."""
-        if self._server is None:
-            self._server = _ControlHttpServer(self.api)
-            self._thread = threading.Thread(
-                target=self._server.serve_forever,
-                kwargs={"poll_interval": 0.1},
-                name="control-api",
-                daemon=True,
-            )
-            self._thread.start()
-        return self.url
-
-    def stop(self) -> None:
-        """Stop serving (idempotent)."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        super().__init__(lambda address: _ControlHttpServer(address, api), "control-api")

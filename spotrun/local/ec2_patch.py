@@ -28,13 +28,13 @@ from spotrun.local.capacity import (
     Candidate,
     CapacityModel,
     FleetPlan,
-    Lifecycle,
     Shortfall,
 )
 from spotrun.local.catalog import types_matching
 from spotrun.local.consistency import Ec2Consistency
 from spotrun.local.instances import InstanceManager
 from spotrun.local.patches import PatchSet
+from spotrun.model.capacity import Lifecycle
 
 
 def _template_data(backend: Any, spec: dict[str, Any]) -> dict[str, Any]:

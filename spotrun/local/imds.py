@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from spotrun.local.loopback import LoopbackServer
+
 TOKEN_PATH = "/latest/api/token"  # noqa: S105 - a URL path, not a secret
 TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"  # noqa: S105 - a header name
@@ -119,8 +121,8 @@ class _Handler(BaseHTTPRequestHandler):
 class _ImdsHttpServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, metadata: InstanceMetadata):
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, address: tuple[str, int], metadata: InstanceMetadata):
+        super().__init__(address, _Handler)
         self.metadata = metadata
         self._tokens: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -137,8 +139,10 @@ class _ImdsHttpServer(ThreadingHTTPServer):
         return expiry is not None and expiry > time.monotonic()
 
 
-class ImdsServer:
+class ImdsServer(LoopbackServer):
     """The metadata service of one instance, on 127.0.0.1 and a free port, served from a daemon thread.
+
+    Stopping it refuses later requests, as on a terminated instance; the tokens issued die with it.
 
     Parameters
     ----------
@@ -147,36 +151,10 @@ class ImdsServer:
     """
 
     def __init__(self, metadata: InstanceMetadata):
+        super().__init__(lambda address: _ImdsHttpServer(address, metadata), f"imds-{metadata.instance_id}")
         self.metadata = metadata
-        self._server: _ImdsHttpServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def endpoint(self) -> str:
-        """Base URL of the service, e.g. ``http://127.0.0.1:40123``."""
-        if self._server is None:
-            raise RuntimeError("the metadata service is not running")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> str:
-        """Start serving; return the endpoint."""
-        if self._server is None:
-            self._server = _ImdsHttpServer(self.metadata)
-            self._thread = threading.Thread(
-                target=self._server.serve_forever,
-                kwargs={"poll_interval": 0.1},
-                name=f"imds-{self.metadata.instance_id}",
-                daemon=True,
-            )
-            self._thread.start()
-        return self.endpoint
-
-    def stop(self) -> None:
-        """Stop serving (idempotent); later requests are refused, as on a terminated instance."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        """Base URL of the service, e.g. ``http://127.0.0.1:40123``: the agent's ``SPOTRUN_IMDS_ENDPOINT``."""
+        return self.url

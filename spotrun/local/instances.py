@@ -24,9 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from spotrun.local.capacity import CapacityModel, Lifecycle
+from spotrun.local.capacity import CapacityModel
 from spotrun.local.clock import Clock
 from spotrun.local.imds import ImdsServer, InstanceMetadata
+from spotrun.model.capacity import Lifecycle
 
 logger = logging.getLogger(__name__)
 

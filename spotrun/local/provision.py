@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.aws.settings import Settings
-from spotrun.local.capacity import DEFAULT_ZONES
-from spotrun.local.provision_events import provision_buses_and_schedules
+from spotrun.local.catalog import DEFAULT_ZONES
 from spotrun.shape import DeploymentShape, rule_pattern
 
 ClientFactory = Callable[[str], Any]
@@ -138,7 +137,7 @@ def provision(
         name=STATE_MACHINE_NAME, definition=definition, roleArn=dep.role_arn, type="STANDARD"
     )["stateMachineArn"]
     _rules(client("events"), client("lambda"), shape, dep)
-    scheduling = provision_buses_and_schedules(client, shape, dep)
+    scheduling = _buses_and_schedules(client, shape, dep)
     client("ssm").create_document(
         Name=shape.agent_document_name,
         Content=json.dumps(shape.agent_document()),
@@ -272,6 +271,26 @@ def _rules(events: Any, lambda_: Any, shape: DeploymentShape, dep: Deployment) -
             SourceArn=arn,
         )
         dep.rule_names[spec.name] = name
+
+
+def _buses_and_schedules(client: ClientFactory, shape: DeploymentShape, dep: Deployment) -> dict[str, str]:
+    """Create each bus and the schedule group; return the settings that name them.
+
+    The role Scheduler would assume is the emulator's one execution role: moto checks no permission.
+    """
+    dep.bus_names = {spec.logical_name: f"{PREFIX}-{spec.logical_name}" for spec in shape.buses}
+    for bus in dep.bus_names.values():
+        client("events").create_event_bus(Name=bus)
+    values = {spec.setting: dep.bus_names[spec.logical_name] for spec in shape.buses}
+    if shape.schedule_target not in dep.function_arns:
+        return values  # a smaller shape (some tests) without scheduled retraining
+    client("scheduler").create_schedule_group(Name=shape.schedule_group)
+    return {
+        **values,
+        "schedule_group": shape.schedule_group,
+        "scheduler_role_arn": dep.role_arn,
+        "scheduled_run_arn": dep.function_arns[shape.schedule_target],
+    }
 
 
 def _network(ec2: Any, zones: Sequence[str], dep: Deployment) -> None:

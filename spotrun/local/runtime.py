@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 from spotrun.aws.settings import Settings
 from spotrun.local import ec2_patch, events_patch, lambda_patch, sfn_patch, ssm_patch
-from spotrun.local.capacity import CapacityModel, Pool, default_pools
+from spotrun.local.capacity import CapacityModel
+from spotrun.local.catalog import Pool, default_pools
 from spotrun.local.chaos import Chaos
 from spotrun.local.clock import Clock
 from spotrun.local.consistency import Ec2Consistency
@@ -30,13 +31,10 @@ from spotrun.local.instances import InstanceManager, SimulatedInstance
 from spotrun.local.patches import PatchSet
 from spotrun.local.provision import Deployment, function_name, provision
 from spotrun.local.scheduler import LocalScheduler
-from spotrun.local.server import EmbeddedServer
+from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS, EmbeddedServer
 from spotrun.shape import METRICS_NAMESPACE, REPO_ROOT, SERVICE_NAME, SHAPE, DeploymentShape
 
 logger = logging.getLogger(__name__)
-
-ACCOUNT_ID = "123456789012"  # moto's default account
-FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
 def default_agent_argv() -> list[str]:
@@ -55,7 +53,7 @@ class LocalRuntime:
         Real seconds per simulated second: shrinks boot delays and notices, and reaches the workflow through
         ``Settings.time_scale``.
     pools
-        The spot pools; :func:`~spotrun.local.capacity.default_pools` when omitted.
+        The spot pools; :func:`~spotrun.local.catalog.default_pools` when omitted.
     seed
         Seeds the default pool table and random reclaims.
     shape

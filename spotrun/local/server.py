@@ -1,7 +1,8 @@
 """moto's server on 127.0.0.1 and a free port, inside this process, with Step Functions execution on.
 
 In-process so that the patches apply to the backends the server uses; over HTTP so that agent subprocesses
-reach the same emulator as the handlers.
+reach the same emulator as the handlers. Its account and credentials are moto's: every local ARN is in
+:data:`ACCOUNT_ID`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import logging
 import urllib.request
 from typing import Any
 
+ACCOUNT_ID = "123456789012"  # moto's default account
+FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}  # moto accepts any
 ENABLE_EXECUTION = {"stepfunctions": {"execute_state_machine": True}}
 QUIET_LOGGERS = {
     # One line per request, and the agents poll.

@@ -23,7 +23,8 @@ from spotrun.local.control_state import (
     write_state,
 )
 from spotrun.local.provision import function_name
-from spotrun.local.runtime import FAKE_CREDENTIALS, LocalRuntime
+from spotrun.local.runtime import LocalRuntime
+from spotrun.local.server import FAKE_CREDENTIALS
 from spotrun.model.job import utc_now
 from spotrun.shape import MANIFEST_PREFIX
 

@@ -11,10 +11,8 @@ from spotrun.local.capacity import (
     MAX_PRICE_TOO_LOW,
     Candidate,
     CapacityModel,
-    Pool,
-    default_pools,
 )
-from spotrun.local.catalog import INSTANCE_TYPES, types_matching
+from spotrun.local.catalog import INSTANCE_TYPES, Pool, default_pools, types_matching
 
 
 def _pools() -> list[Pool]:
