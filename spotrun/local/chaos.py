@@ -18,11 +18,10 @@ from collections.abc import Callable
 from spotrun.local.capacity import CapacityModel
 from spotrun.local.clock import Clock, rfc3339, utc_now
 from spotrun.local.instances import InstanceManager, Publisher, SimulatedInstance
+from spotrun.model.ec2 import REBALANCE, SPOT_WARNING
 
 logger = logging.getLogger(__name__)
 
-WARNING = "EC2 Spot Instance Interruption Warning"
-REBALANCE = "EC2 Instance Rebalance Recommendation"
 SPOT_TERMINATION = (
     "Server.SpotInstanceTermination",
     "Server.SpotInstanceTermination: Spot instance termination",
@@ -105,7 +104,7 @@ class Chaos:
         ends = utc_now() + dt.timedelta(seconds=self.clock.scaled(notice_seconds))
         # The notice carries the real end of the (scaled) notice: that is what the agent can rely on.
         sim.metadata.set_instance_action("terminate", rfc3339(ends))
-        self._event(sim, WARNING, {"instance-id": sim.instance_id, "instance-action": "terminate"})
+        self._event(sim, SPOT_WARNING, {"instance-id": sim.instance_id, "instance-action": "terminate"})
         self.clock.call_later(notice_seconds, self._reclaim, sim)
 
     def _reclaim(self, sim: SimulatedInstance) -> None:

@@ -25,9 +25,9 @@ from spotrun.aws.adapters import job_store
 from spotrun.local.injector import Progress, ProgressSource
 from spotrun.local.runtime import LocalRuntime
 from spotrun.model.job import Job, JobStatus, ManifestSource, job_id_for
-from spotrun.model.layout import progress_key
+from spotrun.model.layout import MANIFEST_PREFIX, progress_key
 from spotrun.model.manifest_io import parse_manifest_text
-from spotrun.shape import MANIFEST_PREFIX, REPO_ROOT, SERVICE_NAME
+from spotrun.shape import REPO_ROOT, SERVICE_NAME
 
 EXAMPLE_DIR = REPO_ROOT / "examples" / "tiny-regression"
 EXAMPLE_PREFIX = "examples/tiny-regression/"

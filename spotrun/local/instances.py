@@ -28,6 +28,7 @@ from spotrun.local.capacity import CapacityModel
 from spotrun.local.clock import Clock
 from spotrun.local.imds import ImdsServer, InstanceMetadata
 from spotrun.model.capacity import Lifecycle
+from spotrun.model.ec2 import STATE_CHANGE
 
 logger = logging.getLogger(__name__)
 
@@ -330,7 +331,7 @@ class InstanceManager:
         arn = f"arn:aws:ec2:{self.region}:{self.account_id}:instance/{sim.instance_id}"
         detail = {"instance-id": sim.instance_id, "state": state}
         try:
-            self.publish("aws.ec2", "EC2 Instance State-change Notification", detail, [arn])
+            self.publish("aws.ec2", STATE_CHANGE, detail, [arn])
         except Exception:
             # Events are best effort, as in AWS; a broken bus must not break a launch or a termination.
             logger.exception("could not publish the state change of %s", sim.instance_id)

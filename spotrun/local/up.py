@@ -26,7 +26,7 @@ from spotrun.local.provision import function_name
 from spotrun.local.runtime import LocalRuntime
 from spotrun.local.server import FAKE_CREDENTIALS
 from spotrun.model.job import utc_now
-from spotrun.shape import MANIFEST_PREFIX
+from spotrun.model.layout import MANIFEST_PREFIX
 
 API_FUNCTION = "api"
 
