@@ -11,7 +11,7 @@ from moto import mock_aws
 from spotrun.model.capacity import Pool
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.fleet_request import FleetLaunchError, LaunchedInstance, fleet_errors, parse_fleet_response
-from tests.unit.test_fleet_api import SUBNETS, request_for
+from tests.unit.test_fleet_request import SUBNETS, request_for
 
 
 def aws_instance(
