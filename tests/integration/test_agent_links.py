@@ -67,6 +67,7 @@ def test_a_symlinked_model_fails_the_train_step_and_is_never_uploaded(s3, tmp_pa
     error, cause = failure_of(ctx)
     assert error == "Training.Failed"
     assert "model.npy is a symbolic link" in cause.message
+    assert cause.exit_code == 0  # the command's own exit, with its log: the refusal is the agent's
     assert MARKER not in bucket_bytes(s3)
 
 
