@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import stat
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -122,3 +123,42 @@ def real_directories(root: Path, directory: Path) -> None:
             raise LinkError(f"{_describe(current)}: refusing to write through it")
         if not stat.S_ISDIR(mode):
             raise LinkError(f"{current} is not a directory")
+
+
+def open_append(path: Path) -> BinaryIO:
+    """Open (creating it, mode 0600) a file to append to, refusing a link in its place instead of writing
+    through it.
+
+    Raises
+    ------
+    LinkError
+        When ``path`` is a symbolic link.
+    """
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        if path.is_symlink():
+            raise LinkError(f"{_describe(path)}: refusing to write through it") from exc
+        raise
+    return os.fdopen(descriptor, "ab")
+
+
+def replace_file(root: Path, path: Path, data: bytes) -> None:
+    """Write ``path`` (under ``root``) afresh: a new file renamed into place, so a link there is replaced,
+    never written through, and no directory on the way may be a link.
+
+    Raises
+    ------
+    LinkError
+        When a directory between ``root`` and ``path`` is a symbolic link.
+    """
+    real_directories(root, path.parent)
+    partial = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.part"
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        partial.replace(path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise

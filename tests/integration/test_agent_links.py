@@ -216,3 +216,70 @@ def test_a_restore_replaces_a_link_at_the_checkpoints_name_instead_of_trusting_i
     assert not restored.is_symlink()
     assert (restored / "weights.bin").read_bytes() == b"w"
     assert list(outside.iterdir()) == []
+
+
+# -- what the agent writes for the training command ------------------------------------------------------
+
+
+def train_document() -> dict[str, Any]:
+    document = manifest(command=[sys.executable, "-c", "print('never')"])
+    del document["training"]["code"]
+    document["data"]["inputs"] = []
+    return document
+
+
+def test_the_training_log_is_never_appended_through_a_link_left_in_its_place(s3, tmp_path):
+    # Given the attempt's log left as a link to a file outside by an earlier run of the step
+    job = layout.NvmeLayout(tmp_path / "nvme", JOB)
+    job.create()
+    secret = secret_file(tmp_path)
+    job.log_file(1).symlink_to(secret)
+    ctx = context(s3, tmp_path / "nvme")
+
+    # When the train step runs
+    execute(command("train", train_document()), ctx)
+
+    # Then it fails naming the link, and the file it points to is untouched
+    error, cause = failure_of(ctx)
+    assert error == "Training.Failed"
+    assert "attempt-001.log is a symbolic link" in cause.message
+    assert secret.read_bytes() == MARKER
+
+
+def test_the_runtime_copy_replaces_a_link_left_in_its_place_instead_of_writing_through_it(s3, tmp_path):
+    # Given the runtime's spotrun/__init__.py left as a link to a file outside
+    job = layout.NvmeLayout(tmp_path / "nvme", JOB)
+    job.create()
+    (job.runtime_dir / "spotrun").mkdir()
+    secret = secret_file(tmp_path)
+    (job.runtime_dir / "spotrun" / "__init__.py").symlink_to(secret)
+    document = train_document()
+    document["training"]["command"] = [sys.executable, "-c", "print('ran')"]
+    document["outputs"]["model"] = "."
+    ctx = context(s3, tmp_path / "nvme")
+
+    # When the train step runs
+    execute(command("train", document), ctx)
+
+    # Then the runtime holds a real file again and the file outside is untouched
+    assert not (job.runtime_dir / "spotrun" / "__init__.py").is_symlink()
+    assert secret.read_bytes() == MARKER
+
+
+def test_the_runtime_copy_refuses_a_linked_package_directory(s3, tmp_path):
+    # Given the runtime's spotrun package left as a link to a directory outside
+    job = layout.NvmeLayout(tmp_path / "nvme", JOB)
+    job.create()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (job.runtime_dir / "spotrun").symlink_to(outside)
+    ctx = context(s3, tmp_path / "nvme")
+
+    # When
+    execute(command("train", train_document()), ctx)
+
+    # Then
+    error, cause = failure_of(ctx)
+    assert error == "Training.Failed"
+    assert "spotrun is a symbolic link" in cause.message
+    assert list(outside.iterdir()) == []

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from spotrun.model import layout
-from spotrun.model.command import AgentCommand
+from spotrun.model.command import AgentCommand, check_relative_path
 from spotrun.model.job import ManifestSource, job_id_for
 
 GOOD_ID = "tiny-0123456789ab"
@@ -157,3 +157,16 @@ def test_a_job_directory_replaced_by_a_link_is_refused(tmp_path):
     # When / Then
     with pytest.raises(ValueError, match="symbolic link"):
         job.create()
+
+
+@pytest.mark.parametrize("path", ["/etc/hostname", "a/../../b", "..", "", "a\x00b"])
+def test_a_path_that_leaves_its_directory_is_not_a_relative_path(path):
+    # Given / When / Then: the manifest refuses the first ones already; the agent's check does not rely on it
+    with pytest.raises(ValueError, match="is not a relative path inside its directory"):
+        check_relative_path(path, "field")
+
+
+@pytest.mark.parametrize("path", ["model", "model/", ".", "a/b.npy", "..hidden", "a/.b"])
+def test_a_relative_path_inside_its_directory_is_accepted(path):
+    # Given / When / Then
+    assert check_relative_path(path, "field") == path
