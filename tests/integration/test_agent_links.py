@@ -17,6 +17,7 @@ from spotrun.agent import checkpoints
 from spotrun.agent.links import LinkError
 from spotrun.agent.outputs import OutputLinkError, log_tail, upload_log, upload_outputs
 from spotrun.agent.runner import EXIT_REPORTED, execute
+from spotrun.agent.staging import LinkStagingError
 from spotrun.agent.sync import CheckpointSyncer
 from spotrun.model import layout
 from tests.integration.test_agent import (
@@ -282,4 +283,17 @@ def test_the_runtime_copy_refuses_a_linked_package_directory(s3, tmp_path):
     error, cause = failure_of(ctx)
     assert error == "Training.Failed"
     assert "spotrun is a symbolic link" in cause.message
+    assert list(outside.iterdir()) == []
+
+
+def test_a_restore_into_a_checkpoint_directory_that_is_a_link_is_refused(s3, tmp_path):
+    # Given a committed checkpoint, and a local checkpoint directory that is a link to a directory outside
+    checkpoints.upload_checkpoint(s3, BUCKET, JOB, 100, write_checkpoint(tmp_path / "old", 100, b"w"))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "checkpoints").symlink_to(outside)
+
+    # When / Then
+    with pytest.raises(LinkStagingError, match="checkpoints is a symbolic link"):
+        checkpoints.download_checkpoint(s3, BUCKET, JOB, 100, tmp_path / "checkpoints")
     assert list(outside.iterdir()) == []
