@@ -109,11 +109,10 @@ def real_directories(root: Path, directory: Path) -> None:
         relative = directory.relative_to(root)
     except ValueError:
         raise LinkError(f"{directory} is not inside {root}") from None
-    current = root
-    for part in ("", *relative.parts):
-        current = current / part if part else current
-        if part == "..":
-            raise LinkError(f"{directory} leaves {root}")
+    if ".." in relative.parts:
+        raise LinkError(f"{directory} leaves {root}")
+    for depth in range(len(relative.parts) + 1):
+        current = root.joinpath(*relative.parts[:depth])
         try:
             mode = current.lstat().st_mode
         except FileNotFoundError:
