@@ -5,6 +5,9 @@
 #   3. the agent from its S3 asset into a virtualenv, then the ready marker.
 # @...@ markers are filled in by infra/constructs/instances.py.
 set -euo pipefail
+# Everything made here is for root alone: the agent and the training command it starts run as root (SSM Run
+# Command's runShellScript), and no other user on the instance needs a job's files or the agent's.
+umask 077
 exec > >(tee -a /var/log/spotrun-bootstrap.log) 2>&1
 
 NVME_ROOT=@NVME_ROOT@
@@ -44,7 +47,8 @@ else
     mount -o noatime "$TARGET" "$NVME_ROOT"
   fi
 fi
-chmod 0777 "$NVME_ROOT"
+# Set after the mount (a fresh filesystem's root is 0755): the agent makes each job's directories 0700 below.
+chmod 0700 "$NVME_ROOT"
 
 # --- the agent -----------------------------------------------------------------------------------------------
 PYTHON=$(command -v python3.12 || command -v python3.13 || command -v python3.11 || true)

@@ -17,6 +17,7 @@ from spotrun.agent.notify import install_notice_handler
 from spotrun.agent.runner import (
     EXIT_BAD_COMMAND,
     AgentSettings,
+    CommandRefusedError,
     aws_client,
     bootstrap_region,
     build_context,
@@ -70,6 +71,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         region = bootstrap_region(environ, ImdsClient(settings.imds_endpoint, timeout=0.5))
         command = load_command(aws_client("s3", region), args.command_uri)
+    except CommandRefusedError as exc:
+        # Nothing of it runs, and no directory is made: its job id, paths or names cannot be trusted. Nothing
+        # is reported either (its task token is no more trustworthy); the workflow's heartbeat timeout ends
+        # the step, and this line says why.
+        logger.error("refused the agent command at %s: %s", args.command_uri, exc)
+        return EXIT_BAD_COMMAND
     except Exception as exc:
         logger.error("cannot read the agent command at %s: %s", args.command_uri, exc)
         return EXIT_BAD_COMMAND

@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from spotrun.agent.staging import StageItem, iter_objects, stage
+from spotrun.agent.links import LinkError, open_regular, real_directories, regular_files
+from spotrun.agent.staging import LinkStagingError, StageItem, iter_objects, stage
 from spotrun.model import layout
 from spotrun.model.checkpoints import (
     CheckpointFile,
@@ -46,7 +47,7 @@ class S3Client(Protocol):
 
     def delete_objects(self, **kwargs: Any) -> dict[str, Any]: ...
 
-    def upload_file(self, filename: str, bucket: str, key: str, **kwargs: Any) -> None: ...
+    def upload_fileobj(self, fileobj: Any, bucket: str, key: str, **kwargs: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -65,19 +66,45 @@ class CheckpointVanishedError(RuntimeError):
 
 
 def local_files(directory: Path) -> list[tuple[str, Path]]:
-    """Regular files under a checkpoint directory as ``(relative posix path, path)``, sorted."""
-    return sorted(
-        (path.relative_to(directory).as_posix(), path) for path in directory.rglob("*") if path.is_file()
-    )
+    """Regular files under a checkpoint directory as ``(relative posix path, path)``, sorted.
+
+    Raises :class:`~spotrun.agent.links.LinkError` on a symbolic link anywhere in it (see
+    :func:`~spotrun.agent.links.regular_files`).
+    """
+    return regular_files(directory)
+
+
+def handle_sha256(handle: Any) -> str:
+    """SHA-256 (hex) of what is left to read in an open binary file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    while chunk := handle.read(1024 * 1024):
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def file_sha256(path: Path) -> str:
-    """SHA-256 (hex) of a file's bytes, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1024 * 1024):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """SHA-256 (hex) of a regular file's bytes; a symbolic link is refused, not followed."""
+    with open_regular(path) as handle:
+        return handle_sha256(handle)
+
+
+def upload_regular(s3: Any, path: Path, bucket: str, key: str, extra: dict[str, str]) -> tuple[int, str]:
+    """Upload one regular file, never a link's target; returns its size and SHA-256.
+
+    The size, the digest and the upload all come from one descriptor opened with ``O_NOFOLLOW``, so a file
+    swapped for a link after it was listed is refused rather than followed.
+
+    Raises
+    ------
+    LinkError
+        When ``path`` is a symbolic link or not a regular file.
+    """
+    with open_regular(path) as handle:
+        sha256 = handle_sha256(handle)
+        size = handle.tell()
+        handle.seek(0)
+        s3.upload_fileobj(handle, bucket, key, ExtraArgs=extra)
+    return size, sha256
 
 
 # -- S3 --------------------------------------------------------------------------------
@@ -105,10 +132,8 @@ def read_marker(s3: S3Client, bucket: str, job_id: str, step: int) -> CommitMark
 
 def _upload_one(s3: S3Client, bucket: str, prefix: str, relative: str, path: Path) -> CheckpointFile:
     try:
-        size = path.stat().st_size
-        sha256 = file_sha256(path)
         # S3 computes and keeps a SHA-256 too, so staging can verify the object without the marker.
-        s3.upload_file(str(path), bucket, prefix + relative, ExtraArgs={"ChecksumAlgorithm": "SHA256"})
+        size, sha256 = upload_regular(s3, path, bucket, prefix + relative, {"ChecksumAlgorithm": "SHA256"})
     except FileNotFoundError as exc:
         raise CheckpointVanishedError(str(path)) from exc
     return CheckpointFile(path=relative, size=size, sha256=sha256)
@@ -152,6 +177,10 @@ def upload_checkpoint(
     ------
     CheckpointVanishedError
         When a file disappeared during the upload; no marker is written.
+    LinkError
+        When the directory is, or holds, a symbolic link: the checkpoint is refused whole (no marker), since
+        uploading the link's target would commit content the job never wrote, and leaving the file out would
+        commit a checkpoint that is not the one training saved.
     """
     prefix = layout.checkpoint_prefix(job_id, step)
     marker_key = layout.commit_marker_key(job_id, step)
@@ -226,10 +255,16 @@ def download_checkpoint(
         items.append(
             StageItem(bucket, prefix + entry.path, temporary.joinpath(*relative.parts), entry.sha256)
         )
-    temporary.mkdir(parents=True)
     try:
-        report = stage(s3, items, max_workers=max_workers)
-        if final.exists():
+        real_directories(checkpoint_dir, checkpoint_dir)
+    except LinkError as exc:
+        raise LinkStagingError(f"checkpoint step {step}: cannot restore: {exc}") from None
+    temporary.mkdir(mode=0o700)
+    try:
+        report = stage(s3, items, root=temporary, max_workers=max_workers)
+        if final.is_symlink():
+            final.unlink()  # a link left in its place is replaced, never written through or followed
+        elif final.exists():
             shutil.rmtree(final)
         temporary.rename(final)
     except BaseException:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from spotrun import training
+from spotrun.agent.links import replace_file
 from spotrun.model import layout
 from spotrun.model.command import AgentCommand
 
@@ -31,14 +32,18 @@ def install_runtime(runtime_dir: Path) -> Path:
     -------
     Path
         ``runtime_dir``.
+
+    Raises
+    ------
+    LinkError
+        When a directory below ``runtime_dir`` is a symbolic link.
     """
     package = runtime_dir / "spotrun"
-    package.mkdir(parents=True, exist_ok=True)
     source = Path(training.__file__).parent
-    (package / "__init__.py").write_text(_RUNTIME_INIT)
+    # The training command can write runtime_dir: each file is replaced, never written through a link it left.
+    replace_file(runtime_dir, package / "__init__.py", _RUNTIME_INIT.encode())
     for name in _RUNTIME_MODULES:
-        (package / name).parent.mkdir(exist_ok=True)
-        (package / name).write_bytes((source / name).read_bytes())
+        replace_file(runtime_dir, package / name, (source / name).read_bytes())
     return runtime_dir
 
 

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from spotrun.agent.checkpoints import file_sha256, local_files
+from spotrun.agent.checkpoints import upload_regular
 from spotrun.agent.digest import tree_digest
+from spotrun.agent.links import LinkError, open_regular, regular_files
 from spotrun.model import layout
 from spotrun.model.command import OutputList, OutputObject
 
@@ -29,10 +30,13 @@ class ModelMissingError(RuntimeError):
     """The command exited 0 without writing the manifest's outputs.model."""
 
 
+class OutputLinkError(RuntimeError):
+    """The output directory is, or holds, a symbolic link: nothing of it is uploaded."""
+
+
 def _upload(s3: Any, bucket: str, key: str, path: Path) -> OutputObject:
-    sha256 = file_sha256(path)
-    s3.upload_file(str(path), bucket, key, ExtraArgs={"ChecksumAlgorithm": "SHA256"})
-    return OutputObject(key=key, size=path.stat().st_size, sha256=sha256)
+    size, sha256 = upload_regular(s3, path, bucket, key, {"ChecksumAlgorithm": "SHA256"})
+    return OutputObject(key=key, size=size, sha256=sha256)
 
 
 def upload_outputs(
@@ -57,12 +61,25 @@ def upload_outputs(
     -------
     list[OutputObject]
         One per file, sorted by key.
+
+    Raises
+    ------
+    OutputLinkError
+        When the directory is or holds a symbolic link, before anything is uploaded. Refused rather than
+        skipped: the model is what the job delivers, and a model silently missing a file (or one that is a
+        link's target, another job's or the instance's) must fail the step, with the link named.
     """
     prefix = layout.output_prefix(job_id)
-    files = local_files(output_dir)
+    try:
+        files = regular_files(output_dir)
+    except LinkError as exc:
+        raise OutputLinkError(f"outputs refused, nothing uploaded: {exc}") from None
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="output-up") as pool:
         futures = [pool.submit(_upload, s3, bucket, prefix + relative, path) for relative, path in files]
-        return sorted((future.result() for future in futures), key=lambda item: item.key)
+        try:
+            return sorted((future.result() for future in futures), key=lambda item: item.key)
+        except LinkError as exc:  # a file swapped for a link after the listing
+            raise OutputLinkError(f"outputs refused: {exc}") from None
 
 
 def write_output_list(
@@ -130,10 +147,17 @@ def locate_model(job_id: str, model: str, outputs: list[OutputObject]) -> ModelL
 
 
 def upload_log(s3: Any, bucket: str, job_id: str, attempt: int, path: Path) -> str | None:
-    """Upload the attempt's training log; returns its key, or None if it could not be uploaded."""
+    """Upload the attempt's training log; returns its key, or None if it could not be uploaded.
+
+    A log replaced by a symbolic link (the training command can write the log directory) is skipped with a
+    warning naming it, never followed: the log only helps a human, and losing it must not change the report.
+    """
     key = layout.log_key(job_id, attempt)
     try:
-        s3.upload_file(str(path), bucket, key, ExtraArgs={"ContentType": "text/plain; charset=utf-8"})
+        upload_regular(s3, path, bucket, key, {"ContentType": "text/plain; charset=utf-8"})
+    except LinkError as exc:
+        logger.warning("training log not uploaded: %s", exc)
+        return None
     except Exception as exc:  # the log helps a human; losing it must not change what is reported
         logger.warning("could not upload the training log: %s", exc)
         return None
@@ -141,14 +165,17 @@ def upload_log(s3: Any, bucket: str, job_id: str, attempt: int, path: Path) -> s
 
 
 def log_tail(path: Path, *, max_lines: int = 40, max_bytes: int = 4096) -> str:
-    """The end of a log: at most ``max_lines`` lines and ``max_bytes`` bytes, decoded leniently."""
+    """The end of a log: at most ``max_lines`` lines and ``max_bytes`` bytes, decoded leniently.
+
+    A log replaced by a symbolic link has no tail: its target's content would travel in the failure cause.
+    """
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(0, 2)
             size = handle.tell()
             handle.seek(max(0, size - max_bytes))
             data = handle.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, LinkError):
         return ""
     text = data.decode("utf-8", errors="replace")
     if size > max_bytes:

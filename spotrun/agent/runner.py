@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.gpu import CachedInstanceId, CloudWatchMetrics
 from spotrun.agent.imds import DEFAULT_ENDPOINT, ImdsClient
@@ -184,11 +186,37 @@ def aws_client(service: str, region: str) -> Any:
     return session.client(service, config=config)
 
 
+class CommandRefusedError(ValueError):
+    """The command document does not validate: the agent runs nothing of it."""
+
+
 def load_command(s3: Any, command_uri: str) -> AgentCommand:
-    """Read and validate the :class:`AgentCommand` document at ``s3://bucket/key``."""
+    """Read and validate the :class:`AgentCommand` document at ``s3://bucket/key``.
+
+    Raises
+    ------
+    CommandRefusedError
+        When the document is not a valid command; its message names every field at fault.
+    """
     bucket, key = split_s3_uri(command_uri)
     body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    return AgentCommand.model_validate_json(body)
+    try:
+        return AgentCommand.model_validate_json(body)
+    except ValidationError as exc:
+        raise CommandRefusedError(describe_refusal(exc)) from None
+
+
+def describe_refusal(error: ValidationError) -> str:
+    """Each problem of a refused command as ``field: message``, without the values.
+
+    pydantic's own text quotes each value given, and a malformed document may carry its task token in any
+    field: only where and why go to the log.
+    """
+    problems = [
+        f"{'.'.join(str(part) for part in item['loc']) or 'document'}: {item['msg']}"
+        for item in error.errors()
+    ]
+    return f"{len(problems)} problem(s): " + "; ".join(problems)
 
 
 def bootstrap_region(environ: Mapping[str, str], imds: ImdsClient) -> str:

@@ -7,6 +7,7 @@ import time
 
 from spotrun.agent.checkpoints import RestoredCheckpoint, download_checkpoint, latest_committed
 from spotrun.agent.context import StepContext, StepReport
+from spotrun.agent.links import LinkError, real_directories
 from spotrun.agent.staging import StageItem, StagingError, plan_input, stage
 from spotrun.model import layout
 from spotrun.model.command import AgentCommand, StageResult
@@ -38,9 +39,11 @@ def plan_job_inputs(
     for data_input in manifest.data.inputs:
         destination = job_layout.data_dir / data_input.destination
         if data_input.destination.endswith("/"):
-            destination.mkdir(
-                parents=True, exist_ok=True
-            )  # "dir/" receives a single object under its own name
+            # "dir/" receives a single object under its own name; made without passing through a link.
+            try:
+                real_directories(job_layout.data_dir, destination)
+            except LinkError as exc:
+                raise StagingError(f"data.inputs destination {data_input.destination!r}: {exc}") from None
         items.extend(plan_input(ctx.s3, data_input.source, destination))
     code = manifest.training.code
     if code is not None:
@@ -80,7 +83,7 @@ def restore_checkpoint(
     if latest is None:
         return None
     local = layout.local_checkpoints(job_layout.checkpoint_dir)
-    if local and local[-1][0] >= latest.step:
+    if local and local[-1][0] >= latest.step and not local[-1][1].is_symlink():
         # This instance already holds it (a second stage of the same attempt): nothing to copy.
         return RestoredCheckpoint(step=latest.step, prefix=latest.prefix, path=local[-1][1], files=0, bytes=0)
     return download_checkpoint(
@@ -113,7 +116,7 @@ def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
     job_layout.create()
     items = plan_job_inputs(command, ctx, job_layout)
     logger.info("staging %d files for job %s", len(items), command.job_id)
-    report = stage(ctx.s3, items, max_workers=ctx.workers)
+    report = stage(ctx.s3, items, root=job_layout.root, max_workers=ctx.workers)
     restored = restore_checkpoint(command, ctx, job_layout)
     if restored is not None:
         logger.info("restored checkpoint step %d (%d files)", restored.step, restored.files)

@@ -9,6 +9,10 @@ is always complete and verified. The check is the strongest one the object allow
 4. the MD5 in a single-part ETag (not for SSE-KMS / SSE-C objects, whose ETag is not an MD5);
 
 and always the size against ``ContentLength``. A file that fails is fetched once more, then staging fails.
+
+Every file lands under a root directory the agent made (the job's directory, or its checkpoint directory), and
+nothing is written through a symbolic link found there (:func:`spotrun.agent.links.real_directories`): a link
+planted by an earlier run's training code fails the staging with a :class:`LinkStagingError` naming it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import os
 import time
 import uuid
 import zlib
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, Protocol
 
+from spotrun.agent.links import LinkError, real_directories
 from spotrun.model.manifest import split_s3_uri
 
 logger = logging.getLogger(__name__)
@@ -49,6 +55,10 @@ class StagingError(Exception):
 
 class VerificationError(StagingError):
     """A downloaded file does not match what S3 says it should be."""
+
+
+class LinkStagingError(StagingError):
+    """A file would be written through a symbolic link (or out of its root): never retried."""
 
 
 @dataclass(frozen=True)
@@ -256,16 +266,26 @@ class _Digest:
         return found
 
 
-def _download_once(s3: S3Reader, item: StageItem) -> tuple[int, Algorithm]:
+def _prepare_directory(root: Path, item: StageItem) -> None:
+    try:
+        real_directories(root, item.destination.parent)
+    except LinkError as exc:
+        raise LinkStagingError(f"refusing to stage s3://{item.bucket}/{item.key}: {exc}") from None
+
+
+def _download_once(s3: S3Reader, item: StageItem, root: Path) -> tuple[int, Algorithm]:
+    _prepare_directory(root, item)
     response = s3.get_object(Bucket=item.bucket, Key=item.key, ChecksumMode="ENABLED")
     expectation = expectation_for(response, item.sha256)
     digest = _Digest(expectation)
-    item.destination.parent.mkdir(parents=True, exist_ok=True)
-    # A hidden name in the same directory: the final rename is atomic, and nothing reads a partial file.
+    # A hidden name in the same directory: the final rename is atomic, and nothing reads a partial file. It is
+    # created afresh (O_EXCL: never a link left in its place) and the rename replaces a link at the final name
+    # rather than writing through it.
     partial = item.destination.parent / f".{item.destination.name}.{uuid.uuid4().hex}.part"
     body = response["Body"]
     try:
-        with partial.open("wb") as handle:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        with os.fdopen(os.open(partial, flags, 0o600), "wb") as handle:
             while chunk := body.read(CHUNK_BYTES):
                 digest.update(chunk)
                 handle.write(chunk)
@@ -281,7 +301,7 @@ def _download_once(s3: S3Reader, item: StageItem) -> tuple[int, Algorithm]:
     return digest.size, expectation.algorithm
 
 
-def download_verified(s3: S3Reader, item: StageItem, *, attempts: int = 2) -> StagedFile:
+def download_verified(s3: S3Reader, item: StageItem, *, root: Path, attempts: int = 2) -> StagedFile:
     """Copy one object to its destination, verified, retrying a failed copy.
 
     Parameters
@@ -290,6 +310,8 @@ def download_verified(s3: S3Reader, item: StageItem, *, attempts: int = 2) -> St
         The S3 client.
     item
         What to copy where.
+    root
+        The directory ``item.destination`` must lie under; no component between them may be a link.
     attempts
         Tries in all (2: a failure is retried once).
 
@@ -301,12 +323,15 @@ def download_verified(s3: S3Reader, item: StageItem, *, attempts: int = 2) -> St
     Raises
     ------
     StagingError
-        When every attempt failed; the last cause is chained.
+        When every attempt failed; the last cause is chained. :class:`LinkStagingError` at once, when the
+        destination's directory passes through a link.
     """
     last: Exception | None = None
     for attempt in range(1, attempts + 1):
         try:
-            size, algorithm = _download_once(s3, item)
+            size, algorithm = _download_once(s3, item, root)
+        except LinkStagingError:
+            raise
         except Exception as exc:  # any failure of one copy (network, checksum, disk) is worth one more try
             last = exc
             logger.warning(
@@ -323,7 +348,12 @@ def download_verified(s3: S3Reader, item: StageItem, *, attempts: int = 2) -> St
 
 
 def stage(
-    s3: S3Reader, items: Iterable[StageItem], *, max_workers: int = DEFAULT_WORKERS, attempts: int = 2
+    s3: S3Reader,
+    items: Iterable[StageItem],
+    *,
+    root: Path,
+    max_workers: int = DEFAULT_WORKERS,
+    attempts: int = 2,
 ) -> StagingReport:
     """Copy every item in parallel, each verified.
 
@@ -333,6 +363,9 @@ def stage(
         The S3 client; boto3 clients are thread-safe. Give it ``max_pool_connections >= max_workers``.
     items
         What to copy.
+    root
+        The directory every destination lies under (a job's directory): nothing is written through a link
+        between it and a file.
     max_workers
         Files copied at once.
     attempts
@@ -356,7 +389,7 @@ def stage(
         raise StagingError("two staged objects would be written to the same local file")
     total = 0
     with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="stage") as pool:
-        futures = [pool.submit(download_verified, s3, item, attempts=attempts) for item in items]
+        futures = [pool.submit(download_verified, s3, item, root=root, attempts=attempts) for item in items]
         try:
             for future in as_completed(futures):
                 total += future.result().size

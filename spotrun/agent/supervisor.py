@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
+from spotrun.agent.links import open_append
 from spotrun.agent.notices import Notice
 
 logger = logging.getLogger(__name__)
@@ -149,7 +150,8 @@ class TrainingSupervisor:
         deadline = started + self.max_runtime_seconds
         budget_deadline = None if self.budget_seconds is None else started + self.budget_seconds
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
+        # The training command can write the log directory: a link left there by an earlier run is refused.
+        with open_append(self.log_path) as log:
             run = 0
             while True:
                 run += 1

@@ -13,6 +13,7 @@ from spotrun.agent.checkpoints import (
     prune_checkpoints,
     upload_checkpoint,
 )
+from spotrun.agent.links import LinkError
 from spotrun.model import layout
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class CheckpointSyncer:
         self.checkpoint_dir = checkpoint_dir
         self.keep_last = keep_last
         self._committed = committed
+        self._refused: set[int] = set()
         self._lock = threading.Lock()
 
     @property
@@ -73,6 +75,8 @@ class CheckpointSyncer:
             return None
         step, path = local[-1]
         if self._committed is not None and step <= self._committed.step:
+            return None
+        if step in self._refused:
             return None
         return step, path
 
@@ -96,6 +100,12 @@ class CheckpointSyncer:
             except CheckpointVanishedError:
                 # Training pruned it locally during the upload, as a newer one exists: take that next time.
                 logger.info("checkpoint step %d was replaced during its upload; skipping it", step)
+                return None
+            except LinkError as exc:
+                # Refused whole and never retried: its files would be a link's target, not what training
+                # saved. The last committed checkpoint stays the one to resume; a newer one is still taken.
+                logger.error("checkpoint step %d refused, not uploaded: %s", step, exc)
+                self._refused.add(step)
                 return None
             self._committed = committed
             try:

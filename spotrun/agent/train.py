@@ -16,6 +16,7 @@ from spotrun.agent.notices import Notice
 from spotrun.agent.notify import NoticeChannel
 from spotrun.agent.outputs import (
     ModelMissingError,
+    OutputLinkError,
     locate_model,
     log_tail,
     upload_log,
@@ -182,12 +183,12 @@ def _completed(
     log_key: str | None,
     job_layout: layout.NvmeLayout,
 ) -> StepReport:
-    outputs = upload_outputs(
-        ctx.s3, command.jobs_bucket, command.job_id, job_layout.output_dir, workers=ctx.workers
-    )
     try:
+        outputs = upload_outputs(
+            ctx.s3, command.jobs_bucket, command.job_id, job_layout.output_dir, workers=ctx.workers
+        )
         model = locate_model(command.job_id, command.manifest.outputs.model, outputs)
-    except ModelMissingError as exc:
+    except (ModelMissingError, OutputLinkError) as exc:
         cause = FailureCause(
             message=str(exc),
             exit_code=0,

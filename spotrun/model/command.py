@@ -14,12 +14,15 @@ notice itself is answered to nobody, and its ``task_token`` may be empty.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from pathlib import PurePosixPath
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from spotrun.model.layout import check_job_id
 from spotrun.model.manifest import JobManifest
 
 # The steps the workflow waits on (with a task token); "notice" is sent by the EC2 event handler, outside them.
@@ -35,11 +38,44 @@ SPOT_INTERRUPTED = "Spot.Interrupted"
 BUDGET_EXCEEDED = "Budget.Exceeded"
 MAX_RUNTIME_EXCEEDED = "Training.MaxRuntimeExceeded"
 
+# AWS region names (us-east-1, us-gov-west-1, ap-southeast-4, eu-central-2, ...): area, optional partition
+# qualifier, direction, number.
+REGION: Final = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}$")
+# S3 general purpose bucket names: 3 to 63 of lower-case letters, digits, '.' and '-', starting and ending with a
+# letter or digit, no '..' (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+BUCKET: Final = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+
+
+def check_relative_path(value: str, field: str) -> str:
+    """Return ``value`` when it is a path that stays inside the directory it is joined to.
+
+    Parameters
+    ----------
+    value
+        A path from the command (a data input's destination, the model's path under the output directory).
+    field
+        The field's name, for the message.
+
+    Raises
+    ------
+    ValueError
+        When it is empty, absolute, holds a ``..`` component or a NUL character.
+    """
+    path = PurePosixPath(value)
+    if not value or "\x00" in value or path.is_absolute() or ".." in path.parts:
+        raise ValueError(f"{field}: {value!r} is not a relative path inside its directory")
+    return value
+
 
 class AgentCommand(BaseModel):
-    """One step for the agent to run for one attempt of a job."""
+    """One step for the agent to run for one attempt of a job.
 
-    model_config = ConfigDict(frozen=True)
+    The agent checks every field again when it reads the document, although the control plane wrote it: the
+    job id has the shape the control plane mints, the region and the bucket AWS's, and every path in the
+    manifest stays inside its directory. A document that fails is refused before any directory is made.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     step: AgentStep
     job_id: str
@@ -71,6 +107,34 @@ class AgentCommand(BaseModel):
         description="How long the command gets to save and exit after the checkpoint signal when stop_at or "
         "max_runtime_seconds runs out.",
     )
+
+    @field_validator("job_id")
+    @classmethod
+    def _job_id_shape(cls, value: str) -> str:
+        return check_job_id(value)
+
+    @field_validator("region")
+    @classmethod
+    def _region_shape(cls, value: str) -> str:
+        if not REGION.fullmatch(value):
+            raise ValueError(f"{value!r} is not an AWS region name such as us-east-1")
+        return value
+
+    @field_validator("jobs_bucket")
+    @classmethod
+    def _bucket_shape(cls, value: str) -> str:
+        if not BUCKET.fullmatch(value) or ".." in value:
+            raise ValueError(f"{value!r} is not an S3 bucket name")
+        return value
+
+    @model_validator(mode="after")
+    def _paths_inside(self) -> AgentCommand:
+        # The manifest was validated at submission; its paths are joined to the job's directories here, so the
+        # agent checks them again itself (a NUL, which the manifest's pattern does not name, included).
+        for index, data_input in enumerate(self.manifest.data.inputs):
+            check_relative_path(data_input.destination, f"manifest.data.inputs[{index}].destination")
+        check_relative_path(self.manifest.outputs.model, "manifest.outputs.model")
+        return self
 
 
 class StageResult(BaseModel):

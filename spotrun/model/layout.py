@@ -8,6 +8,8 @@ the tests agree on every path and tag. Standard library only: it is copied onto 
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 # The jobs bucket: users drop manifests under MANIFEST_PREFIX; everything a job keeps is under JOBS_PREFIX;
@@ -32,6 +34,15 @@ KIND_ATTRIBUTE = "kind"
 # Tags on every instance spotrun launches. The IAM policies let spotrun touch only instances with JOB_ID_TAG.
 JOB_ID_TAG = "spotrun:job-id"
 ATTEMPT_TAG = "spotrun:attempt"
+
+# The shape of every job id the control plane mints (spotrun.model.job.job_id_for): a slug of the manifest's
+# name (lower-case letters, digits and '-', at most 48, starting with a letter or digit), '-', 12 hex digits.
+# It is what keeps a job's keys under its own prefix and its directories under the NVMe root: no '/', no '.'.
+JOB_ID = re.compile(r"^[a-z0-9][a-z0-9\-]{0,47}-[0-9a-f]{12}$")
+
+# Directories the agent creates on the instance: the agent and the training command it starts run as the same
+# user (root, through SSM Run Command), and nobody else on the instance needs to read a job's data or outputs.
+DIRECTORY_MODE = 0o700
 
 CHECKPOINT_DIR_PREFIX = "step-"
 COMMIT_MARKER = "_COMMITTED.json"
@@ -58,6 +69,22 @@ def schedule_manifest_key(name: str, manifest_digest: str) -> str:
     """Key of the manifest a schedule starts: it carries the manifest's digest, so a refused duplicate never
     replaces the existing schedule's manifest."""
     return f"{SCHEDULES_PREFIX}{name}/{manifest_digest}.json"
+
+
+def check_job_id(job_id: str) -> str:
+    """Return ``job_id`` when it has the shape the control plane mints (:data:`JOB_ID`).
+
+    Raises
+    ------
+    ValueError
+        When it does not: a path separator, a ``..``, a NUL or anything else that could lead a key or a
+        directory out of the job's own.
+    """
+    if not JOB_ID.fullmatch(job_id):
+        raise ValueError(
+            f"{job_id!r} is not a spotrun job id (<name>-<12 hex digits>, lower-case letters, digits and '-')"
+        )
+    return job_id
 
 
 def job_prefix(job_id: str) -> str:
@@ -147,10 +174,17 @@ def progress_key(job_id: str, attempt: int) -> str:
 
 
 class NvmeLayout:
-    """Directories of one job on the instance's NVMe (RAID 0 volume, or a plain directory locally)."""
+    """Directories of one job on the instance's NVMe (RAID 0 volume, or a plain directory locally).
+
+    Raises
+    ------
+    ValueError
+        When ``job_id`` is not one (:func:`check_job_id`): the agent validates its command first, and this is
+        the second wall, so that no directory is ever made from an id such as ``../../x``.
+    """
 
     def __init__(self, nvme_root: Path, job_id: str):
-        self.root = nvme_root / "spotrun" / job_id
+        self.root = nvme_root / "spotrun" / check_job_id(job_id)
 
     @property
     def data_dir(self) -> Path:
@@ -190,7 +224,12 @@ class NvmeLayout:
         return self.runtime_dir / f"supervisor-attempt-{attempt:03d}.pid"
 
     def create(self) -> None:
-        """Create every directory."""
+        """Create every directory, mode :data:`DIRECTORY_MODE` (narrowed again if it already existed wider).
+
+        The mode is given explicitly, under a umask of 077, so that neither a permissive umask nor a directory
+        left by an earlier run leaves a job's files open to other users. Raises ``ValueError`` when one of
+        them is a symbolic link.
+        """
         directories = (
             self.data_dir,
             self.code_dir,
@@ -199,5 +238,13 @@ class NvmeLayout:
             self.log_dir,
             self.runtime_dir,
         )
-        for directory in directories:
-            directory.mkdir(parents=True, exist_ok=True)
+        previous = os.umask(0o077)
+        try:
+            for directory in (self.root.parent, self.root, *directories):
+                directory.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
+                if directory.is_symlink():
+                    # Left by an earlier run's training code: the agent would write through it, out of the job.
+                    raise ValueError(f"{directory} is a symbolic link, not the job's directory")
+                directory.chmod(DIRECTORY_MODE)
+        finally:
+            os.umask(previous)

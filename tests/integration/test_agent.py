@@ -48,7 +48,7 @@ def manifest(**training: Any) -> dict[str, Any]:
 
 
 def command(
-    step: str, document: dict[str, Any], *, job_id: str = "j-1", attempt: int = 1, **extra: Any
+    step: str, document: dict[str, Any], *, job_id: str = "j-000000000001", attempt: int = 1, **extra: Any
 ) -> AgentCommand:
     return AgentCommand(
         step=step,  # type: ignore[arg-type]
@@ -118,7 +118,9 @@ def test_stage_copies_inputs_and_code_and_restores_the_latest_checkpoint(s3, tmp
     # Given data, code, a single-object input, and a committed checkpoint of the job
     upload_example(s3, example_data)
     s3.put_object(Bucket=BUCKET, Key="ex/extra/labels.csv", Body=b"a,b\n")
-    checkpoints.upload_checkpoint(s3, BUCKET, "j-1", 100, write_checkpoint(tmp_path / "old", 100, b"w"))
+    checkpoints.upload_checkpoint(
+        s3, BUCKET, "j-000000000001", 100, write_checkpoint(tmp_path / "old", 100, b"w")
+    )
     document = manifest()
     document["data"]["inputs"] = [
         {"source": f"s3://{BUCKET}/ex/data/", "destination": "train"},
@@ -131,7 +133,7 @@ def test_stage_copies_inputs_and_code_and_restores_the_latest_checkpoint(s3, tmp
 
     # Then everything is in place and reported
     result = success_of(ctx)
-    job = layout.NvmeLayout(tmp_path / "nvme", "j-1")
+    job = layout.NvmeLayout(tmp_path / "nvme", "j-000000000001")
     assert status == EXIT_REPORTED
     assert (job.data_dir / "train" / "features.npy").read_bytes() == (
         example_data / "features.npy"
@@ -140,7 +142,7 @@ def test_stage_copies_inputs_and_code_and_restores_the_latest_checkpoint(s3, tmp
     assert (job.code_dir / "train.py").is_file()
     assert (job.checkpoint_dir / "step-000000000100" / "weights.bin").read_bytes() == b"w"
     assert result["files"] == 2 + 1 + 1 + 2
-    assert result["checkpoint_restored"] == "jobs/j-1/checkpoints/step-000000000100/"
+    assert result["checkpoint_restored"] == "jobs/j-000000000001/checkpoints/step-000000000100/"
     assert result["restored_step"] == 100
     assert ctx.reporter.heartbeats >= 1  # type: ignore[attr-defined]
 
@@ -176,23 +178,23 @@ def test_train_runs_the_example_uploads_checkpoints_and_reports_the_model(
 
     # Then the model is the deterministic one, uploaded, with its digest reported
     result = success_of(ctx)
-    model = object_bytes(s3, "jobs/j-1/output/model.npy")
+    model = object_bytes(s3, "jobs/j-000000000001/output/model.npy")
     assert status == EXIT_REPORTED
     assert model == reference_model
-    assert result["model_key"] == "jobs/j-1/output/model.npy"
+    assert result["model_key"] == "jobs/j-000000000001/output/model.npy"
     assert result["model_sha256"] == hashlib.sha256(model).hexdigest()
     # and the list of outputs is in S3, the result carrying only its key, count and size
     assert result["outputs"] == {
-        "key": "jobs/j-1/agent/attempt-001-outputs.json",
+        "key": "jobs/j-000000000001/agent/attempt-001-outputs.json",
         "count": 1,
         "bytes": len(model),
     }
     assert json.loads(object_bytes(s3, result["outputs"]["key"])) == [
-        {"key": "jobs/j-1/output/model.npy", "size": len(model), "sha256": result["model_sha256"]}
+        {"key": "jobs/j-000000000001/output/model.npy", "size": len(model), "sha256": result["model_sha256"]}
     ]
     # and the checkpoints were committed as they appeared, pruned to keep_last
     assert result["last_checkpoint_step"] == 300
-    remaining = checkpoints.list_checkpoints(s3, BUCKET, "j-1")
+    remaining = checkpoints.list_checkpoints(s3, BUCKET, "j-000000000001")
     assert [(c.step, c.committed) for c in remaining] == [(250, True), (300, True)]
     # and the log holds the script's output
     log = object_bytes(s3, result["log_key"]).decode()
@@ -220,7 +222,7 @@ def test_a_failing_command_is_restarted_then_reported_with_its_exit_code_and_log
     assert cause.log_tail is not None
     assert "boom" in cause.log_tail.splitlines()
     assert "after 2 run(s)" in cause.message
-    assert cause.log_key == "jobs/j-1/logs/attempt-001.log"
+    assert cause.log_key == "jobs/j-000000000001/logs/attempt-001.log"
     assert object_bytes(s3, cause.log_key).decode().splitlines().count("boom") == 2
 
 
@@ -268,7 +270,7 @@ def test_a_spot_notice_commits_the_final_checkpoint_and_the_next_attempt_resumes
     execute(command("stage", document), context(s3, tmp_path / "nvme-1"))
     watcher = NoticeWatcher(ImdsNotices(ImdsClient(imds.endpoint)), 0.1)
     ctx = context(s3, tmp_path / "nvme-1", watcher)
-    local_checkpoints = layout.NvmeLayout(tmp_path / "nvme-1", "j-1").checkpoint_dir
+    local_checkpoints = layout.NvmeLayout(tmp_path / "nvme-1", "j-000000000001").checkpoint_dir
 
     def announce_after_first_checkpoint() -> None:
         deadline = time.monotonic() + 20
@@ -287,8 +289,8 @@ def test_a_spot_notice_commits_the_final_checkpoint_and_the_next_attempt_resumes
     assert error == "Spot.Interrupted"
     assert cause.checkpoint_step is not None
     assert 50 <= cause.checkpoint_step < 300
-    assert cause.checkpoint == layout.checkpoint_prefix("j-1", cause.checkpoint_step)
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-1")
+    assert cause.checkpoint == layout.checkpoint_prefix("j-000000000001", cause.checkpoint_step)
+    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert latest.step == cause.checkpoint_step
     assert cause.log_tail is not None
@@ -304,10 +306,10 @@ def test_a_spot_notice_commits_the_final_checkpoint_and_the_next_attempt_resumes
 
     # Then it resumed from that checkpoint and produced the same bytes as an uninterrupted run
     assert staged["restored_step"] == cause.checkpoint_step
-    assert object_bytes(s3, "jobs/j-1/output/model.npy") == reference_model
+    assert object_bytes(s3, "jobs/j-000000000001/output/model.npy") == reference_model
     assert (
         f"resumed from step {cause.checkpoint_step}"
-        in object_bytes(s3, "jobs/j-1/logs/attempt-002.log").decode()
+        in object_bytes(s3, "jobs/j-000000000001/logs/attempt-002.log").decode()
     )
 
 

@@ -119,7 +119,7 @@ def test_the_command_line_runs_steps_from_s3_and_treats_its_own_sigterm_as_an_in
         document = manifest(command=[sys.executable, "train.py", "--step-seconds", "0.01"])
         uris = {}
         for step in ("stage", "train"):
-            key = layout.agent_command_key("j-1", 1, step)
+            key = layout.agent_command_key("j-000000000001", 1, step)
             client.put_object(Bucket=BUCKET, Key=key, Body=command(step, document).model_dump_json().encode())
             uris[step] = f"s3://{BUCKET}/{key}"
 
@@ -133,11 +133,14 @@ def test_the_command_line_runs_steps_from_s3_and_treats_its_own_sigterm_as_an_in
         # and the train step, and gets SIGTERM once a checkpoint is committed
         trainer = agent("train")
         deadline = time.monotonic() + 30
-        while checkpoints.latest_committed(client, BUCKET, "j-1") is None and time.monotonic() < deadline:
+        while (
+            checkpoints.latest_committed(client, BUCKET, "j-000000000001") is None
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         trainer.send_signal(signal.SIGTERM)
         train_out, train_err = trainer.communicate(timeout=60)
-        latest = checkpoints.latest_committed(client, BUCKET, "j-1")
+        latest = checkpoints.latest_committed(client, BUCKET, "j-000000000001")
     finally:
         server.stop()
 

@@ -77,7 +77,7 @@ def test_the_command_gets_training_env_and_the_checkpoint_contract_from_the_mani
     # Then the command saw each value, and the model was found and uploaded at the manifest's path
     result = success_of(ctx)
     assert status == EXIT_REPORTED
-    assert result["model_key"] == "jobs/j-1/output/weights/seen.json"
+    assert result["model_key"] == "jobs/j-000000000001/output/weights/seen.json"
     assert json.loads(object_bytes(s3, result["model_key"])) == {
         "DATASET": "imagenet-mini",
         "OMP_NUM_THREADS": "4",
@@ -92,7 +92,7 @@ def test_a_spot_notice_sends_the_manifests_checkpoint_signal(s3, tmp_path, imds)
     document = _script_manifest(CHECKPOINT_ON_SIGUSR2, checkpoint={"signal": "SIGUSR2"})
     watcher = NoticeWatcher(ImdsNotices(ImdsClient(imds.endpoint)), 0.1)
     ctx = context(s3, tmp_path / "nvme", watcher)
-    started = layout.NvmeLayout(tmp_path / "nvme", "j-1").output_dir / "started"
+    started = layout.NvmeLayout(tmp_path / "nvme", "j-000000000001").output_dir / "started"
 
     def announce_once_started() -> None:
         deadline = time.monotonic() + 20
@@ -110,7 +110,7 @@ def test_a_spot_notice_sends_the_manifests_checkpoint_signal(s3, tmp_path, imds)
     assert status == EXIT_REPORTED
     assert error == "Spot.Interrupted"
     assert cause.checkpoint_step == 5
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-1")
+    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert latest.step == 5
 

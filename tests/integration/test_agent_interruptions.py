@@ -66,7 +66,7 @@ def keep_the_notice_signal_handler() -> Iterator[None]:
 
 def after_first_checkpoint(nvme_root: Path, action: Callable[[], object]) -> None:
     """Run ``action`` in a thread once training wrote its first local checkpoint."""
-    directory = layout.NvmeLayout(nvme_root, "j-1").checkpoint_dir
+    directory = layout.NvmeLayout(nvme_root, "j-000000000001").checkpoint_dir
 
     def wait_then_act() -> None:
         deadline = time.monotonic() + 20
@@ -78,11 +78,11 @@ def after_first_checkpoint(nvme_root: Path, action: Callable[[], object]) -> Non
 
 
 def progress_in_s3(s3: Any, attempt: int = 1) -> dict[str, Any]:
-    return json.loads(object_bytes(s3, layout.progress_key("j-1", attempt)))
+    return json.loads(object_bytes(s3, layout.progress_key("j-000000000001", attempt)))
 
 
 def signal_notes(nvme_root: Path) -> list[str]:
-    log = layout.NvmeLayout(nvme_root, "j-1").log_file(1).read_text()
+    log = layout.NvmeLayout(nvme_root, "j-000000000001").log_file(1).read_text()
     return [line for line in log.splitlines() if "sending SIGTERM" in line]
 
 
@@ -104,8 +104,8 @@ def test_a_notice_through_ssm_checkpoints_and_reports_the_step_reached(s3, tmp_p
     assert NOTICE_SOURCE in cause.message
     assert cause.checkpoint_step is not None
     assert 50 <= cause.checkpoint_step < 300
-    assert cause.checkpoint == layout.checkpoint_prefix("j-1", cause.checkpoint_step)
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-1")
+    assert cause.checkpoint == layout.checkpoint_prefix("j-000000000001", cause.checkpoint_step)
+    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert latest.step == cause.checkpoint_step
     # and the step reached, which the checkpoint taken on the signal holds, in the cause and in S3
@@ -113,7 +113,7 @@ def test_a_notice_through_ssm_checkpoints_and_reports_the_step_reached(s3, tmp_p
     assert progress_in_s3(s3)["step"] == cause.last_step
     assert progress_in_s3(s3)["updated_at"].endswith("Z")
     # and the pid file is gone with the step
-    assert not layout.NvmeLayout(nvme, "j-1").supervisor_pid_file(1).exists()
+    assert not layout.NvmeLayout(nvme, "j-000000000001").supervisor_pid_file(1).exists()
     assert len(signal_notes(nvme)) == 1
 
 
@@ -175,9 +175,9 @@ def test_a_finished_run_reports_its_last_step_and_publishes_gpu_metrics(s3, tmp_
     listed = cloudwatch.list_metrics(Namespace="spotrun")["Metrics"]
     assert {(m["MetricName"], m["Dimensions"][0]["Value"]) for m in listed} == {
         ("GPUUtilization", "i-0123456789abcdef0"),
-        ("GPUUtilization", "j-1"),
+        ("GPUUtilization", "j-000000000001"),
         ("GPUMemoryUtilization", "i-0123456789abcdef0"),
-        ("GPUMemoryUtilization", "j-1"),
+        ("GPUMemoryUtilization", "j-000000000001"),
     }
 
 
@@ -209,7 +209,9 @@ def test_a_failed_run_reports_the_last_step_it_reached(s3, tmp_path):
 
 def test_a_checkpoint_cut_before_its_commit_marker_is_never_restored_by_staging(s3, tmp_path, staged):
     # Given step 50 committed, and step 100 whose every file went up but the instance died before the marker
-    checkpoints.upload_checkpoint(s3, BUCKET, "j-1", 50, write_checkpoint(tmp_path / "a", 50, b"fifty"))
+    checkpoints.upload_checkpoint(
+        s3, BUCKET, "j-000000000001", 50, write_checkpoint(tmp_path / "a", 50, b"fifty")
+    )
 
     class DiesBeforeTheMarker:
         def __getattr__(self, name: str) -> Any:
@@ -222,9 +224,16 @@ def test_a_checkpoint_cut_before_its_commit_marker_is_never_restored_by_staging(
 
     with pytest.raises(ConnectionError):
         checkpoints.upload_checkpoint(
-            DiesBeforeTheMarker(), BUCKET, "j-1", 100, write_checkpoint(tmp_path / "b", 100, b"hundred")
+            DiesBeforeTheMarker(),
+            BUCKET,
+            "j-000000000001",
+            100,
+            write_checkpoint(tmp_path / "b", 100, b"hundred"),
         )
-    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=layout.checkpoint_prefix("j-1", 100))["KeyCount"] == 2
+    assert (
+        s3.list_objects_v2(Bucket=BUCKET, Prefix=layout.checkpoint_prefix("j-000000000001", 100))["KeyCount"]
+        == 2
+    )
 
     # When the next attempt is staged on a fresh instance
     nvme = tmp_path / "nvme"
@@ -234,7 +243,7 @@ def test_a_checkpoint_cut_before_its_commit_marker_is_never_restored_by_staging(
     # Then step 50 was restored, and nothing of step 100
     result = success_of(ctx)
     assert result["restored_step"] == 50
-    local = layout.local_checkpoints(layout.NvmeLayout(nvme, "j-1").checkpoint_dir)
+    local = layout.local_checkpoints(layout.NvmeLayout(nvme, "j-000000000001").checkpoint_dir)
     assert [step for step, _ in local] == [50]
     assert (local[0][1] / "weights.bin").read_bytes() == b"fifty"
 

@@ -61,11 +61,11 @@ def test_the_budget_deadline_checkpoints_and_reports_budget_exceeded(s3, tmp_pat
     assert "budget.max_usd" in cause.message
     assert cause.checkpoint_step is not None
     assert 0 < cause.checkpoint_step < 500
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-1")
+    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert latest.step == cause.checkpoint_step
-    assert cause.checkpoint == layout.checkpoint_prefix("j-1", cause.checkpoint_step)
-    log = layout.NvmeLayout(nvme, "j-1").log_file(1).read_text()
+    assert cause.checkpoint == layout.checkpoint_prefix("j-000000000001", cause.checkpoint_step)
+    log = layout.NvmeLayout(nvme, "j-000000000001").log_file(1).read_text()
     assert "sending SIGTERM" in log
 
 
@@ -84,7 +84,7 @@ def test_the_remaining_runtime_allowance_checkpoints_and_reports_max_runtime_exc
     assert error == "Training.MaxRuntimeExceeded"
     assert cause.checkpoint_step is not None
     assert 0 < cause.checkpoint_step < 500
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-1")
+    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert latest.step == cause.checkpoint_step
 
@@ -92,7 +92,7 @@ def test_the_remaining_runtime_allowance_checkpoints_and_reports_max_runtime_exc
 def test_a_job_resumed_from_one_stopped_at_its_limit_starts_from_its_committed_checkpoint(
     s3, tmp_path, staged
 ):
-    # Given job j-1 stopped at its budget, with a checkpoint committed
+    # Given job j-000000000001 stopped at its budget, with a checkpoint committed
     nvme = tmp_path / "nvme"
     staged(nvme)
     stopped = command(
@@ -101,27 +101,29 @@ def test_a_job_resumed_from_one_stopped_at_its_limit_starts_from_its_committed_c
         stop_at=datetime.now(UTC) + timedelta(seconds=1.5),
     )
     execute(stopped, context(s3, nvme))
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-1")
+    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
-    # When a new job j-2 naming it in training.resume_from is staged on another instance
+    # When a new job j-000000000002 naming it in training.resume_from is staged on another instance
     ctx = context(s3, tmp_path / "other-nvme")
-    execute(command("stage", manifest(resume_from="j-1"), job_id="j-2"), ctx)
+    execute(command("stage", manifest(resume_from="j-000000000001"), job_id="j-000000000002"), ctx)
 
-    # Then j-2's checkpoint directory holds j-1's latest checkpoint, and the result says where it came from
+    # Then the new job's checkpoint directory holds the first job's latest checkpoint, and the result says where
     result = success_of(ctx)
     assert result["restored_step"] == latest.step
-    assert result["checkpoint_restored"] == layout.checkpoint_prefix("j-1", latest.step)
-    local = layout.local_checkpoints(layout.NvmeLayout(tmp_path / "other-nvme", "j-2").checkpoint_dir)
+    assert result["checkpoint_restored"] == layout.checkpoint_prefix("j-000000000001", latest.step)
+    local = layout.local_checkpoints(
+        layout.NvmeLayout(tmp_path / "other-nvme", "j-000000000002").checkpoint_dir
+    )
     assert [step for step, _ in local] == [latest.step]
 
 
 def test_resuming_from_a_job_without_a_committed_checkpoint_fails_staging_with_its_name(s3, tmp_path, staged):
-    # Given no checkpoint of job j-9
+    # Given no checkpoint of job j-000000000009
     staged(tmp_path / "nvme")
     ctx = context(s3, tmp_path / "other-nvme")
     # When a job resuming from it is staged
-    execute(command("stage", manifest(resume_from="j-9"), job_id="j-2"), ctx)
+    execute(command("stage", manifest(resume_from="j-000000000009"), job_id="j-000000000002"), ctx)
     # Then staging fails and says which job has no checkpoint
     error, cause = failure_of(ctx)
     assert error == "Staging.Failed"
-    assert "training.resume_from: job 'j-9' has no committed checkpoint" in cause.message
+    assert "training.resume_from: job 'j-000000000009' has no committed checkpoint" in cause.message

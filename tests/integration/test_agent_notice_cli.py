@@ -58,7 +58,7 @@ def put_command(s3: Any, step: str, **training: Any) -> str:
     document = command(step, manifest(**training))
     if step == "notice":
         document = document.model_copy(update={"task_token": ""})
-    key = layout.agent_command_key("j-1", 1, step)
+    key = layout.agent_command_key("j-000000000001", 1, step)
     s3.put_object(Bucket=BUCKET, Key=key, Body=document.model_dump_json().encode())
     return f"s3://{BUCKET}/{key}"
 
@@ -69,7 +69,7 @@ def agent(uri: str, env: dict[str, str]) -> subprocess.Popen[str]:
 
 
 def stage_by_hand(nvme_root: Path) -> None:
-    job = layout.NvmeLayout(nvme_root, "j-1")
+    job = layout.NvmeLayout(nvme_root, "j-000000000001")
     job.create()
     shutil.copy(EXAMPLE / "train.py", job.code_dir / "train.py")
     subprocess.run([sys.executable, str(EXAMPLE / "generate_data.py"), str(job.data_dir)], check=True)
@@ -85,7 +85,7 @@ def test_a_notice_command_interrupts_the_train_agent_and_exits_at_once(instance,
     notice_uri = put_command(s3, "notice")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and trainer.poll() is None:
-        listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=layout.progress_key("j-1", 1))
+        listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=layout.progress_key("j-000000000001", 1))
         if listed["KeyCount"]:
             break
         time.sleep(0.05)
@@ -106,10 +106,12 @@ def test_a_notice_command_interrupts_the_train_agent_and_exits_at_once(instance,
     assert trainer.returncode == EXIT_REPORTED, train_err
     assert "interruption notice: interruption (notice sent through SSM)" in train_err
     assert "reported Spot.Interrupted" in train_err
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-1")
+    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert f"checkpoint step {latest.step} committed" in train_err
-    progress = json.loads(s3.get_object(Bucket=BUCKET, Key=layout.progress_key("j-1", 1))["Body"].read())
+    progress = json.loads(
+        s3.get_object(Bucket=BUCKET, Key=layout.progress_key("j-000000000001", 1))["Body"].read()
+    )
     assert progress["step"] == latest.step
     assert TOKEN not in notice_out + notice_err + train_out + train_err
 

@@ -41,7 +41,7 @@ def wait_for(condition, timeout: float = 2.0) -> bool:
     return bool(condition())
 
 
-def notice_command(job_id: str = "j-1", attempt: int = 1) -> AgentCommand:
+def notice_command(job_id: str = "j-000000000001", attempt: int = 1) -> AgentCommand:
     manifest = {"name": "n", "training": {"command": ["true"]}, "outputs": {"model": "model"}}
     return AgentCommand(
         step="notice",
@@ -49,7 +49,7 @@ def notice_command(job_id: str = "j-1", attempt: int = 1) -> AgentCommand:
         attempt=attempt,
         task_token="",
         region="us-east-1",
-        jobs_bucket="b",
+        jobs_bucket="jobs-bucket",
         manifest=parse_manifest_document(manifest),
         heartbeat_seconds=1,
         poll_seconds=1,
@@ -57,9 +57,9 @@ def notice_command(job_id: str = "j-1", attempt: int = 1) -> AgentCommand:
 
 
 def test_the_pid_file_names_this_process_while_the_channel_is_open(tmp_path):
-    # Given a channel for job j-1, attempt 2
-    pid_file = layout.NvmeLayout(tmp_path, "j-1").supervisor_pid_file(2)
-    channel = NoticeChannel(pid_file, NoticeWatcher(None, 1), "j-1", 2)
+    # Given a channel for job j-000000000001, attempt 2
+    pid_file = layout.NvmeLayout(tmp_path, "j-000000000001").supervisor_pid_file(2)
+    channel = NoticeChannel(pid_file, NoticeWatcher(None, 1), "j-000000000001", 2)
 
     # When it is open / Then its pid file says who to signal
     with channel:
@@ -67,10 +67,10 @@ def test_the_pid_file_names_this_process_while_the_channel_is_open(tmp_path):
         assert document == {
             "pid": os.getpid(),
             "start_time": process_start_time(os.getpid()),
-            "job_id": "j-1",
+            "job_id": "j-000000000001",
             "attempt": 2,
         }
-        assert pid_file.parent == layout.NvmeLayout(tmp_path, "j-1").runtime_dir
+        assert pid_file.parent == layout.NvmeLayout(tmp_path, "j-000000000001").runtime_dir
 
     # and once closed, it is gone
     assert not pid_file.exists()
@@ -82,7 +82,7 @@ def test_a_notice_reaches_the_watcher_once_and_a_later_one_changes_nothing(tmp_p
     pid_file = tmp_path / "supervisor.pid"
     watcher = NoticeWatcher(None, 1)
 
-    with NoticeChannel(pid_file, watcher, "j-1", 1):
+    with NoticeChannel(pid_file, watcher, "j-000000000001", 1):
         # When a notice is delivered
         outcome = deliver_notice(pid_file)
 
@@ -110,7 +110,7 @@ def test_a_notice_after_an_imds_interruption_does_not_start_another(tmp_path, ca
     assert watcher.interrupt(imds) is True
 
     # When the SSM notice arrives
-    with NoticeChannel(pid_file, watcher, "j-1", 1):
+    with NoticeChannel(pid_file, watcher, "j-000000000001", 1):
         deliver_notice(pid_file)
         assert wait_for(lambda: "already handling" in caplog.text)
 
@@ -145,15 +145,15 @@ def test_a_stale_pid_file_is_never_signalled(tmp_path):
 
 
 def test_a_notice_command_for_a_job_not_training_here_is_a_logged_no_op(tmp_path, caplog):
-    # Given an instance where job j-1 trains attempt 1 only
+    # Given an instance where job j-000000000001 trains attempt 1 only
     caplog.set_level(logging.INFO)
     watcher = NoticeWatcher(None, 1)
-    pid_file = layout.NvmeLayout(tmp_path, "j-1").supervisor_pid_file(1)
+    pid_file = layout.NvmeLayout(tmp_path, "j-000000000001").supervisor_pid_file(1)
 
-    with NoticeChannel(pid_file, watcher, "j-1", 1):
+    with NoticeChannel(pid_file, watcher, "j-000000000001", 1):
         # When notices come for another attempt and another job
-        other_attempt = forward_notice(notice_command("j-1", 2), tmp_path)
-        other_job = forward_notice(notice_command("j-2", 1), tmp_path)
+        other_attempt = forward_notice(notice_command("j-000000000001", 2), tmp_path)
+        other_job = forward_notice(notice_command("j-000000000002", 1), tmp_path)
 
     # Then nothing was interrupted, and both exit 0
     assert (other_attempt, other_job) == (EXIT_REPORTED, EXIT_REPORTED)
@@ -162,13 +162,13 @@ def test_a_notice_command_for_a_job_not_training_here_is_a_logged_no_op(tmp_path
 
 
 def test_a_notice_command_reaches_the_train_step_of_its_job_and_attempt(tmp_path):
-    # Given job j-1 training attempt 3 here
+    # Given job j-000000000001 training attempt 3 here
     watcher = NoticeWatcher(None, 1)
-    pid_file = layout.NvmeLayout(tmp_path, "j-1").supervisor_pid_file(3)
+    pid_file = layout.NvmeLayout(tmp_path, "j-000000000001").supervisor_pid_file(3)
 
     # When its notice command runs
-    with NoticeChannel(pid_file, watcher, "j-1", 3):
-        status = forward_notice(notice_command("j-1", 3), tmp_path)
+    with NoticeChannel(pid_file, watcher, "j-000000000001", 3):
+        status = forward_notice(notice_command("j-000000000001", 3), tmp_path)
         assert wait_for(lambda: watcher.interruption() is not None)
 
     # Then

@@ -29,7 +29,7 @@ def test_the_step_is_uploaded_when_it_changed_and_only_then(tmp_path):
     # Given a publisher for attempt 2, and no progress file yet
     s3 = FakeS3()
     path = tmp_path / "progress-attempt-002"
-    publisher = ProgressPublisher(s3, "bucket", "j-1", 2, path)
+    publisher = ProgressPublisher(s3, "bucket", "j-000000000001", 2, path)
 
     # When it polls before, after, and again after the script wrote step 42
     before = publisher.publish()
@@ -40,7 +40,7 @@ def test_the_step_is_uploaded_when_it_changed_and_only_then(tmp_path):
 
     # Then one document went up, at the attempt's key, saying the step and when it was written
     assert (before, first, second) == (False, True, False)
-    assert [put["Key"] for put in s3.puts] == ["jobs/j-1/progress/attempt-002.json"]
+    assert [put["Key"] for put in s3.puts] == ["jobs/j-000000000001/progress/attempt-002.json"]
     assert s3.puts[0]["Bucket"] == "bucket"
     assert documents(s3) == [{"step": 42, "updated_at": "2023-11-14T22:13:20.500Z"}]
     assert publisher.last_step == 42
@@ -97,7 +97,7 @@ def test_progress_document_and_key_formats():
 
     # Then
     assert document == {"step": 5, "updated_at": "2024-05-01T12:00:00.250Z"}
-    assert layout.progress_key("j-9", 12) == "jobs/j-9/progress/attempt-012.json"
-    assert layout.NvmeLayout(Path("/nvme"), "j-9").progress_file(3) == Path(
-        "/nvme/spotrun/j-9/runtime/progress-attempt-003"
+    assert layout.progress_key("j-000000000009", 12) == "jobs/j-000000000009/progress/attempt-012.json"
+    assert layout.NvmeLayout(Path("/nvme"), "j-000000000009").progress_file(3) == Path(
+        "/nvme/spotrun/j-000000000009/runtime/progress-attempt-003"
     )

@@ -37,11 +37,15 @@ SETTINGS = Settings(
 def world():
     store, compute = InMemoryJobStore(), FakeCompute()
     job = new_job(
-        "tiny-1", "tiny", ManifestSource(bucket="b", key="k", etag="e"), MANIFEST.model_dump(mode="json"), T0
+        "tiny-0123456789ab",
+        "tiny",
+        ManifestSource(bucket="b", key="k", etag="e"),
+        MANIFEST.model_dump(mode="json"),
+        T0,
     )
     store.create(job)
     attempt = acquire_instance(
-        job_id="tiny-1",
+        job_id="tiny-0123456789ab",
         store=store,
         compute=compute,
         subnet_ids=SETTINGS.subnet_ids,
@@ -51,8 +55,10 @@ def world():
     )
     compute.states[attempt.instance_id] = "running"
     for status in (JobStatus.STAGING, JobStatus.TRAINING):
-        update_job(store, "tiny-1", lambda current, status=status: transition(current, status, T0))
-    update_job(store, "tiny-1", lambda current: current.model_copy(update={"task_token": "token-1"}))
+        update_job(store, "tiny-0123456789ab", lambda current, status=status: transition(current, status, T0))
+    update_job(
+        store, "tiny-0123456789ab", lambda current: current.model_copy(update={"task_token": "token-1"})
+    )
     return store, compute, attempt
 
 
@@ -80,7 +86,7 @@ def test_a_warning_is_acted_on_once_however_often_it_arrives(world):
     assert all(outcome.action.startswith("ignored") for outcome in outcomes[1:])
     assert [instance for _, instance, _ in commands.sent] == [attempt.instance_id]
     assert len(compute.fleet_requests) == 2  # the first attempt's and the one replacement
-    job = store.get("tiny-1")
+    job = store.get("tiny-0123456789ab")
     assert job.current_attempt.notice_at == T0 + timedelta(minutes=5)
     assert job.standby.instance_id == outcomes[0].standby_instance_id
 
@@ -104,7 +110,7 @@ def test_the_next_attempt_adopts_the_standby_instead_of_launching(world):
     store, compute, attempt = world
     standby = warn(store, compute, attempt.instance_id).standby_instance_id
     record_interruption(
-        job_id="tiny-1",
+        job_id="tiny-0123456789ab",
         error={
             "Error": "Spot.Interrupted",
             "Cause": FailureCause(message="notice", last_step=10).model_dump_json(),
@@ -118,7 +124,7 @@ def test_the_next_attempt_adopts_the_standby_instead_of_launching(world):
     requests_before = len(compute.fleet_requests)
     # When the workflow acquires capacity again
     second = acquire_instance(
-        job_id="tiny-1",
+        job_id="tiny-0123456789ab",
         store=store,
         compute=compute,
         subnet_ids=SETTINGS.subnet_ids,
@@ -130,7 +136,7 @@ def test_the_next_attempt_adopts_the_standby_instead_of_launching(world):
     assert second.instance_id == standby
     assert second.number == 2
     assert len(compute.fleet_requests) == requests_before
-    job = store.get("tiny-1")
+    job = store.get("tiny-0123456789ab")
     assert job.standby is None
     assert job.status is JobStatus.BOOTING
 
@@ -139,11 +145,11 @@ def test_recording_an_interruption_measures_the_steps_lost_and_releases_the_inst
     # Given a job that committed the checkpoint of step 100 and reached step 137 before its notice
     store, compute, attempt = world
     objects = FakeObjects()
-    objects.put_json(BUCKET, commit_marker_key("tiny-1", 100), {"step": 100})
-    objects.put_json(BUCKET, progress_key("tiny-1", 1), {"step": 137})
+    objects.put_json(BUCKET, commit_marker_key("tiny-0123456789ab", 100), {"step": 100})
+    objects.put_json(BUCKET, progress_key("tiny-0123456789ab", 1), {"step": 137})
     # When the workflow records an interruption without a cause (a silent death: heartbeat timeout)
     record = record_interruption(
-        job_id="tiny-1",
+        job_id="tiny-0123456789ab",
         error={"Error": "States.HeartbeatTimeout", "Cause": ""},
         store=store,
         compute=compute,
@@ -158,7 +164,7 @@ def test_recording_an_interruption_measures_the_steps_lost_and_releases_the_inst
         100,
         37,
     )
-    job = store.get("tiny-1")
+    job = store.get("tiny-0123456789ab")
     assert job.status is JobStatus.INTERRUPTED
     [closed] = job.attempts
     assert (closed.end_reason, closed.steps_lost, closed.last_step) == ("heartbeat-timeout", 37, 137)
@@ -182,7 +188,7 @@ def test_a_notice_that_cannot_reach_the_agent_is_logged_and_the_replacement_stil
     assert outcome.standby_instance_id is not None
     [logged] = [r for r in caplog.records if r.name == "spotrun.control.interruptions"]
     assert logged.levelno == logging.WARNING
-    assert "tiny-1" in logged.getMessage()
+    assert "tiny-0123456789ab" in logged.getMessage()
     assert "InvalidInstanceId" in logged.getMessage()
 
 
@@ -192,7 +198,7 @@ def test_an_attempt_that_reported_no_step_is_logged_and_loses_an_unknown_number(
     # When the workflow records the interruption
     with caplog.at_level(logging.WARNING, logger="spotrun.control.interruptions"):
         record = record_interruption(
-            job_id="tiny-1",
+            job_id="tiny-0123456789ab",
             error={"Error": "States.HeartbeatTimeout", "Cause": ""},
             store=store,
             compute=compute,
@@ -204,7 +210,7 @@ def test_an_attempt_that_reported_no_step_is_logged_and_loses_an_unknown_number(
     assert (record.last_step, record.steps_lost) == (None, None)
     [logged] = [r for r in caplog.records if r.name == "spotrun.control.interruptions"]
     assert logged.levelno == logging.WARNING
-    assert "tiny-1" in logged.getMessage()
+    assert "tiny-0123456789ab" in logged.getMessage()
 
 
 def test_one_interruption_too_many_fails_the_job(world):
@@ -212,7 +218,7 @@ def test_one_interruption_too_many_fails_the_job(world):
     store, compute, _ = world
     for number in range(2):
         record_interruption(
-            job_id="tiny-1",
+            job_id="tiny-0123456789ab",
             error={"Error": "Spot.Interrupted", "Cause": "{}"},
             store=store,
             compute=compute,
@@ -221,7 +227,7 @@ def test_one_interruption_too_many_fails_the_job(world):
             now=T0 + timedelta(minutes=10 + number),
         )
         acquire_instance(
-            job_id="tiny-1",
+            job_id="tiny-0123456789ab",
             store=store,
             compute=compute,
             subnet_ids=SETTINGS.subnet_ids,
@@ -233,7 +239,7 @@ def test_one_interruption_too_many_fails_the_job(world):
     # Then it is refused with the error the workflow fails on
     with pytest.raises(InterruptionsExceeded, match="interrupted 3 times"):
         record_interruption(
-            job_id="tiny-1",
+            job_id="tiny-0123456789ab",
             error={"Error": "Spot.Interrupted", "Cause": "{}"},
             store=store,
             compute=compute,
@@ -299,7 +305,7 @@ def _interrupt_and_relaunch(store, compute, times):
     for number in range(times):
         minute = T0 + timedelta(minutes=10 + number)
         record_interruption(
-            job_id="tiny-1",
+            job_id="tiny-0123456789ab",
             error={"Error": "Spot.Interrupted", "Cause": "{}"},
             store=store,
             compute=compute,
@@ -308,7 +314,7 @@ def _interrupt_and_relaunch(store, compute, times):
             now=minute,
         )
         attempt = acquire_instance(
-            job_id="tiny-1",
+            job_id="tiny-0123456789ab",
             store=store,
             compute=compute,
             subnet_ids=SETTINGS.subnet_ids,
@@ -317,7 +323,7 @@ def _interrupt_and_relaunch(store, compute, times):
             now=minute,
         )
         compute.states[attempt.instance_id] = "running"
-    return store.get("tiny-1").current_attempt
+    return store.get("tiny-0123456789ab").current_attempt
 
 
 def test_no_replacement_is_launched_when_the_warned_interruption_is_one_too_many(world):
@@ -331,7 +337,7 @@ def test_no_replacement_is_launched_when_the_warned_interruption_is_one_too_many
     assert len(compute.fleet_requests) == launched
     assert outcome.standby_instance_id is None
     assert outcome.action == "warning recorded; no replacement: max_interruptions spent"
-    assert store.get("tiny-1").standby is None
+    assert store.get("tiny-0123456789ab").standby is None
 
 
 def test_a_replacement_is_still_launched_while_interruptions_remain(world):
@@ -350,10 +356,14 @@ def test_a_standby_never_used_is_billed_when_the_job_ends(world):
     standby = warn(store, compute, attempt.instance_id).standby_instance_id
     # When the job fails and its instances are released at T0 + 8 min, then its outcome is recorded
     release_instances(
-        job_id="tiny-1", reason="failed", store=store, compute=compute, now=T0 + timedelta(minutes=8)
+        job_id="tiny-0123456789ab",
+        reason="failed",
+        store=store,
+        compute=compute,
+        now=T0 + timedelta(minutes=8),
     )
     job = finalize_job(
-        job_id="tiny-1", outcome="FAILED", error=None, store=store, now=T0 + timedelta(minutes=9)
+        job_id="tiny-0123456789ab", outcome="FAILED", error=None, store=store, now=T0 + timedelta(minutes=9)
     )
     # Then the standby is kept as an unused instance that ran 3 minutes, and the cost counts both instances
     [unused] = job.unused_instances
@@ -367,19 +377,21 @@ def test_a_standby_never_used_is_billed_when_the_job_ends(world):
 def test_a_standby_that_lost_a_race_is_billed(world):
     # Given a warned job where another standby got recorded while this one was being launched
     store, compute, _attempt = world
-    update_job(store, "tiny-1", lambda job: job.model_copy(update={"standby": None}))
+    update_job(store, "tiny-0123456789ab", lambda job: job.model_copy(update={"standby": None}))
     launch = compute.create_fleet
-    rival = store.get("tiny-1").current_attempt.model_copy(update={"instance_id": "i-rival", "number": 2})
+    rival = store.get("tiny-0123456789ab").current_attempt.model_copy(
+        update={"instance_id": "i-rival", "number": 2}
+    )
 
     def create_fleet_while_another_wins(request):
         answer = launch(request)
-        update_job(store, "tiny-1", lambda job: job.model_copy(update={"standby": rival}))
+        update_job(store, "tiny-0123456789ab", lambda job: job.model_copy(update={"standby": rival}))
         return answer
 
     compute.create_fleet = create_fleet_while_another_wins
     # When the standby is launched and finds it lost the race
     kept = launch_standby(
-        job_id="tiny-1",
+        job_id="tiny-0123456789ab",
         store=store,
         compute=compute,
         subnet_ids=SETTINGS.subnet_ids,
@@ -388,7 +400,7 @@ def test_a_standby_that_lost_a_race_is_billed(world):
     )
     # Then it is terminated, and still billed: it ran
     assert kept is None
-    [unused] = store.get("tiny-1").unused_instances
+    [unused] = store.get("tiny-0123456789ab").unused_instances
     assert compute.states[unused.instance_id] == "terminated"
     assert unused.end_reason == "unused-standby"
 
@@ -400,7 +412,7 @@ def test_a_standby_reclaimed_before_the_next_attempt_is_billed(world):
     compute.states[standby] = "terminated"
     _interrupt_and_relaunch(store, compute, 1)
     # Then the next attempt runs on a new instance, and the reclaimed standby stays in the bill
-    job = store.get("tiny-1")
+    job = store.get("tiny-0123456789ab")
     assert job.current_attempt.instance_id != standby
     assert [unused.instance_id for unused in job.unused_instances] == [standby]
     assert standby in [instance.instance_id for instance in job.billed_instances()]

@@ -54,7 +54,11 @@ def manifest(*, max_usd: float | None = None, spot: bool = True, max_runtime_min
 
 def submitted(store, document):
     job = new_job(
-        "tiny-1", "tiny", ManifestSource(bucket="b", key="k", etag="e"), document.model_dump(mode="json"), T0
+        "tiny-0123456789ab",
+        "tiny",
+        ManifestSource(bucket="b", key="k", etag="e"),
+        document.model_dump(mode="json"),
+        T0,
     )
     store.create(job)
     return job
@@ -62,7 +66,7 @@ def submitted(store, document):
 
 def acquire(store, compute, now, document):
     return acquire_instance(
-        job_id="tiny-1",
+        job_id="tiny-0123456789ab",
         store=store,
         compute=compute,
         subnet_ids=SETTINGS.subnet_ids,
@@ -73,12 +77,12 @@ def acquire(store, compute, now, document):
 
 
 def to(store, status, at):
-    update_job(store, "tiny-1", lambda current: transition(current, status, at))
+    update_job(store, "tiny-0123456789ab", lambda current: transition(current, status, at))
 
 
 def interrupt(store, compute, at):
     record_interruption(
-        job_id="tiny-1",
+        job_id="tiny-0123456789ab",
         error={"Error": "Spot.Interrupted", "Cause": FailureCause(message="notice").model_dump_json()},
         store=store,
         compute=compute,
@@ -91,7 +95,7 @@ def interrupt(store, compute, at):
 def dispatch(store, step, now, document, time_scale=1.0):
     objects = FakeObjects()
     dispatch_agent_step(
-        job_id="tiny-1",
+        job_id="tiny-0123456789ab",
         step=step,
         task_token="token",
         timing=workflow_timing(document, time_scale),
@@ -254,7 +258,7 @@ def test_a_train_step_the_budget_can_no_longer_reach_is_refused_before_it_starts
     with pytest.raises(BudgetExceeded):
         dispatch(store, "train", T0 + timedelta(seconds=110), document)
     # Then it was not recorded as training
-    assert store.get("tiny-1").status is JobStatus.STAGING
+    assert store.get("tiny-0123456789ab").status is JobStatus.STAGING
 
 
 def test_staging_is_not_started_once_booting_used_up_the_budget():
@@ -267,7 +271,7 @@ def test_staging_is_not_started_once_booting_used_up_the_budget():
     with pytest.raises(BudgetExceeded):
         dispatch(store, "stage", T0 + timedelta(seconds=110), document, time_scale=0.02)
     # Then it was refused; 10 s after launch, it is sent
-    assert store.get("tiny-1").status is JobStatus.BOOTING
+    assert store.get("tiny-0123456789ab").status is JobStatus.BOOTING
     assert dispatch(store, "stage", T0 + timedelta(seconds=10), document, time_scale=0.02)["step"] == "stage"
 
 
@@ -297,7 +301,7 @@ def test_a_train_step_with_no_runtime_left_is_refused():
     with pytest.raises(MaxRuntimeExceeded):
         dispatch(store, "train", T0 + timedelta(minutes=31), document)
     # Then the used time is the attempt's real training time
-    assert training_seconds_used(store.get("tiny-1"), T0 + timedelta(minutes=31)) == 31 * 60
+    assert training_seconds_used(store.get("tiny-0123456789ab"), T0 + timedelta(minutes=31)) == 31 * 60
 
 
 # -- the record, the summary and the CLI --------------------------------------------------------------------
@@ -313,7 +317,7 @@ def test_a_job_stopped_at_its_budget_records_spend_and_limit_and_says_so():
     to(store, JobStatus.TRAINING, T0 + timedelta(seconds=20))
     update_job(
         store,
-        "tiny-1",
+        "tiny-0123456789ab",
         lambda current: current.model_copy(
             update={
                 "attempts": [current.attempts[0].model_copy(update={"ended_at": T0 + timedelta(seconds=150)})]
@@ -323,7 +327,7 @@ def test_a_job_stopped_at_its_budget_records_spend_and_limit_and_says_so():
     cause = FailureCause(message="the job's budget.max_usd would be passed", checkpoint_step=40)
     # When the workflow finalizes it
     job = finalize_job(
-        job_id="tiny-1",
+        job_id="tiny-0123456789ab",
         outcome="FAILED",
         error={"Error": "Budget.Exceeded", "Cause": cause.model_dump_json()},
         store=store,
@@ -375,7 +379,7 @@ def test_the_cli_exit_code_tells_a_limit_from_another_failure():
 def test_a_job_stopped_at_a_limit_reads_as_such_in_the_listing():
     # Given a job finalized with Budget.Exceeded, and one that failed otherwise
     store = InMemoryJobStore()
-    for job_id, error_type in (("tiny-1", "Budget.Exceeded"), ("tiny-2", "Training.Failed")):
+    for job_id, error_type in (("tiny-0123456789ab", "Budget.Exceeded"), ("tiny-2", "Training.Failed")):
         job = new_job(job_id, "tiny", ManifestSource(key=job_id), manifest().model_dump(mode="json"), T0)
         store.create(job)
         finalize_job(
@@ -387,7 +391,7 @@ def test_a_job_stopped_at_a_limit_reads_as_such_in_the_listing():
     table.print(jobs_table([job.model_dump(mode="json") for job in page.jobs]))
     # Then each says how it failed
     assert {job.job_id: job.error_type for job in page.jobs} == {
-        "tiny-1": "Budget.Exceeded",
+        "tiny-0123456789ab": "Budget.Exceeded",
         "tiny-2": "Training.Failed",
     }
     assert "FAILED (Budget.Exceeded)" in table.export_text()

@@ -123,7 +123,7 @@ def test_a_prefix_is_staged_with_relative_paths_and_every_file_verified(tmp_path
 
     # When it is planned and staged
     items = plan_input(s3, f"s3://{BUCKET}/in/", tmp_path / "data")
-    report = stage(s3, items, max_workers=4)
+    report = stage(s3, items, root=tmp_path, max_workers=4)
 
     # Then every file is in place, and nothing temporary is left
     assert report.files == 3
@@ -167,7 +167,7 @@ def test_a_corrupted_read_is_retried_once_and_then_succeeds(tmp_path, checksum):
     s3.corrupt_reads["in/a.bin"] = 1
 
     # When it is staged
-    report = stage(s3, [StageItem(BUCKET, "in/a.bin", tmp_path / "a.bin")])
+    report = stage(s3, [StageItem(BUCKET, "in/a.bin", tmp_path / "a.bin")], root=tmp_path)
 
     # Then the second read was used
     assert report.files == 1
@@ -183,7 +183,7 @@ def test_an_object_corrupted_on_every_read_fails_staging_and_leaves_no_file(tmp_
 
     # When / Then
     with pytest.raises(StagingError, match="SHA-256 differs"):
-        stage(s3, [StageItem(BUCKET, "in/a.bin", tmp_path / "a.bin")])
+        stage(s3, [StageItem(BUCKET, "in/a.bin", tmp_path / "a.bin")], root=tmp_path)
     assert s3.gets["in/a.bin"] == 2
     assert list(tmp_path.iterdir()) == []
 
@@ -196,7 +196,7 @@ def test_a_short_body_fails_on_its_size(tmp_path):
 
     # When / Then
     with pytest.raises(StagingError, match="ContentLength"):
-        stage(s3, [StageItem(BUCKET, "in/a.bin", tmp_path / "a.bin")])
+        stage(s3, [StageItem(BUCKET, "in/a.bin", tmp_path / "a.bin")], root=tmp_path)
 
 
 def test_an_expected_sha256_is_checked_even_when_s3_agrees_with_the_bytes(tmp_path):
@@ -207,14 +207,14 @@ def test_an_expected_sha256_is_checked_even_when_s3_agrees_with_the_bytes(tmp_pa
 
     # When / Then
     with pytest.raises(StagingError, match="expected digest"):
-        stage(s3, [item])
+        stage(s3, [item], root=tmp_path)
 
 
 def test_two_items_with_one_destination_are_refused(tmp_path):
     # Given / When / Then
     items = [StageItem(BUCKET, "a", tmp_path / "x"), StageItem(BUCKET, "b", tmp_path / "x")]
     with pytest.raises(StagingError, match="same local file"):
-        stage(FakeS3(), items)
+        stage(FakeS3(), items, root=tmp_path)
 
 
 def test_the_destination_keeps_its_old_content_until_the_new_file_is_verified(tmp_path: Path):
@@ -227,7 +227,7 @@ def test_the_destination_keeps_its_old_content_until_the_new_file_is_verified(tm
 
     # When staging fails
     with pytest.raises(StagingError):
-        stage(s3, [StageItem(BUCKET, "in/a.bin", target)])
+        stage(s3, [StageItem(BUCKET, "in/a.bin", target)], root=tmp_path)
 
     # Then the old file was never half overwritten
     assert target.read_bytes() == b"old"
