@@ -62,7 +62,7 @@ def _send_command(targets: Targets) -> list[Grant]:
         Grant(
             ("ssm:SendCommand",),
             (INSTANCES,),
-            "only on instances that spotrun launched (tagged with a job id)",
+            f"only on instances tagged {JOB_ID_TAG} (spotrun tags only while launching from its template)",
             {"StringLike": {f"ssm:resourceTag/{JOB_ID_TAG}": "*"}},
         ),
     ]
@@ -78,7 +78,7 @@ def _launch(targets: Targets) -> list[Grant]:
     as the image (``ImageId`` is an override of CreateFleet) (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
     use-launch-templates-to-control-launching-instances.html, "Control the use of launch templates"). The
     subnet is not in the template: each fleet override names one, so it is granted on the deployment's own
-    subnets only, with the network interface EC2 creates in it.
+    subnets only, and the network interface EC2 creates only in them (``ec2:Subnet``).
     """
     template = arn_of("ec2", f"launch-template/{targets.launch_template_id}")
     this_region = {"StringEquals": {"aws:RequestedRegion": Aws.REGION}}
@@ -89,8 +89,9 @@ def _launch(targets: Targets) -> list[Grant]:
         Grant(
             ("ec2:CreateFleet",),
             (arn_of("ec2", "fleet/*"), template),
-            "creates instant fleets (whose ids exist only once EC2 makes them) from the deployment's launch "
-            "template, in the stack's region; what they launch is the RunInstances statements'",
+            "CreateFleet on fleets (whose ids exist only once EC2 makes them) and on the deployment's launch "
+            "template only, in the stack's region; what a fleet may launch is confined by the RunInstances "
+            "statements (ec2:LaunchTemplate)",
             this_region,
         ),
         Grant(
@@ -108,10 +109,17 @@ def _launch(targets: Targets) -> list[Grant]:
         ),
         Grant(
             ("ec2:RunInstances",),
-            (template, *subnets, arn_of("ec2", "network-interface/*")),
-            "the launch template itself and the deployment's own subnets (chosen per request, not in the "
-            "template) with the network interface EC2 creates there, only for launches from that template",
+            (template, *subnets),
+            "the launch template itself and the deployment's own subnets (each fleet override names one; the "
+            "template names none), only for launches from that template",
             from_template,
+        ),
+        Grant(
+            ("ec2:RunInstances",),
+            (arn_of("ec2", "network-interface/*"),),
+            "the network interface of a launch from the deployment's launch template, only in the deployment's "
+            "own subnets (ec2:Subnet)",
+            {"ArnLike": {"ec2:LaunchTemplate": template, "ec2:Subnet": list(subnets)}},
         ),
         Grant(
             ("ec2:CreateTags",),
@@ -161,7 +169,7 @@ def _terminate(_targets: Targets) -> list[Grant]:
         Grant(
             ("ec2:TerminateInstances",),
             (INSTANCES,),
-            "terminates only instances that spotrun launched (tagged with a job id)",
+            f"terminates only instances tagged {JOB_ID_TAG} (spotrun tags only while launching from its template)",
             TAGGED_INSTANCES,
         )
     ]

@@ -51,14 +51,22 @@ def test_run_instances_only_from_this_template_and_its_resources_unchanged(synth
     kinds = " ".join(_resources(unchanged))
     for kind in ("image/*", "security-group/*", "volume/*", "instance/*"):
         assert kind in kinds
-    # ...and what the template leaves to the request, only the deployment's own subnets (no subnet/*)
-    (overridable,) = [r for r in runs if r is not unchanged]
+    # ...what the template leaves to the request, only the deployment's own subnets (no subnet/*)
+    (overridable,) = [r for r in runs if "subnet/" in " ".join(_resources(r))]
     resources = " ".join(_resources(overridable))
-    assert "subnet/" in resources
     assert "subnet/*" not in resources
     assert "image/" not in resources
     assert "security-group/" not in resources
     assert any(_names_template(r, template_id) for r in _resources(overridable))
+    # ...and the network interface only in those subnets
+    (interface,) = [r for r in runs if "network-interface/*" in " ".join(_resources(r))]
+    assert interface not in (unchanged, overridable)
+    subnets = interface["Condition"]["ArnLike"]["ec2:Subnet"]
+    assert subnets
+    assert sorted(json.dumps(s) for s in subnets) == sorted(
+        r for r in _resources(overridable) if "subnet/" in r
+    )
+    assert len(runs) == 3
 
 
 def test_create_fleet_only_on_fleets_and_this_template_in_the_stacks_region(synthesized: Synthesized) -> None:
