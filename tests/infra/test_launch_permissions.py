@@ -2,8 +2,9 @@
 
 moto's IAM access control cannot judge these statements offline: it evaluates only ``StringEquals`` conditions
 and supplies condition values only for role trust policies (``moto/iam/access_control.py``,
-``_check_conditions``), and EC2 requests carry no ``ec2:LaunchTemplate``/``ec2:IsLaunchTemplateResource`` context
-there. These tests therefore read the statements themselves.
+``_check_conditions``), and its EC2 requests carry no ``ec2:LaunchTemplate``/``ec2:IsLaunchTemplateResource``
+context. These tests read the statements themselves, then evaluate them with :mod:`tests.infra.policy_eval`
+against the requests EC2 authorizes for a fleet launch, so the check fails both ways.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import json
 
 from tests.infra.conftest import Synthesized
-from tests.infra.test_storage_and_network import actions_of, statements_of
+from tests.infra.policy_eval import allowed, role_statements
+from tests.infra.test_storage_and_network import actions_of
 
 
 def _acquire(synthesized: Synthesized, action: str) -> list[dict]:
     function = synthesized.marked("function")["acquire"]
     role = synthesized.properties(function)["Role"]["Fn::GetAtt"][0]
-    return [s for s in statements_of(synthesized, role) if action in actions_of(s)]
+    return [s for s in role_statements(synthesized, role) if action in actions_of(s)]
 
 
 def _resources(statement: dict) -> list[str]:
@@ -103,3 +105,96 @@ def test_pass_role_only_of_the_instance_role_to_ec2(synthesized: Synthesized) ->
     # Then it passes that role only, and only to EC2
     assert pass_role["Resource"] == {"Fn::GetAtt": [instance_role["Ref"], "Arn"]}
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+
+
+# --------------------------------------------------------------------------- the statements, evaluated offline
+
+ARN = "arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
+REGION = "<AWS::Region>"
+
+
+def _launch_requests(synthesized: Synthesized) -> tuple[str, list[str], str]:
+    """The template's ARN, the instances' subnets and the instance role, as requests name them."""
+    template = f"{ARN}launch-template/<{_template_id(synthesized)}>"
+    subnets = [
+        f"{ARN}subnet/<{key}>" for key in synthesized.resources("AWS::EC2::Subnet") if "instances" in key
+    ]
+    profile = next(iter(synthesized.resources("AWS::IAM::InstanceProfile").values()))
+    (role,) = profile["Properties"]["Roles"]
+    return template, subnets, f"<{role['Ref']}.Arn>"
+
+
+def _run_instances(
+    template: str, subnet: str, *, image_from_template: bool = True, group_from_template: bool = True
+) -> list[tuple[str, dict[str, object]]]:
+    """What EC2 authorizes for one launch of a fleet: RunInstances on each resource, with its context.
+
+    A resource the template names carries ``ec2:IsLaunchTemplateResource`` true unless the request overrides
+    it; the subnet comes from the fleet's override, and the network interface is created in it.
+    """
+    base = {"ec2:LaunchTemplate": template}
+    return [
+        (
+            f"arn:<AWS::Partition>:ec2:{REGION}::image/ami-0abc",
+            {**base, "ec2:IsLaunchTemplateResource": image_from_template},
+        ),
+        (f"{ARN}security-group/sg-0abc", {**base, "ec2:IsLaunchTemplateResource": group_from_template}),
+        (f"{ARN}volume/*", {**base, "ec2:IsLaunchTemplateResource": True}),
+        (f"{ARN}instance/*", {**base, "ec2:IsLaunchTemplateResource": True}),
+        (template, {**base, "ec2:IsLaunchTemplateResource": True}),
+        (subnet, {**base, "ec2:IsLaunchTemplateResource": False}),
+        (f"{ARN}network-interface/*", {**base, "ec2:IsLaunchTemplateResource": False, "ec2:Subnet": subnet}),
+    ]
+
+
+def _launch_allowed(statements: list[dict], requests: list[tuple[str, dict[str, object]]]) -> bool:
+    return all(allowed(statements, "ec2:RunInstances", resource, context) for resource, context in requests)
+
+
+def test_a_launch_from_the_template_is_allowed_and_every_way_out_of_it_denied(
+    synthesized: Synthesized,
+) -> None:
+    # Given acquire's statements, evaluated offline (moto's IAM cannot: see the module's docstring)
+    function = synthesized.marked("function")["acquire"]
+    statements = role_statements(synthesized, synthesized.properties(function)["Role"]["Fn::GetAtt"][0])
+    template, subnets, instance_role = _launch_requests(synthesized)
+    assert subnets
+
+    # Then a fleet from the template into one of the deployment's subnets launches, fleet and tags included
+    assert allowed(statements, "ec2:CreateFleet", f"{ARN}fleet/fleet-0abc", {"aws:RequestedRegion": REGION})
+    assert allowed(statements, "ec2:CreateFleet", template, {"aws:RequestedRegion": REGION})
+    for subnet in subnets:
+        assert _launch_allowed(statements, _run_instances(template, subnet))
+    tags = {"ec2:CreateAction": "CreateFleet", "aws:RequestTag/spotrun:job-id": "tiny-0123456789ab"}
+    assert allowed(statements, "ec2:CreateTags", f"{ARN}instance/i-0abc", tags)
+    assert allowed(statements, "iam:PassRole", instance_role, {"iam:PassedToService": "ec2.amazonaws.com"})
+    # ...while overriding the image or the security group, another template or another subnet is denied
+    subnet = subnets[0]
+    assert not _launch_allowed(statements, _run_instances(template, subnet, image_from_template=False))
+    assert not _launch_allowed(statements, _run_instances(template, subnet, group_from_template=False))
+    other_template = f"{ARN}launch-template/lt-0other"
+    assert not _launch_allowed(statements, _run_instances(other_template, subnet))
+    assert not _launch_allowed(statements, _run_instances(template, f"{ARN}subnet/subnet-0other"))
+    # ...each resource on its own, too: the image of another template, an interface in another subnet
+    (image, image_context) = _run_instances(other_template, subnet)[0]
+    assert not allowed(statements, "ec2:RunInstances", image, image_context)
+    interface, interface_context = _run_instances(template, f"{ARN}subnet/subnet-0other")[-1]
+    assert not allowed(statements, "ec2:RunInstances", interface, interface_context)
+    # ...as are a fleet in another region or from another template, tags outside a launch or without the job id,
+    # and passing any other role or to any other service
+    assert not allowed(
+        statements, "ec2:CreateFleet", f"{ARN}fleet/fleet-0abc", {"aws:RequestedRegion": "eu-west-1"}
+    )
+    assert not allowed(statements, "ec2:CreateFleet", other_template, {"aws:RequestedRegion": REGION})
+    assert not allowed(
+        statements, "ec2:CreateTags", f"{ARN}instance/i-0abc", {"aws:RequestTag/spotrun:job-id": "x"}
+    )
+    assert not allowed(
+        statements, "ec2:CreateTags", f"{ARN}instance/i-0abc", {"ec2:CreateAction": "CreateFleet"}
+    )
+    assert not allowed(
+        statements, "iam:PassRole", "<SomeOtherRole.Arn>", {"iam:PassedToService": "ec2.amazonaws.com"}
+    )
+    assert not allowed(
+        statements, "iam:PassRole", instance_role, {"iam:PassedToService": "lambda.amazonaws.com"}
+    )
