@@ -108,6 +108,7 @@ class SpotrunStack(Stack):
                 agent_document_name=shape.agent_document_name,
                 launch_template_id=instances.launch_template.launch_template_id or "",
                 instance_role_arn=instances.role.role_arn,
+                subnet_ids=tuple(subnet.subnet_id for subnet in network.subnets),
                 bus_arns={setting: bus.event_bus_arn for setting, bus in buses.items()},
                 schedule_group=schedules.group_name,
                 scheduler_role_arn=schedules.role.role_arn,

@@ -7,17 +7,34 @@ declared here once, in plain Python with no CDK import. The CDK app (``infra/``)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+from spotrun.model.command import AgentStep
 from spotrun.model.ec2 import GONE_STATES, REBALANCE, SPOT_WARNING, STATE_CHANGE
-from spotrun.model.layout import ALL_JOBS_INDEX, BY_STATUS_INDEX, KIND_ATTRIBUTE, MANIFEST_PREFIX
+from spotrun.model.layout import ALL_JOBS_INDEX, BY_STATUS_INDEX, JOBS_PREFIX, KIND_ATTRIBUTE, MANIFEST_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STATE_MACHINE_FILE = REPO_ROOT / "statemachines" / "job.asl.json"
 
 SERVICE_NAME = "spotrun"
+
+# The agent document's one parameter, and the environment variable it reaches the script as (interpolationType
+# ENV_VAR names it SSM_<parameter>).
+AGENT_COMMAND_PARAMETER = "commandUri"
+AGENT_COMMAND_VARIABLE = f"SSM_{AGENT_COMMAND_PARAMETER}"
+# The only values SendCommand accepts for it: an S3 bucket name (3-63 lowercase letters, digits, dots and hyphens,
+# beginning and ending with a letter or digit) and the key spotrun.model.layout.agent_command_key writes for a job
+# id that spotrun.model.job.job_id_for mints (a slug, "-", 12 hex digits), an attempt and a step. No character a
+# shell treats specially (space, quote, $, `, ;, |, &, newline...) can match.
+_BUCKET_NAME = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+_JOB_ID = r"[a-z0-9][a-z0-9-]{0,47}-[0-9a-f]{12}"
+AGENT_COMMAND_URI_PATTERN = (
+    rf"^s3://{_BUCKET_NAME}/{re.escape(JOBS_PREFIX)}{_JOB_ID}/agent/attempt-[0-9]{{3,}}-"
+    rf"(?:{'|'.join(get_args(AgentStep))})\.json$"
+)
 METRICS_NAMESPACE = "spotrun"
 
 
@@ -96,15 +113,25 @@ class DeploymentShape:
 
         Run Command would otherwise hold the invocation for the whole step; the agent reports to the workflow
         itself through the task token, which travels in the S3 document, never as a parameter.
+
+        The URI never becomes script text. With ``interpolationType: ENV_VAR`` the SSM Agent (3.3.2746.0 or
+        later) hands the value to the script as the environment variable ``SSM_commandUri``, which the script
+        only ever expands quoted; a ``{{ commandUri }}`` reference would be pasted into the shell source
+        instead (https://docs.aws.amazon.com/systems-manager/latest/userguide/documents-syntax-data-elements-parameters.html,
+        "interpolationType"). The ``allowedPattern``, which SendCommand checks before anything runs, admits
+        exactly the keys the control plane writes (:data:`AGENT_COMMAND_URI_PATTERN`). An older agent sets no
+        variable: the first line then fails the command, naming the cause, instead of starting the agent on
+        nothing.
         """
         return {
             "schemaVersion": "2.2",
             "description": f"{self.agent_document_name}: runs one step of a spotrun job with the instance agent.",
             "parameters": {
-                "commandUri": {
+                AGENT_COMMAND_PARAMETER: {
                     "type": "String",
                     "description": "S3 URI of the AgentCommand document for this step.",
-                    "allowedPattern": "^s3://[a-z0-9.-]+/.+$",
+                    "allowedPattern": AGENT_COMMAND_URI_PATTERN,
+                    "interpolationType": "ENV_VAR",
                 }
             },
             "mainSteps": [
@@ -113,8 +140,11 @@ class DeploymentShape:
                     "name": "runAgent",
                     "inputs": {
                         "runCommand": [
-                            "nohup spotrun-agent run --command-uri {{ commandUri }} "
-                            ">> /var/log/spotrun-agent.log 2>&1 &"
+                            f'test -n "${{{AGENT_COMMAND_VARIABLE}:-}}" || {{ echo "spotrun: '
+                            f"{AGENT_COMMAND_VARIABLE} is not set: interpolationType ENV_VAR needs SSM Agent "
+                            f'3.3.2746.0 or later" >&2; exit 1; }}',
+                            f'nohup spotrun-agent run --command-uri "${AGENT_COMMAND_VARIABLE}" '
+                            ">> /var/log/spotrun-agent.log 2>&1 &",
                         ]
                     },
                 }

@@ -21,6 +21,7 @@ class Targets:
     agent_document_name: str
     launch_template_id: str
     instance_role_arn: str
+    subnet_ids: tuple[str, ...] = ()  # the instances' subnets, which fleet requests name per override
     bus_arns: Mapping[str, str] = field(default_factory=dict)  # setting (event_bus_name) -> bus ARN
     schedule_group: str = ""
     scheduler_role_arn: str = ""

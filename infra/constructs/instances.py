@@ -61,8 +61,9 @@ class Instances(Construct):
         acknowledge(
             self.role,
             f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{SSM_CORE_POLICY}]",
-            "AWS's own minimal policy for the SSM agent (Run Command is how the control plane reaches the "
-            "instance); AWS keeps it current with the agent's needs",
+            "AWS's managed policy for the SSM Agent's core functions (Run Command is how the control plane "
+            "reaches the instance), kept current by AWS with the agent's needs; it also lets the instance read "
+            "the account's SSM parameters (ssm:GetParameter*), so spotrun keeps nothing in Parameter Store",
         )
         self.profile = iam.InstanceProfile(self, "Profile", role=self.role)
         self._grant_storage(jobs_bucket, options)
@@ -138,12 +139,15 @@ class Instances(Construct):
         acknowledge(
             self.role,
             wildcard_resource_finding(self.role, working),
-            "the agent writes the objects of its job, whose id is only known at run time, under jobs/ only",
+            "the agent writes its job's checkpoints, logs and outputs, whose keys name a job id known only at run "
+            "time: under jobs/ only (never manifests/, schedules/ or another bucket), but this statement does "
+            "not tell one job's prefix from another's",
         )
         acknowledge(
             self.role,
             wildcard_resource_finding(self.role, everything),
-            "read-only: training inputs and code may sit anywhere in the spotrun jobs bucket (manifests name them)",
+            "read-only: training inputs and code may sit anywhere in the spotrun jobs bucket (manifests name "
+            "them); this includes every job's objects under jobs/",
         )
         for name in options.data_buckets:
             # Training inputs and code that manifests name in the deployer's own buckets: read only.

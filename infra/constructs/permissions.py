@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from aws_cdk import Aws
+
 from infra.constructs.grant_types import Grant, Targets, arn_of
 from infra.constructs.grants_scheduling import manage_schedules, pass_scheduler_role, put_events
 from spotrun.model.layout import JOB_ID_TAG, JOBS_PREFIX, MANIFEST_PREFIX, SCHEDULES_PREFIX
@@ -60,33 +62,74 @@ def _send_command(targets: Targets) -> list[Grant]:
         Grant(
             ("ssm:SendCommand",),
             (INSTANCES,),
-            "only on instances that spotrun launched (tagged with a job id)",
+            f"only on instances tagged {JOB_ID_TAG} (spotrun tags only while launching from its template)",
             {"StringLike": {f"ssm:resourceTag/{JOB_ID_TAG}": "*"}},
         ),
     ]
 
 
 def _launch(targets: Targets) -> list[Grant]:
+    """Launches from the deployment's launch template and nothing else.
+
+    EC2 authorizes an instant fleet's launches as the caller's ``ec2:RunInstances`` on every resource the launch
+    touches (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-fleet-prerequisites.html, "Permissions for
+    EC2 Fleet users"). ``ec2:LaunchTemplate`` ties each of them to this template, and
+    ``ec2:IsLaunchTemplateResource`` = true refuses a request that overrides a resource the template names, such
+    as the image (``ImageId`` is an override of CreateFleet) (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+    use-launch-templates-to-control-launching-instances.html, "Control the use of launch templates"). The
+    subnet is not in the template: each fleet override names one, so it is granted on the deployment's own
+    subnets only, and the network interface EC2 creates only in them (``ec2:Subnet``).
+    """
     template = arn_of("ec2", f"launch-template/{targets.launch_template_id}")
+    this_region = {"StringEquals": {"aws:RequestedRegion": Aws.REGION}}
+    from_template = {"ArnLike": {"ec2:LaunchTemplate": template}}
+    template_resources = {**from_template, "Bool": {"ec2:IsLaunchTemplateResource": "true"}}
+    subnets = tuple(arn_of("ec2", f"subnet/{subnet_id}") for subnet_id in targets.subnet_ids)
     return [
         Grant(
             ("ec2:CreateFleet",),
-            ("*",),
-            "EC2 authorizes CreateFleet against resources that only exist once it runs (the fleet); what it "
-            "may launch is confined by the RunInstances statement below",
+            (arn_of("ec2", "fleet/*"), template),
+            "CreateFleet on fleets (whose ids exist only once EC2 makes them) and on the deployment's launch "
+            "template only, in the stack's region; what a fleet may launch is confined by the RunInstances "
+            "statements (ec2:LaunchTemplate)",
+            this_region,
         ),
         Grant(
             ("ec2:RunInstances",),
-            ("*",),
-            "launches are only allowed from the deployment's launch template (condition ec2:LaunchTemplate); "
-            "RunInstances authorizes images, subnets, volumes and interfaces that cannot be named in advance",
-            {"ArnLike": {"ec2:LaunchTemplate": template}},
+            (
+                arn_of("ec2", "image/*", account=False),
+                arn_of("ec2", "security-group/*"),
+                arn_of("ec2", "volume/*"),
+                arn_of("ec2", "instance/*"),
+            ),
+            "the image, security group, volumes and instances of a launch from the deployment's launch template "
+            "(ec2:LaunchTemplate), and only as the template names them (ec2:IsLaunchTemplateResource: an "
+            "override of the image or security group is refused)",
+            template_resources,
+        ),
+        Grant(
+            ("ec2:RunInstances",),
+            (template, *subnets),
+            "the launch template itself and the deployment's own subnets (each fleet override names one; the "
+            "template names none), only for launches from that template",
+            from_template,
+        ),
+        Grant(
+            ("ec2:RunInstances",),
+            (arn_of("ec2", "network-interface/*"),),
+            "the network interface of a launch from the deployment's launch template, only in the deployment's "
+            "own subnets (ec2:Subnet)",
+            {"ArnLike": {"ec2:LaunchTemplate": template, "ec2:Subnet": list(subnets)}},
         ),
         Grant(
             ("ec2:CreateTags",),
-            (INSTANCES, arn_of("ec2", "volume/*"), arn_of("ec2", "fleet/*")),
-            "tags only while launching (the job id tag is what every later call is conditioned on)",
-            {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}},
+            (INSTANCES, arn_of("ec2", "volume/*")),
+            "tags only while launching, and only a launch that carries the job id tag (the tag every later "
+            "call is conditioned on)",
+            {
+                "StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]},
+                "Null": {f"aws:RequestTag/{JOB_ID_TAG}": "false"},
+            },
         ),
         Grant(
             ("ec2:DescribeLaunchTemplateVersions", "ec2:DescribeImages"),
@@ -126,7 +169,7 @@ def _terminate(_targets: Targets) -> list[Grant]:
         Grant(
             ("ec2:TerminateInstances",),
             (INSTANCES,),
-            "terminates only instances that spotrun launched (tagged with a job id)",
+            f"terminates only instances tagged {JOB_ID_TAG} (spotrun tags only while launching from its template)",
             TAGGED_INSTANCES,
         )
     ]

@@ -149,6 +149,25 @@ class SimulatedInstance:
             self._processes.append(proc)
         return proc
 
+    def run_agent_script(
+        self, agent_argv: Sequence[str], variable: str, env: Mapping[str, str]
+    ) -> subprocess.Popen[bytes]:
+        """Run the agent document's step as the SSM Agent does with an ``ENV_VAR`` parameter: a shell script whose
+        text is fixed and which reads the value only from the environment variable ``variable``, quoted.
+
+        The script has the form of the document's (:meth:`spotrun.shape.DeploymentShape.agent_document`): refuse
+        an unset variable, then start the agent with ``"$<variable>"`` as its last argument. The emulator's agent
+        command (``agent_argv``) stands in for ``spotrun-agent run --command-uri`` as the script's arguments,
+        never its text; a value holding shell syntax therefore reaches the agent as one argument, unexpanded.
+
+        Raises
+        ------
+        RuntimeError
+            When the instance is not running.
+        """
+        script = f'test -n "${{{variable}:-}}" || exit 1; exec "$@" "${variable}"'
+        return self.start_process(["/bin/sh", "-c", script, "sh", *agent_argv], env)
+
     def kill_processes(self, grace_seconds: float) -> None:
         """End every process of the instance: SIGTERM, then SIGKILL after ``grace_seconds`` (0: at once)."""
         with self._lock:

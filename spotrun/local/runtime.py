@@ -32,7 +32,14 @@ from spotrun.local.patches import PatchSet
 from spotrun.local.provision import Deployment, function_name, provision
 from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS, EmbeddedServer
-from spotrun.shape import METRICS_NAMESPACE, REPO_ROOT, SERVICE_NAME, SHAPE, DeploymentShape
+from spotrun.shape import (
+    AGENT_COMMAND_VARIABLE,
+    METRICS_NAMESPACE,
+    REPO_ROOT,
+    SERVICE_NAME,
+    SHAPE,
+    DeploymentShape,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -343,7 +350,7 @@ class LocalRuntime:
         sim = self.manager.get(instance_id)
         return sim is not None and sim.managed
 
-    def _start_agent(self, instance_id: str, command_uri: str, command_id: str) -> None:
+    def _start_agent(self, instance_id: str, parameters: dict[str, str], command_id: str) -> None:
         sim = self.instance(instance_id)
         python_path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
         env = {
@@ -355,6 +362,7 @@ class LocalRuntime:
             "PYTHONPATH": python_path,
             # The user's command says `python`: that must be this interpreter, with spotrun importable.
             "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
+            **parameters,  # SSM_commandUri: the document's ENV_VAR parameter, as the SSM Agent sets it
         }
-        proc = sim.start_process([*self.agent_argv, command_uri], env)
-        logger.info("agent pid %s started on %s for %s", proc.pid, instance_id, command_uri)
+        proc = sim.run_agent_script(self.agent_argv, AGENT_COMMAND_VARIABLE, env)
+        logger.info("agent pid %s started on %s for %s", proc.pid, instance_id, parameters)

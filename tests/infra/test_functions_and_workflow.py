@@ -71,10 +71,10 @@ def test_function_grants_are_scoped_by_tag_document_and_template(synthesized: Sy
         s.get("Condition") == {"StringLike": {"ssm:resourceTag/spotrun:job-id": "*"}} for s in commands
     )
     assert _statements_with(synthesized, "instance_ready", "ssm:DescribeInstanceInformation")
-    (run,) = _statements_with(synthesized, "acquire", "ec2:RunInstances")
-    assert "ec2:LaunchTemplate" in run["Condition"]["ArnLike"]
-    (pass_role,) = _statements_with(synthesized, "acquire", "iam:PassRole")
-    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+    # (launches: tests/infra/test_launch_permissions.py)
+    runs = _statements_with(synthesized, "acquire", "ec2:RunInstances")
+    assert runs
+    assert all("ec2:LaunchTemplate" in run["Condition"]["ArnLike"] for run in runs)
     (start,) = _statements_with(synthesized, "submit", "states:StartExecution")
     assert start["Resource"] == ref(machines[0])
     assert not _statements_with(synthesized, "finalize", "ec2:TerminateInstances")

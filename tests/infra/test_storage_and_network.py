@@ -129,7 +129,7 @@ def test_agent_document_is_the_emulators_and_carries_the_shapes_name(synthesized
     assert props["Name"] == SHAPE.agent_document_name
     assert props["DocumentType"] == "Command"
     assert props["Content"] == SHAPE.agent_document()
-    assert "spotrun-agent run --command-uri {{ commandUri }}" in json.dumps(props["Content"])
+    assert 'spotrun-agent run --command-uri \\"$SSM_commandUri\\"' in json.dumps(props["Content"])
 
 
 def test_instance_role_reaches_only_its_jobs_metrics_and_task_reports(synthesized: Synthesized) -> None:

@@ -56,16 +56,18 @@ STAND_IN_AGENT = """
 import json, os, subprocess, sys, time
 
 uri = sys.argv[-1]
+# The URI is a command key (jobs/<name>-<12 hex>/agent/...): the record is named after the job's <name>.
+name = uri.split("/")[-3].rsplit("-", 1)[0]
 record = {
     "argv": sys.argv,
     "pid": os.getpid(),
-    "env": {k: v for k, v in os.environ.items() if k.startswith(("SPOTRUN_", "AWS_", "PYTHON", "PATH"))},
+    "env": {k: v for k, v in os.environ.items() if k.startswith(("SPOTRUN_", "AWS_", "PYTHON", "PATH", "SSM_"))},
 }
 if "sleep" in uri:
     # A grandchild in a session of its own: termination must find it all the same.
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
     record["grandchild"] = child.pid
-path = os.path.join(os.environ["SPOTRUN_NVME_ROOT"], uri.rsplit("/", 1)[-1] + ".json")
+path = os.path.join(os.environ["SPOTRUN_NVME_ROOT"], name + ".json")
 with open(path + ".tmp", "w") as out:
     json.dump(record, out)
 os.replace(path + ".tmp", path)
@@ -74,6 +76,13 @@ if "sleep" in uri:
 """
 
 PASS_ASL = '{"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": true}}}'
+
+
+def command_uri(bucket: str, name: str) -> str:
+    """A URI the agent document accepts, for a job named ``name`` (the stand-in agent's record is ``name``)."""
+    from spotrun.model.layout import agent_command_key
+
+    return f"s3://{bucket}/{agent_command_key(f'{name}-0123456789ab', 1, 'train')}"
 
 
 def minimal_shape() -> Any:

@@ -79,7 +79,7 @@ def _launch(runtime: LocalRuntime, zone: str = "us-east-1a", boot: bool = True) 
 
 
 def _send(runtime: LocalRuntime, instance_id: str, name: str) -> dict[str, Any]:
-    uri = f"s3://{runtime.settings.jobs_bucket}/jobs/j1/agent/{name}"
+    uri = handlers.command_uri(runtime.settings.jobs_bucket, name)
     return runtime.client("ssm").send_command(  # type: ignore[no-any-return]
         InstanceIds=[instance_id],
         DocumentName=runtime.settings.agent_document_name,
@@ -124,7 +124,7 @@ def test_the_agent_document_starts_the_agent_on_the_named_instance_only(runtime:
     assert record["argv"][-3:] == [
         "run",
         "--command-uri",
-        f"s3://{runtime.settings.jobs_bucket}/jobs/j1/agent/stage-1",
+        handlers.command_uri(runtime.settings.jobs_bucket, "stage-1"),
     ]
     env = record["env"]
     assert env["AWS_ENDPOINT_URL"] == runtime.endpoint_url

@@ -153,7 +153,7 @@ def test_stop_ends_executions_instances_and_processes(tmp_path: Path) -> None:
         runtime.client("ssm").send_command(
             InstanceIds=[instance_id],
             DocumentName=runtime.settings.agent_document_name,
-            Parameters={"commandUri": ["s3://bucket/train-sleep"]},
+            Parameters={"commandUri": [handlers.command_uri("bucket", "train-sleep")]},
         )
         sim = runtime.instance(instance_id)
         record_path = sim.nvme_dir / "train-sleep.json"

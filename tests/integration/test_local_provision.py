@@ -142,8 +142,8 @@ def test_agent_document_network_and_launch_template(runtime: LocalRuntime) -> No
     assert document["DocumentType"] == "Command"
     assert content["schemaVersion"] == "2.2"
     assert set(content["parameters"]) == {"commandUri"}
-    command = content["mainSteps"][0]["inputs"]["runCommand"][0]
-    assert "spotrun-agent run --command-uri {{ commandUri }}" in command
+    command = content["mainSteps"][0]["inputs"]["runCommand"][-1]
+    assert 'spotrun-agent run --command-uri "$SSM_commandUri"' in command
     assert command.rstrip().endswith("&")
     assert sorted(s["AvailabilityZone"] for s in subnets) == [
         "us-east-1a",
