@@ -14,7 +14,15 @@ from typing import Any, get_args
 
 from spotrun.model.command import AgentStep
 from spotrun.model.ec2 import GONE_STATES, REBALANCE, SPOT_WARNING, STATE_CHANGE
-from spotrun.model.layout import ALL_JOBS_INDEX, BY_STATUS_INDEX, JOBS_PREFIX, KIND_ATTRIBUTE, MANIFEST_PREFIX
+from spotrun.model.layout import (
+    ALL_JOBS_INDEX,
+    BUCKET_NAME_PATTERN,
+    BY_STATUS_INDEX,
+    JOB_ID_PATTERN,
+    JOBS_PREFIX,
+    KIND_ATTRIBUTE,
+    MANIFEST_PREFIX,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STATE_MACHINE_FILE = REPO_ROOT / "statemachines" / "job.asl.json"
@@ -29,10 +37,8 @@ AGENT_COMMAND_VARIABLE = f"SSM_{AGENT_COMMAND_PARAMETER}"
 # beginning and ending with a letter or digit) and the key spotrun.model.layout.agent_command_key writes for a job
 # id that spotrun.model.job.job_id_for mints (a slug, "-", 12 hex digits), an attempt and a step. No character a
 # shell treats specially (space, quote, $, `, ;, |, &, newline...) can match.
-_BUCKET_NAME = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
-_JOB_ID = r"[a-z0-9][a-z0-9-]{0,47}-[0-9a-f]{12}"
 AGENT_COMMAND_URI_PATTERN = (
-    rf"^s3://{_BUCKET_NAME}/{re.escape(JOBS_PREFIX)}{_JOB_ID}/agent/attempt-[0-9]{{3,}}-"
+    rf"^s3://{BUCKET_NAME_PATTERN}/{re.escape(JOBS_PREFIX)}{JOB_ID_PATTERN}/agent/attempt-[0-9]{{3,}}-"
     rf"(?:{'|'.join(get_args(AgentStep))})\.json$"
 )
 METRICS_NAMESPACE = "spotrun"

@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from spotrun.model.layout import check_job_id
+from spotrun.model.layout import BUCKET_NAME_PATTERN, check_job_id
 from spotrun.model.manifest import JobManifest
 
 # The steps the workflow waits on (with a task token); "notice" is sent by the EC2 event handler, outside them.
@@ -41,9 +41,7 @@ MAX_RUNTIME_EXCEEDED = "Training.MaxRuntimeExceeded"
 # AWS region names (us-east-1, us-gov-west-1, ap-southeast-4, eu-central-2, ...): area, optional partition
 # qualifier, direction, number.
 REGION: Final = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}$")
-# S3 general purpose bucket names: 3 to 63 of lower-case letters, digits, '.' and '-', starting and ending with a
-# letter or digit, no '..' (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
-BUCKET: Final = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+BUCKET: Final = re.compile(rf"^{BUCKET_NAME_PATTERN}$")
 
 
 def check_relative_path(value: str, field: str) -> str:

@@ -38,7 +38,12 @@ ATTEMPT_TAG = "spotrun:attempt"
 # The shape of every job id the control plane mints (spotrun.model.job.job_id_for): a slug of the manifest's
 # name (lower-case letters, digits and '-', at most 48, starting with a letter or digit), '-', 12 hex digits.
 # It is what keeps a job's keys under its own prefix and its directories under the NVMe root: no '/', no '.'.
-JOB_ID = re.compile(r"^[a-z0-9][a-z0-9\-]{0,47}-[0-9a-f]{12}$")
+JOB_ID_PATTERN = r"[a-z0-9][a-z0-9-]{0,47}-[0-9a-f]{12}"
+JOB_ID = re.compile(rf"^{JOB_ID_PATTERN}$")
+# S3 general purpose bucket names: 3 to 63 of lower-case letters, digits, '.' and '-', starting and ending with a
+# letter or digit (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html); no '..' either,
+# which a pattern over single characters cannot say: check it beside the pattern.
+BUCKET_NAME_PATTERN = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
 
 # Directories the agent creates on the instance: the agent and the training command it starts run as the same
 # user (root, through SSM Run Command), and nobody else on the instance needs to read a job's data or outputs.

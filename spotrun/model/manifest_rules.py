@@ -45,10 +45,11 @@ MAX_TAG_VALUE: Final = 256
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV_NAME = re.compile(r"^SPOTRUN_")
 INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9\-]*\.[a-z0-9]+$")
-# A relative path: no leading '/', no '..' segment, not empty. Without lookahead, a segment other than '..' is
-# '' or '.', or starts with another character, or is '.' then another character, or '..' and more.
-_SEGMENT = r"(?:\.?|[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
-_FIRST_SEGMENT = r"(?:\.|[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
+# A relative path: no leading '/', no '..' segment, no NUL (no file name holds one), not empty. Without
+# lookahead, a segment other than '..' is '' or '.', or starts with another character, or is '.' then another
+# character, or '..' and more.
+_SEGMENT = r"(?:\.?|[^/.\x00][^/\x00]*|\.[^/.\x00][^/\x00]*|\.\.[^/\x00]+)"
+_FIRST_SEGMENT = r"(?:\.|[^/.\x00][^/\x00]*|\.[^/.\x00][^/\x00]*|\.\.[^/\x00]+)"
 _RELATIVE_PATH = re.compile(rf"^{_FIRST_SEGMENT}(?:/{_SEGMENT})*$")
 # One argument without a space once the white space around it is stripped (a one-argument command is no shell
 # string).
@@ -90,7 +91,7 @@ def _check_s3_uri(value: str) -> str:
 
 def _check_relative_path(value: str) -> str:
     if not _RELATIVE_PATH.fullmatch(value):
-        raise ValueError(f"must be a relative path without '..', got {value!r}")
+        raise ValueError(f"must be a relative path without '..' or NUL, got {value!r}")
     return value
 
 
