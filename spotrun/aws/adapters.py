@@ -249,6 +249,23 @@ class StepFunctionsWorkflows:
             raise
         return True
 
+    def send_success(self, task_token: str, output: str) -> bool:
+        return self._answer("send_task_success", taskToken=task_token, output=output)
+
+    def send_heartbeat(self, task_token: str) -> bool:
+        return self._answer("send_task_heartbeat", taskToken=task_token)
+
+    def _answer(self, operation: str, **arguments: Any) -> bool:
+        try:
+            getattr(self._sfn, operation)(**arguments)
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code in _CLOSED_TASK_CODES:
+                return False
+            # "from None", the code only: Step Functions' message may quote the token back.
+            raise RuntimeError(f"{operation} failed: {code}") from None
+        return True
+
     def stop(self, execution_arn: str, cause: str) -> bool:
         try:
             status = self._sfn.describe_execution(executionArn=execution_arn)["status"]
