@@ -169,7 +169,8 @@ def answer_agent_report(
     elif report.kind == "success":
         taken = workflows.send_success(token, json.dumps(report.output))
     else:
-        assert report.error is not None and report.cause is not None  # checked by AgentReport
+        assert report.error is not None  # checked by AgentReport
+        assert report.cause is not None
         taken = workflows.fail_task(token, report.error, report.cause)
     if not taken:
         raise TaskGone(f"the workflow no longer waits for {report.step} of job {report.job_id}")

@@ -1,14 +1,15 @@
 """What the control plane asks of the agent, and what the agent reports back.
 
 The control plane writes an :class:`AgentCommand` as JSON to the jobs bucket and sends only its key through
-SSM Run Command, so that the task token never appears in SSM's command history. The agent answers the
-workflow directly: ``SendTaskSuccess`` with a :class:`StageResult` or :class:`TrainResult`, or
-``SendTaskFailure`` with one of the error names below and a JSON cause.
+SSM Run Command. The command carries no task token: the agent reports to the API's agent route
+(``report_url``), signed with its instance's credentials, and the control plane answers the workflow with the
+token it keeps in the job record: success with a :class:`StageResult` or :class:`TrainResult`, or failure with
+one of the error names below and a JSON cause.
 
 A ``notice`` command is the exception: the control plane sends it when EC2 warns that the instance will be
 reclaimed (the agent also watches IMDS for that warning; this is the second way in). The agent hands it to the
 running ``train`` step of the same job and attempt, which checkpoints and reports ``Spot.Interrupted``; the
-notice itself is answered to nobody, and its ``task_token`` may be empty.
+notice itself is answered to nobody, and its ``report_url`` may be empty.
 """
 
 from __future__ import annotations
@@ -44,11 +45,13 @@ class AgentCommand(BaseModel):
     step: AgentStep
     job_id: str
     attempt: int = Field(ge=1)
-    task_token: str = Field(repr=False)
+    report_url: str = Field(
+        "", description="The API's agent route, where the step's heartbeats and result are posted (signed)."
+    )
     region: str
     jobs_bucket: str
     manifest: JobManifest
-    heartbeat_seconds: float = Field(gt=0, description="How often the agent sends SendTaskHeartbeat.")
+    heartbeat_seconds: float = Field(gt=0, description="How often the agent posts a heartbeat.")
     poll_seconds: float = Field(
         gt=0, description="How often the agent polls IMDS and the checkpoint directory."
     )

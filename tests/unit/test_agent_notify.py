@@ -47,7 +47,6 @@ def notice_command(job_id: str = "j-1", attempt: int = 1) -> AgentCommand:
         step="notice",
         job_id=job_id,
         attempt=attempt,
-        task_token="",
         region="us-east-1",
         jobs_bucket="b",
         manifest=parse_manifest_document(manifest),

@@ -22,7 +22,7 @@ from tests.unit.fakes import FakeWorkflows, InMemoryJobStore
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ACCOUNT = "123456789012"
 ROLE = "spotrun-instances"
-TOKEN = "token-of-job-a"  # noqa: S105 - a test value
+TOKEN = "token-of-job-a"
 STAGE_RESULT = {"files": 1, "bytes": 2, "seconds": 0.5}
 
 
@@ -103,7 +103,8 @@ def test_another_instance_is_refused_and_nothing_is_answered() -> None:
             workflows=workflows,
         )
     # Then the workflow heard nothing
-    assert workflows.succeeded == [] and workflows.closed_tokens == set()
+    assert workflows.succeeded == []
+    assert workflows.closed_tokens == set()
 
 
 @pytest.mark.parametrize(

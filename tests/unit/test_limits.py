@@ -94,6 +94,7 @@ def dispatch(store, step, now, document, time_scale=1.0):
         job_id="tiny-1",
         step=step,
         task_token="token",
+        report_url="https://api.example/v1/agent/reports",
         timing=workflow_timing(document, time_scale),
         staged=None,
         store=store,
