@@ -14,6 +14,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from functions.api.errors import ApiError, error_response, ok_response, refusal
 from functions.runtime import logger, ports
@@ -21,6 +22,7 @@ from spotrun.control.agent_reports import (
     AgentReport,
     CallerIdentity,
     ReportAnswer,
+    ReportInvalid,
     ReportNotWaited,
     ReportRefused,
     TaskGone,
@@ -40,6 +42,9 @@ REPORTS_PATH = "/agent/reports"
     "signing with the deployment's instance role, is heard.",
     responses={
         **ok_response(ReportAnswer, "The workflow took the report."),
+        **error_response(400, "The body is not JSON (or not UTF-8 text)."),
+        **error_response(413, "The body is larger than the API takes."),
+        **error_response(415, "The body is not sent as JSON (Content-Type: application/json)."),
         **error_response(403, "The caller is not the instance of the job's open attempt."),
         **error_response(409, "The job does not wait on this step of this attempt."),
         **error_response(410, "The workflow no longer waits for this task."),
@@ -47,14 +52,15 @@ REPORTS_PATH = "/agent/reports"
     },
 )
 def report(report: Annotated[AgentReport, Body(description="What the agent reports.")]) -> ReportAnswer:
-    event = router.current_event
+    # The REST proxy event (this router is included by an APIGatewayRestResolver).
+    event = APIGatewayProxyEvent(router.current_event.raw_event)
     identity = CallerIdentity(
         user_arn=event.request_context.identity.user_arn,
         account_id=event.request_context.account_id,
     )
     aws = ports("api")
     answer = answer_agent_report(
-        report,
+        report.root,
         identity=identity,
         instance_role_name=aws.settings.instance_role_name,
         store=aws.store,
@@ -64,10 +70,15 @@ def report(report: Annotated[AgentReport, Body(description="What the agent repor
     return answer
 
 
-_STATUS: dict[type[Exception], int] = {ReportRefused: 403, ReportNotWaited: 409, TaskGone: 410}
+_STATUS: dict[type[Exception], int] = {
+    ReportRefused: 403,
+    ReportNotWaited: 409,
+    TaskGone: 410,
+    ReportInvalid: 422,
+}
 
 
-@router.exception_handler([ReportRefused, ReportNotWaited, TaskGone])
+@router.exception_handler([ReportRefused, ReportNotWaited, TaskGone, ReportInvalid])
 def _refused(exc: Exception) -> Response[ApiError]:
     status = _STATUS[type(exc)]
     if status == 403:

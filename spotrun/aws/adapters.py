@@ -241,13 +241,7 @@ class StepFunctionsWorkflows:
         return str(answer["executionArn"])
 
     def fail_task(self, task_token: str, error: str, cause: str) -> bool:
-        try:
-            self._sfn.send_task_failure(taskToken=task_token, error=error, cause=cause)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] in _CLOSED_TASK_CODES:
-                return False
-            raise
-        return True
+        return self._answer("send_task_failure", taskToken=task_token, error=error, cause=cause)
 
     def send_success(self, task_token: str, output: str) -> bool:
         return self._answer("send_task_success", taskToken=task_token, output=output)

@@ -12,11 +12,10 @@ attempt runs on, so training code on one instance cannot answer another job's wo
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, RootModel
 
 from spotrun.control.ports import JobStore, Workflows
 from spotrun.model.command import StageResult, TrainResult, WorkflowStep
@@ -27,6 +26,11 @@ ReportKind = Literal["heartbeat", "success", "failure"]
 # The status a job is in while the workflow waits on the agent for a step (control.dispatch records it).
 STEP_STATUS: dict[str, JobStatus] = {"stage": JobStatus.STAGING, "train": JobStatus.TRAINING}
 _RESULTS: dict[str, type[BaseModel]] = {"stage": StageResult, "train": TrainResult}
+
+
+class ReportInvalid(Exception):
+    """The report's result is not the one its step produces (HTTP 422)."""
+
 
 # Step Functions' limits on SendTaskFailure (error <= 256 characters, cause <= 32768).
 MAX_ERROR_CHARS = 256
@@ -50,32 +54,37 @@ class TaskGone(Exception):
     """Step Functions no longer waits for the task: timed out, stopped, or already answered (HTTP 410)."""
 
 
-class AgentReport(BaseModel):
-    """What an agent reports about the step it runs; the body of ``POST /agent/reports``."""
-
+class _Report(BaseModel):
     job_id: str = Field(pattern=r"^[A-Za-z0-9._-]{1,128}$", description="The job the step belongs to.")
     attempt: int = Field(ge=1, le=10_000, description="The attempt the agent runs.")
     step: WorkflowStep
-    kind: ReportKind = Field(
-        description="heartbeat, success (with output) or failure (with error and cause)."
-    )
-    output: dict[str, Any] | None = Field(
-        None, description="For success: the step's result (StageResult or TrainResult)."
-    )
-    error: str | None = Field(
-        None, min_length=1, max_length=MAX_ERROR_CHARS, description="For failure: the error name."
-    )
-    cause: str | None = Field(None, max_length=MAX_CAUSE_CHARS, description="For failure: a JSON cause.")
 
-    @model_validator(mode="after")
-    def _fields_of_kind(self) -> AgentReport:
-        wanted = {"heartbeat": set(), "success": {"output"}, "failure": {"error", "cause"}}[self.kind]
-        given = {name for name in ("output", "error", "cause") if getattr(self, name) is not None}
-        if given != wanted:
-            raise ValueError(f"a {self.kind} report carries {sorted(wanted) or 'no output, error or cause'}")
-        if self.output is not None:
-            _RESULTS[self.step].model_validate(self.output)  # the workflow reads it as that step's result
-        return self
+
+class HeartbeatReport(_Report):
+    """The step is alive."""
+
+    kind: Literal["heartbeat"]
+
+
+class SuccessReport(_Report):
+    """The step succeeded with its result (a StageResult for stage, a TrainResult for train)."""
+
+    kind: Literal["success"]
+    output: StageResult | TrainResult
+
+
+class FailureReport(_Report):
+    """The step failed: an error name the workflow routes on, and a JSON cause."""
+
+    kind: Literal["failure"]
+    error: str = Field(min_length=1, max_length=MAX_ERROR_CHARS)
+    cause: str = Field(max_length=MAX_CAUSE_CHARS)
+
+
+class AgentReport(
+    RootModel[Annotated[HeartbeatReport | SuccessReport | FailureReport, Field(discriminator="kind")]]
+):
+    """What an agent reports about the step it runs; the body of ``POST /agent/reports``."""
 
 
 class CallerIdentity(BaseModel):
@@ -118,7 +127,7 @@ def caller_instance(identity: CallerIdentity, instance_role_name: str) -> str:
 
 
 def answer_agent_report(
-    report: AgentReport,
+    report: HeartbeatReport | SuccessReport | FailureReport,
     *,
     identity: CallerIdentity,
     instance_role_name: str,
@@ -130,7 +139,7 @@ def answer_agent_report(
     Parameters
     ----------
     report
-        The agent's report.
+        The agent's report (:attr:`AgentReport.root`).
     identity
         Who signed the request.
     instance_role_name
@@ -150,6 +159,8 @@ def answer_agent_report(
         learns nothing of other jobs).
     ReportNotWaited
         The job does not wait on this step of this attempt.
+    ReportInvalid
+        A success whose result is not its step's.
     TaskGone
         Step Functions no longer waits for the task.
     """
@@ -164,13 +175,13 @@ def answer_agent_report(
             f"(it is {job.status}, attempt {attempt.number})"
         )
     token = job.task_token
-    if report.kind == "heartbeat":
+    if isinstance(report, HeartbeatReport):
         taken = workflows.send_heartbeat(token)
-    elif report.kind == "success":
-        taken = workflows.send_success(token, json.dumps(report.output))
+    elif isinstance(report, SuccessReport):
+        if not isinstance(report.output, _RESULTS[report.step]):
+            raise ReportInvalid(f"the result of {report.step} is a {_RESULTS[report.step].__name__}")
+        taken = workflows.send_success(token, report.output.model_dump_json())
     else:
-        assert report.error is not None  # checked by AgentReport
-        assert report.cause is not None
         taken = workflows.fail_task(token, report.error, report.cause)
     if not taken:
         raise TaskGone(f"the workflow no longer waits for {report.step} of job {report.job_id}")

@@ -164,7 +164,7 @@ def test_an_unsigned_or_badly_signed_report_is_refused(runtime: LocalRuntime) ->
     body = json.dumps({"job_id": "job-c", "attempt": 1, "step": "stage", "kind": "heartbeat"}).encode()
 
     # When the report is posted unsigned
-    request = urllib.request.Request(
+    request = urllib.request.Request(  # noqa: S310 - the local stand-in
         f"{runtime.api_url}/agent/reports",
         data=body,
         headers={"Content-Type": "application/json"},

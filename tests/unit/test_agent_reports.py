@@ -11,11 +11,16 @@ from pydantic import ValidationError
 from spotrun.control.agent_reports import (
     AgentReport,
     CallerIdentity,
+    FailureReport,
+    HeartbeatReport,
+    ReportInvalid,
     ReportNotWaited,
     ReportRefused,
+    SuccessReport,
     TaskGone,
     answer_agent_report,
 )
+from spotrun.model.command import StageResult
 from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource
 from tests.unit.fakes import FakeWorkflows, InMemoryJobStore
 
@@ -55,17 +60,18 @@ def running_job(status: JobStatus = JobStatus.STAGING, ended: bool = False, toke
     )
 
 
-def answer(report: AgentReport, identity: CallerIdentity, job: Job | None = None) -> FakeWorkflows:
+def answer(
+    report: HeartbeatReport | SuccessReport | FailureReport, identity: CallerIdentity, job: Job | None = None
+) -> FakeWorkflows:
     store, workflows = InMemoryJobStore(), FakeWorkflows()
     store.create(job or running_job())
     answer_agent_report(report, identity=identity, instance_role_name=ROLE, store=store, workflows=workflows)
     return workflows
 
 
-def heartbeat(**fields: object) -> AgentReport:
-    return AgentReport.model_validate(
-        {"job_id": "job-a", "attempt": 1, "step": "stage", "kind": "heartbeat"} | fields
-    )
+def heartbeat(**fields: object) -> HeartbeatReport | SuccessReport | FailureReport:
+    report = {"job_id": "job-a", "attempt": 1, "step": "stage", "kind": "heartbeat"} | fields
+    return AgentReport.model_validate(report).root
 
 
 def test_the_jobs_instance_answers_success_with_the_records_token() -> None:
@@ -74,7 +80,8 @@ def test_the_jobs_instance_answers_success_with_the_records_token() -> None:
     # When it is answered
     workflows = answer(report, session("i-aaaa"))
     # Then Step Functions gets the job record's token and the output
-    assert [(token, json.loads(output)) for token, output in workflows.succeeded] == [(TOKEN, STAGE_RESULT)]
+    expected = StageResult.model_validate(STAGE_RESULT).model_dump()
+    assert [(token, json.loads(output)) for token, output in workflows.succeeded] == [(TOKEN, expected)]
 
 
 def test_heartbeat_and_failure_are_answered_with_the_token() -> None:
@@ -150,7 +157,7 @@ def test_the_instance_of_an_ended_attempt_is_refused() -> None:
     ],
     ids=["step", "attempt", "no-token"],
 )
-def test_a_step_the_job_does_not_wait_on_is_not_answered(report: AgentReport, job: Job) -> None:
+def test_a_step_the_job_does_not_wait_on_is_not_answered(report: HeartbeatReport, job: Job) -> None:
     # Given the job's instance, but a step, attempt or token the job does not wait on
     # When it reports
     # Then the report is refused as not waited on
@@ -176,11 +183,11 @@ def test_a_task_step_functions_no_longer_waits_for_is_gone() -> None:
     [
         {"kind": "success"},
         {"kind": "failure", "error": "Staging.Failed"},
-        {"kind": "heartbeat", "output": STAGE_RESULT},
         {"kind": "success", "output": {"files": "many"}},
+        {"kind": "reboot"},
         {"job_id": "../x"},
     ],
-    ids=["success-without-output", "failure-without-cause", "heartbeat-with-output", "bad-output", "job-id"],
+    ids=["success-without-output", "failure-without-cause", "bad-output", "unknown-kind", "job-id"],
 )
 def test_a_malformed_report_is_invalid(fields: dict[str, object]) -> None:
     # Given a report whose fields do not fit its kind
@@ -188,3 +195,19 @@ def test_a_malformed_report_is_invalid(fields: dict[str, object]) -> None:
     # Then it fails validation
     with pytest.raises(ValidationError):
         heartbeat(**fields)
+
+
+def test_a_success_whose_result_is_not_its_steps_is_invalid() -> None:
+    # Given the job's own instance reports staging's success with a train result
+    train_result = {
+        "seconds": 1.0,
+        "outputs": {"key": "k", "count": 1, "bytes": 1},
+        "model_key": "m",
+        "model_sha256": "0" * 64,
+        "log_key": "l",
+    }
+    report = heartbeat(kind="success", output=train_result)
+    # When it is answered
+    # Then it is refused as invalid, and nothing reaches the workflow
+    with pytest.raises(ReportInvalid):
+        answer(report, session("i-aaaa"))
