@@ -8,12 +8,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 HERE = Path(__file__).resolve().parent
@@ -207,3 +209,29 @@ def test_botocore_reads_an_instances_own_role_credentials_from_its_imds(monkeypa
         credentials.secret_access_key,
         credentials.session_token,
     )
+
+
+@pytest.mark.parametrize("flaw", ["session-token", "service", "expired"])
+def test_a_signature_with_the_wrong_token_service_or_an_expired_session_is_refused(
+    runtime: LocalRuntime, flaw: str
+) -> None:
+    # Given a job waiting on its instance, whose session is registered (expired, for one case)
+    job_id, instance_id = f"job-{flaw}", f"i-{flaw}"
+    arn, credentials = waiting_job(runtime, job_id, instance_id)
+    if flaw == "expired":
+        credentials = RoleCredentials.issue(INSTANCE_ROLE_NAME, lifetime=timedelta(seconds=-1))
+        runtime.callers.register_instance(instance_id, credentials)
+    token = "another-token" if flaw == "session-token" else credentials.session_token
+    signing = Credentials(credentials.access_key_id, credentials.secret_access_key, token)
+    body = json.dumps({"job_id": job_id, "attempt": 1, "step": "stage", "kind": "heartbeat"}).encode()
+    url = f"{runtime.api_url}/agent/reports"
+    request = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": "application/json"})
+    SigV4Auth(signing, "s3" if flaw == "service" else "execute-api", runtime.region).add_auth(request)
+
+    # When the heartbeat is posted with that signature
+    signed = urllib.request.Request(url, data=body, headers=dict(request.headers.items()), method="POST")  # noqa: S310
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(signed, timeout=10)  # noqa: S310 - the local stand-in
+    # Then the stand-in refuses it, and the task still waits
+    assert refused.value.code == 403
+    assert status(runtime, arn) == "RUNNING"
