@@ -1,4 +1,4 @@
-"""Lambda: send a step (stage, train) to the agent on the job's instance, with the workflow's task token."""
+"""Lambda: send a step (stage, train) to the agent on the job's instance; the task token stays in the job record."""
 
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ def handler(event: AgentStepRequest, context: LambdaContext) -> dict[str, Any]:
         region=aws.settings.region,
         jobs_bucket=aws.settings.jobs_bucket,
         document_name=aws.settings.agent_document_name,
+        report_url=aws.settings.agent_report_url,
         now=utc_now(),
     )
     # Never log the event itself: it carries the task token.

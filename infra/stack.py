@@ -64,7 +64,8 @@ class SpotrunStack(Stack):
         workflow = Workflow(
             self, "Workflow", shape=shape, definition_file=STATE_MACHINE_FILE, functions=functions.functions
         )
-        instances.grant_task_reports(workflow.state_machine)
+        api = RestApi(self, "Api", function=functions.functions["api"])
+        instances.grant_agent_reports(api.agent_reports_arn)
         bucket_names = {logical: bucket.bucket_name for logical, bucket in storage.buckets.items()}
         Rules(self, "Rules", shape=shape, bucket_names=bucket_names, functions=functions.functions)
         buses = Buses(self, "Buses", shape=shape).buses
@@ -83,6 +84,8 @@ class SpotrunStack(Stack):
             "scheduler_role_arn": schedules.role.role_arn,
             "scheduled_run_arn": schedules.target.function_arn,
             "archive_buckets": options.archive_buckets,
+            "agent_report_url": api.agent_reports_url,
+            "instance_role_name": instances.role.role_name,
         }
         # Settings fields follow the shape's logical names, as in the emulator: table "jobs" -> jobs_table.
         bucket_settings = {
@@ -126,7 +129,6 @@ class SpotrunStack(Stack):
             workflow_logs=workflow.log_group,
             functions=functions.functions,
         )
-        api = RestApi(self, "Api", function=functions.functions["api"])
         self._outputs(monitoring)
         CfnOutput(self, "ApiUrl", value=api.url, description="spotrun REST API (IAM auth: sign with SigV4)")
 

@@ -222,7 +222,7 @@ SHAPE = DeploymentShape(
             "agent_step",
             "functions.agent_step.handler",
             "Sends a step (stage, train) to the instance agent through SSM, with the workflow's task token.",
-            settings=(*_ALL_STORE, "jobs_bucket", "agent_document_name"),
+            settings=(*_ALL_STORE, "jobs_bucket", "agent_document_name", "agent_report_url"),
         ),
         FunctionSpec(
             "archive",
@@ -273,6 +273,7 @@ SHAPE = DeploymentShape(
                 "schedule_group",
                 "scheduler_role_arn",
                 "scheduled_run_arn",
+                "instance_role_name",
             ),
         ),
         FunctionSpec(

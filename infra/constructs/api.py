@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.nag import acknowledge
+from spotrun.model.command import AGENT_REPORTS_PATH
 
 # Steady requests per second and burst for the whole stage: a control plane, not a data plane.
 THROTTLE_RATE = 20
 THROTTLE_BURST = 40
+STAGE_NAME = "v1"
+# The agent's route (functions.api.agent): the only one the instance role may invoke.
+AGENT_REPORTS_METHOD = "POST"
 
 
 class RestApi(Construct):
@@ -28,6 +32,10 @@ class RestApi(Construct):
         The REST API.
     url
         URL of its stage.
+    agent_reports_url
+        URL of the agent's route (``POST``), where instances report their steps.
+    agent_reports_arn
+        The ``execute-api:Invoke`` resource of that route alone.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, function: lambda_.IFunction):
@@ -46,7 +54,7 @@ class RestApi(Construct):
             cloud_watch_role=True,
             cloud_watch_role_removal_policy=RemovalPolicy.DESTROY,
             deploy_options=apigw.StageOptions(
-                stage_name="v1",
+                stage_name=STAGE_NAME,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
                 access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
                     caller=True,
@@ -67,6 +75,17 @@ class RestApi(Construct):
             ),
         )
         self.url = self.api.url
+        # Built from the API's id, not from its stage: the agent_step function's setting would otherwise wait
+        # for the deployment, which waits for the api function, which waits for the state machine, which waits
+        # for agent_step (a cycle).
+        self.agent_reports_url = (
+            f"https://{self.api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}/{STAGE_NAME}"
+            f"{AGENT_REPORTS_PATH}"
+        )
+        # The one stage, method and path: no wildcard (and no cdk-nag finding to excuse).
+        self.agent_reports_arn = self.api.arn_for_execute_api(
+            AGENT_REPORTS_METHOD, AGENT_REPORTS_PATH, STAGE_NAME
+        )
         self._acknowledge()
 
     def _acknowledge(self) -> None:

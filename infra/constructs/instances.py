@@ -12,7 +12,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_ssm as ssm
-from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.constructs.bundling import agent_trees, bundled
@@ -55,7 +54,7 @@ class Instances(Construct):
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description="spotrun GPU instances: SSM, the job's S3 prefix, task reports, GPU metrics",
+            description="spotrun GPU instances: SSM, the job's S3 prefix, the agent report route, GPU metrics",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(SSM_CORE_POLICY)],
         )
         acknowledge(
@@ -102,23 +101,18 @@ class Instances(Construct):
             "by the cloudwatch:namespace condition",
         )
 
-    def grant_task_reports(self, state_machine: sfn.IStateMachine) -> None:
-        """Let the agent report success, failure and heartbeats for the workflow's task tokens.
+    def grant_agent_reports(self, agent_reports_arn: str) -> None:
+        """Let the agent call the API's agent route, and nothing else of the API; no Step Functions action.
 
-        A policy of its own rather than a statement in the role's default policy: the launch template waits for
-        the default policy, ``acquire`` waits for the launch template and the state machine for ``acquire``, so
-        a reference to the state machine there would close a dependency cycle.
+        The instance never holds a task token: the API function answers the workflow once it has checked that
+        the signing instance runs the job's open attempt (:mod:`spotrun.control.agent_reports`). A policy of its
+        own rather than a statement in the role's default policy, which the launch template waits for.
         """
         iam.Policy(
             self,
-            "TaskReports",
+            "AgentReports",
             roles=[self.role],
-            statements=[
-                iam.PolicyStatement(
-                    actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
-                    resources=[state_machine.state_machine_arn],
-                )
-            ],
+            statements=[iam.PolicyStatement(actions=["execute-api:Invoke"], resources=[agent_reports_arn])],
         )
 
     def _grant_storage(self, jobs_bucket: s3.IBucket, options: StackOptions) -> None:

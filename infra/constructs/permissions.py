@@ -204,6 +204,16 @@ def _fail_tasks(targets: Targets) -> list[Grant]:
     ]
 
 
+def _answer_agent_tasks(targets: Targets) -> list[Grant]:
+    return [
+        Grant(
+            ("states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"),
+            (targets.state_machine_arn,),
+            "answers the workflow's own tasks for the agent of the job's instance (the instance holds no token)",
+        )
+    ]
+
+
 def _stop_executions(targets: Targets) -> list[Grant]:
     return [
         Grant(
@@ -236,7 +246,8 @@ FUNCTION_GRANTS: dict[str, tuple[Callable[[Targets], list[Grant]], ...]] = {
     "interrupted": (_terminate,),
     # A standby launched on the warning loses a race with a second warning: it is terminated again.
     "ec2_events": (_spot_prices, _terminate, _fail_tasks),
-    "api": (_stop_executions, _terminate),  # cancel: stop the workflow, terminate the job's instances
+    # cancel: stop the workflow, terminate the job's instances; the agent route answers the workflow's tasks.
+    "api": (_stop_executions, _terminate, _answer_agent_tasks),
 }
 
 READ = ("s3:GetObject",)

@@ -9,8 +9,8 @@
   checkpoints and the step it reached (:mod:`spotrun.agent.progress`) as they appear, publish GPU metrics
   (:mod:`spotrun.agent.gpu`), watch IMDS for a spot notice, and upload the outputs when it succeeds.
 
-Either way it heartbeats the workflow's task while it works and answers it once, with ``SendTaskSuccess`` or
-``SendTaskFailure`` (:mod:`spotrun.agent.reporter`).
+Either way it heartbeats while it works and reports the step's result once, to the API's agent route, signed
+with the instance's own role credentials; the control plane answers the workflow (:mod:`spotrun.agent.reporter`).
 
 - ``notice`` (:mod:`spotrun.agent.notify`): hand a spot notice, sent through SSM, to the running ``train`` step
   of the same job and attempt, and exit; nothing is reported (the train step reports ``Spot.Interrupted``).

@@ -39,7 +39,7 @@ def configure_logging(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # botocore at DEBUG would print request bodies, and the task token travels in them; at INFO it only
+    # botocore at DEBUG would print signed requests, and the role's session token travels in them; at INFO it only
     # chatters about where it found credentials.
     for noisy in ("botocore", "boto3", "urllib3", "s3transfer"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Exit status: 0 the step's result was reported (for a ``notice``: it was handed on, or nothing runs to hand
     it to); 1 it could not be reported; 2 the command document could not be read (nothing can be reported
-    without its task token); 3 the workflow had abandoned the task.
+    without its report route); 3 the workflow had abandoned the task.
     """
     args = parse_args(argv)
     configure_logging(args.log_level)

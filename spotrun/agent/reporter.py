@@ -1,7 +1,9 @@
-"""How the agent answers the workflow: a small port, its Step Functions adapter, and an in-memory fake.
+"""How the agent answers the workflow: a small port, its adapter on the API's agent route, and an in-memory fake.
 
-The task token lives only inside the adapter. Nothing here logs it, and errors from Step Functions are
-re-raised with their error code only, because an AWS error message may quote the token back.
+The instance never holds a task token. :class:`ApiReporter` posts each report to the deployment's agent route
+(``POST /agent/reports``), signed with SigV4 for ``execute-api`` with the instance's own role credentials; the
+API function checks that the signing instance runs the job's open attempt and answers Step Functions with the
+token it keeps in the job record (:mod:`spotrun.control.agent_reports`).
 """
 
 from __future__ import annotations
@@ -9,6 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,15 +24,15 @@ from spotrun.model.command import FailureCause
 
 logger = logging.getLogger(__name__)
 
+JSON = "application/json"
+
 # Step Functions limits: error <= 256 characters, cause <= 32768, output <= 256 KiB.
 MAX_ERROR_CHARS = 256
 MAX_CAUSE_CHARS = 32768
-# What Step Functions answers once it no longer waits for the task: nothing the agent does can matter then.
-ABANDONED_CODES = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
 
 
 class ReportError(RuntimeError):
-    """Step Functions refused or could not take a report (the message carries the error code only)."""
+    """The control plane refused or could not take a report."""
 
 
 class TaskAbandonedError(ReportError):
@@ -90,44 +96,107 @@ def cause_json(cause: FailureCause, limit: int = MAX_CAUSE_CHARS) -> str:
     return text
 
 
-class StepFunctionsReporter:
-    """:class:`WorkflowReporter` on the Step Functions task-token API.
+# What the route answers when the workflow no longer waits for the step (see functions.api.agent).
+ABANDONED_STATUSES = frozenset({409, 410})
+RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class ApiReporter:
+    """:class:`WorkflowReporter` on the API's agent route, signed with the instance's role credentials.
 
     Parameters
     ----------
-    client
-        A boto3 ``stepfunctions`` client.
-    task_token
-        The token of the task the agent answers.
+    url
+        The route's URL (``AgentCommand.report_url``).
+    region
+        The API's region (the SigV4 scope).
+    credentials
+        Returns the current botocore credentials (the instance role's, refreshed from IMDS by botocore).
+    job_id, attempt, step
+        What the reports are about.
+    attempts
+        Tries per report when the route is unreachable or answers 429/5xx.
+    backoff_seconds
+        Wait before the second try, doubled after each.
+    timeout_seconds
+        Per request.
     """
 
-    def __init__(self, client: Any, task_token: str):
-        self._client = client
-        self._token = task_token
+    def __init__(
+        self,
+        url: str,
+        region: str,
+        credentials: Callable[[], Any],
+        *,
+        job_id: str,
+        attempt: int,
+        step: str,
+        attempts: int = 5,
+        backoff_seconds: float = 0.25,
+        timeout_seconds: float = 20.0,
+    ):
+        self._url = url
+        self._region = region
+        self._credentials = credentials
+        self._about = {"job_id": job_id, "attempt": attempt, "step": step}
+        self._attempts = attempts
+        self._backoff = backoff_seconds
+        self._timeout = timeout_seconds
 
     def __repr__(self) -> str:
-        return "StepFunctionsReporter(task_token=<hidden>)"
+        return f"ApiReporter(url={self._url!r}, {self._about})"
 
-    def _call(self, operation: str, **arguments: Any) -> None:
-        try:
-            getattr(self._client, operation)(taskToken=self._token, **arguments)
-        except Exception as exc:
-            code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
-            error_type = TaskAbandonedError if code in ABANDONED_CODES else ReportError
-            # "from None": the original exception's message may contain the token.
-            raise error_type(f"{operation} failed: {code}") from None
+    def _signed(self, body: bytes) -> urllib.request.Request:
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        request = AWSRequest(method="POST", url=self._url, data=body, headers={"Content-Type": JSON})
+        SigV4Auth(self._credentials(), "execute-api", self._region).add_auth(request)
+        return urllib.request.Request(  # noqa: S310 - _post checked the scheme
+            self._url, data=body, headers=dict(request.headers.items()), method="POST"
+        )
+
+    def _post(self, kind: str, **fields: Any) -> None:
+        if not self._url.startswith(("https://", "http://")):
+            raise ReportError(f"{kind} not sent: the report URL {self._url!r} is not http(s)")
+        body = json.dumps({**self._about, "kind": kind, **fields}).encode()
+        problem = "not sent"
+        for attempt in range(self._attempts):
+            if attempt:
+                time.sleep(self._backoff * 2 ** (attempt - 1))
+            try:
+                with urllib.request.urlopen(self._signed(body), timeout=self._timeout):  # noqa: S310 - the route
+                    return
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+                message = _message(exc)
+                if status in ABANDONED_STATUSES:
+                    raise TaskAbandonedError(f"{kind} refused ({status}): {message}") from None
+                if status not in RETRIED_STATUSES:
+                    raise ReportError(f"{kind} refused ({status}): {message}") from None
+                problem = f"{status}: {message}"
+            except (OSError, ValueError) as exc:  # unreachable, reset, timed out
+                problem = f"{type(exc).__name__}: {exc}"
+        raise ReportError(f"{kind} not delivered after {self._attempts} tries ({problem})")
 
     def heartbeat(self) -> None:
-        """Send ``SendTaskHeartbeat``."""
-        self._call("send_task_heartbeat")
+        """Post a heartbeat."""
+        self._post("heartbeat")
 
     def succeed(self, output: BaseModel) -> None:
-        """Send ``SendTaskSuccess`` with ``output`` as JSON."""
-        self._call("send_task_success", output=output.model_dump_json())
+        """Post the step's success with ``output``."""
+        self._post("success", output=json.loads(output.model_dump_json()))
 
     def fail(self, error: str, cause: FailureCause) -> None:
-        """Send ``SendTaskFailure``."""
-        self._call("send_task_failure", error=error[:MAX_ERROR_CHARS], cause=cause_json(cause))
+        """Post the step's failure, the error and the cause cut to Step Functions' limits."""
+        self._post("failure", error=error[:MAX_ERROR_CHARS], cause=cause_json(cause))
+
+
+def _message(exc: urllib.error.HTTPError) -> str:
+    try:
+        return str(json.loads(exc.read() or b"{}").get("message", ""))[:500]
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 @dataclass

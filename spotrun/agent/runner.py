@@ -17,7 +17,7 @@ from spotrun.agent.imds import DEFAULT_ENDPOINT, ImdsClient
 from spotrun.agent.notices import ImdsNotices, NoticeWatcher
 from spotrun.agent.notify import deliver_notice
 from spotrun.agent.periodic import Ticker
-from spotrun.agent.reporter import ReportError, StepFunctionsReporter, TaskAbandonedError, WorkflowReporter
+from spotrun.agent.reporter import ApiReporter, ReportError, TaskAbandonedError, WorkflowReporter
 from spotrun.agent.stage import run_stage
 from spotrun.agent.staging import DEFAULT_WORKERS
 from spotrun.agent.train import run_train
@@ -230,13 +230,39 @@ def bootstrap_region(environ: Mapping[str, str], imds: ImdsClient) -> str:
         return "us-east-1"
 
 
+def api_reporter(command: AgentCommand) -> ApiReporter:
+    """The reporter on the command's agent route, signing with this machine's credentials.
+
+    On EC2 those are the instance role's, which botocore reads from IMDS (and refreshes before they expire); the
+    route answers only the instance that runs the job's open attempt.
+    """
+    import boto3
+
+    session = boto3.session.Session(region_name=command.region)
+
+    def credentials() -> Any:
+        found = session.get_credentials()
+        if found is None:
+            raise ReportError("no AWS credentials to sign the report with")
+        return found.get_frozen_credentials()
+
+    return ApiReporter(
+        command.report_url,
+        command.region,
+        credentials,
+        job_id=command.job_id,
+        attempt=command.attempt,
+        step=command.step,
+    )
+
+
 def build_context(command: AgentCommand, settings: AgentSettings, environ: Mapping[str, str]) -> StepContext:
     """The production ports for ``command``: boto3 clients in its region, and the IMDS notice source."""
     imds = ImdsClient(settings.imds_endpoint)
     notices = ImdsNotices(imds)
     return StepContext(
         s3=aws_client("s3", command.region),
-        reporter=StepFunctionsReporter(aws_client("stepfunctions", command.region), command.task_token),
+        reporter=api_reporter(command),
         nvme_root=settings.nvme_root,
         base_env=dict(environ),
         watcher=NoticeWatcher(notices, command.poll_seconds),

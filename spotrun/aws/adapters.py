@@ -241,12 +241,23 @@ class StepFunctionsWorkflows:
         return str(answer["executionArn"])
 
     def fail_task(self, task_token: str, error: str, cause: str) -> bool:
+        return self._answer("send_task_failure", taskToken=task_token, error=error, cause=cause)
+
+    def send_success(self, task_token: str, output: str) -> bool:
+        return self._answer("send_task_success", taskToken=task_token, output=output)
+
+    def send_heartbeat(self, task_token: str) -> bool:
+        return self._answer("send_task_heartbeat", taskToken=task_token)
+
+    def _answer(self, operation: str, **arguments: Any) -> bool:
         try:
-            self._sfn.send_task_failure(taskToken=task_token, error=error, cause=cause)
+            getattr(self._sfn, operation)(**arguments)
         except ClientError as exc:
-            if exc.response["Error"]["Code"] in _CLOSED_TASK_CODES:
+            code = exc.response["Error"]["Code"]
+            if code in _CLOSED_TASK_CODES:
                 return False
-            raise
+            # "from None", the code only: Step Functions' message may quote the token back.
+            raise RuntimeError(f"{operation} failed: {code}") from None
         return True
 
     def stop(self, execution_arn: str, cause: str) -> bool:

@@ -42,6 +42,10 @@ class Settings(BaseModel):
     scheduler_role_arn: str = ""
     scheduled_run_arn: str = ""
     agent_document_name: str = ""
+    # Where the agent reports its steps (the API's agent route); written into each command by agent_step.
+    agent_report_url: str = ""
+    # The instances' role: only its sessions, named after their instance, may report through that route.
+    instance_role_name: str = ""
     launch_template_name: str = ""
     subnet_ids: tuple[str, ...] = ()
     # Launch the replacement on the interruption warning, so it boots while the checkpoint uploads.

@@ -1,19 +1,18 @@
-"""Sending a step to the instance agent, which answers the workflow on the task token."""
+"""Sending a step to the instance agent; the task token stays in the job record, never in the command."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from spotrun.control.agent_reports import STEP_STATUS
 from spotrun.control.ports import Commands, JobStore, Objects
 from spotrun.control.store import update_job
 from spotrun.model.command import AgentCommand, StageResult, WorkflowStep
 from spotrun.model.errors import BudgetExceeded, InstanceLost
-from spotrun.model.job import Job, JobStatus, transition
+from spotrun.model.job import Job, transition
 from spotrun.model.layout import agent_command_key
 from spotrun.model.limits import budget_stop_at, train_limits
 from spotrun.model.timing import WorkflowTiming
-
-_STEP_STATUS: dict[WorkflowStep, JobStatus] = {"stage": JobStatus.STAGING, "train": JobStatus.TRAINING}
 
 
 def dispatch_agent_step(
@@ -29,27 +28,29 @@ def dispatch_agent_step(
     region: str,
     jobs_bucket: str,
     document_name: str,
+    report_url: str,
     now: datetime,
 ) -> str:
     """Record the step, write the agent's command to S3 and send its key to the instance through SSM.
 
-    The task token travels inside the S3 document (private, encrypted), never as an SSM parameter, which SSM
-    keeps in its command history.
+    The task token is kept in the job record only: the agent reports to ``report_url`` and the API function
+    answers the workflow with the token (:mod:`spotrun.control.agent_reports`). Neither the S3 document nor the
+    SSM parameters (kept in SSM's command history) carry it.
 
     Parameters
     ----------
     job_id, step
         The job and the step the agent must run.
     task_token
-        The workflow's token for this step: the agent reports success, failure and heartbeats with it.
+        The workflow's token for this step, recorded on the job for the agent route to answer with.
     timing
         How often the agent heartbeats and polls.
     staged
         For ``train``: what staging reported (the checkpoint it restored is recorded on the attempt).
     store, objects, commands
         Ports to the job store, S3 and SSM.
-    region, jobs_bucket, document_name
-        Deployment settings.
+    region, jobs_bucket, document_name, report_url
+        Deployment settings (``report_url``: the API's agent route).
     now
         The current time.
 
@@ -75,7 +76,7 @@ def dispatch_agent_step(
             raise BudgetExceeded(f"job {job_id} would pass its budget.max_usd before staging could start")
 
     def record(current: Job) -> Job:
-        moved = transition(current, _STEP_STATUS[step], now, detail=attempt.instance_id)
+        moved = transition(current, STEP_STATUS[step], now, detail=attempt.instance_id)
         moved = moved.model_copy(update={"task_token": task_token})
         last = moved.current_attempt
         if staged is None or last is None:
@@ -88,7 +89,7 @@ def dispatch_agent_step(
         step=step,
         job_id=job_id,
         attempt=attempt.number,
-        task_token=task_token,
+        report_url=report_url,
         region=region,
         jobs_bucket=jobs_bucket,
         manifest=job.require_manifest(),

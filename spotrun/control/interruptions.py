@@ -162,7 +162,6 @@ def _notify_agent(job: Job, attempt: Attempt, *, objects: Objects, commands: Com
         step="notice",
         job_id=job.job_id,
         attempt=attempt.number,
-        task_token="",
         region=settings.region,
         jobs_bucket=settings.jobs_bucket,
         manifest=manifest,

@@ -101,6 +101,14 @@ class Workflows(Protocol):
         """Fail the task waiting on ``task_token``; False when that task had already ended."""
         ...
 
+    def send_success(self, task_token: str, output: str) -> bool:
+        """Complete the task waiting on ``task_token`` with the JSON ``output``; False when it had ended."""
+        ...
+
+    def send_heartbeat(self, task_token: str) -> bool:
+        """Say the task waiting on ``task_token`` is alive; False when it had ended."""
+        ...
+
     def stop(self, execution_arn: str, cause: str) -> bool:
         """Stop a running execution; False when it had already ended (or never existed)."""
         ...

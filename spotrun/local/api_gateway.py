@@ -1,22 +1,41 @@
 """API Gateway's REST proxy integration, in miniature: HTTP requests become proxy events for the API handler.
 
 :class:`ProxyApp` is a WSGI application (the property-based API tests call it in process); :class:`ApiServer`
-serves it on 127.0.0.1 so that ``curl`` works against ``spotrun local up``. No IAM authentication is done
-locally: API Gateway does that in AWS, before the function is called.
+serves it on 127.0.0.1 so that ``curl`` works against ``spotrun local up`` and the agents report to it.
+
+IAM authentication, as far as the agent route needs it: a request signed with SigV4 by credentials registered
+in :class:`Callers` (each simulated instance's role session) is verified with the registered secret, and its
+``requestContext.identity`` carries ``userArn``, ``caller``, ``user``, ``accessKey`` and ``accountId`` as API
+Gateway fills them for an IAM-authorized method ("the ARN of the effective user identified after
+authentication"; "the principal identifier of the caller that signed the request";
+https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-mapping-template-reference.html).
+For a role session, ``userArn`` is ``arn:aws:sts::<account>:assumed-role/<role>/<session>`` and ``caller``
+``<role-id>:<session>``; EC2 names an instance's session after the instance (IAM's ``aws:userid`` is
+``role-id:ec2-instance-id``; https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html).
+A signature that does not verify is refused 403, as API Gateway refuses it before the function. An unsigned
+request, or one signed with unregistered keys, passes with no identity: the user routes stay unsigned locally
+(the CLI's calls), and the agent route refuses a caller without one.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
+import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http import HTTPStatus
 from socketserver import ThreadingMixIn
 from typing import Any
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from spotrun.local.imds import RoleCredentials
 from spotrun.local.lambda_patch import Handler, LambdaContext
 from spotrun.local.loopback import LoopbackServer
 from spotrun.local.server import ACCOUNT_ID
@@ -25,7 +44,119 @@ STAGE = "local"
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's own payload limit
 
 
-def rest_event(method: str, path: str, query: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+_AUTHORIZATION = re.compile(
+    r"^AWS4-HMAC-SHA256 Credential=(?P<key>[^/,\s]+)/(?P<date>\d{8})/(?P<region>[^/]+)/(?P<service>[^/]+)/"
+    r"aws4_request,\s*SignedHeaders=(?P<signed>[^,\s]+),\s*Signature=(?P<signature>[0-9a-f]{64})$"
+)
+
+
+class SignatureMismatch(Exception):
+    """A request signed with registered keys whose signature does not verify (API Gateway answers 403)."""
+
+
+@dataclass(frozen=True)
+class RoleSession:
+    """Registered credentials and the identity API Gateway gives their signer."""
+
+    credentials: RoleCredentials
+    user_arn: str
+    caller: str
+
+
+@dataclass
+class Callers:
+    """Credentials the stand-in authenticates: each simulated instance's role session."""
+
+    account_id: str = ACCOUNT_ID
+    _sessions: dict[str, RoleSession] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def register_instance(self, instance_id: str, credentials: RoleCredentials) -> None:
+        """Register an instance's role session: EC2 names the session after the instance."""
+        role = credentials.role_name
+        role_id = "AROA" + hashlib.sha256(role.encode()).hexdigest()[:17].upper()
+        session = RoleSession(
+            credentials=credentials,
+            user_arn=f"arn:aws:sts::{self.account_id}:assumed-role/{role}/{instance_id}",
+            caller=f"{role_id}:{instance_id}",
+        )
+        with self._lock:
+            self._sessions[credentials.access_key_id] = session
+
+    def identity(
+        self, method: str, path: str, query: str, headers: dict[str, str], body: bytes
+    ) -> dict[str, str | None]:
+        """The ``identity`` fields of an authenticated request; empty when it is not signed by a known key.
+
+        Raises
+        ------
+        SignatureMismatch
+            When a registered key signed it but the signature, session token or date does not verify.
+        """
+        lowered = {name.lower(): value for name, value in headers.items()}
+        match = _AUTHORIZATION.match(lowered.get("authorization", ""))
+        if match is None:
+            return {}
+        with self._lock:
+            session = self._sessions.get(match["key"])
+        if session is None:
+            return {}
+        credentials = session.credentials
+        if not hmac.compare_digest(lowered.get("x-amz-security-token", ""), credentials.session_token):
+            raise SignatureMismatch("the security token included in the request is invalid")
+        if match["service"] != "execute-api" or datetime.now(UTC) > credentials.expiration:
+            raise SignatureMismatch("the credential scope or expiry does not fit")
+        expected = _signature(method, path, query, lowered, body, match, credentials)
+        if not hmac.compare_digest(expected, match["signature"]):
+            raise SignatureMismatch(
+                "the request signature we calculated does not match the signature provided"
+            )
+        return {
+            "accessKey": credentials.access_key_id,
+            "accountId": self.account_id,
+            "caller": session.caller,
+            "user": session.caller,
+            "userArn": session.user_arn,
+        }
+
+
+def _signature(
+    method: str,
+    path: str,
+    query: str,
+    headers: dict[str, str],
+    body: bytes,
+    match: re.Match[str],
+    credentials: RoleCredentials,
+) -> str:
+    """Recompute the request's SigV4 signature with the registered secret (botocore's canonical form)."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    stamp = headers.get("x-amz-date", "")
+    names = match["signed"].split(";")
+    if "host" not in names or any(name not in headers for name in names):
+        raise SignatureMismatch("a signed header is missing")
+    url = f"http://{headers['host']}{path}" + (f"?{query}" if query else "")
+    request = AWSRequest(method=method, url=url, data=body, headers={name: headers[name] for name in names})
+    request.context["timestamp"] = stamp
+    auth = SigV4Auth(
+        Credentials(credentials.access_key_id, credentials.secret_access_key, credentials.session_token),
+        match["service"],
+        match["region"],
+    )
+    return str(auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request))
+
+
+def rest_event(
+    method: str,
+    path: str,
+    query: str,
+    headers: dict[str, str],
+    body: bytes,
+    identity: dict[str, str | None] | None = None,
+) -> dict[str, Any]:
     """The event API Gateway's REST ``{proxy+}`` integration sends for one request.
 
     Parameters
@@ -36,6 +167,8 @@ def rest_event(method: str, path: str, query: str, headers: dict[str, str], body
         Request headers, as sent.
     body
         Request body; non-UTF-8 bytes are passed base64-encoded, as API Gateway does for binary media.
+    identity
+        The authenticated caller's fields (:meth:`Callers.identity`); None or empty: no IAM identity.
     """
     multi_query = parse_qs(query, keep_blank_values=True) or None
     try:
@@ -64,7 +197,16 @@ def rest_event(method: str, path: str, query: str, headers: dict[str, str], body
             "resourcePath": "/{proxy+}",
             "protocol": "HTTP/1.1",
             "requestTimeEpoch": int(time.time() * 1000),
-            "identity": {"sourceIp": "127.0.0.1", "userAgent": headers.get("User-Agent", "")},
+            "identity": {
+                "accessKey": None,
+                "accountId": None,
+                "caller": None,
+                "user": None,
+                "userArn": None,
+                **(identity or {}),
+                "sourceIp": "127.0.0.1",
+                "userAgent": headers.get("User-Agent", ""),
+            },
         },
         "body": text or None,
         "isBase64Encoded": encoded,
@@ -87,9 +229,10 @@ def _context(function_name: str) -> LambdaContext:
 class ProxyApp:
     """WSGI application: each request becomes a REST proxy event for ``handler``, its answer the response."""
 
-    def __init__(self, handler: Handler, function_name: str = "spotrun-api"):
+    def __init__(self, handler: Handler, function_name: str = "spotrun-api", callers: Callers | None = None):
         self.handler = handler
         self.function_name = function_name
+        self.callers = callers if callers is not None else Callers()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -107,7 +250,15 @@ class ProxyApp:
         path = environ.get("PATH_INFO") or "/"
         # WSGI decodes the path as latin-1; API Gateway hands over UTF-8.
         path = path.encode("latin-1").decode("utf-8", errors="replace")
-        event = rest_event(environ["REQUEST_METHOD"], path, environ.get("QUERY_STRING", ""), headers, body)
+        method, query = environ["REQUEST_METHOD"], environ.get("QUERY_STRING", "")
+        if environ.get("HTTP_HOST"):
+            headers["Host"] = environ["HTTP_HOST"]
+        try:
+            identity = self.callers.identity(method, path, query, headers, body)
+        except SignatureMismatch as exc:
+            start_response("403 Forbidden", [("Content-Type", "application/json")])
+            return [f'{{"message": "{exc}"}}'.encode()]
+        event = rest_event(method, path, query, headers, body, identity)
         answer = self.handler(event, _context(self.function_name))
         status = int(answer.get("statusCode", 200))
         out = answer.get("body") or ""

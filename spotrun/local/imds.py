@@ -3,6 +3,11 @@
 The agent reads the same paths it reads on EC2, at ``SPOTRUN_IMDS_ENDPOINT`` instead of 169.254.169.254:
 a session token from ``PUT /latest/api/token`` first, then ``GET`` with that token. The spot notices are 404
 until chaos sets them, as on EC2.
+
+An instance launched with a role serves that role's temporary credentials at
+``iam/security-credentials/<role-name>`` (the role's name at ``iam/security-credentials/``), as EC2 does
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-metadata-security-credentials.html); botocore's
+instance-metadata provider reads them there when ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` points at this service.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,6 +27,43 @@ TOKEN_PATH = "/latest/api/token"  # noqa: S105 - a URL path, not a secret
 TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"  # noqa: S105 - a header name
 MAX_TOKEN_TTL = 21_600
+CREDENTIALS_PATH = "/latest/meta-data/iam/security-credentials/"
+
+
+@dataclass(frozen=True)
+class RoleCredentials:
+    """One instance's temporary credentials for its role, as IMDS hands them out."""
+
+    role_name: str
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+    session_token: str = field(repr=False)
+    expiration: datetime
+
+    @classmethod
+    def issue(cls, role_name: str, lifetime: timedelta = timedelta(hours=6)) -> RoleCredentials:
+        """New random credentials (``ASIA`` keys, as STS issues for a role session)."""
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+        return cls(
+            role_name=role_name,
+            access_key_id="ASIA" + "".join(secrets.choice(alphabet) for _ in range(16)),
+            secret_access_key=secrets.token_urlsafe(30),
+            session_token=secrets.token_urlsafe(48),
+            expiration=datetime.now(UTC) + lifetime,
+        )
+
+    def document(self) -> dict[str, str]:
+        """The JSON document EC2 serves at ``iam/security-credentials/<role-name>``."""
+        stamp = "%Y-%m-%dT%H:%M:%SZ"
+        return {
+            "Code": "Success",
+            "LastUpdated": datetime.now(UTC).strftime(stamp),
+            "Type": "AWS-HMAC",
+            "AccessKeyId": self.access_key_id,
+            "SecretAccessKey": self.secret_access_key,
+            "Token": self.session_token,
+            "Expiration": self.expiration.strftime(stamp),
+        }
 
 
 @dataclass
@@ -36,6 +79,7 @@ class InstanceMetadata:
     local_ipv4: str = "10.0.0.10"
     instance_action: dict[str, str] | None = None  # {"action": ..., "time": ...}
     rebalance: dict[str, str] | None = None  # {"noticeTime": ...}
+    credentials: RoleCredentials | None = None  # the instance profile's role, if launched with one
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def set_instance_action(self, action: str, when: str) -> None:
@@ -75,6 +119,11 @@ class InstanceMetadata:
             },
         }
         path = path.split("?", 1)[0]
+        if self.credentials is not None:
+            role = self.credentials.role_name
+            text[CREDENTIALS_PATH] = role
+            text[CREDENTIALS_PATH.rstrip("/")] = role
+            documents[CREDENTIALS_PATH + role] = self.credentials.document()
         if path in text:
             return 200, "text/plain", text[path]
         if documents.get(path) is not None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from spotrun.local.capacity import CapacityModel
 from spotrun.local.clock import Clock
-from spotrun.local.imds import ImdsServer, InstanceMetadata
+from spotrun.local.imds import ImdsServer, InstanceMetadata, RoleCredentials
 from spotrun.model.capacity import Lifecycle
 from spotrun.model.ec2 import STATE_CHANGE
 
@@ -48,7 +48,14 @@ Publisher = Callable[[str, str, dict[str, Any], list[str]], None]
 class SimulatedInstance:
     """One instance: its moto record, its directory, its metadata service and its processes."""
 
-    def __init__(self, model: Any, lifecycle: Lifecycle, root: Path, region: str):
+    def __init__(
+        self,
+        model: Any,
+        lifecycle: Lifecycle,
+        root: Path,
+        region: str,
+        credentials: RoleCredentials | None = None,
+    ):
         self.model = model  # moto.ec2.models.instances.Instance
         self.instance_id: str = model.id
         self.instance_type: str = model.instance_type
@@ -65,6 +72,7 @@ class SimulatedInstance:
             lifecycle=lifecycle,
             region=region,
             ami_id=getattr(model, "image_id", "") or "",
+            credentials=credentials,
         )
         self.imds = ImdsServer(self.metadata)
         self.booted = threading.Event()
@@ -235,6 +243,11 @@ class InstanceManager:
         Used in event resources.
     ssm_registration_delay_seconds
         Simulated seconds between EC2 ``running`` and the SSM agent registering.
+    instance_role
+        The role of the instance profile every launch passes (the launch template's); empty: none.
+    on_credentials
+        Told ``(instance_id, credentials)`` of each instance's own role session, which its IMDS serves, so
+        that the API stand-in can authenticate what the instance signs with them.
     """
 
     def __init__(
@@ -246,8 +259,12 @@ class InstanceManager:
         account_id: str,
         region: str,
         ssm_registration_delay_seconds: float = DEFAULT_SSM_REGISTRATION_DELAY_SECONDS,
+        instance_role: str = "",
+        on_credentials: Callable[[str, RoleCredentials], None] | None = None,
     ):
         self.root = root
+        self.instance_role = instance_role
+        self.on_credentials = on_credentials
         self.ssm_registration_delay_seconds = ssm_registration_delay_seconds
         self.clock = clock
         self.capacity = capacity
@@ -270,7 +287,11 @@ class InstanceManager:
 
     def launched(self, model: Any, lifecycle: Lifecycle) -> SimulatedInstance:
         """Take over an instance moto just created: hold its slot, report pending, boot it after the delay."""
-        sim = SimulatedInstance(model, lifecycle, self.root, self.region)
+        # Each instance its own session of the role: EC2 names it after the instance.
+        credentials = RoleCredentials.issue(self.instance_role) if self.instance_role else None
+        sim = SimulatedInstance(model, lifecycle, self.root, self.region, credentials)
+        if credentials is not None and self.on_credentials is not None:
+            self.on_credentials(sim.instance_id, credentials)
         with self._lock:
             self._instances[sim.instance_id] = sim
         self.capacity.allocate(sim.instance_id, sim.instance_type, sim.availability_zone, lifecycle)

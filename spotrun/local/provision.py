@@ -28,6 +28,8 @@ STATE_MACHINE_NAME = "spotrun-job"
 LAUNCH_TEMPLATE_NAME = "spotrun-agent"
 SECURITY_GROUP_NAME = "spotrun-agent"
 ROLE_NAME = "spotrun-local-execution"
+# The instances' role (the launch template's instance profile): each simulated instance gets its own session.
+INSTANCE_ROLE_NAME = "spotrun-local-instances"
 LOCAL_AMI_ID = "ami-0123456789abcdef0"  # moto does not validate image ids; none is ever booted
 VPC_CIDR = "10.42.0.0/16"
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
@@ -150,6 +152,7 @@ def provision(
         "state_machine_arn": dep.state_machine_arn,
         "agent_document_name": shape.agent_document_name,
         "launch_template_name": LAUNCH_TEMPLATE_NAME,
+        "instance_role_name": INSTANCE_ROLE_NAME,
         "subnet_ids": dep.subnet_ids,
         "time_scale": time_scale,
         **scheduling,

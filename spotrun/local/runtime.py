@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from spotrun.aws.settings import Settings
 from spotrun.local import ec2_patch, events_patch, lambda_patch, sfn_patch, ssm_patch
+from spotrun.local.api_gateway import ApiServer, Callers, ProxyApp
 from spotrun.local.capacity import CapacityModel
 from spotrun.local.catalog import Pool, default_pools
 from spotrun.local.chaos import Chaos
@@ -29,9 +30,10 @@ from spotrun.local.events_patch import Dispatcher
 from spotrun.local.executions import stop_running_executions
 from spotrun.local.instances import InstanceManager, SimulatedInstance
 from spotrun.local.patches import PatchSet
-from spotrun.local.provision import Deployment, function_name, provision
+from spotrun.local.provision import INSTANCE_ROLE_NAME, Deployment, function_name, provision
 from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS, EmbeddedServer
+from spotrun.model.command import AGENT_REPORTS_PATH
 from spotrun.shape import (
     AGENT_COMMAND_VARIABLE,
     METRICS_NAMESPACE,
@@ -42,6 +44,8 @@ from spotrun.shape import (
 )
 
 logger = logging.getLogger(__name__)
+
+API_FUNCTION = "api"
 
 
 def default_agent_argv() -> list[str]:
@@ -103,8 +107,17 @@ class LocalRuntime:
         self.handlers = lambda_patch.HandlerRegistry()
         for spec in shape.functions:
             self.handlers.register(function_name(spec.name), spec.handler)
+        # Whom the API stand-in authenticates: every instance's own role session, registered at launch.
+        self.callers = Callers(ACCOUNT_ID)
         self.manager = InstanceManager(
-            self.workdir / "instances", self.clock, self.capacity, self.publish_event, ACCOUNT_ID, region
+            self.workdir / "instances",
+            self.clock,
+            self.capacity,
+            self.publish_event,
+            ACCOUNT_ID,
+            region,
+            instance_role=INSTANCE_ROLE_NAME,
+            on_credentials=self.callers.register_instance,
         )
         self.chaos = Chaos(self.manager, self.clock, self.publish_event, self._terminate, ACCOUNT_ID, seed)
         self.scheduler = LocalScheduler(self.clock, self.client, shape.schedule_group)
@@ -114,6 +127,8 @@ class LocalRuntime:
         self._ec2_lock = threading.RLock()
         self._environment = ProcessEnvironment()
         self._deployment: Deployment | None = None
+        self._api: ApiServer | None = None
+        self.api_url: str | None = None  # the REST API stand-in, for every runtime whose shape has the API
         self.stopped_executions: list[str] = []  # executions stop() found running
         self._started = self._used = False
         self._session: Any = None
@@ -195,11 +210,28 @@ class LocalRuntime:
         deployment = provision(
             self.client, self.shape, self.state_machine_file, self.clock.time_scale, self.region
         )
-        settings = deployment.settings.model_copy(update=self.settings_overrides)
+        # Agents report through the API's agent route: the stand-in runs for every runtime, not only `local up`.
+        reports = {"agent_report_url": self._start_api() + AGENT_REPORTS_PATH} if self._has_api() else {}
+        settings = deployment.settings.model_copy(update={**reports, **self.settings_overrides})
         self._deployment = dataclasses.replace(deployment, settings=settings)
         self._environment.set(self._deployment.settings.to_env())
         self.chaos.start_hazards(self.capacity)
         self.scheduler.start()
+
+    def _has_api(self) -> bool:
+        return any(spec.name == API_FUNCTION for spec in self.shape.functions)
+
+    def _start_api(self) -> str:
+        """Serve the REST API on 127.0.0.1 through the ``api`` function's execution environments."""
+        name = function_name(API_FUNCTION)
+        handler = self.handlers.resolve(name, self.shape.function(API_FUNCTION).handler)
+        self._api = ApiServer(ProxyApp(handler, name, self.callers))
+        self.api_url = self._api.start()
+        return self.api_url
+
+    def _stop_api(self) -> None:
+        if self._api is not None:
+            self._api.stop()
 
     def stop(self) -> None:
         """Stop executions, instances, processes and the server; undo patches; restore the environment.
@@ -216,6 +248,7 @@ class LocalRuntime:
             ("event deliveries", self._dispatcher.close),
             ("executions", self._stop_executions),
             ("instances", self.manager.close),
+            ("api", self._stop_api),
             ("server", self._server.stop),
             ("patches", self._patches.undo_all),
             ("environment", self._environment.restore),
@@ -356,6 +389,11 @@ class LocalRuntime:
         env = {
             **os.environ,
             **self._environment.values,
+            # The instance's own role session, from its IMDS as on EC2 (botocore's instance-metadata provider),
+            # not the runtime's credentials: the API stand-in names the caller after the instance.
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT": sim.imds.endpoint,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "AWS_CONFIG_FILE": os.devnull,
             "SPOTRUN_NVME_ROOT": str(sim.nvme_dir),
             "SPOTRUN_IMDS_ENDPOINT": sim.imds.endpoint,
             "SPOTRUN_LOCAL_COMMAND_ID": command_id,
@@ -364,5 +402,7 @@ class LocalRuntime:
             "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
             **parameters,  # SSM_commandUri: the document's ENV_VAR parameter, as the SSM Agent sets it
         }
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+            env.pop(name, None)
         proc = sim.run_agent_script(self.agent_argv, AGENT_COMMAND_VARIABLE, env)
         logger.info("agent pid %s started on %s for %s", proc.pid, instance_id, parameters)

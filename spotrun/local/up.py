@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from spotrun.local.api_gateway import ApiServer, ProxyApp
 from spotrun.local.control import ControlApi, ControlServer
 from spotrun.local.control_state import (
     ControlClient,
@@ -22,7 +21,6 @@ from spotrun.local.control_state import (
     state_path,
     write_state,
 )
-from spotrun.local.provision import function_name
 from spotrun.local.runtime import LocalRuntime
 from spotrun.local.server import FAKE_CREDENTIALS
 from spotrun.model.job import utc_now
@@ -82,14 +80,13 @@ def local_up(
         )
     with LocalRuntime(workdir, time_scale=time_scale, seed=seed) as runtime:
         server = ControlServer(ControlApi(runtime, on_action))
-        api = _api_server(runtime)
         try:
             control_url = server.start()
             state = LocalState(
                 pid=os.getpid(),
                 endpoint_url=runtime.endpoint_url,
                 control_url=control_url,
-                api_url=api.start() if api is not None else None,
+                api_url=runtime.api_url,
                 time_scale=time_scale,
                 workdir=str(workdir),
                 started_at=utc_now(),
@@ -100,19 +97,6 @@ def local_up(
         finally:
             remove_state(workdir, os.getpid())
             server.stop()
-            if api is not None:
-                api.stop()
-
-
-def _api_server(runtime: LocalRuntime) -> ApiServer | None:
-    """The REST API on 127.0.0.1, calling the shape's ``api`` handler in process (None without one)."""
-    try:
-        spec = runtime.shape.function(API_FUNCTION)
-    except KeyError:
-        return None
-    # Through the function's execution environments, as its Lambda invocations: one request per environment.
-    name = function_name(API_FUNCTION)
-    return ApiServer(ProxyApp(runtime.handlers.resolve(name, spec.handler), name))
 
 
 def connection_help(state: LocalState, workdir_option: str = "") -> str:

@@ -1,14 +1,15 @@
 """What the control plane asks of the agent, and what the agent reports back.
 
 The control plane writes an :class:`AgentCommand` as JSON to the jobs bucket and sends only its key through
-SSM Run Command, so that the task token never appears in SSM's command history. The agent answers the
-workflow directly: ``SendTaskSuccess`` with a :class:`StageResult` or :class:`TrainResult`, or
-``SendTaskFailure`` with one of the error names below and a JSON cause.
+SSM Run Command. The command carries no task token: the agent reports to the API's agent route
+(``report_url``), signed with its instance's credentials, and the control plane answers the workflow with the
+token it keeps in the job record: success with a :class:`StageResult` or :class:`TrainResult`, or failure with
+one of the error names below and a JSON cause.
 
 A ``notice`` command is the exception: the control plane sends it when EC2 warns that the instance will be
 reclaimed (the agent also watches IMDS for that warning; this is the second way in). The agent hands it to the
 running ``train`` step of the same job and attempt, which checkpoints and reports ``Spot.Interrupted``; the
-notice itself is answered to nobody, and its ``task_token`` may be empty.
+notice itself is answered to nobody, and its ``report_url`` may be empty.
 """
 
 from __future__ import annotations
@@ -65,6 +66,17 @@ def check_relative_path(value: str, field: str) -> str:
     return value
 
 
+# The REST API route the agent posts its reports to (functions.api.agent serves it; the instance role may invoke
+# only this one). A command's report_url is that route on the deployment's API: execute-api on AWS, the
+# emulator's API Gateway stand-in on the loopback interface locally. Anything else is refused, so that a
+# rewritten command cannot send the instance's signed reports elsewhere.
+AGENT_REPORTS_PATH: Final = "/agent/reports"
+REPORT_URL: Final = re.compile(
+    r"^(?:https://[a-z0-9]+\.execute-api\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/[A-Za-z0-9_-]+"
+    r"|http://127\.0\.0\.1:[0-9]{1,5}(?:/[A-Za-z0-9_-]+)?)" + re.escape(AGENT_REPORTS_PATH) + "$"
+)
+
+
 class AgentCommand(BaseModel):
     """One step for the agent to run for one attempt of a job.
 
@@ -78,11 +90,13 @@ class AgentCommand(BaseModel):
     step: AgentStep
     job_id: str
     attempt: int = Field(ge=1)
-    task_token: str = Field(repr=False)
+    report_url: str = Field(
+        "", description="The API's agent route, where the step's heartbeats and result are posted (signed)."
+    )
     region: str
     jobs_bucket: str
     manifest: JobManifest
-    heartbeat_seconds: float = Field(gt=0, description="How often the agent sends SendTaskHeartbeat.")
+    heartbeat_seconds: float = Field(gt=0, description="How often the agent posts a heartbeat.")
     poll_seconds: float = Field(
         gt=0, description="How often the agent polls IMDS and the checkpoint directory."
     )
@@ -111,6 +125,13 @@ class AgentCommand(BaseModel):
     def _job_id_shape(cls, value: str) -> str:
         return check_job_id(value)
 
+    @field_validator("report_url")
+    @classmethod
+    def _report_url_shape(cls, value: str) -> str:
+        if value and not REPORT_URL.fullmatch(value):
+            raise ValueError(f"{value!r} is not the agent route of a spotrun API")
+        return value
+
     @field_validator("region")
     @classmethod
     def _region_shape(cls, value: str) -> str:
@@ -128,7 +149,7 @@ class AgentCommand(BaseModel):
     @model_validator(mode="after")
     def _paths_inside(self) -> AgentCommand:
         # The manifest was validated at submission; its paths are joined to the job's directories here, so the
-        # agent checks them again itself (a NUL, which the manifest's pattern does not name, included).
+        # agent checks them again itself.
         for index, data_input in enumerate(self.manifest.data.inputs):
             check_relative_path(data_input.destination, f"manifest.data.inputs[{index}].destination")
         check_relative_path(self.manifest.outputs.model, "manifest.outputs.model")

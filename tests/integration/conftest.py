@@ -159,6 +159,8 @@ def deployment(aws, monkeypatch) -> Settings:
         launch_template_name="spotrun-agent",
         subnet_ids=tuple(subnets),
         time_scale=1.0,
+        agent_report_url="https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/v1/agent/reports",
+        instance_role_name="spotrun-instances",
     )
     for name, value in settings.to_env().items():
         monkeypatch.setenv(name, value)

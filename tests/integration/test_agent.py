@@ -25,6 +25,7 @@ from tests.integration.conftest import EXAMPLE, REPO  # noqa: F401 - the other a
 
 REGION = "us-east-1"
 TOKEN = "secret-task-token-do-not-log"
+REPORT_URL = "http://127.0.0.1:9/agent/reports"  # in-process steps report to a RecordingReporter instead
 
 
 # -- fixtures ----------------------------------------------------------------------------------------------
@@ -54,7 +55,7 @@ def command(
         step=step,  # type: ignore[arg-type]
         job_id=job_id,
         attempt=attempt,
-        task_token=TOKEN,
+        report_url=extra.pop("report_url", REPORT_URL),
         region=REGION,
         jobs_bucket=BUCKET,
         manifest=parse_manifest_document(document),

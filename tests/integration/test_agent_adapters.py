@@ -1,29 +1,31 @@
-"""The agent's adapters: the IMDSv2 client, the Step Functions reporter, and the command line on S3."""
+"""The agent's adapters: the IMDSv2 client, the reporter on the API's agent route, and the command line on S3."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import boto3
 import pytest
-from botocore.stub import Stubber
+from botocore.credentials import Credentials
 
 from spotrun.agent import checkpoints
 from spotrun.agent.imds import ImdsClient
-from spotrun.agent.reporter import StepFunctionsReporter, TaskAbandonedError
+from spotrun.agent.reporter import ApiReporter, ReportError, TaskAbandonedError
 from spotrun.agent.runner import EXIT_REPORTED
 from spotrun.model import layout
 from spotrun.model.command import FailureCause
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
+from tests.integration.report_sink import ReportSink
 from tests.integration.test_agent import (
     REGION,
     REPO,
-    TOKEN,
     command,
     manifest,
     upload_example,
@@ -59,31 +61,58 @@ def test_imds_client_reads_identity_and_notices_with_a_session_token(imds):
     assert rebalance.notice_time == datetime(2024, 5, 1, 12, tzinfo=UTC)
 
 
-def test_step_functions_reporter_maps_errors_without_repeating_the_token():
-    # Given a Step Functions client that rejects a heartbeat and a failure report
-    client = boto3.client(
-        "stepfunctions", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x"
+def reporter(sink: ReportSink, **options: Any) -> ApiReporter:
+    credentials = Credentials("ASIAEXAMPLEKEY000001", "secret", "session-token")
+    return ApiReporter(
+        sink.url, REGION, lambda: credentials, job_id="j-1", attempt=2, step="train", **options
     )
-    reporter = StepFunctionsReporter(client, TOKEN)
-    with Stubber(client) as stub:
-        stub.add_client_error("send_task_heartbeat", "TaskTimedOut", f"Task for token {TOKEN} timed out")
-        stub.add_client_error("send_task_failure", "ThrottlingException", f"slow down {TOKEN}")
-        stub.add_response(
-            "send_task_failure",
-            {},
-            {"taskToken": TOKEN, "error": "Training.Failed", "cause": '{"message":"m","exit_code":3}'},
-        )
 
-        # When / Then
-        with pytest.raises(TaskAbandonedError) as abandoned:
-            reporter.heartbeat()
-        with pytest.raises(Exception, match="ThrottlingException") as throttled:
-            reporter.fail("Training.Failed", FailureCause(message="m", exit_code=3))
-        reporter.fail("Training.Failed", FailureCause(message="m", exit_code=3))
-    assert TOKEN not in str(abandoned.value)
-    assert TOKEN not in str(throttled.value)
-    assert abandoned.value.__cause__ is None
-    assert TOKEN not in repr(reporter)
+
+def test_api_reporter_posts_each_report_signed_for_execute_api():
+    # Given the agent route
+    with ReportSink() as sink:
+        # When the agent sends a heartbeat and a failure
+        api = reporter(sink)
+        api.heartbeat()
+        api.fail("Training.Failed", FailureCause(message="m", exit_code=3))
+    # Then each post names the job, attempt and step, and is signed with SigV4 for execute-api
+    (beat_headers, beat), (_, failure) = sink.posts
+    assert beat == {"job_id": "j-1", "attempt": 2, "step": "train", "kind": "heartbeat"}
+    assert failure["kind"] == "failure"
+    assert failure["error"] == "Training.Failed"
+    assert json.loads(failure["cause"]) == {"message": "m", "exit_code": 3}
+    authorization = beat_headers["Authorization"]
+    assert authorization.startswith("AWS4-HMAC-SHA256 Credential=ASIAEXAMPLEKEY000001/")
+    assert f"/{REGION}/execute-api/aws4_request" in authorization
+    assert beat_headers["X-Amz-Security-Token"] == "session-token"
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(410, TaskAbandonedError), (409, TaskAbandonedError), (403, ReportError)],
+    ids=["gone", "not-waited", "refused"],
+)
+def test_api_reporter_maps_the_routes_refusals(status, error):
+    # Given a route that refuses
+    with ReportSink() as sink:
+        sink.status = status
+        # When a heartbeat is sent
+        with pytest.raises(error) as raised:
+            reporter(sink).heartbeat()
+    # Then it is raised as the agent acts on it, once (a refusal is not retried)
+    assert type(raised.value) is error
+    assert len(sink.posts) == 1
+
+
+def test_api_reporter_retries_a_throttled_or_failing_route():
+    # Given a route that answers 503
+    with ReportSink() as sink:
+        sink.status = 503
+        # When a report is sent
+        with pytest.raises(ReportError, match="after 3 tries"):
+            reporter(sink, attempts=3, backoff_seconds=0.01).succeed(FailureCause(message="ok"))
+    # Then it was tried again before giving up
+    assert len(sink.posts) == 3
 
 
 def test_the_command_line_runs_steps_from_s3_and_treats_its_own_sigterm_as_an_interruption(
@@ -94,6 +123,7 @@ def test_the_command_line_runs_steps_from_s3_and_treats_its_own_sigterm_as_an_in
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    sink = ReportSink().__enter__()
     try:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
@@ -120,7 +150,11 @@ def test_the_command_line_runs_steps_from_s3_and_treats_its_own_sigterm_as_an_in
         uris = {}
         for step in ("stage", "train"):
             key = layout.agent_command_key("j-000000000001", 1, step)
-            client.put_object(Bucket=BUCKET, Key=key, Body=command(step, document).model_dump_json().encode())
+            client.put_object(
+                Bucket=BUCKET,
+                Key=key,
+                Body=command(step, document, report_url=sink.url).model_dump_json().encode(),
+            )
             uris[step] = f"s3://{BUCKET}/{key}"
 
         def agent(step: str) -> subprocess.Popen[str]:
@@ -128,7 +162,7 @@ def test_the_command_line_runs_steps_from_s3_and_treats_its_own_sigterm_as_an_in
             return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
         # When the agent runs the stage step as a process
-        stage_out, stage_err = agent("stage").communicate(timeout=60)
+        _stage_out, stage_err = agent("stage").communicate(timeout=60)
 
         # and the train step, and gets SIGTERM once a checkpoint is committed
         trainer = agent("train")
@@ -139,10 +173,11 @@ def test_the_command_line_runs_steps_from_s3_and_treats_its_own_sigterm_as_an_in
         ):
             time.sleep(0.05)
         trainer.send_signal(signal.SIGTERM)
-        train_out, train_err = trainer.communicate(timeout=60)
+        _train_out, train_err = trainer.communicate(timeout=60)
         latest = checkpoints.latest_committed(client, BUCKET, "j-000000000001")
     finally:
         server.stop()
+        sink.__exit__()
 
     # Then both steps reported, the SIGTERM became Spot.Interrupted with a committed checkpoint
     assert "reported success" in stage_err, stage_err
@@ -151,5 +186,5 @@ def test_the_command_line_runs_steps_from_s3_and_treats_its_own_sigterm_as_an_in
     assert latest is not None
     assert 50 <= latest.step < 300
     assert f"checkpoint step {latest.step} committed" in train_err
-    # and the task token never reached the output
-    assert TOKEN not in stage_out + stage_err + train_out + train_err
+    # and the route got both results
+    assert [body["kind"] for _, body in sink.posts if body["kind"] != "heartbeat"] == ["success", "failure"]

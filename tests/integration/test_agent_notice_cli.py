@@ -18,6 +18,7 @@ import pytest
 from spotrun.agent import checkpoints
 from spotrun.agent.runner import EXIT_REPORTED
 from spotrun.model import layout
+from tests.integration.report_sink import ReportSink
 from tests.integration.test_agent import BUCKET, EXAMPLE, REGION, REPO, TOKEN, command, manifest
 
 
@@ -54,10 +55,8 @@ def instance(tmp_path) -> Iterator[tuple[Any, dict[str, str]]]:
         server.stop()
 
 
-def put_command(s3: Any, step: str, **training: Any) -> str:
-    document = command(step, manifest(**training))
-    if step == "notice":
-        document = document.model_copy(update={"task_token": ""})
+def put_command(s3: Any, step: str, report_url: str = "", **training: Any) -> str:
+    document = command(step, manifest(**training), report_url=report_url)
     key = layout.agent_command_key("j-000000000001", 1, step)
     s3.put_object(Bucket=BUCKET, Key=key, Body=document.model_dump_json().encode())
     return f"s3://{BUCKET}/{key}"
@@ -79,9 +78,9 @@ def test_a_notice_command_interrupts_the_train_agent_and_exits_at_once(instance,
     # Given a train agent running the example on this instance, which has published some progress
     s3, env = instance
     stage_by_hand(tmp_path / "nvme")
-    trainer = agent(
-        put_command(s3, "train", command=[sys.executable, "train.py", "--step-seconds", "0.02"]), env
-    )
+    sink = ReportSink().__enter__()
+    uri = put_command(s3, "train", sink.url, command=[sys.executable, "train.py", "--step-seconds", "0.02"])
+    trainer = agent(uri, env)
     notice_uri = put_command(s3, "notice")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and trainer.poll() is None:
@@ -106,6 +105,9 @@ def test_a_notice_command_interrupts_the_train_agent_and_exits_at_once(instance,
     assert trainer.returncode == EXIT_REPORTED, train_err
     assert "interruption notice: interruption (notice sent through SSM)" in train_err
     assert "reported Spot.Interrupted" in train_err
+    sink.__exit__()
+    assert sink.kinds()[-1] == "failure"
+    assert sink.posts[-1][1]["error"] == "Spot.Interrupted"
     latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert f"checkpoint step {latest.step} committed" in train_err

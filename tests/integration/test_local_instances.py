@@ -128,7 +128,10 @@ def test_the_agent_document_starts_the_agent_on_the_named_instance_only(runtime:
     ]
     env = record["env"]
     assert env["AWS_ENDPOINT_URL"] == runtime.endpoint_url
-    assert env["AWS_ACCESS_KEY_ID"] == "testing"
+    # the instance signs with its own role session, from its IMDS, never with the runtime's credentials
+    assert "AWS_ACCESS_KEY_ID" not in env
+    assert "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] == sim.imds.endpoint
     assert env["AWS_REGION"] == "us-east-1"
     assert env["SPOTRUN_NVME_ROOT"] == str(sim.directory / "nvme")
     assert env["SPOTRUN_IMDS_ENDPOINT"] == sim.imds.endpoint

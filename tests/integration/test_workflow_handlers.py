@@ -114,12 +114,13 @@ def test_agent_step_sends_the_command_through_s3_and_never_shows_the_token(
     assert commands[0]["InstanceIds"] == [attempt["instance_id"]]
     uri = commands[0]["Parameters"]["commandUri"][0]
     assert token not in json.dumps(commands[0], default=str)
-    # And the command document holds the token, the step and the manifest
+    # And the command document holds the step, the manifest and the report route, never the token
     key = uri.removeprefix(f"s3://{deployment.jobs_bucket}/")
     document = json.loads(
         boto3.client("s3").get_object(Bucket=deployment.jobs_bucket, Key=key)["Body"].read()
     )
-    assert document["task_token"] == token
+    assert token not in json.dumps(document)
+    assert document["report_url"] == deployment.agent_report_url
     assert document["step"] == "stage"
     assert document["manifest"]["name"] == "tiny"
     # And the job is staging, and the token appears in no log line

@@ -135,6 +135,8 @@ class FakeWorkflows:
         self.started: dict[str, dict[str, Any]] = {}
         self.failed: list[tuple[str, str, str]] = []
         self.closed_tokens: set[str] = set()
+        self.succeeded: list[tuple[str, str]] = []
+        self.heartbeats: list[str] = []
         self.stopped: list[str] = []
 
     def start(self, state_machine_arn: str, name: str, payload: dict[str, Any]) -> str:
@@ -152,6 +154,19 @@ class FakeWorkflows:
             return False
         self.closed_tokens.add(task_token)
         self.failed.append((task_token, error, cause))
+        return True
+
+    def send_success(self, task_token: str, output: str) -> bool:
+        if task_token in self.closed_tokens:
+            return False
+        self.closed_tokens.add(task_token)
+        self.succeeded.append((task_token, output))
+        return True
+
+    def send_heartbeat(self, task_token: str) -> bool:
+        if task_token in self.closed_tokens:
+            return False
+        self.heartbeats.append(task_token)
         return True
 
 

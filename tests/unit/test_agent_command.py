@@ -21,7 +21,7 @@ def document(**changes: Any) -> dict[str, Any]:
         "step": "stage",
         "job_id": GOOD_ID,
         "attempt": 1,
-        "task_token": "secret-token",
+        "report_url": "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/v1/agent/reports",
         "region": "us-east-1",
         "jobs_bucket": "spotrun-jobs-123456789012",
         "manifest": {
@@ -97,18 +97,47 @@ def test_a_field_out_of_its_shape_is_refused(field, value):
     assert field in refusal(**{field: value})
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://evil.example/v1/agent/reports",
+        "https://a1b2.execute-api.us-east-1.amazonaws.com.evil.example/v1/agent/reports",
+        "https://a1b2.execute-api.us-east-1.amazonaws.com/v1/jobs",
+        "http://a1b2.execute-api.us-east-1.amazonaws.com/v1/agent/reports",
+        "http://10.0.0.5:8080/agent/reports",
+    ],
+)
+def test_a_report_url_that_is_not_the_apis_agent_route_is_refused(url):
+    # Given / When / Then: the instance's signed reports go to the deployment's API only
+    assert "is not the agent route of a spotrun API" in refusal(report_url=url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/v1/agent/reports",
+        "http://127.0.0.1:8123/agent/reports",
+        "http://127.0.0.1:8123/v1/agent/reports",
+    ],
+)
+def test_the_apis_agent_route_or_none_is_accepted_as_report_url(url):
+    # Given / When / Then (none: a notice command answers nobody)
+    assert AgentCommand.model_validate(document(report_url=url)).report_url == url
+
+
 def test_an_unknown_field_is_refused_not_ignored():
     # Given / When / Then
     assert "nvme_root" in refusal(nvme_root="/")
 
 
 def test_a_data_destination_with_a_nul_is_refused():
-    # Given a destination that the manifest's relative-path pattern lets through
+    # Given a destination holding a NUL
     manifest = document()["manifest"]
     manifest["data"]["inputs"][0]["destination"] = "in\x00/x"
 
-    # When / Then
-    assert "manifest.data.inputs[0].destination" in refusal(manifest=manifest)
+    # When / Then: the manifest's own rule refuses it on the instance too, before the agent's second check
+    assert "manifest.data.inputs.0.destination" in refusal(manifest=manifest)
 
 
 def test_a_model_path_with_a_nul_is_refused():
@@ -118,6 +147,7 @@ def test_a_model_path_with_a_nul_is_refused():
 
     # When / Then
     assert "manifest.outputs.model" in refusal(manifest=manifest)
+    assert "NUL" in refusal(manifest=manifest)
 
 
 def test_the_nvme_layout_refuses_a_job_id_that_leaves_the_root(tmp_path):

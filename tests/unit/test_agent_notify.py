@@ -47,7 +47,6 @@ def notice_command(job_id: str = "j-000000000001", attempt: int = 1) -> AgentCom
         step="notice",
         job_id=job_id,
         attempt=attempt,
-        task_token="",
         region="us-east-1",
         jobs_bucket="jobs-bucket",
         manifest=parse_manifest_document(manifest),

@@ -101,6 +101,9 @@ def test_each_function_has_its_own_ports_with_only_the_settings_it_declares(envi
     # Given an environment holding every setting (as a test process does), not only release's
     monkeypatch.setenv("SPOTRUN_JOBS_BUCKET", "spotrun-jobs-bucket")
     monkeypatch.setenv("SPOTRUN_AGENT_DOCUMENT_NAME", "spotrun-agent-run")
+    monkeypatch.setenv(
+        "SPOTRUN_AGENT_REPORT_URL", "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/v1/agent/reports"
+    )
     # When release's and agent_step's ports are asked for
     released, stepped = runtime.ports("release"), runtime.ports("agent_step")
     # Then they are distinct, and each read its declared settings only, as in its deployed environment

@@ -1,0 +1,188 @@
+"""Answering the workflow for an agent: the instance reports, the control plane holds the token.
+
+An instance never sees a task token. Its agent sends each heartbeat, success and failure to the API's agent
+route, signed with the instance's role credentials; API Gateway authenticates the signature and names the
+caller (``requestContext.identity.userArn``). For EC2 role credentials that name is the role session
+``arn:aws:sts::<account>:assumed-role/<role>/<instance-id>``: EC2 names the session after the instance
+(IAM's ``aws:userid`` policy variable is ``role-id:ec2-instance-id`` for a role assigned to an EC2 instance,
+https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html). The decision below
+answers Step Functions with the token from the job record only when that instance is the one the job's open
+attempt runs on, so training code on one instance cannot answer another job's workflow.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, RootModel
+
+from spotrun.control.ports import JobStore, Workflows
+from spotrun.model.command import StageResult, TrainResult, WorkflowStep
+from spotrun.model.job import JobStatus
+
+ReportKind = Literal["heartbeat", "success", "failure"]
+
+# The status a job is in while the workflow waits on the agent for a step (control.dispatch records it).
+STEP_STATUS: dict[str, JobStatus] = {"stage": JobStatus.STAGING, "train": JobStatus.TRAINING}
+_RESULTS: dict[str, type[BaseModel]] = {"stage": StageResult, "train": TrainResult}
+
+
+class ReportInvalid(Exception):
+    """The report's result is not the one its step produces (HTTP 422)."""
+
+
+# Step Functions' limits on SendTaskFailure (error <= 256 characters, cause <= 32768).
+MAX_ERROR_CHARS = 256
+MAX_CAUSE_CHARS = 32768
+
+# An assumed-role session ARN, as STS and API Gateway name it: account, role name (no path), session name.
+_SESSION_ARN = re.compile(
+    r"^arn:aws[a-z-]*:sts::(?P<account>\d{12}):assumed-role/(?P<role>[\w+=,.@-]{1,64})/(?P<session>[\w+=,.@-]{2,64})$"
+)
+
+
+class ReportRefused(Exception):
+    """The caller may not report for this job: not its instance's role session (HTTP 403)."""
+
+
+class ReportNotWaited(Exception):
+    """The job does not wait on this step of this attempt (HTTP 409)."""
+
+
+class TaskGone(Exception):
+    """Step Functions no longer waits for the task: timed out, stopped, or already answered (HTTP 410)."""
+
+
+class _Report(BaseModel):
+    job_id: str = Field(pattern=r"^[A-Za-z0-9._-]{1,128}$", description="The job the step belongs to.")
+    attempt: int = Field(ge=1, le=10_000, description="The attempt the agent runs.")
+    step: WorkflowStep
+
+
+class HeartbeatReport(_Report):
+    """The step is alive."""
+
+    kind: Literal["heartbeat"]
+
+
+class SuccessReport(_Report):
+    """The step succeeded with its result (a StageResult for stage, a TrainResult for train)."""
+
+    kind: Literal["success"]
+    output: StageResult | TrainResult
+
+
+class FailureReport(_Report):
+    """The step failed: an error name the workflow routes on, and a JSON cause."""
+
+    kind: Literal["failure"]
+    error: str = Field(min_length=1, max_length=MAX_ERROR_CHARS)
+    cause: str = Field(max_length=MAX_CAUSE_CHARS)
+
+
+class AgentReport(
+    RootModel[Annotated[HeartbeatReport | SuccessReport | FailureReport, Field(discriminator="kind")]]
+):
+    """What an agent reports about the step it runs; the body of ``POST /agent/reports``."""
+
+
+class CallerIdentity(BaseModel):
+    """Who signed the request, as API Gateway authenticated it (never from the body).
+
+    Attributes
+    ----------
+    user_arn
+        ``requestContext.identity.userArn``; None for a request without an authenticated identity.
+    account_id
+        The API owner's account (``requestContext.accountId``): the instance role is in it.
+    """
+
+    user_arn: str | None
+    account_id: str
+
+
+class ReportAnswer(BaseModel):
+    """A report the workflow took."""
+
+    job_id: str
+    step: WorkflowStep
+    kind: ReportKind
+
+
+def caller_instance(identity: CallerIdentity, instance_role_name: str) -> str:
+    """The instance a request was signed from, when it was signed with the deployment's instance role.
+
+    Raises
+    ------
+    ReportRefused
+        When the caller is not a session of ``instance_role_name`` in the API's account.
+    """
+    match = _SESSION_ARN.match(identity.user_arn or "")
+    if match is None:
+        raise ReportRefused("only an instance of this deployment, signing with its role, may report")
+    if match["account"] != identity.account_id or match["role"] != instance_role_name:
+        raise ReportRefused("only an instance of this deployment, signing with its role, may report")
+    return match["session"]
+
+
+def answer_agent_report(
+    report: HeartbeatReport | SuccessReport | FailureReport,
+    *,
+    identity: CallerIdentity,
+    instance_role_name: str,
+    store: JobStore,
+    workflows: Workflows,
+) -> ReportAnswer:
+    """Answer the workflow for the instance that runs ``report.job_id``'s open attempt, and for no other.
+
+    Parameters
+    ----------
+    report
+        The agent's report (:attr:`AgentReport.root`).
+    identity
+        Who signed the request.
+    instance_role_name
+        The deployment's instance role: only its sessions may report.
+    store, workflows
+        Ports to the job store (which holds the task token) and Step Functions.
+
+    Returns
+    -------
+    ReportAnswer
+        What was answered.
+
+    Raises
+    ------
+    ReportRefused
+        The caller is not the instance of the job's open attempt (or the job does not exist: the caller
+        learns nothing of other jobs).
+    ReportNotWaited
+        The job does not wait on this step of this attempt.
+    ReportInvalid
+        A success whose result is not its step's.
+    TaskGone
+        Step Functions no longer waits for the task.
+    """
+    instance_id = caller_instance(identity, instance_role_name)
+    job = store.get(report.job_id)
+    attempt = None if job is None else job.open_attempt
+    if job is None or attempt is None or attempt.instance_id != instance_id:
+        raise ReportRefused(f"instance {instance_id} does not run an open attempt of job {report.job_id}")
+    if attempt.number != report.attempt or job.status != STEP_STATUS[report.step] or not job.task_token:
+        raise ReportNotWaited(
+            f"job {report.job_id} does not wait on {report.step} of attempt {report.attempt} "
+            f"(it is {job.status}, attempt {attempt.number})"
+        )
+    token = job.task_token
+    if isinstance(report, HeartbeatReport):
+        taken = workflows.send_heartbeat(token)
+    elif isinstance(report, SuccessReport):
+        if not isinstance(report.output, _RESULTS[report.step]):
+            raise ReportInvalid(f"the result of {report.step} is a {_RESULTS[report.step].__name__}")
+        taken = workflows.send_success(token, report.output.model_dump_json())
+    else:
+        taken = workflows.fail_task(token, report.error, report.cause)
+    if not taken:
+        raise TaskGone(f"the workflow no longer waits for {report.step} of job {report.job_id}")
+    return ReportAnswer(job_id=report.job_id, step=report.step, kind=report.kind)

@@ -1,0 +1,101 @@
+"""Isolation between jobs: a training script cannot answer another job's workflow."""
+
+from __future__ import annotations
+
+import time
+
+from spotrun.aws.adapters import job_store
+from spotrun.local.demo import EXAMPLE_PREFIX, drop_manifest, wait_for_job
+from spotrun.model.job import JobStatus
+from spotrun.model.layout import log_key
+from tests.e2e.conftest import example_manifest, sha256
+
+JOB_TIMEOUT = 240
+
+# A hostile training script: with its own instance's credentials (botocore finds them in the instance's
+# IMDS), it signs a forged success for the victim's train step and posts it to the agent route.
+ATTACK = """
+import json, os, sys, urllib.error, urllib.request
+import boto3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+
+victim, url = sys.argv[1], sys.argv[2]
+forged = {
+    "job_id": victim, "attempt": 1, "step": "train", "kind": "success",
+    "output": {"seconds": 1.0, "outputs": {"key": "forged", "count": 0, "bytes": 0},
+               "model_key": "forged", "model_sha256": "0" * 64, "log_key": "forged"},
+}
+body = json.dumps(forged).encode()
+request = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": "application/json"})
+credentials = boto3.session.Session().get_credentials().get_frozen_credentials()
+SigV4Auth(credentials, "execute-api", os.environ.get("AWS_REGION", "us-east-1")).add_auth(request)
+try:
+    urllib.request.urlopen(urllib.request.Request(url, data=body, headers=dict(request.headers), method="POST"))
+    print("forged report answered 200", flush=True)
+except urllib.error.HTTPError as exc:
+    print(f"forged report answered {exc.code}", flush=True)
+output = os.environ.get("SPOTRUN_OUTPUT_DIR", "output")
+os.makedirs(output, exist_ok=True)
+with open(os.path.join(output, "model.npy"), "wb") as model:
+    model.write(b"attacker")
+"""
+
+
+def test_a_training_script_cannot_answer_another_jobs_workflow(runtime, direct_model):
+    # Given a victim job training slowly, and a hostile script next to the example's code
+    runtime.client("s3").put_object(
+        Bucket=runtime.settings.jobs_bucket, Key=f"{EXAMPLE_PREFIX}code/attack.py", Body=ATTACK.encode()
+    )
+    victim = drop_manifest(
+        runtime,
+        example_manifest(
+            **{
+                'command: [python, train.py, --step-seconds, "0.02"]': (
+                    'command: [python, train.py, --step-seconds, "0.1"]'
+                ),
+                "name: tiny-regression": "name: victim-job",
+            }
+        ),
+        "victim-job.yaml",
+    )
+    store = job_store(runtime.settings.jobs_table, runtime.settings.region)
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while time.monotonic() < deadline:
+        job = store.get(victim.job_id)
+        if job is not None and job.status is JobStatus.TRAINING:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the victim never started training")
+
+    # When another job's training script posts a forged success for the victim's train step
+    url = runtime.settings.agent_report_url
+    attacker = drop_manifest(
+        runtime,
+        example_manifest(
+            **{
+                'command: [python, train.py, --step-seconds, "0.02"]': (
+                    f'command: [python, attack.py, "{victim.job_id}", "{url}"]'
+                ),
+                "name: tiny-regression": "name: attacker-job",
+                "restarts_on_error: 1": "restarts_on_error: 0",
+            }
+        ),
+        "attacker-job.yaml",
+    )
+    attacked = wait_for_job(runtime, attacker.job_id, timeout=JOB_TIMEOUT)
+    job = wait_for_job(runtime, victim.job_id, timeout=JOB_TIMEOUT)
+
+    # Then the forged report was refused as not the victim's instance
+    log = (
+        runtime.client("s3")
+        .get_object(Bucket=runtime.settings.jobs_bucket, Key=log_key(attacker.job_id, 1))["Body"]
+        .read()
+    )
+    assert b"forged report answered 403" in log, log[-2000:]
+    assert attacked.status is JobStatus.SUCCEEDED, attacked.error
+    # and the victim ended SUCCEEDED with its own model, unchanged by the forgery
+    assert job.status is JobStatus.SUCCEEDED, job.error
+    assert job.model_sha256 == sha256(direct_model)
+    assert JobStatus.TRAINING in [change.status for change in job.timeline]

@@ -1,0 +1,213 @@
+"""The agent-report decision: only the job's own instance, on the step the workflow waits on, is answered."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import ValidationError
+
+from spotrun.control.agent_reports import (
+    AgentReport,
+    CallerIdentity,
+    FailureReport,
+    HeartbeatReport,
+    ReportInvalid,
+    ReportNotWaited,
+    ReportRefused,
+    SuccessReport,
+    TaskGone,
+    answer_agent_report,
+)
+from spotrun.model.command import StageResult
+from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource
+from tests.unit.fakes import FakeWorkflows, InMemoryJobStore
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+ACCOUNT = "123456789012"
+ROLE = "spotrun-instances"
+TOKEN = "token-of-job-a"
+STAGE_RESULT = {"files": 1, "bytes": 2, "seconds": 0.5}
+
+
+def session(instance_id: str, role: str = ROLE, account: str = ACCOUNT) -> CallerIdentity:
+    return CallerIdentity(
+        user_arn=f"arn:aws:sts::{account}:assumed-role/{role}/{instance_id}", account_id=ACCOUNT
+    )
+
+
+def running_job(status: JobStatus = JobStatus.STAGING, ended: bool = False, token: str | None = TOKEN) -> Job:
+    attempt = Attempt(
+        number=1,
+        instance_id="i-aaaa",
+        instance_type="g5.xlarge",
+        availability_zone="us-east-1a",
+        lifecycle="spot",
+        price_per_hour=0.3,
+        started_at=NOW,
+        ended_at=NOW if ended else None,
+    )
+    return Job(
+        job_id="job-a",
+        name="a",
+        status=status,
+        source=ManifestSource(),
+        created_at=NOW,
+        updated_at=NOW,
+        attempts=[attempt],
+        task_token=token,
+    )
+
+
+def answer(
+    report: HeartbeatReport | SuccessReport | FailureReport, identity: CallerIdentity, job: Job | None = None
+) -> FakeWorkflows:
+    store, workflows = InMemoryJobStore(), FakeWorkflows()
+    store.create(job or running_job())
+    answer_agent_report(report, identity=identity, instance_role_name=ROLE, store=store, workflows=workflows)
+    return workflows
+
+
+def heartbeat(**fields: object) -> HeartbeatReport | SuccessReport | FailureReport:
+    report = {"job_id": "job-a", "attempt": 1, "step": "stage", "kind": "heartbeat"} | fields
+    return AgentReport.model_validate(report).root
+
+
+def test_the_jobs_instance_answers_success_with_the_records_token() -> None:
+    # Given the instance of job-a's open attempt reports staging's success
+    report = heartbeat(kind="success", output=STAGE_RESULT)
+    # When it is answered
+    workflows = answer(report, session("i-aaaa"))
+    # Then Step Functions gets the job record's token and the output
+    expected = StageResult.model_validate(STAGE_RESULT).model_dump()
+    assert [(token, json.loads(output)) for token, output in workflows.succeeded] == [(TOKEN, expected)]
+
+
+def test_heartbeat_and_failure_are_answered_with_the_token() -> None:
+    # Given the job's own instance
+    # When it sends a heartbeat, then a failure
+    beats = answer(heartbeat(), session("i-aaaa"))
+    failed = answer(
+        heartbeat(kind="failure", error="Staging.Failed", cause='{"message": "x"}'), session("i-aaaa")
+    )
+    # Then each reaches Step Functions on the job's token
+    assert beats.heartbeats == [TOKEN]
+    assert failed.failed == [(TOKEN, "Staging.Failed", '{"message": "x"}')]
+
+
+def test_another_instance_is_refused_and_nothing_is_answered() -> None:
+    # Given an instance that does not run job-a
+    store, workflows = InMemoryJobStore(), FakeWorkflows()
+    store.create(running_job())
+    # When it reports job-a's success
+    with pytest.raises(ReportRefused):
+        answer_agent_report(
+            heartbeat(kind="success", output=STAGE_RESULT),
+            identity=session("i-bbbb"),
+            instance_role_name=ROLE,
+            store=store,
+            workflows=workflows,
+        )
+    # Then the workflow heard nothing
+    assert workflows.succeeded == []
+    assert workflows.closed_tokens == set()
+
+
+@pytest.mark.parametrize(
+    "identity",
+    [
+        session("i-aaaa", role="someone-else"),  # the right session name under another role
+        session("i-aaaa", account="210987654321"),  # the instance role's name in another account
+        CallerIdentity(user_arn=f"arn:aws:iam::{ACCOUNT}:user/i-aaaa", account_id=ACCOUNT),  # a user
+        CallerIdentity(user_arn=None, account_id=ACCOUNT),  # unsigned
+    ],
+    ids=["other-role", "other-account", "iam-user", "no-identity"],
+)
+def test_a_caller_that_is_not_an_instance_role_session_is_refused(identity: CallerIdentity) -> None:
+    # Given a caller whose identity is not the deployment's instance role session
+    # When it reports
+    # Then it is refused
+    with pytest.raises(ReportRefused):
+        answer(heartbeat(), identity)
+
+
+def test_an_unknown_job_is_refused_as_another_jobs() -> None:
+    # Given no job of that id
+    # When an instance reports for it
+    # Then it is refused (the caller learns nothing of which jobs exist)
+    with pytest.raises(ReportRefused):
+        answer(heartbeat(job_id="job-z"), session("i-aaaa"))
+
+
+def test_the_instance_of_an_ended_attempt_is_refused() -> None:
+    # Given job-a's attempt on i-aaaa has ended
+    # When i-aaaa reports
+    # Then it is refused
+    with pytest.raises(ReportRefused):
+        answer(heartbeat(), session("i-aaaa"), running_job(ended=True))
+
+
+@pytest.mark.parametrize(
+    ("report", "job"),
+    [
+        (heartbeat(step="train"), running_job(JobStatus.STAGING)),  # another step than the one waited on
+        (heartbeat(attempt=2), running_job()),  # another attempt
+        (heartbeat(), running_job(token=None)),  # no token recorded
+    ],
+    ids=["step", "attempt", "no-token"],
+)
+def test_a_step_the_job_does_not_wait_on_is_not_answered(report: HeartbeatReport, job: Job) -> None:
+    # Given the job's instance, but a step, attempt or token the job does not wait on
+    # When it reports
+    # Then the report is refused as not waited on
+    with pytest.raises(ReportNotWaited):
+        answer(report, session("i-aaaa"), job)
+
+
+def test_a_task_step_functions_no_longer_waits_for_is_gone() -> None:
+    # Given Step Functions answered the task already
+    store, workflows = InMemoryJobStore(), FakeWorkflows()
+    store.create(running_job())
+    workflows.closed_tokens.add(TOKEN)
+    # When the instance reports
+    # Then the outcome is TaskGone
+    with pytest.raises(TaskGone):
+        answer_agent_report(
+            heartbeat(), identity=session("i-aaaa"), instance_role_name=ROLE, store=store, workflows=workflows
+        )
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"kind": "success"},
+        {"kind": "failure", "error": "Staging.Failed"},
+        {"kind": "success", "output": {"files": "many"}},
+        {"kind": "reboot"},
+        {"job_id": "../x"},
+    ],
+    ids=["success-without-output", "failure-without-cause", "bad-output", "unknown-kind", "job-id"],
+)
+def test_a_malformed_report_is_invalid(fields: dict[str, object]) -> None:
+    # Given a report whose fields do not fit its kind
+    # When it is read
+    # Then it fails validation
+    with pytest.raises(ValidationError):
+        heartbeat(**fields)
+
+
+def test_a_success_whose_result_is_not_its_steps_is_invalid() -> None:
+    # Given the job's own instance reports staging's success with a train result
+    train_result = {
+        "seconds": 1.0,
+        "outputs": {"key": "k", "count": 1, "bytes": 1},
+        "model_key": "m",
+        "model_sha256": "0" * 64,
+        "log_key": "l",
+    }
+    report = heartbeat(kind="success", output=train_result)
+    # When it is answered
+    # Then it is refused as invalid, and nothing reaches the workflow
+    with pytest.raises(ReportInvalid):
+        answer(report, session("i-aaaa"))
