@@ -273,7 +273,8 @@ def _refuse_method(event: dict[str, Any]) -> tuple[int, str, tuple[str, str]] | 
     """405, with the methods the path allows, for a path that exists but not with this method (RFC 9110 15.5.6)."""
     method = str(event.get("httpMethod") or "").upper()
     path = str(event.get("path") or "/")
-    routes = [route for route in app._static_routes + app._dynamic_routes if route.rule.match(path)]
+    # fullmatch: the rules end in "$", which also matches before a trailing newline ("/schedules/%0A").
+    routes = [route for route in app._static_routes + app._dynamic_routes if route.rule.fullmatch(path)]
     allowed = sorted({route.method.upper() for route in routes})
     if not allowed or method in allowed:
         return None

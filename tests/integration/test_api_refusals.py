@@ -72,6 +72,14 @@ def test_a_method_a_path_does_not_have_is_a_405_listing_those_it_has(
     assert allowed in answer.body["message"]
 
 
+def test_a_path_with_a_trailing_newline_is_no_route_of_the_api(deployment, lambda_context):
+    # Given a schedule name that is only a newline (DELETE /schedules/%0A, found by schemathesis)
+    # When it is deleted
+    answer = call(lambda_context, "DELETE", "/schedules/\n")
+    # Then it is a 404 like any path no route has, not a 405 for /schedules
+    assert answer.status == 404
+
+
 def test_an_unknown_path_is_still_a_404(deployment, lambda_context):
     # Given / When a path no route has is requested with any method
     # Then it is a 404
