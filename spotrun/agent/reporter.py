@@ -20,15 +20,11 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from spotrun.model.command import FailureCause
+from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, FailureCause
 
 logger = logging.getLogger(__name__)
 
 JSON = "application/json"
-
-# Step Functions limits: error <= 256 characters, cause <= 32768, output <= 256 KiB.
-MAX_ERROR_CHARS = 256
-MAX_CAUSE_CHARS = 32768
 
 
 class ReportError(RuntimeError):

@@ -18,8 +18,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, RootModel
 
 from spotrun.control.ports import JobStore, Workflows
-from spotrun.model.command import StageResult, TrainResult, WorkflowStep
+from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, StageResult, TrainResult, WorkflowStep
 from spotrun.model.job import JobStatus
+from spotrun.model.layout import JOB_ID_PATTERN
 
 ReportKind = Literal["heartbeat", "success", "failure"]
 
@@ -31,10 +32,6 @@ _RESULTS: dict[str, type[BaseModel]] = {"stage": StageResult, "train": TrainResu
 class ReportInvalid(Exception):
     """The report's result is not the one its step produces (HTTP 422)."""
 
-
-# Step Functions' limits on SendTaskFailure (error <= 256 characters, cause <= 32768).
-MAX_ERROR_CHARS = 256
-MAX_CAUSE_CHARS = 32768
 
 # An assumed-role session ARN, as STS and API Gateway name it: account, role name (no path), session name.
 _SESSION_ARN = re.compile(
@@ -55,7 +52,7 @@ class TaskGone(Exception):
 
 
 class _Report(BaseModel):
-    job_id: str = Field(pattern=r"^[A-Za-z0-9._-]{1,128}$", description="The job the step belongs to.")
+    job_id: str = Field(pattern=rf"^{JOB_ID_PATTERN}$", description="The job the step belongs to.")
     attempt: int = Field(ge=1, le=10_000, description="The attempt the agent runs.")
     step: WorkflowStep
 

@@ -71,6 +71,10 @@ def check_relative_path(value: str, field: str) -> str:
 # emulator's API Gateway stand-in on the loopback interface locally. Anything else is refused, so that a
 # rewritten command cannot send the instance's signed reports elsewhere.
 AGENT_REPORTS_PATH: Final = "/agent/reports"
+# What a failure report may carry: Step Functions' limits on SendTaskFailure (error <= 256 characters, cause
+# <= 32768), which the API function passes the report on to.
+MAX_ERROR_CHARS: Final = 256
+MAX_CAUSE_CHARS: Final = 32768
 REPORT_URL: Final = re.compile(
     r"^(?:https://[a-z0-9]+\.execute-api\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/[A-Za-z0-9_-]+"
     r"|http://127\.0\.0\.1:[0-9]{1,5}(?:/[A-Za-z0-9_-]+)?)" + re.escape(AGENT_REPORTS_PATH) + "$"

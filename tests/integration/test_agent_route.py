@@ -135,19 +135,19 @@ def status(runtime: LocalRuntime, arn: str) -> str:
 
 def test_only_the_jobs_own_instance_moves_its_workflow(runtime: LocalRuntime) -> None:
     # Given two jobs, each waiting on staging, on instances i-aaaa and i-bbbb
-    a_arn, a_credentials = waiting_job(runtime, "job-a", "i-aaaa")
-    b_arn, b_credentials = waiting_job(runtime, "job-b", "i-bbbb")
+    a_arn, a_credentials = waiting_job(runtime, "job-a-00000000000a", "i-aaaa")
+    b_arn, b_credentials = waiting_job(runtime, "job-b-00000000000b", "i-bbbb")
 
     # When job-b's instance reports job-a's success, signed with its own credentials
     with pytest.raises(ReportError, match="403") as refused:
-        reporter(runtime, b_credentials, "job-a").succeed(STAGED)
+        reporter(runtime, b_credentials, "job-a-00000000000a").succeed(STAGED)
     # Then it is refused and job-a's task is untouched
     assert not isinstance(refused.value, TaskAbandonedError)
     time.sleep(0.3)
     assert status(runtime, a_arn) == "RUNNING"
 
     # When job-a's instance reports its own heartbeat and success
-    own = reporter(runtime, a_credentials, "job-a")
+    own = reporter(runtime, a_credentials, "job-a-00000000000a")
     own.heartbeat()
     own.succeed(STAGED)
     # Then job-a's workflow moves on with that output, and job-b still waits
@@ -162,8 +162,10 @@ def test_only_the_jobs_own_instance_moves_its_workflow(runtime: LocalRuntime) ->
 
 def test_an_unsigned_or_badly_signed_report_is_refused(runtime: LocalRuntime) -> None:
     # Given a job waiting on its instance
-    arn, credentials = waiting_job(runtime, "job-c", "i-cccc")
-    body = json.dumps({"job_id": "job-c", "attempt": 1, "step": "stage", "kind": "heartbeat"}).encode()
+    arn, credentials = waiting_job(runtime, "job-c-00000000000c", "i-cccc")
+    body = json.dumps(
+        {"job_id": "job-c-00000000000c", "attempt": 1, "step": "stage", "kind": "heartbeat"}
+    ).encode()
 
     # When the report is posted unsigned
     request = urllib.request.Request(  # noqa: S310 - the local stand-in
@@ -179,7 +181,7 @@ def test_an_unsigned_or_badly_signed_report_is_refused(runtime: LocalRuntime) ->
 
     # When it is signed with the instance's key but another secret
     with pytest.raises(ReportError, match="403"):
-        reporter(runtime, credentials, "job-c", secret="not-the-secret").heartbeat()
+        reporter(runtime, credentials, "job-c-00000000000c", secret="not-the-secret").heartbeat()
     # Then the stand-in refuses the signature, and the task still waits
     assert status(runtime, arn) == "RUNNING"
 

@@ -49,7 +49,7 @@ def running_job(status: JobStatus = JobStatus.STAGING, ended: bool = False, toke
         ended_at=NOW if ended else None,
     )
     return Job(
-        job_id="job-a",
+        job_id="job-a-00000000000a",
         name="a",
         status=status,
         source=ManifestSource(),
@@ -70,7 +70,7 @@ def answer(
 
 
 def heartbeat(**fields: object) -> HeartbeatReport | SuccessReport | FailureReport:
-    report = {"job_id": "job-a", "attempt": 1, "step": "stage", "kind": "heartbeat"} | fields
+    report = {"job_id": "job-a-00000000000a", "attempt": 1, "step": "stage", "kind": "heartbeat"} | fields
     return AgentReport.model_validate(report).root
 
 
@@ -137,7 +137,7 @@ def test_an_unknown_job_is_refused_as_another_jobs() -> None:
     # When an instance reports for it
     # Then it is refused (the caller learns nothing of which jobs exist)
     with pytest.raises(ReportRefused):
-        answer(heartbeat(job_id="job-z"), session("i-aaaa"))
+        answer(heartbeat(job_id="job-z-00000000000f"), session("i-aaaa"))
 
 
 def test_the_instance_of_an_ended_attempt_is_refused() -> None:
