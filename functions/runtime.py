@@ -25,13 +25,14 @@ from spotrun.aws.adapters import (
     S3Objects,
     SsmCommands,
     StepFunctionsWorkflows,
+    StsJobAccess,
     client,
     forget_clients,
     job_store,
 )
 from spotrun.aws.schedules import DynamoRunRecords, SchedulerSchedules
 from spotrun.aws.settings import Settings
-from spotrun.control.ports import Commands, Compute, JobStore, Objects, Schedules, Workflows
+from spotrun.control.ports import Commands, Compute, JobAccess, JobStore, Objects, Schedules, Workflows
 from spotrun.control.schedules import RunRecords
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, SHAPE
 
@@ -83,6 +84,11 @@ class Ports:
     def workflows(self) -> Workflows:
         """Step Functions."""
         return StepFunctionsWorkflows(self.settings.region)
+
+    @cached_property
+    def job_access(self) -> JobAccess:
+        """STS, for the job-access role (the agent's S3 credentials)."""
+        return StsJobAccess(self.settings.job_access_role_arn, self.settings.region)
 
     @cached_property
     def run_records(self) -> RunRecords:

@@ -11,6 +11,7 @@ from infra.constructs.api import RestApi
 from infra.constructs.events import Buses, Rules
 from infra.constructs.functions import Functions
 from infra.constructs.instances import Instances
+from infra.constructs.job_access import JobAccess
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.network import Network
 from infra.constructs.permissions import Targets
@@ -52,20 +53,28 @@ class SpotrunStack(Stack):
         storage = Storage(self, "Storage", shape=shape, options=options)
         network = Network(self, "Network", options=options)
         jobs_bucket = storage.buckets["jobs"]
-        instances = Instances(
-            self,
-            "Instances",
-            options=options,
-            security_group=network.security_group,
-            jobs_bucket=jobs_bucket,
-            shape=shape,
-        )
         functions = Functions(self, "Functions", shape=shape, layer_version=options.powertools_layer_version)
         workflow = Workflow(
             self, "Workflow", shape=shape, definition_file=STATE_MACHINE_FILE, functions=functions.functions
         )
         api = RestApi(self, "Api", function=functions.functions["api"])
-        instances.grant_agent_reports(api.agent_reports_arn)
+        job_access = JobAccess(
+            self,
+            "JobAccess",
+            jobs_bucket=jobs_bucket,
+            data_buckets=options.data_buckets,
+            trusted=functions.roles["api"],
+        )
+        # After the API: the user data names its credentials route (the RestApi's id, not its deployment).
+        instances = Instances(
+            self,
+            "Instances",
+            options=options,
+            security_group=network.security_group,
+            shape=shape,
+            credentials_url=api.agent_credentials_url,
+        )
+        instances.grant_agent_routes([api.agent_reports_arn, api.agent_credentials_arn])
         bucket_names = {logical: bucket.bucket_name for logical, bucket in storage.buckets.items()}
         Rules(self, "Rules", shape=shape, bucket_names=bucket_names, functions=functions.functions)
         buses = Buses(self, "Buses", shape=shape).buses
@@ -86,6 +95,7 @@ class SpotrunStack(Stack):
             "archive_buckets": options.archive_buckets,
             "agent_report_url": api.agent_reports_url,
             "instance_role_name": instances.role.role_name,
+            "job_access_role_arn": job_access.role.role_arn,
         }
         # Settings fields follow the shape's logical names, as in the emulator: table "jobs" -> jobs_table.
         bucket_settings = {
@@ -111,6 +121,7 @@ class SpotrunStack(Stack):
                 agent_document_name=shape.agent_document_name,
                 launch_template_id=instances.launch_template.launch_template_id or "",
                 instance_role_arn=instances.role.role_arn,
+                job_access_role_arn=job_access.role.role_arn,
                 subnet_ids=tuple(subnet.subnet_id for subnet in network.subnets),
                 bus_arns={setting: bus.event_bus_arn for setting, bus in buses.items()},
                 schedule_group=schedules.group_name,

@@ -274,6 +274,7 @@ SHAPE = DeploymentShape(
                 "scheduler_role_arn",
                 "scheduled_run_arn",
                 "instance_role_name",
+                "job_access_role_arn",
             ),
         ),
         FunctionSpec(

@@ -4,7 +4,8 @@ The caller's identity is API Gateway's, never the body's: with IAM authorization
 SigV4 signature and puts the effective caller in ``requestContext.identity.userArn`` (``$context.identity.
 userArn``, "the ARN of the effective user identified after authentication";
 https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-mapping-template-reference.html).
-The decision is :func:`spotrun.control.agent_reports.answer_agent_report`.
+The decisions are :func:`spotrun.control.agent_reports.answer_agent_report` and
+:func:`spotrun.control.job_credentials.issue_job_credentials` (the agent's S3 credentials for its own job).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from spotrun.control.agent_reports import (
     TaskGone,
     answer_agent_report,
 )
-from spotrun.model.command import AGENT_REPORTS_PATH
+from spotrun.control.job_credentials import CredentialsRequest, issue_job_credentials
+from spotrun.model.command import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
+from spotrun.model.job_access import JobAccessRefused, JobCredentials
 
 router = Router()
 
@@ -51,12 +54,7 @@ router = Router()
     },
 )
 def report(report: Annotated[AgentReport, Body(description="What the agent reports.")]) -> ReportAnswer:
-    # The REST proxy event (this router is included by an APIGatewayRestResolver).
-    event = APIGatewayProxyEvent(router.current_event.raw_event)
-    identity = CallerIdentity(
-        user_arn=event.request_context.identity.user_arn,
-        account_id=event.request_context.account_id,
-    )
+    identity = _caller()
     aws = ports("api")
     answer = answer_agent_report(
         report.root,
@@ -69,17 +67,73 @@ def report(report: Annotated[AgentReport, Body(description="What the agent repor
     return answer
 
 
+@router.post(
+    AGENT_CREDENTIALS_PATH,
+    summary="S3 credentials for the caller's own job (instances only)",
+    description="The agent on a job's instance gets temporary credentials (at most one hour; it asks again "
+    "before they expire) that reach only that job's objects, inputs and code: a session of the job-access "
+    "role with the job's session policy. Only the instance of the job's open attempt, signing with the "
+    "deployment's instance role, is answered.",
+    responses={
+        **ok_response(JobCredentials, "Credentials for the job's attempt: secret, never to be logged."),
+        **error_response(400, "The body is not JSON (or not UTF-8 text)."),
+        **error_response(413, "The body is larger than the API takes."),
+        **error_response(415, "The body is not sent as JSON (Content-Type: application/json)."),
+        **error_response(403, "The caller is not the instance of the job's open attempt."),
+        **error_response(409, "The job's open attempt is another one."),
+        **error_response(
+            422,
+            "The request fails validation, or the job's manifest cannot be scoped to it (errors says why).",
+        ),
+    },
+)
+def credentials(
+    request: Annotated[CredentialsRequest, Body(description="The job and attempt the agent runs.")],
+) -> JobCredentials:
+    aws = ports("api")
+    issued = issue_job_credentials(
+        request,
+        identity=_caller(),
+        instance_role_name=aws.settings.instance_role_name,
+        jobs_bucket=aws.settings.jobs_bucket,
+        # arn:<partition>:iam::<account>:role/<name>
+        partition=aws.settings.job_access_role_arn.split(":")[1],
+        store=aws.store,
+        access=aws.job_access,
+    )
+    # Who got what, never the secret.
+    logger.info(
+        "job credentials issued",
+        extra={
+            "job_id": request.job_id,
+            "attempt": request.attempt,
+            "expiration": issued.expiration.isoformat(),
+        },
+    )
+    return issued
+
+
+def _caller() -> CallerIdentity:
+    # The REST proxy event (this router is included by an APIGatewayRestResolver).
+    event = APIGatewayProxyEvent(router.current_event.raw_event)
+    return CallerIdentity(
+        user_arn=event.request_context.identity.user_arn,
+        account_id=event.request_context.account_id,
+    )
+
+
 _STATUS: dict[type[Exception], int] = {
     ReportRefused: 403,
     ReportNotWaited: 409,
     TaskGone: 410,
     ReportInvalid: 422,
+    JobAccessRefused: 422,
 }
 
 
-@router.exception_handler([ReportRefused, ReportNotWaited, TaskGone, ReportInvalid])
+@router.exception_handler([ReportRefused, ReportNotWaited, TaskGone, ReportInvalid, JobAccessRefused])
 def _refused(exc: Exception) -> Response[ApiError]:
     status = _STATUS[type(exc)]
     if status == 403:
-        logger.warning("agent report refused", extra={"reason": str(exc)})
+        logger.warning("agent request refused", extra={"reason": str(exc)})
     return refusal(status, str(exc))

@@ -3,7 +3,8 @@
 #   1. a wrapper /usr/local/bin/spotrun-agent, first, so a step that SSM delivers early waits for the install;
 #   2. the instance-store NVMe volumes as one filesystem at @NVME_ROOT@ (RAID 0 when there are several);
 #   3. the agent from its S3 asset into a virtualenv, then the ready marker.
-# @...@ markers are filled in by infra/constructs/instances.py.
+# @...@ markers are filled in by infra/constructs/instances.py (@CREDENTIALS_URL@: the API's route where the
+# agent gets its job's S3 credentials; the instance role reaches nothing of the jobs bucket).
 set -euo pipefail
 # Everything made here is for root alone: the agent and the training command it starts run as root (SSM Run
 # Command's runShellScript), and no other user on the instance needs a job's files or the agent's.
@@ -63,6 +64,6 @@ rm -rf "$HOME_DIR/src"
 "$PYTHON" -m zipfile -e "$HOME_DIR/agent.zip" "$HOME_DIR/src"
 "$HOME_DIR/venv/bin/pip" install --quiet --upgrade pip
 "$HOME_DIR/venv/bin/pip" install --quiet "$HOME_DIR/src"
-printf 'SPOTRUN_NVME_ROOT=%s\n' "$NVME_ROOT" > "$HOME_DIR/agent.env"
+printf 'SPOTRUN_NVME_ROOT=%s\nSPOTRUN_AGENT_CREDENTIALS_URL=%s\n' "$NVME_ROOT" "@CREDENTIALS_URL@" > "$HOME_DIR/agent.env"
 touch "$READY"
 echo "spotrun agent ready"

@@ -9,13 +9,13 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.nag import acknowledge
-from spotrun.model.command import AGENT_REPORTS_PATH
+from spotrun.model.command import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
 
 # Steady requests per second and burst for the whole stage: a control plane, not a data plane.
 THROTTLE_RATE = 20
 THROTTLE_BURST = 40
 STAGE_NAME = "v1"
-# The agent's route (functions.api.agent): the only one the instance role may invoke.
+# The agent's routes (functions.api.agent): the only ones the instance role may invoke.
 AGENT_REPORTS_METHOD = "POST"
 
 
@@ -36,6 +36,8 @@ class RestApi(Construct):
         URL of the agent's route (``POST``), where instances report their steps.
     agent_reports_arn
         The ``execute-api:Invoke`` resource of that route alone.
+    agent_credentials_url, agent_credentials_arn
+        The same for the route where the agent gets its job's S3 credentials (``POST``).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, function: lambda_.IFunction):
@@ -78,13 +80,15 @@ class RestApi(Construct):
         # Built from the API's id, not from its stage: the agent_step function's setting would otherwise wait
         # for the deployment, which waits for the api function, which waits for the state machine, which waits
         # for agent_step (a cycle).
-        self.agent_reports_url = (
-            f"https://{self.api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}/{STAGE_NAME}"
-            f"{AGENT_REPORTS_PATH}"
-        )
-        # The one stage, method and path: no wildcard (and no cdk-nag finding to excuse).
+        stage_url = f"https://{self.api.rest_api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}/{STAGE_NAME}"
+        self.agent_reports_url = f"{stage_url}{AGENT_REPORTS_PATH}"
+        self.agent_credentials_url = f"{stage_url}{AGENT_CREDENTIALS_PATH}"
+        # The one stage, method and path each: no wildcard (and no cdk-nag finding to excuse).
         self.agent_reports_arn = self.api.arn_for_execute_api(
             AGENT_REPORTS_METHOD, AGENT_REPORTS_PATH, STAGE_NAME
+        )
+        self.agent_credentials_arn = self.api.arn_for_execute_api(
+            AGENT_REPORTS_METHOD, AGENT_CREDENTIALS_PATH, STAGE_NAME
         )
         self._acknowledge()
 

@@ -27,6 +27,8 @@ class Targets:
     scheduler_role_arn: str = ""
     # The deployer's extra archive buckets (option archive_buckets): name -> bucket ARN.
     archive_bucket_arns: Mapping[str, str] = field(default_factory=dict)
+    # The role the API function assumes for an instance's job credentials (infra.constructs.job_access).
+    job_access_role_arn: str = ""
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,14 @@ from __future__ import annotations
 from aws_cdk import Aws, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.constructs.bundling import agent_trees, bundled
 from infra.constructs.functions import RUNTIME
-from infra.nag import acknowledge, wildcard_resource_finding
+from infra.nag import acknowledge
 from infra.options import StackOptions
-from spotrun.model.layout import JOBS_PREFIX
 from spotrun.shape import METRICS_NAMESPACE, REPO_ROOT, DeploymentShape
 
 NVME_ROOT = "/mnt/nvme"
@@ -46,15 +44,15 @@ class Instances(Construct):
         *,
         options: StackOptions,
         security_group: ec2.ISecurityGroup,
-        jobs_bucket: s3.IBucket,
         shape: DeploymentShape,
+        credentials_url: str,
     ):
         super().__init__(scope, construct_id)
         self.role = iam.Role(
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description="spotrun GPU instances: SSM, the job's S3 prefix, the agent report route, GPU metrics",
+            description="spotrun GPU instances: SSM, the agent's report and credentials routes, GPU metrics",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(SSM_CORE_POLICY)],
         )
         acknowledge(
@@ -65,7 +63,8 @@ class Instances(Construct):
             "the account's SSM parameters (ssm:GetParameter*), so spotrun keeps nothing in Parameter Store",
         )
         self.profile = iam.InstanceProfile(self, "Profile", role=self.role)
-        self._grant_storage(jobs_bucket, options)
+        # No S3 statement on the jobs bucket or the data buckets: the agent's S3 credentials are its job's, a
+        # session of the job-access role narrowed to that job (infra.constructs.job_access), from the API.
         self.role.add_to_policy(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
@@ -83,7 +82,7 @@ class Instances(Construct):
         )
         # Named (after the stack, so two stacks never collide): fleet requests name the template.
         self.launch_template_name = f"{Stack.of(self).stack_name}-agent"
-        self.launch_template = self._launch_template(options, security_group, agent)
+        self.launch_template = self._launch_template(options, security_group, agent, credentials_url)
         self.document = ssm.CfnDocument(
             self,
             "AgentDocument",
@@ -101,69 +100,34 @@ class Instances(Construct):
             "by the cloudwatch:namespace condition",
         )
 
-    def grant_agent_reports(self, agent_reports_arn: str) -> None:
-        """Let the agent call the API's agent route, and nothing else of the API; no Step Functions action.
+    def grant_agent_routes(self, agent_route_arns: list[str]) -> None:
+        """Let the agent call the API's agent routes, and nothing else of the API; no Step Functions action.
 
         The instance never holds a task token: the API function answers the workflow once it has checked that
-        the signing instance runs the job's open attempt (:mod:`spotrun.control.agent_reports`). A policy of its
+        the signing instance runs the job's open attempt (:mod:`spotrun.control.agent_reports`), and answers
+        its job's S3 credentials on the same check (:mod:`spotrun.control.job_credentials`). A policy of its
         own rather than a statement in the role's default policy, which the launch template waits for.
         """
         iam.Policy(
             self,
             "AgentReports",
             roles=[self.role],
-            statements=[iam.PolicyStatement(actions=["execute-api:Invoke"], resources=[agent_reports_arn])],
+            statements=[iam.PolicyStatement(actions=["execute-api:Invoke"], resources=agent_route_arns)],
         )
-
-    def _grant_storage(self, jobs_bucket: s3.IBucket, options: StackOptions) -> None:
-        working = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*")
-        everything = jobs_bucket.arn_for_objects("*")
-        # Writes only under jobs/: the job's checkpoints (uploaded, then pruned), logs and outputs.
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"], resources=[working]
-            )
-        )
-        # Reads anywhere in the jobs bucket: the step's command and checkpoints under jobs/, and the training
-        # inputs and code a manifest points at (the example keeps them under examples/).
-        self.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[everything]))
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:ListBucket"], resources=[jobs_bucket.bucket_arn])
-        )
-        acknowledge(
-            self.role,
-            wildcard_resource_finding(self.role, working),
-            "the agent writes its job's checkpoints, logs and outputs, whose keys name a job id known only at run "
-            "time: under jobs/ only (never manifests/, schedules/ or another bucket), but this statement does "
-            "not tell one job's prefix from another's",
-        )
-        acknowledge(
-            self.role,
-            wildcard_resource_finding(self.role, everything),
-            "read-only: training inputs and code may sit anywhere in the spotrun jobs bucket (manifests name "
-            "them); this includes every job's objects under jobs/",
-        )
-        for name in options.data_buckets:
-            # Training inputs and code that manifests name in the deployer's own buckets: read only.
-            bucket_arn = f"arn:{Aws.PARTITION}:s3:::{name}"
-            self.role.add_to_policy(
-                iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{bucket_arn}/*"])
-            )
-            self.role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket_arn]))
-            acknowledge(
-                self.role,
-                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{name}/*]",
-                f"read-only access to the training data bucket {name}, named by the deployer (data_buckets)",
-            )
 
     def _launch_template(
-        self, options: StackOptions, security_group: ec2.ISecurityGroup, agent: s3_assets.Asset
+        self,
+        options: StackOptions,
+        security_group: ec2.ISecurityGroup,
+        agent: s3_assets.Asset,
+        credentials_url: str,
     ) -> ec2.LaunchTemplate:
         script = (
             USER_DATA_TEMPLATE.read_text()
             .replace("@NVME_ROOT@", NVME_ROOT)
             .replace("@REGION@", Aws.REGION)
             .replace("@AGENT_URI@", agent.s3_object_url)
+            .replace("@CREDENTIALS_URL@", credentials_url)
         )
         user_data = ec2.UserData.custom(script)
         return ec2.LaunchTemplate(

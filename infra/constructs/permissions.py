@@ -224,6 +224,16 @@ def _stop_executions(targets: Targets) -> list[Grant]:
     ]
 
 
+def _assume_job_access(targets: Targets) -> list[Grant]:
+    return [
+        Grant(
+            ("sts:AssumeRole",),
+            (targets.job_access_role_arn,),
+            "assumes the job-access role, and no other, for the S3 credentials of one job's instance",
+        )
+    ]
+
+
 # Setting -> what reading it implies. Bucket settings are refined per function by BUCKET_ACCESS.
 SETTING_GRANTS: dict[str, Callable[[Targets], list[Grant]]] = {
     "jobs_table": _table("jobs"),
@@ -235,6 +245,7 @@ SETTING_GRANTS: dict[str, Callable[[Targets], list[Grant]]] = {
     "event_bus_name": put_events,
     "schedule_group": manage_schedules,
     "scheduler_role_arn": pass_scheduler_role,
+    "job_access_role_arn": _assume_job_access,
 }
 
 # Calls a function makes that none of its settings implies.

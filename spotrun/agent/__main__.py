@@ -23,6 +23,7 @@ from spotrun.agent.runner import (
     build_context,
     execute,
     forward_notice,
+    job_s3_session,
     load_command,
 )
 from spotrun.model.command import NOTICE_STEP
@@ -70,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     environ = dict(os.environ)
     try:
         region = bootstrap_region(environ, ImdsClient(settings.imds_endpoint, timeout=0.5))
-        command = load_command(aws_client("s3", region), args.command_uri)
+        s3_session = job_s3_session(args.command_uri, settings, region)
+        command = load_command(aws_client("s3", region, s3_session), args.command_uri)
     except CommandRefusedError as exc:
         # Nothing of it runs, and no directory is made: its job id, paths or names cannot be trusted. Nothing
         # is reported either (its task token is no more trustworthy); the workflow's heartbeat timeout ends
@@ -82,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_COMMAND
     if command.step == NOTICE_STEP:
         return forward_notice(command, settings.nvme_root)
-    ctx = build_context(command, settings, environ)
+    ctx = build_context(command, settings, environ, s3_session)
 
     def on_termination(signum: int, frame: FrameType | None) -> None:
         # The instance is shutting down (or the agent is being stopped): handle it as an interruption notice,

@@ -92,6 +92,21 @@ def cause_json(cause: FailureCause, limit: int = MAX_CAUSE_CHARS) -> str:
     return text
 
 
+def signed_post(url: str, region: str, credentials: Any, body: bytes) -> urllib.request.Request:
+    """A JSON ``POST`` of ``body`` to ``url``, signed with SigV4 for ``execute-api`` with ``credentials``.
+
+    The caller checks the scheme first (only http(s) URLs of the API are posted to).
+    """
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    request = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": JSON})
+    SigV4Auth(credentials, "execute-api", region).add_auth(request)
+    return urllib.request.Request(  # noqa: S310 - the caller checked the scheme
+        url, data=body, headers=dict(request.headers.items()), method="POST"
+    )
+
+
 # What the route answers when the workflow no longer waits for the step (see functions.api.agent).
 ABANDONED_STATUSES = frozenset({409, 410})
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -143,14 +158,7 @@ class ApiReporter:
         return f"ApiReporter(url={self._url!r}, {self._about})"
 
     def _signed(self, body: bytes) -> urllib.request.Request:
-        from botocore.auth import SigV4Auth
-        from botocore.awsrequest import AWSRequest
-
-        request = AWSRequest(method="POST", url=self._url, data=body, headers={"Content-Type": JSON})
-        SigV4Auth(self._credentials(), "execute-api", self._region).add_auth(request)
-        return urllib.request.Request(  # noqa: S310 - _post checked the scheme
-            self._url, data=body, headers=dict(request.headers.items()), method="POST"
-        )
+        return signed_post(self._url, self._region, self._credentials(), body)
 
     def _post(self, kind: str, **fields: Any) -> None:
         if not self._url.startswith(("https://", "http://")):
@@ -165,7 +173,7 @@ class ApiReporter:
                     return
             except urllib.error.HTTPError as exc:
                 status = exc.code
-                message = _message(exc)
+                message = error_message(exc)
                 if status in ABANDONED_STATUSES:
                     raise TaskAbandonedError(f"{kind} refused ({status}): {message}") from None
                 if status not in RETRIED_STATUSES:
@@ -188,7 +196,8 @@ class ApiReporter:
         self._post("failure", error=error[:MAX_ERROR_CHARS], cause=cause_json(cause))
 
 
-def _message(exc: urllib.error.HTTPError) -> str:
+def error_message(exc: urllib.error.HTTPError) -> str:
+    """The ``message`` of an API error answer, cut to 500 characters (empty when there is none)."""
     try:
         return str(json.loads(exc.read() or b"{}").get("message", ""))[:500]
     except (OSError, ValueError, AttributeError):

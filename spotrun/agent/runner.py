@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from spotrun.agent.context import StepContext, StepReport
+from spotrun.agent.credentials import CredentialsError, JobCredentialsSource, job_session
 from spotrun.agent.gpu import CachedInstanceId, CloudWatchMetrics
 from spotrun.agent.imds import DEFAULT_ENDPOINT, ImdsClient
 from spotrun.agent.notices import ImdsNotices, NoticeWatcher
@@ -48,11 +49,15 @@ class AgentSettings:
         ``SPOTRUN_IMDS_ENDPOINT``, default ``http://169.254.169.254``.
     workers
         ``SPOTRUN_AGENT_WORKERS``: files copied at once, default 16.
+    credentials_url
+        ``SPOTRUN_AGENT_CREDENTIALS_URL``: the API's credentials route, where the agent gets its job's S3
+        credentials (the user data writes it; the command document itself can only be read with them).
     """
 
     nvme_root: Path = Path("/mnt/nvme")
     imds_endpoint: str = DEFAULT_ENDPOINT
     workers: int = DEFAULT_WORKERS
+    credentials_url: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentSettings:
@@ -62,6 +67,7 @@ class AgentSettings:
             nvme_root=Path(env.get("SPOTRUN_NVME_ROOT") or "/mnt/nvme"),
             imds_endpoint=env.get("SPOTRUN_IMDS_ENDPOINT") or DEFAULT_ENDPOINT,
             workers=int(env.get("SPOTRUN_AGENT_WORKERS") or DEFAULT_WORKERS),
+            credentials_url=env.get("SPOTRUN_AGENT_CREDENTIALS_URL") or "",
         )
 
 
@@ -171,19 +177,57 @@ def send_report(report: StepReport, reporter: WorkflowReporter) -> int:
     return EXIT_REPORTED
 
 
-def aws_client(service: str, region: str) -> Any:
+def aws_client(service: str, region: str, session: Any = None) -> Any:
     """A boto3 client with a connection pool sized for parallel transfers and patient retries.
 
-    Created per call (never at import), from its own session, so that it can be shared between threads.
-    ``AWS_ENDPOINT_URL`` in the environment (the emulator) is honoured by boto3 itself.
+    Created per call (never at import), from ``session`` or a new one of this machine's credentials, so that
+    it can be shared between threads. ``AWS_ENDPOINT_URL`` in the environment (the emulator) is honoured by
+    boto3 itself.
     """
     import boto3
     from botocore.config import Config
 
     config = Config(max_pool_connections=64, retries={"mode": "standard", "max_attempts": 8})
     # Typed Any on purpose: with boto3-stubs installed, client() only accepts literal service names.
-    session: Any = boto3.session.Session(region_name=region)
-    return session.client(service, config=config)
+    chosen: Any = session if session is not None else boto3.session.Session(region_name=region)
+    return chosen.client(service, config=config, region_name=region)
+
+
+def job_s3_session(command_uri: str, settings: AgentSettings, region: str) -> Any:
+    """The boto3 session of the job's S3 credentials, for the job and attempt the command URI names.
+
+    The instance role reaches nothing of the jobs bucket: the command document itself is read with these.
+    The route answers only the instance of that job's open attempt (:mod:`spotrun.agent.credentials`). Without
+    a credentials route (off EC2: a developer's machine, the agent's own tests) it is None, and S3 is signed
+    with the machine's credentials; this is no way around the isolation, which IAM enforces: on an instance,
+    those are the instance role's, which reach no job's objects.
+
+    Raises
+    ------
+    CommandRefusedError
+        When the URI is not a command document's, or the credentials route is not the API's.
+    """
+    import boto3
+
+    if not settings.credentials_url:
+        return None
+    try:
+        _, key = split_s3_uri(command_uri)
+        job_id, attempt, _ = layout.parse_agent_command_key(key)
+        instance = boto3.session.Session(region_name=region)
+
+        def signing() -> Any:
+            found = instance.get_credentials()
+            if found is None:
+                raise CredentialsError("no instance credentials to sign the credentials request with")
+            return found.get_frozen_credentials()
+
+        source = JobCredentialsSource(
+            settings.credentials_url, region, signing, job_id=job_id, attempt=attempt
+        )
+    except (ValueError, CredentialsError) as exc:
+        raise CommandRefusedError(str(exc)) from None
+    return job_session(source, region)
 
 
 class CommandRefusedError(ValueError):
@@ -196,14 +240,18 @@ def load_command(s3: Any, command_uri: str) -> AgentCommand:
     Raises
     ------
     CommandRefusedError
-        When the document is not a valid command; its message names every field at fault.
+        When the document is not a valid command (its message names every field at fault), or not the one
+        of the job, attempt and step its key names (the job's credentials are that job's).
     """
     bucket, key = split_s3_uri(command_uri)
     body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     try:
-        return AgentCommand.model_validate_json(body)
+        command = AgentCommand.model_validate_json(body)
     except ValidationError as exc:
         raise CommandRefusedError(describe_refusal(exc)) from None
+    if layout.agent_command_key(command.job_id, command.attempt, command.step) != key:
+        raise CommandRefusedError("job_id, attempt, step: not the ones of the document's key")
+    return command
 
 
 def describe_refusal(error: ValidationError) -> str:
@@ -256,12 +304,18 @@ def api_reporter(command: AgentCommand) -> ApiReporter:
     )
 
 
-def build_context(command: AgentCommand, settings: AgentSettings, environ: Mapping[str, str]) -> StepContext:
-    """The production ports for ``command``: boto3 clients in its region, and the IMDS notice source."""
+def build_context(
+    command: AgentCommand, settings: AgentSettings, environ: Mapping[str, str], s3_session: Any = None
+) -> StepContext:
+    """The production ports for ``command``: boto3 clients in its region, and the IMDS notice source.
+
+    S3 goes through ``s3_session`` (the job's credentials, :func:`job_s3_session`); CloudWatch and the reports
+    are signed with the instance role's.
+    """
     imds = ImdsClient(settings.imds_endpoint)
     notices = ImdsNotices(imds)
     return StepContext(
-        s3=aws_client("s3", command.region),
+        s3=aws_client("s3", command.region, s3_session),
         reporter=api_reporter(command),
         nvme_root=settings.nvme_root,
         base_env=dict(environ),

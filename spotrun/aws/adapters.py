@@ -15,6 +15,7 @@ from spotrun.aws.job_store import DynamoJobStore
 from spotrun.control.job_events import SOURCE
 from spotrun.model.errors import InstanceLost
 from spotrun.model.fleet_errors import call_error_response
+from spotrun.model.job_access import SESSION_SECONDS, JobCredentials
 
 _sessions: dict[str | None, boto3.session.Session] = {}
 _clients: dict[tuple[str, str, str | None], Any] = {}
@@ -220,6 +221,32 @@ class S3Objects:
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "RestoreAlreadyInProgress":
                 raise
+
+
+class StsJobAccess:
+    """:class:`spotrun.control.ports.JobAccess` on STS: the job-access role, narrowed by a session policy.
+
+    The API function's role session assumes the role (role chaining), so a session lasts at most an hour
+    (:data:`spotrun.model.job_access.SESSION_SECONDS`).
+    """
+
+    def __init__(self, role_arn: str, region: str):
+        self._role_arn = role_arn
+        self._sts = client("sts", region)
+
+    def credentials(self, session_name: str, session_policy: str) -> JobCredentials:
+        answer = self._sts.assume_role(
+            RoleArn=self._role_arn,
+            RoleSessionName=session_name,
+            Policy=session_policy,
+            DurationSeconds=SESSION_SECONDS,
+        )["Credentials"]
+        return JobCredentials(
+            access_key_id=answer["AccessKeyId"],
+            secret_access_key=answer["SecretAccessKey"],
+            session_token=answer["SessionToken"],
+            expiration=answer["Expiration"],
+        )
 
 
 class StepFunctionsWorkflows:

@@ -46,6 +46,8 @@ class Settings(BaseModel):
     agent_report_url: str = ""
     # The instances' role: only its sessions, named after their instance, may report through that route.
     instance_role_name: str = ""
+    # The role the API function assumes for an instance's S3 credentials, narrowed to its job (job_credentials).
+    job_access_role_arn: str = ""
     launch_template_name: str = ""
     subnet_ids: tuple[str, ...] = ()
     # Launch the replacement on the interruption warning, so it boots while the checkpoint uploads.

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, RootModel
 
 from spotrun.control.ports import JobStore, Workflows
 from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, StageResult, TrainResult, WorkflowStep
-from spotrun.model.job import JobStatus
+from spotrun.model.job import Attempt, Job, JobStatus
 from spotrun.model.layout import JOB_ID_PATTERN
 
 ReportKind = Literal["heartbeat", "success", "failure"]
@@ -123,6 +123,25 @@ def caller_instance(identity: CallerIdentity, instance_role_name: str) -> str:
     return match["session"]
 
 
+def caller_open_attempt(
+    identity: CallerIdentity, instance_role_name: str, store: JobStore, job_id: str
+) -> tuple[Job, Attempt]:
+    """The job and its open attempt, when the caller is the instance that attempt runs on.
+
+    Raises
+    ------
+    ReportRefused
+        When the caller is not a session of the instance role, or not the instance of the job's open attempt
+        (or the job does not exist: the caller learns nothing of other jobs).
+    """
+    instance_id = caller_instance(identity, instance_role_name)
+    job = store.get(job_id)
+    attempt = None if job is None else job.open_attempt
+    if job is None or attempt is None or attempt.instance_id != instance_id:
+        raise ReportRefused(f"instance {instance_id} does not run an open attempt of job {job_id}")
+    return job, attempt
+
+
 def answer_agent_report(
     report: HeartbeatReport | SuccessReport | FailureReport,
     *,
@@ -161,11 +180,7 @@ def answer_agent_report(
     TaskGone
         Step Functions no longer waits for the task.
     """
-    instance_id = caller_instance(identity, instance_role_name)
-    job = store.get(report.job_id)
-    attempt = None if job is None else job.open_attempt
-    if job is None or attempt is None or attempt.instance_id != instance_id:
-        raise ReportRefused(f"instance {instance_id} does not run an open attempt of job {report.job_id}")
+    job, attempt = caller_open_attempt(identity, instance_role_name, store, report.job_id)
     if attempt.number != report.attempt or job.status != STEP_STATUS[report.step] or not job.task_token:
         raise ReportNotWaited(
             f"job {report.job_id} does not wait on {report.step} of attempt {report.attempt} "

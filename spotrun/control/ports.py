@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from spotrun.model.job import Job, JobStatus
+from spotrun.model.job_access import JobCredentials
 
 
 class Compute(Protocol):
@@ -175,4 +176,12 @@ class JobStore(Protocol):
 
         Raises InvalidPageToken for a token this listing did not make.
         """
+        ...
+
+
+class JobAccess(Protocol):
+    """STS, for the job-access role: S3 credentials narrowed to one job by a session policy."""
+
+    def credentials(self, session_name: str, session_policy: str) -> JobCredentials:
+        """Assume the job-access role as ``session_name`` with the inline ``session_policy`` (JSON)."""
         ...

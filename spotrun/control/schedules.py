@@ -122,7 +122,8 @@ def create_schedule(
         validate(spec.expression, spec.timezone)
     except InvalidExpression as exc:
         raise RequestRejected(f"invalid schedule: {exc}", [f"schedule: {exc}"]) from exc
-    problems = admission_problems(manifest, archive_buckets=archive_buckets)
+    # The schedule's manifest is kept in the jobs bucket (bucket): its jobs must reach only themselves there.
+    problems = admission_problems(manifest, archive_buckets=archive_buckets, jobs_bucket=bucket)
     if problems:
         raise RequestRejected(f"{len(problems)} problem(s) in the manifest", problems)
     key = schedule_manifest_key(manifest.name, manifest_sha256(manifest)[:16])

@@ -16,6 +16,7 @@ from spotrun.control.store import update_job
 from spotrun.model.capacity import candidate_types
 from spotrun.model.errors import ManifestInvalid, RequestRejected
 from spotrun.model.job import Job, JobError, ManifestSource, job_id_for, new_job, rejected_job
+from spotrun.model.job_access import JobAccessRefused, job_session_policy
 from spotrun.model.layout import is_manifest_key, rejection_report_key
 from spotrun.model.limits import admission_problems as budget_admission_problems
 from spotrun.model.manifest import JobManifest, split_s3_uri
@@ -38,7 +39,13 @@ SCHEDULE_REFUSED = (
 )
 
 
-def admission_problems(manifest: JobManifest, *, archive_buckets: Collection[str]) -> list[str]:
+# The longest job id the control plane mints (48 characters of name, '-', 12 hex digits).
+_LONGEST_JOB_ID = "a" * 48 + "-" + "0" * 12
+
+
+def admission_problems(
+    manifest: JobManifest, *, archive_buckets: Collection[str], jobs_bucket: str | None = None
+) -> list[str]:
     """Problems of a valid manifest that this deployment cannot run, found before anything starts.
 
     Parameters
@@ -48,6 +55,10 @@ def admission_problems(manifest: JobManifest, *, archive_buckets: Collection[str
     archive_buckets
         The buckets this deployment may archive models to and restore them from (its own archive bucket and
         the deployer's ``archive_buckets`` option): the only ones its functions are granted.
+    jobs_bucket
+        The deployment's jobs bucket, when known: a job whose inputs or code lie under its ``jobs/`` (other
+        jobs' objects), or whose S3 access is too large for a session policy, could never get its credentials
+        (:func:`spotrun.model.job_access.job_session_policy`), so it is refused here, before it starts.
 
     Returns
     -------
@@ -68,6 +79,12 @@ def admission_problems(manifest: JobManifest, *, archive_buckets: Collection[str
     except ManifestInvalid as exc:
         problems.append(f"resources: {exc}")
     problems += budget_admission_problems(manifest)
+    if jobs_bucket:
+        try:
+            # The job id and attempt change nothing of what is refused: the largest of each stands in.
+            job_session_policy(_LONGEST_JOB_ID, 9999, manifest, jobs_bucket=jobs_bucket)
+        except JobAccessRefused as exc:
+            problems.append(f"data.inputs / training.code: {exc}")
     destination = manifest.archive.destination
     if destination is not None and split_s3_uri(destination)[0] not in archive_buckets:
         allowed = ", ".join(sorted(archive_buckets)) or "(none)"
@@ -79,12 +96,14 @@ def admission_problems(manifest: JobManifest, *, archive_buckets: Collection[str
     return problems
 
 
-def entry_problems(manifest: JobManifest, *, archive_buckets: Collection[str]) -> list[str]:
+def entry_problems(
+    manifest: JobManifest, *, archive_buckets: Collection[str], jobs_bucket: str | None = None
+) -> list[str]:
     """:func:`admission_problems` of a manifest that runs once now (dropped in S3 or POSTed to /jobs).
 
     A ``schedule`` there would be dropped silently: it is refused, pointing at the schedules API.
     """
-    problems = admission_problems(manifest, archive_buckets=archive_buckets)
+    problems = admission_problems(manifest, archive_buckets=archive_buckets, jobs_bucket=jobs_bucket)
     if manifest.schedule is not None:
         problems.append(SCHEDULE_REFUSED)
     return problems
@@ -146,7 +165,8 @@ def submit_s3_manifest(
         manifest = parse_manifest_text(body)
     except ManifestError as exc:
         return _reject(source, exc.errors, store=store, objects=objects, now=now, count=exc.count)
-    problems = entry_problems(manifest, archive_buckets=archive_buckets)
+    # A manifest is dropped into the jobs bucket itself.
+    problems = entry_problems(manifest, archive_buckets=archive_buckets, jobs_bucket=source.bucket)
     if problems:
         return _reject(source, problems, store=store, objects=objects, now=now)
 
@@ -188,8 +208,9 @@ def submit_api_manifest(
     time_scale: float,
     archive_buckets: Collection[str],
     now: datetime,
+    jobs_bucket: str | None = None,
 ) -> SubmitOutcome:
-    """Handle a manifest posted to the API.
+    """Handle a manifest posted to the API (``jobs_bucket``: see :func:`admission_problems`).
 
     Unlike a dropped manifest, a refused one leaves no trace: the caller gets the problems in the answer.
 
@@ -204,7 +225,7 @@ def submit_api_manifest(
         When the deployment cannot run the manifest (422), or the Idempotency-Key names a job of another
         manifest (409); nothing is stored or started.
     """
-    problems = entry_problems(manifest, archive_buckets=archive_buckets)
+    problems = entry_problems(manifest, archive_buckets=archive_buckets, jobs_bucket=jobs_bucket)
     if problems:
         raise RequestRejected(f"{len(problems)} problem(s) in the manifest", problems)
     return start_job(

@@ -83,6 +83,11 @@ class Callers:
         with self._lock:
             self._sessions[credentials.access_key_id] = session
 
+    def is_instance_key(self, access_key_id: str) -> bool:
+        """Whether ``access_key_id`` is a registered instance's role session (see :mod:`~.s3_access_patch`)."""
+        with self._lock:
+            return access_key_id in self._sessions
+
     def identity(
         self, method: str, path: str, query: str, headers: dict[str, str], body: bytes
     ) -> dict[str, str | None]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from spotrun.aws.settings import Settings
 from spotrun.local.catalog import DEFAULT_ZONES
+from spotrun.model.job_access import SESSION_SECONDS, ceiling_statements
 from spotrun.shape import DeploymentShape, rule_pattern
 
 ClientFactory = Callable[[str], Any]
@@ -30,6 +31,7 @@ SECURITY_GROUP_NAME = "spotrun-agent"
 ROLE_NAME = "spotrun-local-execution"
 # The instances' role (the launch template's instance profile): each simulated instance gets its own session.
 INSTANCE_ROLE_NAME = "spotrun-local-instances"
+JOB_ACCESS_ROLE_NAME = "spotrun-local-job-access"
 LOCAL_AMI_ID = "ami-0123456789abcdef0"  # moto does not validate image ids; none is ever booted
 VPC_CIDR = "10.42.0.0/16"
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
@@ -130,6 +132,7 @@ def provision(
     _buckets(client("s3"), shape, dep)
     _tables(client("dynamodb"), shape, dep)
     dep.role_arn = _role(client("iam"))
+    job_access_role_arn = _job_access_role(client("iam"), dep.bucket_names["jobs"], dep.role_arn)
     _functions(client("lambda"), shape, dep)
     definition = substitute(
         state_machine_file.read_text(),
@@ -153,6 +156,7 @@ def provision(
         "agent_document_name": shape.agent_document_name,
         "launch_template_name": LAUNCH_TEMPLATE_NAME,
         "instance_role_name": INSTANCE_ROLE_NAME,
+        "job_access_role_arn": job_access_role_arn,
         "subnet_ids": dep.subnet_ids,
         "time_scale": time_scale,
         **scheduling,
@@ -234,6 +238,27 @@ def _role(iam: Any) -> str:
         ],
     }
     return str(iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"])
+
+
+def _job_access_role(iam: Any, jobs_bucket: str, functions_role_arn: str) -> str:
+    # As infra.constructs.job_access: trusted by the functions' role (one role for every function locally),
+    # holding the ceiling that each session policy narrows to one job.
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"AWS": functions_role_arn}, "Action": "sts:AssumeRole"}
+        ],
+    }
+    role = iam.create_role(
+        RoleName=JOB_ACCESS_ROLE_NAME,
+        AssumeRolePolicyDocument=json.dumps(trust),
+        MaxSessionDuration=SESSION_SECONDS,
+    )["Role"]
+    ceiling = {"Version": "2012-10-17", "Statement": ceiling_statements(f"arn:aws:s3:::{jobs_bucket}")}
+    iam.put_role_policy(
+        RoleName=JOB_ACCESS_ROLE_NAME, PolicyName="ceiling", PolicyDocument=json.dumps(ceiling)
+    )
+    return str(role["Arn"])
 
 
 def _functions(lambda_: Any, shape: DeploymentShape, dep: Deployment) -> None:

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 from spotrun.aws.settings import Settings
-from spotrun.local import ec2_patch, events_patch, lambda_patch, sfn_patch, ssm_patch
+from spotrun.local import ec2_patch, events_patch, lambda_patch, s3_access_patch, sfn_patch, ssm_patch
 from spotrun.local.api_gateway import ApiServer, Callers, ProxyApp
 from spotrun.local.capacity import CapacityModel
 from spotrun.local.catalog import Pool, default_pools
@@ -33,7 +33,7 @@ from spotrun.local.patches import PatchSet
 from spotrun.local.provision import INSTANCE_ROLE_NAME, Deployment, function_name, provision
 from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS, EmbeddedServer
-from spotrun.model.command import AGENT_REPORTS_PATH
+from spotrun.model.command import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
 from spotrun.shape import (
     AGENT_COMMAND_VARIABLE,
     METRICS_NAMESPACE,
@@ -200,6 +200,7 @@ class LocalRuntime:
             self.manager.managed_nodes,
         )
         ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock, self.consistency)
+        s3_access_patch.install(self._patches, self.callers.is_instance_key)
         endpoint = self._server.start()
         self._environment.set(
             {
@@ -396,6 +397,10 @@ class LocalRuntime:
             "AWS_CONFIG_FILE": os.devnull,
             "SPOTRUN_NVME_ROOT": str(sim.nvme_dir),
             "SPOTRUN_IMDS_ENDPOINT": sim.imds.endpoint,
+            # As the user data writes it into the agent's environment on EC2: where its job's S3 credentials are.
+            "SPOTRUN_AGENT_CREDENTIALS_URL": f"{self.api_url}{AGENT_CREDENTIALS_PATH}"
+            if self.api_url
+            else "",
             "SPOTRUN_LOCAL_COMMAND_ID": command_id,
             "PYTHONPATH": python_path,
             # The user's command says `python`: that must be this interpreter, with spotrun importable.

@@ -71,14 +71,21 @@ def check_relative_path(value: str, field: str) -> str:
 # emulator's API Gateway stand-in on the loopback interface locally. Anything else is refused, so that a
 # rewritten command cannot send the instance's signed reports elsewhere.
 AGENT_REPORTS_PATH: Final = "/agent/reports"
+# Beside it, the route that answers the agent's S3 credentials for its job (functions.api.agent): a command's
+# report_url names the API, and this path on the same stage is where the agent asks.
+AGENT_CREDENTIALS_PATH: Final = "/agent/credentials"
 # What a failure report may carry: Step Functions' limits on SendTaskFailure (error <= 256 characters, cause
 # <= 32768), which the API function passes the report on to.
 MAX_ERROR_CHARS: Final = 256
 MAX_CAUSE_CHARS: Final = 32768
-REPORT_URL: Final = re.compile(
+_API_STAGE: Final = (
     r"^(?:https://[a-z0-9]+\.execute-api\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/[A-Za-z0-9_-]+"
-    r"|http://127\.0\.0\.1:[0-9]{1,5}(?:/[A-Za-z0-9_-]+)?)" + re.escape(AGENT_REPORTS_PATH) + "$"
+    r"|http://127\.0\.0\.1:[0-9]{1,5}(?:/[A-Za-z0-9_-]+)?)"
 )
+REPORT_URL: Final = re.compile(_API_STAGE + re.escape(AGENT_REPORTS_PATH) + "$")
+# Where the agent asks for its job's S3 credentials: the same API (its environment names it, since the command
+# document can only be read with those credentials).
+CREDENTIALS_URL: Final = re.compile(_API_STAGE + re.escape(AGENT_CREDENTIALS_PATH) + "$")
 
 
 class AgentCommand(BaseModel):

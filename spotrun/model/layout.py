@@ -102,6 +102,25 @@ def agent_command_key(job_id: str, attempt: int, step: str) -> str:
     return f"{job_prefix(job_id)}agent/attempt-{attempt:03d}-{step}.json"
 
 
+_COMMAND_KEY = re.compile(
+    rf"^{re.escape(JOBS_PREFIX)}(?P<job>{JOB_ID_PATTERN})/agent/attempt-(?P<attempt>[0-9]{{3,}})-(?P<step>[a-z]+)\.json$"
+)
+
+
+def parse_agent_command_key(key: str) -> tuple[str, int, str]:
+    """``(job_id, attempt, step)`` of a command document's key (:func:`agent_command_key`).
+
+    Raises
+    ------
+    ValueError
+        When ``key`` is not one.
+    """
+    match = _COMMAND_KEY.fullmatch(key)
+    if match is None:
+        raise ValueError(f"{key!r} is not the key of an agent command document")
+    return match["job"], int(match["attempt"]), match["step"]
+
+
 def checkpoints_prefix(job_id: str) -> str:
     """Key prefix under which each checkpoint is a sub-prefix ``step-<012d>/``."""
     return f"{job_prefix(job_id)}checkpoints/"

@@ -1,4 +1,4 @@
-"""Isolation between jobs: a training script cannot answer another job's workflow."""
+"""Isolation between jobs: a training script cannot answer another job's workflow, nor touch its objects."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from spotrun.aws.adapters import job_store
 from spotrun.local.demo import EXAMPLE_PREFIX, drop_manifest, wait_for_job
 from spotrun.model.job import JobStatus
-from spotrun.model.layout import log_key
+from spotrun.model.layout import agent_command_key, checkpoints_prefix, log_key
 from tests.e2e.conftest import example_manifest, sha256
 
 JOB_TIMEOUT = 240
@@ -99,3 +99,111 @@ def test_a_training_script_cannot_answer_another_jobs_workflow(runtime, direct_m
     assert job.status is JobStatus.SUCCEEDED, job.error
     assert job.model_sha256 == sha256(direct_model)
     assert JobStatus.TRAINING in [change.status for change in job.timeline]
+
+
+# A hostile training script reaching into the victim's objects: with its instance's own credentials (from IMDS)
+# and with its own job's S3 credentials (from the credentials route, as its agent gets them), it reads the
+# victim's train command and writes into the victim's checkpoint prefix.
+TRESPASS = """
+import json, os, sys, urllib.request
+import boto3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.exceptions import ClientError
+
+bucket, command_key, checkpoint_key = sys.argv[1:4]
+region = os.environ.get("AWS_REGION", "us-east-1")
+instance = boto3.session.Session(region_name=region)
+url = os.environ["SPOTRUN_AGENT_CREDENTIALS_URL"]
+body = json.dumps({"job_id": os.environ["SPOTRUN_JOB_ID"], "attempt": int(os.environ["SPOTRUN_ATTEMPT"])}).encode()
+request = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": "application/json"})
+SigV4Auth(instance.get_credentials().get_frozen_credentials(), "execute-api", region).add_auth(request)
+with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=dict(request.headers), method="POST")) as r:
+    own = json.loads(r.read())
+sessions = {
+    "instance": instance,
+    "job": boto3.session.Session(
+        aws_access_key_id=own["access_key_id"], aws_secret_access_key=own["secret_access_key"],
+        aws_session_token=own["session_token"], region_name=region,
+    ),
+}
+for name, session in sessions.items():
+    s3 = session.client("s3")
+    for verb, call in (
+        ("read", lambda: s3.get_object(Bucket=bucket, Key=command_key)),
+        ("write", lambda: s3.put_object(Bucket=bucket, Key=checkpoint_key, Body=b"poison")),
+    ):
+        try:
+            call()
+            print(f"{name} {verb} allowed", flush=True)
+        except ClientError as exc:
+            print(f"{name} {verb} {exc.response['Error']['Code']}", flush=True)
+output = os.environ.get("SPOTRUN_OUTPUT_DIR", "output")
+os.makedirs(output, exist_ok=True)
+with open(os.path.join(output, "model.npy"), "wb") as model:
+    model.write(b"attacker")
+"""
+
+
+def test_a_training_script_cannot_read_or_write_another_jobs_objects(runtime, direct_model):
+    # Given a victim job training slowly, and a trespassing script next to the example's code
+    bucket = runtime.settings.jobs_bucket
+    runtime.client("s3").put_object(
+        Bucket=bucket, Key=f"{EXAMPLE_PREFIX}code/trespass.py", Body=TRESPASS.encode()
+    )
+    victim = drop_manifest(
+        runtime,
+        example_manifest(
+            **{
+                'command: [python, train.py, --step-seconds, "0.02"]': (
+                    'command: [python, train.py, --step-seconds, "0.1"]'
+                ),
+                "name: tiny-regression": "name: victim-objects",
+            }
+        ),
+        "victim-objects.yaml",
+    )
+    store = job_store(runtime.settings.jobs_table, runtime.settings.region)
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while time.monotonic() < deadline:
+        job = store.get(victim.job_id)
+        if job is not None and job.status is JobStatus.TRAINING:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the victim never started training")
+
+    # When another job's training script reads the victim's command and writes its checkpoint prefix
+    command_key = agent_command_key(victim.job_id, 1, "train")
+    checkpoint_key = f"{checkpoints_prefix(victim.job_id)}step-999999999999/_COMMITTED.json"
+    attacker = drop_manifest(
+        runtime,
+        example_manifest(
+            **{
+                'command: [python, train.py, --step-seconds, "0.02"]': (
+                    f'command: [python, trespass.py, "{bucket}", "{command_key}", "{checkpoint_key}"]'
+                ),
+                "name: tiny-regression": "name: trespass-job",
+                "restarts_on_error: 1": "restarts_on_error: 0",
+            }
+        ),
+        "trespass-job.yaml",
+    )
+    attacked = wait_for_job(runtime, attacker.job_id, timeout=JOB_TIMEOUT)
+    job = wait_for_job(runtime, victim.job_id, timeout=JOB_TIMEOUT)
+
+    # Then every attempt was refused AccessDenied, with the instance's credentials and with its job's
+    log = runtime.client("s3").get_object(Bucket=bucket, Key=log_key(attacker.job_id, 1))["Body"].read()
+    for line in (
+        b"instance read AccessDenied",
+        b"instance write AccessDenied",
+        b"job read AccessDenied",
+        b"job write AccessDenied",
+    ):
+        assert line in log, log[-2000:]
+    assert attacked.status is JobStatus.SUCCEEDED, attacked.error
+    # and nothing was written into the victim's checkpoints; it ended SUCCEEDED with its own model
+    listed = runtime.client("s3").list_objects_v2(Bucket=bucket, Prefix=checkpoint_key)
+    assert listed["KeyCount"] == 0
+    assert job.status is JobStatus.SUCCEEDED, job.error
+    assert job.model_sha256 == sha256(direct_model)

@@ -44,15 +44,17 @@ def test_the_instance_role_has_no_workflow_action_and_invokes_only_the_agent_rou
 
     # Then no Step Functions action at all (the instance holds no token and could use none)
     assert not [a for s in statements for a in actions_of(s) if a.startswith("states:")]
-    # and execute-api:Invoke on exactly the agent route of this API's stage, nothing of the user routes
+    # and execute-api:Invoke on exactly the agent's two routes of this API's stage, nothing of the user routes
     invokes = [s for s in statements if any(a.startswith("execute-api:") for a in actions_of(s))]
     assert len(invokes) == 1
     (invoke,) = invokes
     assert actions_of(invoke) == ["execute-api:Invoke"]
     assert invoke["Effect"] == "Allow"
-    resource = joined(invoke["Resource"])
-    assert resource.endswith(f":<{api_id}>/v1/POST/agent/reports"), resource
-    assert "*" not in resource
+    resources = [joined(resource) for resource in invoke["Resource"]]
+    assert len(resources) == 2
+    assert resources[0].endswith(f":<{api_id}>/v1/POST/agent/reports"), resources
+    assert resources[1].endswith(f":<{api_id}>/v1/POST/agent/credentials"), resources
+    assert not [resource for resource in resources if "*" in resource]
 
 
 def test_the_api_function_answers_tasks_of_the_state_machine_only(synthesized: Synthesized) -> None:

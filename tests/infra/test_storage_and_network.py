@@ -132,7 +132,9 @@ def test_agent_document_is_the_emulators_and_carries_the_shapes_name(synthesized
     assert 'spotrun-agent run --command-uri \\"$SSM_commandUri\\"' in json.dumps(props["Content"])
 
 
-def test_instance_role_reaches_only_its_jobs_metrics_and_the_agent_route(synthesized: Synthesized) -> None:
+def test_instance_role_reaches_no_jobs_object_only_metrics_and_the_agent_routes(
+    synthesized: Synthesized,
+) -> None:
     # Given the instances' role (the one assumed by EC2)
     roles = synthesized.resources("AWS::IAM::Role")
     ec2 = {"Service": "ec2.amazonaws.com"}
@@ -143,10 +145,17 @@ def test_instance_role_reaches_only_its_jobs_metrics_and_the_agent_route(synthes
     ]
     by_action = {action: s for s in statements_of(synthesized, role_id) for action in actions_of(s)}
 
-    # Then: SSM core, S3 under jobs/ only, metrics in the spotrun namespace only, no workflow action
+    # Then: SSM core, metrics in the spotrun namespace only, no workflow action, and of S3 only the agent
+    # package's object (its job's objects it reaches with its job's credentials: tests/infra/test_job_access.py)
     managed = json.dumps(roles[role_id]["Properties"]["ManagedPolicyArns"])
     assert "AmazonSSMManagedInstanceCore" in managed
-    assert by_action["s3:PutObject"]["Resource"]["Fn::Join"][1][-1] == "/jobs/*"
+    s3_actions = {action for action in by_action if action.startswith("s3:")}
+    assert s3_actions == {"s3:GetObject"}
+    agent_package = json.dumps(by_action["s3:GetObject"]["Resource"])
+    assert "cdk-" in agent_package or "AssetParameters" in agent_package or ".zip" in agent_package, (
+        agent_package
+    )
+    assert not any(bucket_id in agent_package for bucket_id in synthesized.resources("AWS::S3::Bucket"))
     assert by_action["cloudwatch:PutMetricData"]["Condition"] == {
         "StringEquals": {"cloudwatch:namespace": "spotrun"}
     }

@@ -161,6 +161,7 @@ def deployment(aws, monkeypatch) -> Settings:
         time_scale=1.0,
         agent_report_url="https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/v1/agent/reports",
         instance_role_name="spotrun-instances",
+        job_access_role_arn="arn:aws:iam::123456789012:role/spotrun-job-access",
     )
     for name, value in settings.to_env().items():
         monkeypatch.setenv(name, value)

@@ -50,7 +50,15 @@ def drop(body: bytes, *, key: str = "manifests/tiny.yaml", size: int | None = No
     return outcome, (json.loads(report) if report else None), job, workflows
 
 
-def post(document: dict, *, key: str | None = None, store=None, workflows=None, archive=OWN_ARCHIVE):
+def post(
+    document: dict,
+    *,
+    key: str | None = None,
+    store=None,
+    workflows=None,
+    archive=OWN_ARCHIVE,
+    jobs_bucket=BUCKET,
+):
     return submit_api_manifest(
         parse_manifest_document(document),
         idempotency_key=key,
@@ -60,6 +68,7 @@ def post(document: dict, *, key: str | None = None, store=None, workflows=None, 
         time_scale=1.0,
         archive_buckets=archive,
         now=T0,
+        jobs_bucket=jobs_bucket,
     )
 
 
@@ -122,6 +131,36 @@ def test_both_entry_points_refuse_a_destination_outside_the_archive_buckets():
     with pytest.raises(RequestRejected):
         post(ELSEWHERE)
     assert post(ELSEWHERE, archive=(*OWN_ARCHIVE, "team-models")).outcome == "started"
+
+
+INTO_JOBS = {**TINY, "training": {**TINY["training"], "code": f"s3://{BUCKET}/jobs/other-000000000001/"}}
+
+
+def test_both_entry_points_refuse_inputs_or_code_over_the_jobs_prefix():
+    # Given a manifest whose code is another job's prefix in the jobs bucket
+    # When it is dropped, Then it is rejected naming the field, and nothing starts
+    outcome, report, _, workflows = drop(json.dumps(INTO_JOBS).encode())
+    assert outcome.outcome == "rejected"
+    assert workflows.started == {}
+    assert report["errors"][0].startswith("data.inputs / training.code:")
+    assert "overlaps the jobs bucket's jobs/" in report["errors"][0]
+    # When it is posted, Then it is refused; the same prefix in another bucket is admitted
+    with pytest.raises(RequestRejected):
+        post(INTO_JOBS)
+    assert post(INTO_JOBS, jobs_bucket="another-bucket").outcome == "started"
+    # and a schedule of it is refused, nothing stored
+    objects = FakeObjects()
+    with pytest.raises(RequestRejected) as refused:
+        create_schedule(
+            parse_manifest_document({**INTO_JOBS, "schedule": {"expression": "rate(1 day)"}}),
+            schedules=FakeSchedules(),
+            objects=objects,
+            bucket=BUCKET,
+            archive_buckets=OWN_ARCHIVE,
+            now=T0,
+        )
+    assert refused.value.errors[0].startswith("data.inputs / training.code:")
+    assert objects.objects == {}
 
 
 def test_the_archive_buckets_setting_is_read_from_the_environment():

@@ -1,0 +1,92 @@
+"""The job-access role: the ceiling of every instance's S3 credentials, which a session policy narrows to one job.
+
+Only the API function may assume it (its trust policy names that function's role alone), and it does so for
+the instance of a job's open attempt, with that job's session policy
+(:func:`spotrun.model.job_access.job_session_policy`). A session's permissions are the intersection of this
+role's policy and the session policy
+(https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies.html#policies_session), so this policy is
+the union of what any job may need, and no single session holds it.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, Duration
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra.nag import acknowledge, wildcard_resource_finding
+from spotrun.model import job_access
+from spotrun.model.layout import JOBS_PREFIX
+
+_NARROWED = (
+    "a ceiling, never held as it is: every session of this role is narrowed to one job by its session policy "
+    "(spotrun.model.job_access), and its permissions are the intersection of the two"
+)
+
+
+class JobAccess(Construct):
+    """The job-access role.
+
+    Parameters
+    ----------
+    jobs_bucket
+        The deployment's jobs bucket.
+    data_buckets
+        The deployer's buckets of training inputs and code (read only).
+    trusted
+        The API function's role: the only principal that may assume this one.
+
+    Attributes
+    ----------
+    role
+        The role.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        jobs_bucket: s3.IBucket,
+        data_buckets: tuple[str, ...],
+        trusted: iam.IRole,
+    ):
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ArnPrincipal(trusted.role_arn),
+            description="spotrun job access: S3 credentials of one job's instance, narrowed by a session policy",
+            # Role chaining (the API function's session assumes it) caps a session at one hour anyway.
+            max_session_duration=Duration.seconds(job_access.SESSION_SECONDS),
+        )
+        data_bucket_arns = tuple(f"arn:{Aws.PARTITION}:s3:::{name}" for name in data_buckets)
+        for statement in job_access.ceiling_statements(jobs_bucket.bucket_arn, data_bucket_arns):
+            self.role.add_to_policy(iam.PolicyStatement.from_json(statement))
+        for name in data_buckets:
+            acknowledge(
+                self.role,
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{name}/*]",
+                f"read-only: the training data bucket {name}, named by the deployer (data_buckets); {_NARROWED}",
+            )
+        working = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*")
+        checkpoints = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*/checkpoints/*")
+        everything = jobs_bucket.arn_for_objects("*")
+        acknowledge(
+            self.role,
+            wildcard_resource_finding(self.role, working),
+            f"writes under jobs/ only (checkpoints, outputs, logs, progress of a job); {_NARROWED}, whose writes "
+            "name its own checkpoints, outputs and this attempt's log, progress and output list",
+        )
+        acknowledge(
+            self.role,
+            wildcard_resource_finding(self.role, checkpoints),
+            f"deletes only checkpoints (the agent prunes old ones); {_NARROWED}, which names its own checkpoints",
+        )
+        acknowledge(
+            self.role,
+            wildcard_resource_finding(self.role, everything),
+            f"read-only: inputs and code may sit anywhere in the jobs bucket; {_NARROWED}, whose reads name its "
+            "own jobs/<job-id>/, its manifest's inputs and code, and the checkpoints of the job it resumes from",
+        )

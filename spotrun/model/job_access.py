@@ -1,0 +1,219 @@
+"""What one job's instance may do in S3: the session policy of the credentials it gets for its job.
+
+The agent's S3 credentials are a session of the deployment's job-access role that the API function assumes for
+one job and one attempt, with the policy built here as an inline session policy. AWS grants such a session the
+intersection of the role's own policy (the ceiling: the jobs bucket and the data buckets) and the session
+policy ("The resulting session's permissions are the intersection of the role's identity-based policy and the
+session policies", https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies.html#policies_session).
+So whatever the training code on the instance does with those credentials, it reaches only:
+
+- reads: everything under its own ``jobs/<job-id>/`` (its command documents, checkpoints, outputs, logs), the
+  inputs and the code its manifest names, and the checkpoints of the job it resumes from
+  (``training.resume_from``);
+- writes: its checkpoints (which it also prunes: the only deletes), its outputs, and this attempt's log,
+  progress and output list. Never its command documents, which the control plane writes;
+- listings: the same prefixes, as ``s3:prefix`` conditions on ``s3:ListBucket``.
+
+Keys come from the manifest, and ``*``, ``?`` and ``$`` would be wildcards or variables in a policy: they are
+written as IAM's literal forms ``${*}``, ``${?}`` and ``${$}``
+(https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html#policy-vars-specialchars).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from spotrun.model import layout
+from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest_rules import split_s3_uri
+
+POLICY_VERSION: Final = "2012-10-17"
+# STS refuses an inline session policy longer than this ("The plaintext that you use for both inline and managed
+# session policies can't exceed 2,048 characters", AssumeRole's Policy parameter,
+# https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html).
+MAX_SESSION_POLICY_CHARS: Final = 2048
+
+READ: Final = ("s3:GetObject",)
+WRITE: Final = ("s3:PutObject", "s3:AbortMultipartUpload")
+PRUNE: Final = ("s3:DeleteObject",)
+LIST: Final = ("s3:ListBucket",)
+
+_LITERALS: Final = {"$": "${$}", "*": "${*}", "?": "${?}"}
+# A role session assumed by a role session (the API function's) lasts at most one hour ("role chaining",
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_terms-and-concepts.html#iam-term-role-chaining):
+# the agent asks again before they expire.
+SESSION_SECONDS: Final = 3600
+
+
+class JobCredentials(BaseModel):
+    """Temporary credentials for one attempt of one job: the answer of ``POST /agent/credentials``.
+
+    Secret: never logged, never stored (the agent keeps them in memory, botocore refreshes them).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    access_key_id: str = Field(min_length=16, max_length=128)
+    secret_access_key: str = Field(min_length=1, repr=False)
+    session_token: str = Field(min_length=1, repr=False)
+    expiration: datetime = Field(description="When they expire (UTC); ask again before.")
+
+
+class JobAccessRefused(ValueError):
+    """No session policy can be issued for the job: it would reach other jobs, or not fit STS's limit."""
+
+
+def literal(text: str) -> str:
+    """``text`` as a policy matches it literally: ``*``, ``?`` and ``$`` in their ``${...}`` forms."""
+    return "".join(_LITERALS.get(char, char) for char in text)
+
+
+def bucket_arn(partition: str, bucket: str) -> str:
+    """The ARN of a bucket (``s3:ListBucket``'s resource)."""
+    return f"arn:{partition}:s3:::{bucket}"
+
+
+class _Access:
+    """Resources and listing prefixes gathered per bucket, in the order first named, without duplicates."""
+
+    def __init__(self, partition: str):
+        self.partition = partition
+        self.reads: dict[str, None] = {}
+        self.lists: dict[str, dict[str, None]] = {}
+
+    def read_prefix(self, bucket: str, prefix: str) -> None:
+        self.reads[f"{bucket_arn(self.partition, bucket)}/{literal(prefix)}*"] = None
+        self.lists.setdefault(bucket, {})[f"{literal(prefix)}*"] = None
+
+    def read_object(self, bucket: str, key: str) -> None:
+        self.reads[f"{bucket_arn(self.partition, bucket)}/{literal(key)}"] = None
+
+
+def _source(access: _Access, uri: str, jobs_bucket: str, *, as_prefix: bool = False) -> None:
+    bucket, key = split_s3_uri(uri)
+    if as_prefix and key and not key.endswith("/"):
+        key += "/"  # the code is always staged as a prefix (spotrun.agent.stage)
+    is_prefix = key == "" or key.endswith("/")
+    if bucket == jobs_bucket and (
+        key.startswith(layout.JOBS_PREFIX) or (is_prefix and layout.JOBS_PREFIX.startswith(key))
+    ):
+        # Under (or above) jobs/, an input would open other jobs' command documents, checkpoints and outputs.
+        raise JobAccessRefused(
+            f"{uri} overlaps the jobs bucket's {layout.JOBS_PREFIX}, where every job keeps its own objects"
+        )
+    if is_prefix:
+        access.read_prefix(bucket, key)
+    else:
+        access.read_object(bucket, key)
+
+
+def job_session_policy(
+    job_id: str, attempt: int, manifest: JobManifest, *, jobs_bucket: str, partition: str = "aws"
+) -> dict[str, Any]:
+    """The session policy of one attempt's S3 credentials: its own job's objects, and nothing of another job.
+
+    Parameters
+    ----------
+    job_id
+        The job (checked: :func:`spotrun.model.layout.check_job_id`).
+    attempt
+        The attempt the credentials are for: its log, progress and output list are the per-attempt writes.
+    manifest
+        The job's manifest (``Job.require_manifest()``): its inputs, code and ``resume_from``.
+    jobs_bucket
+        The deployment's jobs bucket.
+    partition
+        The AWS partition of the ARNs (``aws``, ``aws-cn``, ``aws-us-gov``).
+
+    Returns
+    -------
+    dict
+        An IAM policy document: one read statement, one write, one prune, and one listing statement per bucket.
+
+    Raises
+    ------
+    JobAccessRefused
+        When an input or the code lies under the jobs bucket's ``jobs/`` (another job's objects), or the
+        document is longer than :data:`MAX_SESSION_POLICY_CHARS` once serialized (:func:`serialize`).
+    """
+    own = layout.job_prefix(layout.check_job_id(job_id))
+    access = _Access(partition)
+    access.read_prefix(jobs_bucket, own)
+    for data_input in manifest.data.inputs:
+        _source(access, data_input.source, jobs_bucket)
+    if manifest.training.code is not None:
+        _source(access, manifest.training.code, jobs_bucket, as_prefix=True)
+    if manifest.training.resume_from is not None:
+        access.read_prefix(jobs_bucket, layout.checkpoints_prefix(manifest.training.resume_from))
+    objects = bucket_arn(partition, jobs_bucket)
+    checkpoints = f"{objects}/{layout.checkpoints_prefix(job_id)}*"
+    writes = [
+        checkpoints,
+        f"{objects}/{layout.output_prefix(job_id)}*",
+        f"{objects}/{layout.log_key(job_id, attempt)}",
+        f"{objects}/{layout.progress_key(job_id, attempt)}",
+        f"{objects}/{layout.output_list_key(job_id, attempt)}",
+    ]
+    statements: list[dict[str, Any]] = [
+        {"Sid": "Read", "Effect": "Allow", "Action": list(READ), "Resource": list(access.reads)},
+        {"Sid": "Write", "Effect": "Allow", "Action": list(WRITE), "Resource": writes},
+        {"Sid": "Prune", "Effect": "Allow", "Action": list(PRUNE), "Resource": [checkpoints]},
+    ]
+    for index, (bucket, prefixes) in enumerate(access.lists.items()):
+        statements.append(
+            {
+                "Sid": f"List{index}",
+                "Effect": "Allow",
+                "Action": list(LIST),
+                "Resource": bucket_arn(partition, bucket),
+                "Condition": {"StringLike": {"s3:prefix": list(prefixes)}},
+            }
+        )
+    policy = {"Version": POLICY_VERSION, "Statement": statements}
+    size = len(serialize(policy))
+    if size > MAX_SESSION_POLICY_CHARS:
+        raise JobAccessRefused(
+            f"job {job_id}'s S3 access takes {size} characters as a session policy, over STS's "
+            f"{MAX_SESSION_POLICY_CHARS}: name fewer inputs (a common prefix instead of many objects)"
+        )
+    return policy
+
+
+def ceiling_statements(jobs_bucket_arn: str, data_bucket_arns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The job-access role's own policy: the union of what any job's session policy may name.
+
+    No session holds it as it is; each is narrowed to one job by :func:`job_session_policy`, and AWS grants the
+    intersection. The CDK app and the emulator both build the role from this.
+
+    Parameters
+    ----------
+    jobs_bucket_arn
+        The jobs bucket's ARN (a CDK token in the app).
+    data_bucket_arns
+        The deployer's buckets of inputs and code: read only.
+    """
+    statements: list[dict[str, Any]] = [
+        # Writes under jobs/ only; deletes of checkpoints only (the agent prunes old ones).
+        {"Effect": "Allow", "Action": list(WRITE), "Resource": f"{jobs_bucket_arn}/{layout.JOBS_PREFIX}*"},
+        {
+            "Effect": "Allow",
+            "Action": list(PRUNE),
+            "Resource": f"{jobs_bucket_arn}/{layout.JOBS_PREFIX}*/checkpoints/*",
+        },
+        # Inputs and code may sit anywhere in the jobs bucket (the example's are under examples/).
+        {"Effect": "Allow", "Action": list(READ), "Resource": f"{jobs_bucket_arn}/*"},
+        {"Effect": "Allow", "Action": list(LIST), "Resource": jobs_bucket_arn},
+    ]
+    for data_bucket in data_bucket_arns:
+        statements.append({"Effect": "Allow", "Action": list(READ), "Resource": f"{data_bucket}/*"})
+        statements.append({"Effect": "Allow", "Action": list(LIST), "Resource": data_bucket})
+    return statements
+
+
+def serialize(policy: dict[str, Any]) -> str:
+    """The policy as STS receives it: compact JSON, ASCII only (other characters as ``\\u`` escapes)."""
+    return json.dumps(policy, separators=(",", ":"), ensure_ascii=True)
