@@ -20,8 +20,8 @@ from spotrun.model import job_access
 from spotrun.model.layout import JOBS_PREFIX
 
 _NARROWED = (
-    "a ceiling, never held as it is: every session of this role is narrowed to one job by its session policy "
-    "(spotrun.model.job_access), and its permissions are the intersection of the two"
+    "a ceiling: only the API function's role may assume this role, and it always passes a session policy naming "
+    "one job (spotrun.model.job_access); a session's permissions are the intersection of the two"
 )
 
 
