@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, ClassVar
 
 from spotrun.aws.settings import Settings
 from spotrun.local import ec2_patch, events_patch, lambda_patch, s3_access_patch, sfn_patch, ssm_patch
+from spotrun.local.agent_environment import agent_environment, default_agent_argv
 from spotrun.local.api_gateway import ApiServer, Callers, ProxyApp
 from spotrun.local.capacity import CapacityModel
 from spotrun.local.catalog import Pool, default_pools
@@ -33,11 +33,10 @@ from spotrun.local.patches import PatchSet
 from spotrun.local.provision import INSTANCE_ROLE_NAME, Deployment, function_name, provision
 from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS, EmbeddedServer
-from spotrun.model.command import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
+from spotrun.model.command import AGENT_REPORTS_PATH
 from spotrun.shape import (
     AGENT_COMMAND_VARIABLE,
     METRICS_NAMESPACE,
-    REPO_ROOT,
     SERVICE_NAME,
     SHAPE,
     DeploymentShape,
@@ -46,11 +45,6 @@ from spotrun.shape import (
 logger = logging.getLogger(__name__)
 
 API_FUNCTION = "api"
-
-
-def default_agent_argv() -> list[str]:
-    """The real agent; the command URI is appended."""
-    return [sys.executable, "-m", "spotrun.agent", "run", "--command-uri"]
 
 
 class LocalRuntime:
@@ -386,28 +380,8 @@ class LocalRuntime:
 
     def _start_agent(self, instance_id: str, parameters: dict[str, str], command_id: str) -> None:
         sim = self.instance(instance_id)
-        python_path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-        env = {
-            **os.environ,
-            **self._environment.values,
-            # The instance's own role session, from its IMDS as on EC2 (botocore's instance-metadata provider),
-            # not the runtime's credentials: the API stand-in names the caller after the instance.
-            "AWS_EC2_METADATA_SERVICE_ENDPOINT": sim.imds.endpoint,
-            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-            "AWS_CONFIG_FILE": os.devnull,
-            "SPOTRUN_NVME_ROOT": str(sim.nvme_dir),
-            "SPOTRUN_IMDS_ENDPOINT": sim.imds.endpoint,
-            # As the user data writes it into the agent's environment on EC2: where its job's S3 credentials are.
-            "SPOTRUN_AGENT_CREDENTIALS_URL": f"{self.api_url}{AGENT_CREDENTIALS_PATH}"
-            if self.api_url
-            else "",
-            "SPOTRUN_LOCAL_COMMAND_ID": command_id,
-            "PYTHONPATH": python_path,
-            # The user's command says `python`: that must be this interpreter, with spotrun importable.
-            "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
-            **parameters,  # SSM_commandUri: the document's ENV_VAR parameter, as the SSM Agent sets it
-        }
-        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-            env.pop(name, None)
+        env = agent_environment(
+            sim, {**os.environ, **self._environment.values}, self.api_url or "", command_id, parameters
+        )
         proc = sim.run_agent_script(self.agent_argv, AGENT_COMMAND_VARIABLE, env)
         logger.info("agent pid %s started on %s for %s", proc.pid, instance_id, parameters)

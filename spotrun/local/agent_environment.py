@@ -1,0 +1,75 @@
+"""What a simulated instance's agent process is started with: its argv and its environment, as on EC2.
+
+On EC2 the SSM Agent runs the document's script with the instance's environment; the agent finds its role
+session through the instance metadata service and its job's credentials route in the environment the user data
+writes. The emulator gives each agent subprocess the same view, pointing at that instance's own IMDS.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from spotrun.local.instances import SimulatedInstance
+from spotrun.model.command import AGENT_CREDENTIALS_PATH
+from spotrun.shape import REPO_ROOT
+
+# The runtime's own credentials: an agent must not inherit them, since it acts as its instance only.
+_RUNTIME_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+
+
+def default_agent_argv() -> list[str]:
+    """The real agent; the command URI is appended."""
+    return [sys.executable, "-m", "spotrun.agent", "run", "--command-uri"]
+
+
+def agent_environment(
+    sim: SimulatedInstance,
+    base: Mapping[str, str],
+    api_url: str,
+    command_id: str,
+    parameters: Mapping[str, str],
+) -> dict[str, str]:
+    """The environment of the agent process one SSM command starts on ``sim``.
+
+    Parameters
+    ----------
+    sim
+        The simulated instance.
+    base
+        The runtime's process environment (endpoints, ``SPOTRUN_*`` settings).
+    api_url
+        The local API Gateway stand-in's URL ("" when the deployment has no API).
+    command_id
+        The SSM command's id.
+    parameters
+        The document's ENV_VAR parameters (``SSM_commandUri``), as the SSM Agent sets them.
+
+    Returns
+    -------
+    dict[str, str]
+        The variables, without the runtime's own credentials.
+    """
+    python_path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {
+        **base,
+        # The instance's own role session, from its IMDS as on EC2 (botocore's instance-metadata provider), not
+        # the runtime's credentials: the API stand-in names the caller after the instance.
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT": sim.imds.endpoint,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        "AWS_CONFIG_FILE": os.devnull,
+        "SPOTRUN_NVME_ROOT": str(sim.nvme_dir),
+        "SPOTRUN_IMDS_ENDPOINT": sim.imds.endpoint,
+        # As the user data writes it into the agent's environment on EC2: where its job's S3 credentials are.
+        "SPOTRUN_AGENT_CREDENTIALS_URL": f"{api_url}{AGENT_CREDENTIALS_PATH}" if api_url else "",
+        "SPOTRUN_LOCAL_COMMAND_ID": command_id,
+        "PYTHONPATH": python_path,
+        # The user's command says `python`: that must be this interpreter, with spotrun importable.
+        "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
+        **parameters,
+    }
+    for name in _RUNTIME_CREDENTIALS:
+        env.pop(name, None)
+    return env
