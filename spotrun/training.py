@@ -25,18 +25,17 @@ interruption cost.
 The same script runs without spotrun: the directories then default to ``./data``, ``./checkpoints`` and
 ``./output`` (or the arguments given to :meth:`Run.from_env`), and no progress is written.
 
-This module uses the standard library only (and :mod:`spotrun.model.layout`, which does too), so that the agent can
-put it on the training command's ``PYTHONPATH`` whatever interpreter runs the command.
+This module uses the standard library only (with :mod:`spotrun.training_files` and :mod:`spotrun.model.layout`,
+which do too), so that the agent can put it on the training command's ``PYTHONPATH`` whatever interpreter runs
+the command.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
 import sys
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from types import FrameType
 from typing import Any, NamedTuple, NoReturn
 
 from spotrun.model import layout
+from spotrun.training_files import ProgressFile, fsync_directory, fsync_tree, remove_path
 
 ENV_JOB_ID = "SPOTRUN_JOB_ID"
 ENV_ATTEMPT = "SPOTRUN_ATTEMPT"
@@ -56,9 +56,6 @@ ENV_CHECKPOINT_INTERVAL_STEPS = "SPOTRUN_CHECKPOINT_INTERVAL_STEPS"
 ENV_CHECKPOINT_SIGNAL = "SPOTRUN_CHECKPOINT_SIGNAL"
 ENV_MODEL = "SPOTRUN_MODEL"
 ENV_PROGRESS_FILE = "SPOTRUN_PROGRESS_FILE"
-
-# The progress file is rewritten at most this often, however fast the steps go (a new step is held until then).
-PROGRESS_MIN_INTERVAL_SECONDS = 0.1
 
 _TEMP_MARK = ".tmp-"
 
@@ -106,7 +103,7 @@ class Run:
     attempt: int = 1
     keep_local: int = 3
     progress_file: Path | None = None
-    _progress: _ProgressFile | None = field(default=None, init=False, repr=False)
+    _progress: ProgressFile | None = field(default=None, init=False, repr=False)
     _stop: bool = field(default=False, init=False, repr=False)
     _previous_handler: Any = field(default=None, init=False, repr=False)
     _handler_installed: bool = field(default=False, init=False, repr=False)
@@ -117,7 +114,7 @@ class Run:
         if self.keep_local < 1:
             raise ValueError("keep_local must be at least 1")
         if self.progress_file is not None:
-            self._progress = _ProgressFile(Path(self.progress_file))
+            self._progress = ProgressFile(Path(self.progress_file))
 
     @classmethod
     def from_env(
@@ -330,12 +327,12 @@ class Run:
         temporary.mkdir()
         try:
             writer(temporary)
-            _fsync_tree(temporary)
+            fsync_tree(temporary)
             temporary.rename(final)
         except BaseException:
             shutil.rmtree(temporary, ignore_errors=True)
             raise
-        _fsync_directory(self.checkpoint_dir)
+        fsync_directory(self.checkpoint_dir)
         self._prune_local()
         self.report_step(step, force=True)
         return final
@@ -387,48 +384,10 @@ class Run:
                 shutil.rmtree(final)
             temporary.replace(final)
         except BaseException:
-            _remove(temporary)
+            remove_path(temporary)
             raise
         self.flush_progress()
         return final
-
-
-class _ProgressFile:
-    """The latest step reported, in a small text file replaced atomically (the agent polls it)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.written: int | None = None
-        self.pending: int | None = None
-        self.written_at = float("-inf")
-        self.warned = False
-
-    def report(self, step: int, *, force: bool) -> None:
-        if step == self.written:
-            self.pending = None
-            return
-        self.pending = step
-        if force or _clock() - self.written_at >= PROGRESS_MIN_INTERVAL_SECONDS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.pending is None:
-            return
-        step = self.pending
-        temporary = self.path.with_name(f"{layout.TEMP_PREFIX}{self.path.name}.{os.getpid()}.tmp")
-        try:
-            temporary.write_text(f"{step}\n")
-            temporary.replace(self.path)
-        except OSError as exc:  # progress is information only: training goes on without it
-            if not self.warned:
-                print(f"spotrun.training: cannot write progress to {self.path}: {exc}", file=sys.stderr)
-                self.warned = True
-            return
-        self.written, self.pending, self.written_at = step, None, _clock()
-
-
-def _clock() -> float:
-    return time.monotonic()
 
 
 def _parse_signal(name: str) -> signal.Signals:
@@ -436,27 +395,3 @@ def _parse_signal(name: str) -> signal.Signals:
         return signal.Signals[name.strip().upper()]
     except KeyError:
         raise ValueError(f"unknown signal name {name!r}") from None
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
-
-
-def _fsync_tree(directory: Path) -> None:
-    # A checkpoint must survive a crash of the machine once its name is final: flush the files first.
-    for path in directory.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            with path.open("rb") as handle:
-                os.fsync(handle.fileno())
-
-
-def _fsync_directory(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        descriptor = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)

@@ -1,10 +1,13 @@
-"""Small pure parts of the agent: causes and log tails in their budgets, the child's share of a notice."""
+"""Small parts of the agent: causes and log tails in their budgets, the child's share of a notice, the runtime copy."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 
+from spotrun.agent.environment import install_runtime
 from spotrun.agent.notices import Notice, NoticeWatcher
 from spotrun.agent.outputs import log_tail
 from spotrun.agent.reporter import cause_json
@@ -89,3 +92,28 @@ def test_a_rebalance_recommendation_triggers_one_early_sync_and_an_interruption_
     assert interruption is not None
     assert interruption.kind == "interruption"
     assert Source.polls == 3
+
+
+def test_the_runtime_copy_alone_lets_a_bare_interpreter_import_the_training_helpers(tmp_path):
+    # Given the runtime the agent puts on the training command's PYTHONPATH
+    runtime = install_runtime(tmp_path / "runtime")
+
+    # When an interpreter without site-packages (so without spotrun installed) imports the helpers from it
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); "
+            "from spotrun import training; print(training.Run.__name__)",
+            str(runtime),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    # Then every module they need was copied
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Run"

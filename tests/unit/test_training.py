@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spotrun import training
+from spotrun import training, training_files
 from spotrun.model import layout
 
 
@@ -281,7 +281,7 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(training, "_clock", fake)
+    monkeypatch.setattr(training_files, "_clock", fake)
     return fake
 
 
