@@ -42,11 +42,8 @@ with open(os.path.join(output, "model.npy"), "wb") as model:
 """
 
 
-def test_a_training_script_cannot_answer_another_jobs_workflow(runtime, direct_model):
-    # Given a victim job training slowly, and a hostile script next to the example's code
-    runtime.client("s3").put_object(
-        Bucket=runtime.settings.jobs_bucket, Key=f"{EXAMPLE_PREFIX}code/attack.py", Body=ATTACK.encode()
-    )
+def victim_in_training(runtime, name: str):
+    """Drop a slow copy of the example job named ``name`` and wait until it trains."""
     victim = drop_manifest(
         runtime,
         example_manifest(
@@ -54,20 +51,27 @@ def test_a_training_script_cannot_answer_another_jobs_workflow(runtime, direct_m
                 'command: [python, train.py, --step-seconds, "0.02"]': (
                     'command: [python, train.py, --step-seconds, "0.1"]'
                 ),
-                "name: tiny-regression": "name: victim-job",
+                "name: tiny-regression": f"name: {name}",
             }
         ),
-        "victim-job.yaml",
+        f"{name}.yaml",
     )
     store = job_store(runtime.settings.jobs_table, runtime.settings.region)
     deadline = time.monotonic() + JOB_TIMEOUT
     while time.monotonic() < deadline:
         job = store.get(victim.job_id)
         if job is not None and job.status is JobStatus.TRAINING:
-            break
+            return victim
         time.sleep(0.2)
-    else:
-        raise AssertionError("the victim never started training")
+    raise AssertionError("the victim never started training")
+
+
+def test_a_training_script_cannot_answer_another_jobs_workflow(runtime, direct_model):
+    # Given a victim job training slowly, and a hostile script next to the example's code
+    runtime.client("s3").put_object(
+        Bucket=runtime.settings.jobs_bucket, Key=f"{EXAMPLE_PREFIX}code/attack.py", Body=ATTACK.encode()
+    )
+    victim = victim_in_training(runtime, "victim-job")
 
     # When another job's training script posts a forged success for the victim's train step
     url = runtime.settings.agent_report_url
@@ -151,27 +155,7 @@ def test_a_training_script_cannot_read_or_write_another_jobs_objects(runtime, di
     runtime.client("s3").put_object(
         Bucket=bucket, Key=f"{EXAMPLE_PREFIX}code/trespass.py", Body=TRESPASS.encode()
     )
-    victim = drop_manifest(
-        runtime,
-        example_manifest(
-            **{
-                'command: [python, train.py, --step-seconds, "0.02"]': (
-                    'command: [python, train.py, --step-seconds, "0.1"]'
-                ),
-                "name: tiny-regression": "name: victim-objects",
-            }
-        ),
-        "victim-objects.yaml",
-    )
-    store = job_store(runtime.settings.jobs_table, runtime.settings.region)
-    deadline = time.monotonic() + JOB_TIMEOUT
-    while time.monotonic() < deadline:
-        job = store.get(victim.job_id)
-        if job is not None and job.status is JobStatus.TRAINING:
-            break
-        time.sleep(0.2)
-    else:
-        raise AssertionError("the victim never started training")
+    victim = victim_in_training(runtime, "victim-objects")
 
     # When another job's training script reads the victim's command and writes its checkpoint prefix
     command_key = agent_command_key(victim.job_id, 1, "train")
