@@ -12,7 +12,13 @@ from spotrun.model import layout
 from spotrun.model.command import AgentCommand
 
 # The stdlib-only modules a training script may import; copied so that any interpreter finds them.
-_RUNTIME_MODULES = ("training.py", "training_files.py", "model/__init__.py", "model/layout.py")
+_RUNTIME_MODULES = (
+    "training.py",
+    "training_files.py",
+    "training_hf.py",  # imports transformers lazily: only a script that uses it needs it installed
+    "model/__init__.py",
+    "model/layout.py",
+)
 _RUNTIME_INIT = '"""spotrun\'s checkpoint contract, as seen by a training script (copied by the agent)."""\n'
 
 
