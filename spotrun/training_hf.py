@@ -51,8 +51,6 @@ if TYPE_CHECKING:
     from transformers import Trainer, TrainerCallback
     from transformers.trainer_utils import TrainOutput
 
-__all__ = ["SpotrunCallback", "callback", "scratch_dir", "train"]
-
 SCRATCH_NAME = ".trainer"
 """Under the checkpoint directory, where ``Trainer`` writes before a save moves in (its leading dot hides it)."""
 
@@ -121,16 +119,17 @@ def train(trainer: Trainer, run: Run, **train_kwargs: Any) -> TrainOutput:
         When ``resume_from_checkpoint`` is given.
     """
     if "resume_from_checkpoint" in train_kwargs:
-        raise ValueError("train() resumes from the run's latest checkpoint itself; do not pass resume_from_checkpoint")
+        raise ValueError(
+            "train() resumes from the run's latest checkpoint itself; do not pass resume_from_checkpoint"
+        )
     spotrun_callback = _callback_for(trainer, run)
-    _remove_partial_saves(Path(trainer.args.output_dir))
+    _remove_partial_saves(Path(str(trainer.args.output_dir)))
     latest = run.latest_checkpoint()
-    if latest is not None:
-        print(f"spotrun.training_hf: resuming from {latest.path.name} (global step {latest.step})", flush=True)
     result = trainer.train(resume_from_checkpoint=str(latest.path) if latest else None, **train_kwargs)
     if spotrun_callback.stopped_for_signal:
         print(
-            f"spotrun.training_hf: checkpoint signal: saved step {trainer.state.global_step}, exiting", flush=True
+            f"spotrun.training_hf: checkpoint signal: saved step {trainer.state.global_step}, exiting",
+            flush=True,
         )
         run.exit_for_preemption()
     run.flush_progress()
@@ -141,7 +140,7 @@ def _callback_for(trainer: Trainer, run: Run) -> Any:
     cls = _callback_class()
     for existing in trainer.callback_handler.callbacks:
         if isinstance(existing, cls):
-            if existing.run is not run:
+            if getattr(existing, "run", None) is not run:
                 raise ValueError("the trainer's SpotrunCallback follows another Run than the one given")
             return existing
     added = cls(run)
@@ -170,7 +169,7 @@ def _callback_class() -> type:
     from transformers import TrainerCallback
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-    class SpotrunCallback(TrainerCallback):  # type: ignore[misc]
+    class SpotrunCallback(TrainerCallback):
         """Save at the contract's interval and on its checkpoint signal, into its checkpoint directory.
 
         Parameters
@@ -189,6 +188,9 @@ def _callback_class() -> type:
                     "spotrun.training_hf runs one training process; under torchrun the ranks would not agree on "
                     "the step to stop at (use spotrun.training_torch for several GPUs)"
                 )
+            if state.global_step:
+                # Trainer's own state, restored from the checkpoint: what the log should show a resume is.
+                print(f"spotrun.training_hf: resumed at global step {state.global_step}", flush=True)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             # checkpoint_due also reports the step reached to the agent.

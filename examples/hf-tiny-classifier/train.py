@@ -28,6 +28,7 @@ from transformers import (
     BertConfig,
     BertForSequenceClassification,
     EvalPrediction,
+    PreTrainedModel,
     Trainer,
     TrainerCallback,
     TrainingArguments,
@@ -52,7 +53,9 @@ def generate(count: int, seed: int) -> list[tuple[str, int]]:
     examples = []
     for _ in range(count):
         positive, negative = rng.sample(range(5), 2)  # never equal, so every sentence has a label
-        words = [rng.choice(POSITIVE) for _ in range(positive)] + [rng.choice(NEGATIVE) for _ in range(negative)]
+        words = [rng.choice(POSITIVE) for _ in range(positive)] + [
+            rng.choice(NEGATIVE) for _ in range(negative)
+        ]
         words += [rng.choice(NEUTRAL) for _ in range(WORDS_PER_SENTENCE - len(words))]
         rng.shuffle(words)
         examples.append((" ".join(words), int(positive > negative)))
@@ -121,7 +124,7 @@ def build_model(vocabulary_size: int, length: int) -> BertForSequenceClassificat
     return BertForSequenceClassification(config)
 
 
-def save_model(model: BertForSequenceClassification, tokenizer: WordTokenizer, path: Path) -> None:
+def save_model(model: PreTrainedModel, tokenizer: WordTokenizer, path: Path) -> None:
     """The weights and config (``save_pretrained``) and the vocabulary, in one directory."""
     model.save_pretrained(path)
     (path / "vocab.json").write_text(json.dumps(tokenizer.vocabulary))
@@ -139,10 +142,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=5e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--step-seconds", type=float, default=0.0, help="Sleep per step, to make progress visible.")
+    parser.add_argument(
+        "--step-seconds", type=float, default=0.0, help="Sleep per step, to make progress visible."
+    )
     args = parser.parse_args()
 
-    run = training.Run.from_env(checkpoint_dir=args.checkpoint_dir, output_dir=args.output_dir, model_name="model")
+    run = training.Run.from_env(
+        checkpoint_dir=args.checkpoint_dir, output_dir=args.output_dir, model_name="model"
+    )
     # One thread: the same float operations in the same order on any machine, so runs compare bit for bit.
     torch.set_num_threads(1)
     set_seed(args.seed)
@@ -181,7 +188,7 @@ def main() -> None:
     metrics = trainer.evaluate()
     print(f"evaluation: {json.dumps(metrics)}", flush=True)
     (run.output_dir / METRICS_FILE).write_text(json.dumps({key: metrics[key] for key in COMPARED_METRICS}))
-    run.save_model(lambda path: save_model(trainer.model, tokenizer, path))
+    run.save_model(lambda path: save_model(model, tokenizer, path))
     print(f"model written to {run.model_path}")
 
 

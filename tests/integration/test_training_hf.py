@@ -56,7 +56,9 @@ def new_run(root: Path) -> training.Run:
     )
 
 
-def new_trainer(example: ModuleType, run: training.Run, callbacks: Sequence[Any] = (), cls: Any = None) -> Any:
+def new_trainer(
+    example: ModuleType, run: training.Run, callbacks: Sequence[Any] = (), cls: Any = None
+) -> Any:
     from transformers import Trainer, TrainingArguments, set_seed
 
     set_seed(0)
@@ -100,7 +102,11 @@ def same(left: Any, right: Any) -> bool:
     if isinstance(left, torch.Tensor):
         return isinstance(right, torch.Tensor) and torch.equal(left, right)
     if isinstance(left, dict):
-        return isinstance(right, dict) and left.keys() == right.keys() and all(same(left[k], right[k]) for k in left)
+        return (
+            isinstance(right, dict)
+            and left.keys() == right.keys()
+            and all(same(left[k], right[k]) for k in left)
+        )
     if isinstance(left, list | tuple):
         return len(left) == len(right) and all(same(a, b) for a, b in zip(left, right, strict=True))
     return bool(left == right)
@@ -190,7 +196,7 @@ def test_the_signal_saves_the_next_step_boundary_and_stops_with_trainers_own_che
     assert recorder.steps == list(range(1, STOP_STEP + 1))
     [checkpoint] = run.checkpoints()
     assert checkpoint.step == STOP_STEP
-    assert TRAINER_FILES <= {path.name for path in checkpoint.path.iterdir()}
+    assert {path.name for path in checkpoint.path.iterdir()} >= TRAINER_FILES
     assert json.loads((checkpoint.path / "trainer_state.json").read_text())["global_step"] == STOP_STEP
     # And nothing of it is left in the Trainer's scratch directory
     from spotrun import training_hf
