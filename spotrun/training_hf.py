@@ -31,8 +31,12 @@ when the callback stopped training for the checkpoint signal. The callback:
   the agent never sees a half-written checkpoint;
 - reports every step reached (:meth:`spotrun.training.Run.report_step`).
 
-One process only: under ``torchrun`` the ranks would have to agree on the step at which they stop, which this
-callback does not do yet, so it refuses to start there (see ``spotrun.training_torch`` for several GPUs).
+To call ``trainer.train`` yourself, pass ``callbacks=[training_hf.callback(run)]`` and
+``resume_from_checkpoint=run.latest_checkpoint()`` (its path), and exit when ``stopped_for_signal``.
+
+When training begins the callback refuses (:func:`check_arguments`) what would make a resumed run differ: several
+processes (under ``torchrun`` the ranks would have to agree on the step at which they stop, which this callback
+does not do; ``spotrun.training_torch`` does), ``load_best_model_at_end`` and ``save_only_model``.
 
 ``transformers`` is imported lazily: spotrun itself never needs it, and the agent copies this module beside
 :mod:`spotrun.training` for any interpreter that has ``transformers`` installed.
@@ -136,6 +140,38 @@ def train(trainer: Trainer, run: Run, **train_kwargs: Any) -> TrainOutput:
     return result
 
 
+def check_arguments(args: Any) -> None:
+    """Refuse the ``TrainingArguments`` under which the contract's checkpoints would not resume exactly.
+
+    :class:`SpotrunCallback` calls it when training begins.
+
+    Parameters
+    ----------
+    args
+        The trainer's ``TrainingArguments``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: several processes (``torchrun``), ``load_best_model_at_end`` or ``save_only_model``.
+    """
+    if args.world_size > 1:
+        raise ValueError(
+            f"spotrun.training_hf runs one training process, not {args.world_size}: under torchrun the ranks "
+            "would not agree on the step to stop at (use spotrun.training_torch for several GPUs)"
+        )
+    if args.load_best_model_at_end:
+        raise ValueError(
+            "load_best_model_at_end is not supported: checkpoints move into $SPOTRUN_CHECKPOINT_DIR, where only the "
+            "newest few are kept, so Trainer could not find the best one at the end (evaluate and save yourself)"
+        )
+    if args.save_only_model:
+        raise ValueError(
+            "save_only_model leaves the optimizer, scheduler and RNG states out of each checkpoint, so a resumed "
+            "run could not continue exactly; spotrun needs them"
+        )
+
+
 def _callback_for(trainer: Trainer, run: Run) -> Any:
     cls = _callback_class()
     for existing in trainer.callback_handler.callbacks:
@@ -183,11 +219,7 @@ def _callback_class() -> type:
             self.stopped_for_signal = False
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if args.world_size > 1:
-                raise RuntimeError(
-                    "spotrun.training_hf runs one training process; under torchrun the ranks would not agree on "
-                    "the step to stop at (use spotrun.training_torch for several GPUs)"
-                )
+            check_arguments(args)
             if state.global_step:
                 # Trainer's own state, restored from the checkpoint: what the log should show a resume is.
                 print(f"spotrun.training_hf: resumed at global step {state.global_step}", flush=True)

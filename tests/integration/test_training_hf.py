@@ -57,7 +57,7 @@ def new_run(root: Path) -> training.Run:
 
 
 def new_trainer(
-    example: ModuleType, run: training.Run, callbacks: Sequence[Any] = (), cls: Any = None
+    example: ModuleType, run: training.Run, callbacks: Sequence[Any] = (), cls: Any = None, **arguments: Any
 ) -> Any:
     from transformers import Trainer, TrainingArguments, set_seed
 
@@ -80,6 +80,7 @@ def new_trainer(
             report_to="none",
             disable_tqdm=True,
             logging_strategy="no",
+            **arguments,
         ),
         train_dataset=example.SentenceDataset(example.generate(96, 0), tokenizer),
         eval_dataset=example.SentenceDataset(example.generate(32, 1), tokenizer),
@@ -295,3 +296,17 @@ def test_a_save_that_dies_midway_leaves_no_checkpoint_in_the_contract_directory(
     assert {path.name for path in first.iterdir()} >= TRAINER_FILES
     assert not (first / "stale-from-the-dead-save").exists()
     assert not list(training_hf.scratch_dir(run).glob("checkpoint-*"))
+
+
+def test_arguments_that_would_not_resume_exactly_stop_training_before_its_first_step(example, tmp_path):
+    # Given a trainer whose checkpoints would hold the model only
+    from spotrun import training_hf
+
+    run = new_run(tmp_path)
+    recorder = Recorder()
+    trainer = new_trainer(example, run, [recorder.callback], save_only_model=True)
+
+    # When it trains / Then the callback refuses when training begins, before any step
+    with pytest.raises(ValueError, match="save_only_model"):
+        training_hf.train(trainer, run)
+    assert recorder.steps == []

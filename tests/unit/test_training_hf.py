@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -40,3 +41,28 @@ def test_train_refuses_a_resume_checkpoint_of_its_own():
     # Then it refuses: the run's latest committed checkpoint is the one to resume from
     with pytest.raises(ValueError, match="resumes from the run's latest checkpoint"):
         training_hf.train(object(), object(), resume_from_checkpoint="elsewhere")  # type: ignore[arg-type]
+
+
+ARGUMENTS = {"world_size": 1, "load_best_model_at_end": False, "save_only_model": False}
+
+
+@pytest.mark.parametrize(
+    ("argument", "value", "message"),
+    [
+        ("world_size", 2, "one training process, not 2"),
+        ("load_best_model_at_end", True, "load_best_model_at_end is not supported"),
+        ("save_only_model", True, "save_only_model leaves the optimizer"),
+    ],
+)
+def test_arguments_under_which_a_checkpoint_would_not_resume_exactly_are_refused(argument, value, message):
+    # Given Trainer arguments that are fine but for one
+    args = SimpleNamespace(**{**ARGUMENTS, argument: value})
+
+    # When / Then the callback's check refuses that one, by name
+    with pytest.raises(ValueError, match=message):
+        training_hf.check_arguments(args)
+
+
+def test_arguments_the_contract_can_resume_from_pass_the_check():
+    # Given / When / Then
+    training_hf.check_arguments(SimpleNamespace(**ARGUMENTS))
