@@ -31,8 +31,9 @@ when the callback stopped training for the checkpoint signal. The callback:
   the agent never sees a half-written checkpoint;
 - reports every step reached (:meth:`spotrun.training.Run.report_step`).
 
-To call ``trainer.train`` yourself, pass ``callbacks=[training_hf.callback(run)]`` and
-``resume_from_checkpoint=run.latest_checkpoint()`` (its path), and exit when ``stopped_for_signal``.
+To call ``trainer.train`` yourself, give the trainer ``callbacks=[training_hf.callback(run)]``, pass the path of
+``run.latest_checkpoint()`` as ``resume_from_checkpoint``, and call ``run.exit_for_preemption()`` when the
+callback's ``stopped_for_signal`` is true.
 
 When training begins the callback refuses (:func:`check_arguments`) what would make a resumed run differ: several
 processes (under ``torchrun`` the ranks would have to agree on the step at which they stop, which this callback
