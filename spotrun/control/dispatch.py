@@ -76,12 +76,16 @@ def dispatch_agent_step(
             raise BudgetExceeded(f"job {job_id} would pass its budget.max_usd before staging could start")
 
     def record(current: Job) -> Job:
-        moved = transition(current, STEP_STATUS[step], now, detail=attempt.instance_id)
+        moved = transition(current, STEP_STATUS[step], now, detail=step_detail(attempt.instance_id, staged))
         moved = moved.model_copy(update={"task_token": task_token})
         last = moved.current_attempt
         if staged is None or last is None:
             return moved
-        restored = {"checkpoint_restored": staged.checkpoint_restored, "restored_step": staged.restored_step}
+        restored = {
+            "checkpoint_restored": staged.checkpoint_restored,
+            "restored_step": staged.restored_step,
+            "setup_seconds": staged.setup_seconds,
+        }
         return moved.with_current_attempt(last.model_copy(update=restored))
 
     update_job(store, job_id, record)
@@ -102,6 +106,20 @@ def dispatch_agent_step(
     return send_agent_command(
         command, attempt.instance_id, objects=objects, commands=commands, document_name=document_name
     )
+
+
+def step_detail(instance_id: str, staged: StageResult | None) -> str:
+    """The timeline's note for a step: the instance, and for training how long staging and setup took there.
+
+    ``i-0abc``; ``i-0abc: staged in 2.1 s, setup 41.3 s`` once the stage step reported (setup only when the
+    manifest has ``training.setup``).
+    """
+    if staged is None:
+        return instance_id
+    detail = f"{instance_id}: staged in {staged.seconds:.1f} s"
+    if staged.setup_seconds is not None:
+        detail += f", setup {staged.setup_seconds:.1f} s"
+    return detail
 
 
 def send_agent_command(

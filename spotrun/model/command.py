@@ -33,6 +33,9 @@ AgentStep = Literal["stage", "train", "notice"]
 NOTICE_STEP = "notice"
 
 STAGING_FAILED = "Staging.Failed"
+# A command of the manifest's training.setup failed on the instance: the job ends (its environment is its own, so
+# another instance would fail alike).
+SETUP_FAILED = "Setup.Failed"
 TRAINING_FAILED = "Training.Failed"
 SPOT_INTERRUPTED = "Spot.Interrupted"
 # The step's limits ran out: the checkpoint was committed as on a warning, and the job ends (no relaunch).
@@ -175,6 +178,8 @@ class StageResult(BaseModel):
     seconds: float
     checkpoint_restored: str | None = None  # S3 prefix of the committed checkpoint put in place
     restored_step: int | None = None
+    # Seconds the manifest's training.setup commands took on this instance (None: it has none); not in ``seconds``.
+    setup_seconds: float | None = None
 
 
 class OutputObject(BaseModel):
