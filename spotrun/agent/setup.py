@@ -112,7 +112,9 @@ def run_setup(
                 _note(log, message)
                 raise SetupFailedError(SetupFailure(message, None, round(seconds, 3)))
             if code != 0:
-                how = "could not be started" if code == COMMAND_NOT_FOUND else f"failed ({describe_exit(code)})"
+                how = (
+                    "could not be started" if code == COMMAND_NOT_FOUND else f"failed ({describe_exit(code)})"
+                )
                 message = f"{where} {how} after {seconds:.1f} s"
                 _note(log, message)
                 raise SetupFailedError(SetupFailure(message, code, round(seconds, 3)))

@@ -151,7 +151,9 @@ def _check_argv(value: list[str]) -> list[str]:
 # a space; the schema says the same, as two or more arguments or one that is white space around a word.
 Argv = Annotated[
     list[Argument],
-    Field(min_length=1, json_schema_extra={"anyOf": [{"minItems": 2}, {"items": {"pattern": ONE_WORD.pattern}}]}),
+    Field(
+        min_length=1, json_schema_extra={"anyOf": [{"minItems": 2}, {"items": {"pattern": ONE_WORD.pattern}}]}
+    ),
     AfterValidator(_check_argv),
 ]
 InstanceType = Annotated[

@@ -26,9 +26,7 @@ def with_setup(name: str, setup: str) -> bytes:
 
 def test_setup_output_shows_in_the_logs_and_a_failing_setup_ends_the_job(runtime):
     # Given two jobs: one whose setup prints a line, one whose setup exits 4 after printing why
-    printing = with_setup(
-        "setup-prints", "[[python, -c, \"print('setup: requirements installed')\"]]"
-    )
+    printing = with_setup("setup-prints", "[[python, -c, \"print('setup: requirements installed')\"]]")
     failing = with_setup(
         "setup-fails",
         "[[python, -c, \"print('ERROR: no matching distribution for torch==9'); import sys; sys.exit(4)\"]]",
@@ -47,7 +45,8 @@ def test_setup_output_shows_in_the_logs_and_a_failing_setup_ends_the_job(runtime
     text = "\n".join(log["lines"])
     assert text.index("setup: requirements installed") < text.index("run 1 of at most 1")
     [attempt] = succeeded.attempts
-    assert attempt.setup_seconds is not None and attempt.setup_seconds > 0
+    assert attempt.setup_seconds is not None
+    assert attempt.setup_seconds > 0
     [training] = [change for change in succeeded.timeline if change.status is JobStatus.TRAINING]
     assert ", setup " in (training.detail or "")
     # And the second ended Setup.Failed naming the command and its exit code, with the output's tail, on its one
@@ -56,7 +55,8 @@ def test_setup_output_shows_in_the_logs_and_a_failing_setup_ends_the_job(runtime
     assert failed.error is not None
     assert failed.error.type == "Setup.Failed"
     assert failed.error.exit_code == 4
-    assert "setup command 1 of 1" in failed.error.message and "exit code 4" in failed.error.message
+    assert "setup command 1 of 1" in failed.error.message
+    assert "exit code 4" in failed.error.message
     assert "no matching distribution for torch==9" in (failed.error.log_tail or "")
     assert [change.status for change in failed.timeline][-2:] == [JobStatus.STAGING, JobStatus.FAILED]
     assert len(failed.attempts) == 1

@@ -9,8 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from aws_cdk import App, Stack
-from aws_cdk import assertions
+from aws_cdk import App, Stack, assertions
 from aws_cdk import aws_ec2 as ec2
 
 from infra.constructs.instances import USER_DATA_TEMPLATE, Instances
@@ -31,7 +30,10 @@ def test_the_image_defaults_to_the_base_dlami_and_a_preset_names_the_pytorch_one
     # Then
     assert (default.ami_ssm_parameter, default.ami_id) == (DLAMI_PARAMETER, None)
     assert pytorch.ami_ssm_parameter == PYTORCH_DLAMI_PARAMETER
-    assert re.fullmatch(r"/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2\.\d+-ubuntu-24\.04/latest/ami-id", PYTORCH_DLAMI_PARAMETER)
+    assert re.fullmatch(
+        r"/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2\.\d+-ubuntu-24\.04/latest/ami-id",
+        PYTORCH_DLAMI_PARAMETER,
+    )
     assert own.ami_ssm_parameter == "/my-team/images/train/latest"
 
 
@@ -49,7 +51,9 @@ def test_the_image_defaults_to_the_base_dlami_and_a_preset_names_the_pytorch_one
             id="both, a preset",
         ),
         pytest.param({"ami_id": "ami-12345"}, "ami_id: 'ami-12345' is not an AMI id", id="bad id"),
-        pytest.param({"ami_ssm_parameter": "pytorch"}, "neither a preset (dlami-base, dlami-pytorch)", id="typo"),
+        pytest.param(
+            {"ami_ssm_parameter": "pytorch"}, "neither a preset (dlami-base, dlami-pytorch)", id="typo"
+        ),
     ],
 )
 def test_an_image_option_that_cannot_be_used_is_refused_naming_it(context, fragment):
@@ -66,7 +70,10 @@ def launch_template(options: StackOptions) -> dict:
     )
     template = assertions.Template.from_stack(stack).to_json()
     [resource] = [r for r in template["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
-    return {"data": resource["Properties"]["LaunchTemplateData"], "parameters": template.get("Parameters", {})}
+    return {
+        "data": resource["Properties"]["LaunchTemplateData"],
+        "parameters": template.get("Parameters", {}),
+    }
 
 
 def test_the_launch_template_launches_the_explicit_image_or_the_parameters():
@@ -103,7 +110,10 @@ def job_interpreter(tmp_path: Path, *, pytorch: bool) -> str:
     env = {"PATH": "/usr/bin:/bin", "HOME_DIR": str(tmp_path / "home"), "PYTHON": str(stand_in)}
     (tmp_path / "home").mkdir()
     subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", f'NVME_ROOT=/mnt/nvme\n{section}'], env=env, check=True, cwd=tmp_path
+        ["bash", "-euo", "pipefail", "-c", f"NVME_ROOT=/mnt/nvme\n{section}"],
+        env=env,
+        check=True,
+        cwd=tmp_path,
     )
     lines = (tmp_path / "home" / "agent.env").read_text().splitlines()
     [path] = [line.removeprefix("PATH=") for line in lines if line.startswith("PATH=")]

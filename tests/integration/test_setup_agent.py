@@ -38,7 +38,9 @@ def test_setup_runs_in_order_in_the_code_directory_with_the_commands_environment
     upload_example(s3, example_data)
     document = setup_manifest(
         [
-            py("import os; open('made-by-setup', 'w').write(os.environ['GREETING']); print('first', os.getcwd())"),
+            py(
+                "import os; open('made-by-setup', 'w').write(os.environ['GREETING']); print('first', os.getcwd())"
+            ),
             py(
                 "import os; from spotrun import training; "
                 "print('second', open('made-by-setup').read(), os.environ['SPOTRUN_JOB_ID'], training.ENV_JOB_ID)"
@@ -65,7 +67,9 @@ def test_setup_runs_in_order_in_the_code_directory_with_the_commands_environment
     assert "s3cr3t-never-logged" not in log  # the environment itself is never written
 
 
-def test_a_failing_setup_command_is_setup_failed_with_its_command_exit_code_and_tail(s3, tmp_path, example_data):
+def test_a_failing_setup_command_is_setup_failed_with_its_command_exit_code_and_tail(
+    s3, tmp_path, example_data
+):
     # Given a setup whose second command exits 3 after printing, and a third that must not run
     upload_example(s3, example_data)
     document = setup_manifest(
@@ -86,9 +90,11 @@ def test_a_failing_setup_command_is_setup_failed_with_its_command_exit_code_and_
     assert status == EXIT_REPORTED
     assert error == SETUP_FAILED
     assert cause.exit_code == 3
-    assert "setup command 2 of 3" in cause.message and "exit code 3" in cause.message
+    assert "setup command 2 of 3" in cause.message
+    assert "exit code 3" in cause.message
     assert "sys.exit(3)" in cause.message
-    assert cause.log_tail is not None and "cannot find requirements" in cause.log_tail
+    assert cause.log_tail is not None
+    assert "cannot find requirements" in cause.log_tail
     assert cause.log_key == layout.log_key(JOB, 1)
     assert b"cannot find requirements" in object_bytes(s3, layout.log_key(JOB, 1))
     assert not (job.code_dir / "third-ran").exists()
@@ -134,7 +140,10 @@ def test_setup_past_its_time_limit_is_stopped_and_setup_failed(s3, tmp_path, exa
 def test_a_training_restart_on_the_same_instance_does_not_set_up_again(s3, tmp_path, example_data):
     # Given a setup that counts its runs, and a command that fails once then succeeds (restarts_on_error: 1)
     upload_example(s3, example_data)
-    counter = "import pathlib; p = pathlib.Path('setup-runs'); p.write_text(str(int(p.read_text() or 0) + 1) if p.exists() else '1')"
+    counter = (
+        "import pathlib; p = pathlib.Path('setup-runs');"
+        "p.write_text(str(int(p.read_text()) + 1) if p.exists() else '1')"
+    )
     train = (
         "import os, pathlib, sys; from spotrun import training; marker = pathlib.Path('failed-once');"
         "ok = marker.exists(); marker.touch();"

@@ -53,7 +53,9 @@ def test_setup_is_a_list_of_argv_commands_with_a_thirty_minute_default_limit():
             id="a shell string",
         ),
         pytest.param("setup: [[]]", "training.setup[0]", "at least 1 item", id="an empty command"),
-        pytest.param("setup: [[pip, '']]", "training.setup[0][1]", "at least 1 character", id="empty argument"),
+        pytest.param(
+            "setup: [[pip, '']]", "training.setup[0][1]", "at least 1 character", id="empty argument"
+        ),
         pytest.param(
             "setup: [pip, install]", "training.setup", "each an argv list", id="one argv, not a list of them"
         ),
@@ -63,7 +65,9 @@ def test_setup_is_a_list_of_argv_commands_with_a_thirty_minute_default_limit():
             f"at most {MAX_SETUP_COMMANDS} items",
             id="too many commands",
         ),
-        pytest.param("setup_timeout_minutes: 0", "training.setup_timeout_minutes", "greater than", id="no time"),
+        pytest.param(
+            "setup_timeout_minutes: 0", "training.setup_timeout_minutes", "greater than", id="no time"
+        ),
         pytest.param(
             "setup_timeout_minutes: '5'", "training.setup_timeout_minutes", "not a text", id="timeout as text"
         ),
@@ -79,7 +83,9 @@ def test_the_schema_gives_each_setup_command_the_commands_argv_rule():
     training = json.loads(manifest_json_schema())["$defs"]["TrainingSpec"]["properties"]
 
     # When command's own words are left aside
-    command = {key: value for key, value in training["command"].items() if key not in {"title", "description"}}
+    command = {
+        key: value for key, value in training["command"].items() if key not in {"title", "description"}
+    }
 
     # Then each of setup's items is what command is: the same argv rule, stated once
     assert training["setup"]["items"] == command
