@@ -62,6 +62,12 @@ def test_an_image_option_that_cannot_be_used_is_refused_naming_it(context, fragm
         options_of(context)
 
 
+def test_options_built_in_code_refuse_both_images_too():
+    # Given / When / Then: not only context goes through the check (the app's tests build options directly)
+    with pytest.raises(OptionError, match="give one of them"):
+        StackOptions(ami_id="ami-0123456789abcdef0", ami_ssm_parameter="dlami-pytorch")
+
+
 def launch_template(options: StackOptions) -> dict:
     stack = Stack(App(), "Images")
     group = ec2.SecurityGroup(stack, "Group", vpc=ec2.Vpc(stack, "Vpc", max_azs=1, nat_gateways=0))
