@@ -5,9 +5,11 @@ again."""
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from typing import Any
 
-from spotrun.agent.runner import EXIT_REPORTED, execute
+from spotrun.agent.runner import EXIT_ABANDONED, EXIT_REPORTED, execute
 from spotrun.model import layout
 from spotrun.model.command import SETUP_FAILED
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
@@ -178,3 +180,20 @@ def test_a_job_without_setup_stages_as_before(s3, tmp_path, example_data):
     assert result["setup_seconds"] is None
     assert not layout.NvmeLayout(tmp_path / "nvme", JOB).log_file(1).exists()
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=layout.log_key(JOB, 1))
+
+
+def test_setup_stops_and_reports_nothing_once_the_workflow_stops_waiting(s3, tmp_path, example_data):
+    # Given a long setup, and a workflow that refuses the step's heartbeats a moment after it starts
+    upload_example(s3, example_data)
+    ctx = context(s3, tmp_path / "nvme")
+    threading.Timer(0.5, ctx.abandoned.set).start()
+    started = time.monotonic()
+
+    # When the stage step runs
+    status = execute(command("stage", setup_manifest([py("import time; time.sleep(60)")])), ctx)
+
+    # Then setup was stopped at once and nothing was reported: the task is no one's any more
+    assert status == EXIT_ABANDONED
+    assert time.monotonic() - started < 30
+    assert ctx.reporter.success is None  # type: ignore[attr-defined]
+    assert ctx.reporter.failure is None  # type: ignore[attr-defined]
