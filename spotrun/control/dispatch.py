@@ -109,17 +109,13 @@ def dispatch_agent_step(
 
 
 def step_detail(instance_id: str, staged: StageResult | None) -> str:
-    """The timeline's note for a step: the instance, and for training how long staging and setup took there.
+    """The timeline's note for a step: the instance, and for training how long setup took there, if it ran.
 
-    ``i-0abc``; ``i-0abc: staged in 2.1 s, setup 41.3 s`` once the stage step reported (setup only when the
-    manifest has ``training.setup``).
+    ``i-0abc``; ``i-0abc: setup took 41.3 s`` when the stage step ran the manifest's ``training.setup``.
     """
-    if staged is None:
+    if staged is None or staged.setup_seconds is None:
         return instance_id
-    detail = f"{instance_id}: staged in {staged.seconds:.1f} s"
-    if staged.setup_seconds is not None:
-        detail += f", setup {staged.setup_seconds:.1f} s"
-    return detail
+    return f"{instance_id}: setup took {staged.setup_seconds:.1f} s"
 
 
 def send_agent_command(

@@ -48,7 +48,7 @@ def test_setup_output_shows_in_the_logs_and_a_failing_setup_ends_the_job(runtime
     assert attempt.setup_seconds is not None
     assert attempt.setup_seconds > 0
     [training] = [change for change in succeeded.timeline if change.status is JobStatus.TRAINING]
-    assert ", setup " in (training.detail or "")
+    assert f"{attempt.instance_id}: setup took " in (training.detail or "")
     # And the second ended Setup.Failed naming the command and its exit code, with the output's tail, on its one
     # instance (not retried elsewhere), which was released
     assert failed.status is JobStatus.FAILED

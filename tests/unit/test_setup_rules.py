@@ -201,4 +201,4 @@ def test_setup_time_is_recorded_on_the_attempt_and_its_timeline_when_training_st
     record = job_record(store.get(JOB))  # type: ignore[arg-type]
     assert record["attempts"][0]["setup_seconds"] == 41.25
     assert record["timeline"][-1]["status"] == "TRAINING"
-    assert record["timeline"][-1]["detail"] == "i-0abc: staged in 2.1 s, setup 41.2 s"
+    assert record["timeline"][-1]["detail"] == "i-0abc: setup took 41.2 s"
