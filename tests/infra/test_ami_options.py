@@ -82,6 +82,19 @@ def launch_template(options: StackOptions) -> dict:
     }
 
 
+def test_the_deployed_stacks_launch_template_launches_the_base_dlami_by_default(synthesized):
+    # Given the whole stack, synthesized without context
+    [template] = synthesized.resources("AWS::EC2::LaunchTemplate").values()
+
+    # When its image is followed to the parameter it names
+    reference = template["Properties"]["LaunchTemplateData"]["ImageId"]["Ref"]
+
+    # Then CloudFormation resolves the base DLAMI's public parameter at deploy time
+    parameter = synthesized.template["Parameters"][reference]
+    assert parameter["Default"] == DLAMI_PARAMETER
+    assert parameter["Type"] == "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"
+
+
 def test_the_launch_template_launches_the_explicit_image_or_the_parameters():
     # Given the instances' construct synthesized with an explicit AMI id, and with the PyTorch preset
     explicit = launch_template(StackOptions(ami_id="ami-0123456789abcdef0"))
