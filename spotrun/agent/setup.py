@@ -51,6 +51,10 @@ class SetupFailedError(RuntimeError):
         self.failure = failure
 
 
+class SetupOverBudgetError(SetupFailedError):
+    """The job's budget ran out during setup: the job ends ``Budget.Exceeded``, as in training."""
+
+
 class SetupAbandonedError(RuntimeError):
     """The workflow stopped waiting for the stage step while setup ran: nothing is reported."""
 
@@ -62,6 +66,7 @@ def run_setup(
     log_path: Path,
     *,
     timeout_seconds: float,
+    budget_seconds: float | None = None,
     abandoned: Callable[[], bool] = lambda: False,
     tick_seconds: float = 0.2,
 ) -> float:
@@ -79,6 +84,9 @@ def run_setup(
         The attempt's log; every command's output follows a ``--- spotrun: setup i/n: [argv]`` line.
     timeout_seconds
         For all commands together; then the one running is stopped (its process group: SIGTERM, then SIGKILL).
+    budget_seconds
+        Seconds until the job's budget runs out (the command's ``stop_at``), None without a budget; then the
+        command running is stopped likewise.
     abandoned
         Returns True once the workflow no longer waits for the step; the command running is then stopped.
     tick_seconds
@@ -93,11 +101,15 @@ def run_setup(
     ------
     SetupFailedError
         When a command exits non-zero, cannot be started, or the time limit runs out.
+    SetupOverBudgetError
+        When the budget runs out first.
     SetupAbandonedError
         When the workflow stopped waiting.
     """
     started = time.monotonic()
-    deadline = started + timeout_seconds
+    # The budget, when it runs out first, is what stops setup (and what the job ends with).
+    over_budget = budget_seconds is not None and budget_seconds < timeout_seconds
+    deadline = started + (budget_seconds if budget_seconds is not None and over_budget else timeout_seconds)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # The job's commands can write the log directory: a link left there is refused, never written through.
     with open_append(log_path) as log:
@@ -106,6 +118,10 @@ def run_setup(
             _note(log, f"setup {index}/{len(commands)}: {list(argv)}")
             code, timed_out = _run_one(list(argv), cwd, env, log, deadline, abandoned, tick_seconds)
             seconds = time.monotonic() - started
+            if timed_out and over_budget:
+                message = f"{where} was stopped: the job's budget.max_usd would be passed"
+                _note(log, message)
+                raise SetupOverBudgetError(SetupFailure(message, None, round(seconds, 3)))
             if timed_out:
                 minutes = timeout_seconds / 60
                 message = f"{where} was stopped: setup ran past setup_timeout_minutes ({minutes:g} min)"

@@ -10,10 +10,11 @@ from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.environment import child_environment, install_runtime
 from spotrun.agent.links import LinkError, real_directories
 from spotrun.agent.outputs import log_tail, upload_log
-from spotrun.agent.setup import SetupAbandonedError, SetupFailedError, run_setup
+from spotrun.agent.setup import SetupAbandonedError, SetupFailedError, SetupOverBudgetError, run_setup
 from spotrun.agent.staging import StageItem, StagingError, plan_input, stage
+from spotrun.agent.train import budget_seconds
 from spotrun.model import layout
-from spotrun.model.command import SETUP_FAILED, AgentCommand, FailureCause, StageResult
+from spotrun.model.command import BUDGET_EXCEEDED, SETUP_FAILED, AgentCommand, FailureCause, StageResult
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +153,7 @@ def _set_up(
             child_environment(command, job_layout, ctx.base_env),
             log_path,
             timeout_seconds=training.setup_timeout_minutes * 60.0,
+            budget_seconds=budget_seconds(command),
             abandoned=ctx.abandoned.is_set,
         )
     except SetupAbandonedError:
@@ -166,7 +168,8 @@ def _set_up(
             log_tail=log_tail(log_path),
             log_key=log_key,
         )
-        return StepReport.failed(SETUP_FAILED, cause)
+        error = BUDGET_EXCEEDED if isinstance(exc, SetupOverBudgetError) else SETUP_FAILED
+        return StepReport.failed(error, cause)
     logger.info("setup done in %.1f s", seconds)
     # Now, not only when training ends: `spotrun logs` shows what setup did while the job trains.
     upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)

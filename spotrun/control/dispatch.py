@@ -70,7 +70,9 @@ def dispatch_agent_step(
         raise InstanceLost(f"job {job_id} has no instance to run {step} on")
     margin = timing.budget_margin_seconds
     limits = train_limits(job, attempt, margin_seconds=margin, now=now) if step == "train" else None
+    stop_at = limits.stop_at if limits else None
     if step == "stage":
+        # Also the stage step's: training.setup may run for long, billed like training, and stops there.
         stop_at = budget_stop_at(job, attempt, margin_seconds=margin, now=now)
         if stop_at is not None and stop_at <= now:
             raise BudgetExceeded(f"job {job_id} would pass its budget.max_usd before staging could start")
@@ -100,7 +102,7 @@ def dispatch_agent_step(
         heartbeat_seconds=timing.agent_heartbeat_seconds,
         poll_seconds=timing.agent_poll_seconds,
         max_runtime_seconds=limits.max_runtime_seconds if limits else None,
-        stop_at=limits.stop_at if limits else None,
+        stop_at=stop_at,
         stop_grace_seconds=timing.limit_grace_seconds,
     )
     return send_agent_command(

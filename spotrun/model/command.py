@@ -125,7 +125,8 @@ class AgentCommand(BaseModel):
         None,
         description="When the job's budget.max_usd runs out at this attempt's price, less a margin for the "
         "checkpoint upload: the agent then stops the command as on an interruption notice, commits its "
-        "checkpoint and reports Budget.Exceeded. Unset: no budget.",
+        "checkpoint and reports Budget.Exceeded (the stage step: stops training.setup and reports it). Unset: "
+        "no budget.",
     )
     stop_grace_seconds: float = Field(
         60.0,

@@ -7,11 +7,12 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spotrun.agent.runner import EXIT_ABANDONED, EXIT_REPORTED, execute
 from spotrun.model import layout
-from spotrun.model.command import SETUP_FAILED
+from spotrun.model.command import BUDGET_EXCEEDED, SETUP_FAILED
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.test_agent import (
     command,
@@ -197,3 +198,20 @@ def test_setup_stops_and_reports_nothing_once_the_workflow_stops_waiting(s3, tmp
     assert time.monotonic() - started < 30
     assert ctx.reporter.success is None  # type: ignore[attr-defined]
     assert ctx.reporter.failure is None  # type: ignore[attr-defined]
+
+
+def test_setup_stops_where_the_jobs_budget_runs_out_and_reports_budget_exceeded(s3, tmp_path, example_data):
+    # Given a long setup, and a stage command whose budget runs out in half a second
+    upload_example(s3, example_data)
+    ctx = context(s3, tmp_path / "nvme")
+    stop_at = datetime.now(UTC) + timedelta(seconds=0.5)
+    document = setup_manifest([py("import time; time.sleep(60)")])
+
+    # When the stage step runs
+    execute(command("stage", document, stop_at=stop_at), ctx)
+
+    # Then setup was stopped there and the job ends as at its budget in training, Budget.Exceeded
+    error, cause = failure_of(ctx)
+    assert error == BUDGET_EXCEEDED
+    assert "budget.max_usd" in cause.message
+    assert cause.exit_code is None

@@ -17,7 +17,8 @@ from spotrun.model.manifest import MAX_SETUP_COMMANDS
 from spotrun.model.manifest_io import manifest_json_schema, parse_manifest_text
 from spotrun.model.timing import workflow_timing
 from spotrun.shape import REPO_ROOT
-from tests.unit.fakes import FakeCommands, FakeObjects, InMemoryJobStore
+from tests.unit import test_limits as limits
+from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, InMemoryJobStore
 from tests.unit.test_manifest import assert_one_error
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -202,3 +203,22 @@ def test_setup_time_is_recorded_on_the_attempt_and_its_timeline_when_training_st
     assert record["attempts"][0]["setup_seconds"] == 41.25
     assert record["timeline"][-1]["status"] == "TRAINING"
     assert record["timeline"][-1]["detail"] == "i-0abc: setup took 41.2 s"
+
+
+def test_the_stage_command_carries_the_budgets_stop_time_for_setup():
+    # Given a budgeted job on its first attempt, and one without a budget
+    budgeted, free = limits.manifest(max_usd=0.05), limits.manifest()
+    commands, attempts = {}, {}
+    for name, document in (("budgeted", budgeted), ("free", free)):
+        store, compute = InMemoryJobStore(), FakeCompute(price=limits.PRICE)
+        limits.submitted(store, document)
+        attempts[name] = limits.acquire(store, compute, limits.T0, document)
+
+        # When its stage step is sent
+        commands[name] = limits.dispatch(store, "stage", limits.T0 + timedelta(seconds=30), document)
+
+    # Then the stage step may set up until the budget runs out at the attempt's price, less the margin
+    affordable = 0.05 * 3600 / limits.PRICE
+    expected = attempts["budgeted"].started_at + timedelta(seconds=affordable - 120)
+    assert datetime.fromisoformat(commands["budgeted"]["stop_at"]) == expected
+    assert commands["free"]["stop_at"] is None
