@@ -5,6 +5,7 @@ Every option has a safe default, so ``cdk synth`` works with no context at all a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -15,6 +16,23 @@ from constructs import Node
 # CloudFormation at deploy time (an SSM-typed parameter), so synth needs no AWS call and every deploy picks up
 # the latest patched image.
 DLAMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
+# Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.11 (Ubuntu 24.04): the same base with PyTorch and CUDA in a
+# virtualenv at /opt/pytorch (its release notes' python_location: /opt/pytorch/bin/python). AWS names these
+# parameters after the AMI's name without "Deep Learning AMI", and the framework version is part of the name
+# (https://docs.aws.amazon.com/dlami/latest/devguide/find-dlami-id.html): a newer PyTorch is a new parameter.
+PYTORCH_DLAMI_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.11-ubuntu-24.04/latest/ami-id"
+)
+# Names ami_ssm_parameter also accepts, for the images spotrun is tried on (docs/environment.md).
+AMI_PRESETS = {"dlami-base": DLAMI_PARAMETER, "dlami-pytorch": PYTORCH_DLAMI_PARAMETER}
+# An SSM parameter's full name (https://docs.aws.amazon.com/systems-manager/latest/userguide/
+# sysman-parameter-name-constraints.html: letters, digits and .-_/, rooted at /); an AMI id, old or long form.
+_PARAMETER_NAME = re.compile(r"^/[A-Za-z0-9_.\-/]{1,1010}$")
+_AMI_ID = re.compile(r"^ami-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+
+
+class OptionError(ValueError):
+    """A context option that cannot be used; the message names it and what it accepts."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +56,13 @@ class StackOptions:
     powertools_layer_version
         Version of the public Powertools for AWS Lambda (Python) V3 layer.
     ami_ssm_parameter
-        Public SSM parameter holding the instances' AMI id.
+        SSM parameter holding the instances' AMI id (resolved at deploy time, so each deploy takes the latest
+        image it names), or a preset: ``dlami-base`` (the default, Python 3.12 without torch) or
+        ``dlami-pytorch`` (PyTorch with CUDA in ``/opt/pytorch``). See ``docs/environment.md``.
+    ami_id
+        An explicit image instead (a custom AMI, say one with the job's dependencies baked in), in the
+        deployment's region; refused together with ``ami_ssm_parameter``. It must run the SSM Agent, cloud-init
+        and a Python 3.11+ with ``venv``, as the Deep Learning AMIs do.
     root_device_name, root_volume_gib
         The instances' root EBS volume (encrypted gp3).
     alarm_email
@@ -66,6 +90,7 @@ class StackOptions:
     nat_gateways: int = 1
     powertools_layer_version: int = 27
     ami_ssm_parameter: str = DLAMI_PARAMETER
+    ami_id: str | None = None
     root_device_name: str = "/dev/sda1"
     root_volume_gib: int = 200
     alarm_email: str | None = None
@@ -76,6 +101,22 @@ class StackOptions:
     data_buckets: tuple[str, ...] = ()
     archive_buckets: tuple[str, ...] = ()
     access_logs_bucket: str | None = None
+
+    def __post_init__(self) -> None:
+        # The edge where a deployer's choice comes in: checked once, so the constructs take it as it is.
+        if self.ami_ssm_parameter in AMI_PRESETS:
+            object.__setattr__(self, "ami_ssm_parameter", AMI_PRESETS[self.ami_ssm_parameter])
+        if not _PARAMETER_NAME.fullmatch(self.ami_ssm_parameter):
+            raise OptionError(
+                f"ami_ssm_parameter: {self.ami_ssm_parameter!r} is neither a preset ({', '.join(AMI_PRESETS)}) "
+                "nor an SSM parameter name such as /aws/service/deeplearning/ami/x86_64/.../latest/ami-id"
+            )
+        if self.ami_id is None:
+            return
+        if not _AMI_ID.fullmatch(self.ami_id):
+            raise OptionError(f"ami_id: {self.ami_id!r} is not an AMI id such as ami-0123456789abcdef0")
+        if self.ami_ssm_parameter != DLAMI_PARAMETER:
+            raise OptionError(_BOTH_IMAGES)
 
     @classmethod
     def from_context(cls, node: Node) -> StackOptions:
@@ -99,7 +140,12 @@ class StackOptions:
                 continue
             default = getattr(defaults, item.name)
             values[item.name] = _convert(raw, default)
+        if "ami_id" in values and "ami_ssm_parameter" in values:
+            raise OptionError(_BOTH_IMAGES)
         return cls(**values)
+
+
+_BOTH_IMAGES = "ami_id and ami_ssm_parameter both name the instances' image: give one of them"
 
 
 def _convert(raw: Any, default: Any) -> Any:

@@ -2,7 +2,8 @@
 # spotrun instance bootstrap (cloud-init runs it once, as root, at first boot).
 #   1. a wrapper /usr/local/bin/spotrun-agent, first, so a step that SSM delivers early waits for the install;
 #   2. the instance-store NVMe volumes as one filesystem at @NVME_ROOT@ (RAID 0 when there are several);
-#   3. the agent from its S3 asset into a virtualenv, then the ready marker.
+#   3. the agent from its S3 asset into a virtualenv;
+#   4. the job's interpreter on the PATH the training command and setup get, then the ready marker.
 # @...@ markers are filled in by infra/constructs/instances.py (@CREDENTIALS_URL@: the API's route where the
 # agent gets its job's S3 credentials; the instance role reaches nothing of the jobs bucket).
 set -euo pipefail
@@ -64,6 +65,20 @@ rm -rf "$HOME_DIR/src"
 "$PYTHON" -m zipfile -e "$HOME_DIR/agent.zip" "$HOME_DIR/src"
 "$HOME_DIR/venv/bin/pip" install --quiet --upgrade pip
 "$HOME_DIR/venv/bin/pip" install --quiet "$HOME_DIR/src"
-printf 'SPOTRUN_NVME_ROOT=%s\nSPOTRUN_AGENT_CREDENTIALS_URL=%s\n' "$NVME_ROOT" "@CREDENTIALS_URL@" > "$HOME_DIR/agent.env"
+
+# --- the job's interpreter -----------------------------------------------------------------------------------
+# The agent runs from its own venv; the job's `python` and `pip` (training.command, training.setup) come first on
+# the PATH below: the PyTorch Deep Learning AMI's venv when the image has it (torch with CUDA), else a venv of the
+# image's Python made here, empty, which setup's `pip install` can fill (Ubuntu 24.04's own Python refuses pip
+# installs into it: PEP 668). docs/environment.md says the same for users.
+PYTORCH_VENV=/opt/pytorch
+if [ -x "$PYTORCH_VENV/bin/python" ]; then
+  JOB_BIN="$PYTORCH_VENV/bin"
+else
+  "$PYTHON" -m venv "$HOME_DIR/job-venv"
+  JOB_BIN="$HOME_DIR/job-venv/bin"
+fi
+printf 'SPOTRUN_NVME_ROOT=%s\nSPOTRUN_AGENT_CREDENTIALS_URL=%s\nPATH=%s:%s\n' \
+  "$NVME_ROOT" "@CREDENTIALS_URL@" "$JOB_BIN" "$PATH" > "$HOME_DIR/agent.env"
 touch "$READY"
 echo "spotrun agent ready"

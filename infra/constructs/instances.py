@@ -6,6 +6,7 @@ from an S3 asset built from this repository and assembles the instance-store NVM
 
 from __future__ import annotations
 
+import jsii
 from aws_cdk import Aws, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -22,6 +23,45 @@ from spotrun.shape import METRICS_NAMESPACE, REPO_ROOT, DeploymentShape
 NVME_ROOT = "/mnt/nvme"
 USER_DATA_TEMPLATE = REPO_ROOT / "infra" / "assets" / "user_data.sh"
 SSM_CORE_POLICY = "AmazonSSMManagedInstanceCore"
+
+
+def machine_image(options: StackOptions, user_data: ec2.UserData) -> ec2.IMachineImage:
+    """The instances' image: ``options.ami_id`` as it is, else the AMI id the SSM parameter holds at deploy time.
+
+    Parameters
+    ----------
+    options
+        The deployment's options (validated: at most one of the two is given).
+    user_data
+        The bootstrap script the image boots with.
+
+    Returns
+    -------
+    ec2.IMachineImage
+        For the launch template.
+    """
+    if options.ami_id is not None:
+        return _FixedImage(options.ami_id, user_data)
+    return ec2.MachineImage.from_ssm_parameter(options.ami_ssm_parameter, user_data=user_data)
+
+
+@jsii.implements(ec2.IMachineImage)
+class _FixedImage:
+    """One AMI id, whatever the region: a custom image lives in the deployment's region.
+
+    ``MachineImage.generic_linux`` wants a region -> id map, which an environment-agnostic stack would turn into a
+    lookup that fails in every other region; an explicit id is the deployer's statement of where it deploys.
+    """
+
+    def __init__(self, ami_id: str, user_data: ec2.UserData):
+        self._ami_id = ami_id
+        self._user_data = user_data
+
+    def get_image(self, scope: Construct) -> ec2.MachineImageConfig:
+        del scope  # the id does not depend on where the template is used
+        return ec2.MachineImageConfig(
+            image_id=self._ami_id, os_type=ec2.OperatingSystemType.LINUX, user_data=self._user_data
+        )
 
 
 class Instances(Construct):
@@ -134,7 +174,7 @@ class Instances(Construct):
             self,
             "LaunchTemplate",
             launch_template_name=self.launch_template_name,
-            machine_image=ec2.MachineImage.from_ssm_parameter(options.ami_ssm_parameter, user_data=user_data),
+            machine_image=machine_image(options, user_data),
             user_data=user_data,
             instance_profile=self.profile,
             security_group=security_group,

@@ -1,4 +1,4 @@
-"""The ``stage`` step: copy the job's inputs, code and latest committed checkpoint onto the NVMe."""
+"""The ``stage`` step: copy the job's inputs, code and latest committed checkpoint onto the NVMe, then run setup."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ import time
 
 from spotrun.agent.checkpoints import RestoredCheckpoint, download_checkpoint, latest_committed
 from spotrun.agent.context import StepContext, StepReport
+from spotrun.agent.environment import child_environment, install_runtime
 from spotrun.agent.links import LinkError, real_directories
+from spotrun.agent.outputs import log_tail, upload_log
+from spotrun.agent.setup import SetupAbandonedError, SetupFailedError, SetupOverBudgetError, run_setup
 from spotrun.agent.staging import StageItem, StagingError, plan_input, stage
+from spotrun.agent.train import budget_seconds
 from spotrun.model import layout
-from spotrun.model.command import AgentCommand, StageResult
+from spotrun.model.command import BUDGET_EXCEEDED, SETUP_FAILED, AgentCommand, FailureCause, StageResult
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +101,7 @@ def restore_checkpoint(
 
 
 def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
-    """Stage inputs and code, verified, and restore the latest committed checkpoint.
+    """Stage inputs and code, verified, restore the latest committed checkpoint, then run ``training.setup``.
 
     Parameters
     ----------
@@ -109,7 +113,8 @@ def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
     Returns
     -------
     StepReport
-        A :class:`StageResult`. Failures raise, and the runner reports them as ``Staging.Failed``.
+        A :class:`StageResult`; ``Setup.Failed`` when a setup command failed; nothing when the workflow stopped
+        waiting during setup. Staging failures raise, and the runner reports them as ``Staging.Failed``.
     """
     started = time.monotonic()
     job_layout = layout.NvmeLayout(ctx.nvme_root, command.job_id)
@@ -127,4 +132,45 @@ def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
         checkpoint_restored=restored.prefix if restored else None,
         restored_step=restored.step if restored else None,
     )
-    return StepReport.succeeded(result)
+    if not command.manifest.training.setup:
+        return StepReport.succeeded(result)
+    return _set_up(command, ctx, job_layout, result)
+
+
+def _set_up(
+    command: AgentCommand, ctx: StepContext, job_layout: layout.NvmeLayout, result: StageResult
+) -> StepReport:
+    """Run the setup commands with the training command's environment; upload the log whatever happens."""
+    training = command.manifest.training
+    log_path = job_layout.log_file(command.attempt)
+    # Setup may run `python -c "from spotrun import training"` as the command would: the same runtime, the same env.
+    install_runtime(job_layout.runtime_dir)
+    logger.info("running %d setup command(s) for job %s", len(training.setup), command.job_id)
+    try:
+        seconds = run_setup(
+            training.setup,
+            job_layout.code_dir,
+            child_environment(command, job_layout, ctx.base_env),
+            log_path,
+            timeout_seconds=training.setup_timeout_minutes * 60.0,
+            budget_seconds=budget_seconds(command),
+            abandoned=ctx.abandoned.is_set,
+        )
+    except SetupAbandonedError:
+        upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)
+        return StepReport()
+    except SetupFailedError as exc:
+        logger.warning("setup failed: %s", exc.failure.message)
+        log_key = upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)
+        cause = FailureCause(
+            message=exc.failure.message,
+            exit_code=exc.failure.exit_code,
+            log_tail=log_tail(log_path),
+            log_key=log_key,
+        )
+        error = BUDGET_EXCEEDED if isinstance(exc, SetupOverBudgetError) else SETUP_FAILED
+        return StepReport.failed(error, cause)
+    logger.info("setup done in %.1f s", seconds)
+    # Now, not only when training ends: `spotrun logs` shows what setup did while the job trains.
+    upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)
+    return StepReport.succeeded(result.model_copy(update={"setup_seconds": seconds}))

@@ -33,6 +33,9 @@ AgentStep = Literal["stage", "train", "notice"]
 NOTICE_STEP = "notice"
 
 STAGING_FAILED = "Staging.Failed"
+# A command of the manifest's training.setup failed on the instance: the job ends (its environment is its own, so
+# another instance would fail alike).
+SETUP_FAILED = "Setup.Failed"
 TRAINING_FAILED = "Training.Failed"
 SPOT_INTERRUPTED = "Spot.Interrupted"
 # The step's limits ran out: the checkpoint was committed as on a warning, and the job ends (no relaunch).
@@ -122,7 +125,8 @@ class AgentCommand(BaseModel):
         None,
         description="When the job's budget.max_usd runs out at this attempt's price, less a margin for the "
         "checkpoint upload: the agent then stops the command as on an interruption notice, commits its "
-        "checkpoint and reports Budget.Exceeded. Unset: no budget.",
+        "checkpoint and reports Budget.Exceeded (the stage step: stops training.setup and reports it). Unset: "
+        "no budget.",
     )
     stop_grace_seconds: float = Field(
         60.0,
@@ -175,6 +179,8 @@ class StageResult(BaseModel):
     seconds: float
     checkpoint_restored: str | None = None  # S3 prefix of the committed checkpoint put in place
     restored_step: int | None = None
+    # Seconds the manifest's training.setup commands took on this instance (None: it has none); not in ``seconds``.
+    setup_seconds: float | None = None
 
 
 class OutputObject(BaseModel):

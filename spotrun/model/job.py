@@ -120,6 +120,7 @@ class Attempt(_Record):
     end_reason: str | None = None
     checkpoint_restored: str | None = None
     restored_step: int | None = None
+    setup_seconds: float | None = None  # how long the manifest's training.setup took on this instance
     steps_lost: int | None = None
     last_step: int | None = None  # the last training step reported before the attempt ended
     rebalance_at: datetime | None = None

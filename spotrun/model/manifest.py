@@ -28,13 +28,12 @@ from spotrun.model.manifest_rules import (
     MAX_TAG_VALUE,
     MAX_TAGS,
     NAME,
-    ONE_WORD,
     RATE,
     RESERVED_ENV_NAME,
     RESERVED_TAG_KEY,
     SCHEDULE,
     TAG_KEY,
-    Argument,
+    Argv,
     CheckpointSignal,
     GpuName,
     InstanceType,
@@ -50,6 +49,8 @@ __all__ = ["MANIFEST_VERSION", "GpuName", "JobManifest", "split_s3_uri"]
 MANIFEST_VERSION: Final = "spotrun/v1"
 # Nodes a job may ask for in this version: multi-node jobs (one zone, a cluster placement) are not built yet.
 MAX_NODES: Final = 1
+# training.setup: a handful of commands (install requirements, fetch a tokenizer), never a script in a list.
+MAX_SETUP_COMMANDS: Final = 20
 
 
 class Resources(StrictModel):
@@ -198,11 +199,7 @@ class TrainingSpec(StrictModel):
     code: S3Uri | None = Field(
         None, description="S3 prefix staged into $SPOTRUN_CODE_DIR; the command runs there."
     )
-    command: list[Argument] = Field(
-        min_length=1,
-        # _argv_not_shell refuses one argument holding a space (once stripped): two or more arguments, or one
-        # that is white space around something without a space.
-        json_schema_extra={"anyOf": [{"minItems": 2}, {"items": {"pattern": ONE_WORD.pattern}}]},
+    command: Argv = Field(
         description="The command as an argv list, never a shell string: ['python', 'train.py'].",
     )
     env: dict[Annotated[str, AS_WRITTEN], Annotated[str, BeforeValidator(scalar_to_text)]] = Field(
@@ -225,6 +222,22 @@ class TrainingSpec(StrictModel):
         "job ends with Training.MaxRuntimeExceeded.",
     )
     restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
+    setup: list[Argv] = Field(
+        default_factory=list,
+        max_length=MAX_SETUP_COMMANDS,
+        description="Commands run before training on each new instance (not again when the command restarts "
+        "on the same one), in order, in $SPOTRUN_CODE_DIR, with the command's environment; each an argv list "
+        "like command: [['pip', 'install', '-r', 'requirements.txt']]. Their output opens the attempt's log. "
+        "One that exits non-zero, cannot be started or outlasts setup_timeout_minutes ends the job with "
+        "Setup.Failed (not retried on another instance: the environment is the job's own).",
+    )
+    setup_timeout_minutes: int = Field(
+        30,
+        ge=1,
+        le=24 * 60,
+        description="Time limit of all setup commands together, on each instance. Not counted in "
+        "max_runtime_minutes, which is training time; the instance is billed meanwhile.",
+    )
     resume_from: Annotated[str, AS_WRITTEN] | None = Field(
         None,
         pattern=r"^[a-z0-9][a-z0-9\-]{0,60}$",
@@ -233,11 +246,14 @@ class TrainingSpec(StrictModel):
         "is none.",
     )
 
-    @field_validator("command")
+    @field_validator("setup", mode="before")
     @classmethod
-    def _argv_not_shell(cls, value: list[str]) -> list[str]:
-        if len(value) == 1 and " " in value[0]:
-            raise ValueError("must be an argv list such as ['python', 'train.py'], not one shell string")
+    def _commands_not_one_command(cls, value: Any) -> Any:
+        # `setup: [pip, install, x]` is one command where a list of them is due: say so, not "a valid list" twice.
+        if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+            raise ValueError(
+                "must be a list of commands, each an argv list: [[pip, install, -r, requirements.txt]]"
+            )
         return value
 
     @field_validator("env")

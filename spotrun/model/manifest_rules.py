@@ -14,6 +14,7 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Field,
     StringConstraints,
     ValidationInfo,
     WithJsonSchema,
@@ -137,6 +138,24 @@ RelativePath = Annotated[
 ]
 # An argument may have spaces around it (they are stripped) but must hold something else.
 Argument = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
+
+
+def _check_argv(value: list[str]) -> list[str]:
+    # One argument holding a space (once stripped) is a shell string: nothing on the instance runs a shell.
+    if len(value) == 1 and " " in value[0]:
+        raise ValueError("must be an argv list such as ['python', 'train.py'], not one shell string")
+    return value
+
+
+# A command as an argv list (training.command, each of training.setup): _check_argv refuses one argument holding
+# a space; the schema says the same, as two or more arguments or one that is white space around a word.
+Argv = Annotated[
+    list[Argument],
+    Field(
+        min_length=1, json_schema_extra={"anyOf": [{"minItems": 2}, {"items": {"pattern": ONE_WORD.pattern}}]}
+    ),
+    AfterValidator(_check_argv),
+]
 InstanceType = Annotated[
     str, AS_WRITTEN, WithJsonSchema({"type": "string", "pattern": INSTANCE_TYPE.pattern})
 ]

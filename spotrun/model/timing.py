@@ -38,7 +38,7 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
     Parameters
     ----------
     manifest
-        The job (its maximum runtime bounds the training step).
+        The job (its maximum runtime bounds the training step, its setup time limit the staging step).
     time_scale
         1.0 on AWS; the emulator's factor (e.g. 0.02) locally.
 
@@ -61,7 +61,9 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
         # Five heartbeats per timeout window: one lost call does not fail the step.
         agent_heartbeat_seconds=heartbeat / 5,
         agent_poll_seconds=max(0.2, 5 * time_scale),
-        stage_timeout_seconds=4 * 3600,
+        # Copying (4 h is far past any input this copies) and then training.setup, which the agent bounds itself;
+        # the workflow's limit stays a backstop behind both.
+        stage_timeout_seconds=4 * 3600 + manifest.training.setup_timeout_minutes * 60,
         # The agent enforces max_runtime itself (what is left of it over all attempts, in real seconds); the
         # workflow's limit is a backstop for one attempt, with a margin for uploads. A backstop that fires is
         # taken as a lost instance, and acquire then refuses a new attempt once the allowance is used up.
