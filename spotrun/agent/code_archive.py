@@ -2,7 +2,7 @@
 
 An archive (what ``spotrun submit`` uploads from a workdir, ``code/<sha256>.tar.gz``) is staged like any object,
 verified (against the SHA-256 its key names too), then extracted with :mod:`tarfile`'s ``data`` filter, which
-refuses absolute paths, ``..``, links leaving the directory and device files
+strips a leading ``/`` and refuses ``..``, links leaving the directory and device files
 (https://docs.python.org/3/library/tarfile.html#tarfile.data_filter). It is extracted into a new directory that
 then replaces the code directory, so nothing is written through a link an earlier run left there, and a failed
 extraction leaves no half of it behind.
@@ -73,8 +73,8 @@ def unpack_code(uri: str, job_layout: layout.NvmeLayout) -> int:
     Raises
     ------
     StagingError
-        When the archive is not a gzip tar, or a member would land outside the code directory (absolute path,
-        ``..``, a link out of it) or is a device: nothing of it is kept then.
+        When the archive is not a gzip tar, or a member would land outside the code directory (``..``, a link
+        out of it) or is a device: nothing of it is kept then.
     """
     if not layout.is_code_archive_key(split_s3_uri(uri)[1]):
         return 0

@@ -208,8 +208,8 @@ class TrainingSpec(StrictModel):
     code: S3Uri | None = Field(
         None,
         description="S3 prefix staged into $SPOTRUN_CODE_DIR, where the command runs; or one object whose key "
-        "ends .tar.gz (a gzip tar archive, as `spotrun submit` uploads a workdir), extracted there, refusing "
-        "absolute paths, '..' and links that leave the directory.",
+        "ends .tar.gz (a gzip tar archive, as `spotrun submit` uploads a workdir), extracted there (absolute "
+        "paths made relative; '..', links leaving the directory and devices refused).",
     )
     workdir: Annotated[str, AS_WRITTEN] | None = Field(
         None,
