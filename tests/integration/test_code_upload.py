@@ -112,9 +112,11 @@ def test_the_presigned_put_stores_those_bytes_or_nothing(emulated_s3):
     )
     forged = put(target.url, b"x" * len(BODY), {**target.headers, "x-amz-checksum-sha256": wrong_checksum})
     # Then S3 refuses each, and stores nothing
-    assert other[0] == 400 and b"BadDigest" in other[1]
-    assert unsigned[0] == 403 and b"SignatureDoesNotMatch" in unsigned[1]
-    assert forged[0] == 403 and b"SignatureDoesNotMatch" in forged[1]
+    assert other[0] == 400
+    assert b"BadDigest" in other[1]
+    assert (unsigned[0], forged[0]) == (403, 403)
+    assert b"SignatureDoesNotMatch" in unsigned[1]
+    assert b"SignatureDoesNotMatch" in forged[1]
     assert objects.head(emulated_s3, f"code/{SHA}.tar.gz") is None
     # When the archive itself is sent as signed
     assert put(target.url, BODY, target.headers)[0] == 200

@@ -86,7 +86,7 @@ def test_an_unchanged_directory_packs_to_the_same_bytes(tmp_path):
     assert digest == first.sha256
     with tarfile.open(fileobj=io.BytesIO(second_bytes), mode="r:gz") as tar:
         members = {member.name: member for member in tar.getmembers()}
-    assert [name for name in members] == sorted(members)
+    assert list(members) == sorted(members)
     assert {(m.mtime, m.uid, m.gid, m.uname) for m in members.values()} == {(0, 0, 0, "")}
     assert members["run.sh"].mode == 0o755
     assert members["train.py"].mode == 0o644
