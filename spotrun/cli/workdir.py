@@ -177,10 +177,9 @@ def _mib(size: float) -> str:
 
 
 def _tar_info(entry: Entry) -> tarfile.TarInfo:
+    # A fresh TarInfo has mtime 0, uid and gid 0 and no owner names: of the file's own metadata only its
+    # executable bit goes in (as the mode below).
     info = tarfile.TarInfo(entry.name)
-    info.mtime = 0
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
     if entry.kind == "dir":
         info.type, info.mode = tarfile.DIRTYPE, 0o755
     elif entry.kind == "link":

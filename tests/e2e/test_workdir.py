@@ -110,7 +110,9 @@ def test_a_workdir_is_uploaded_once_and_runs_as_the_jobs_code(local, tmp_path):
     accepted = json.loads(second.stdout)
     assert second.stdout.strip().count("\n") == 0
     assert f"code unchanged: s3://{state.settings.jobs_bucket}/{key}" in second.stderr
-    view = json.loads(runner.invoke(app, ["status", accepted["job_id"], "--json", "--workdir", str(local_dir)]).stdout)
+    view = json.loads(
+        runner.invoke(app, ["status", accepted["job_id"], "--json", "--workdir", str(local_dir)]).stdout
+    )
     assert view["job_id"] == accepted["job_id"]
 
 

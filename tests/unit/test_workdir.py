@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from typer.testing import CliRunner
+
+from spotrun.cli.app import app
 from spotrun.cli.code_upload import workdir_of
 from spotrun.cli.workdir import WorkdirError, list_entries, packed
 
@@ -83,6 +86,7 @@ def test_an_unchanged_directory_packs_to_the_same_bytes(tmp_path):
         digest = second.sha256
     # Then the archive and its digest are the same, with normalised owners, times and modes
     assert first_bytes == second_bytes
+    assert first_bytes[4:8] == b"\0\0\0\0"  # the gzip header's mtime (RFC 1952)
     assert digest == first.sha256
     with tarfile.open(fileobj=io.BytesIO(second_bytes), mode="r:gz") as tar:
         members = {member.name: member for member in tar.getmembers()}
@@ -140,3 +144,27 @@ def test_a_relative_workdir_is_relative_to_the_manifest_file_and_the_flag_to_the
     assert workdir_of(manifest, file, None) == (tmp_path / "code").resolve()
     assert workdir_of(manifest, file, Path("other")) == (tmp_path / "other").resolve()
     assert workdir_of({"training": {}}, file, None) is None
+
+
+def test_validate_checks_that_the_workdir_is_a_directory(tmp_path):
+    # Given a manifest naming a workdir beside it, which does not exist yet
+    file = tmp_path / "manifest.yaml"
+    file.write_text("name: tiny\ntraining:\n  workdir: src\n  command: [python, train.py]\n")
+    # When it is validated, Then it is refused naming the directory; once it exists, it is valid
+    missing = CliRunner().invoke(app, ["validate", str(file)])
+    assert missing.exit_code == 1
+    assert f"training.workdir: {tmp_path / 'src'} is not a directory" in missing.stderr
+    (tmp_path / "src").mkdir()
+    valid = CliRunner().invoke(app, ["validate", str(file)])
+    assert valid.exit_code == 0, valid.stderr
+    assert f"training.workdir is {tmp_path / 'src'}" in valid.stdout
+
+
+def test_submit_workdir_is_refused_when_the_manifest_names_its_code(tmp_path):
+    # Given a manifest whose code is in S3
+    file = tmp_path / "manifest.yaml"
+    file.write_text("name: tiny\ntraining:\n  code: s3://code-bucket/src/\n  command: [python, train.py]\n")
+    # When it is submitted with --workdir, Then nothing is sent: the two sources of code are named
+    result = CliRunner().invoke(app, ["submit", str(file), "--workdir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "training.code is set; --workdir would replace it" in result.stderr
