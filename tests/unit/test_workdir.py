@@ -8,7 +8,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from typer.testing import CliRunner
 
 from spotrun.cli.app import app
