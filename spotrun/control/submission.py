@@ -41,8 +41,8 @@ SCHEDULE_REFUSED = (
 
 WORKDIR_REFUSED = (
     "training.workdir: {workdir!r} is a directory on the machine that wrote the manifest, which the control "
-    "plane cannot read; submit with `spotrun submit FILE` (it packs and uploads the directory and sets "
-    "training.code), or replace workdir with code: s3://..."
+    "plane cannot read; use `spotrun submit FILE` or `spotrun schedule create FILE` (they pack and upload the "
+    "directory and set training.code), or replace workdir with code: s3://..."
 )
 
 

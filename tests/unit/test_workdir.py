@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import tarfile
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from spotrun.cli import schedules as schedules_cli
 from spotrun.cli.app import app
 from spotrun.cli.code_upload import workdir_of
 from spotrun.cli.workdir import WorkdirError, list_entries, packed
@@ -167,3 +169,40 @@ def test_submit_workdir_is_refused_when_the_manifest_names_its_code(tmp_path):
     result = CliRunner().invoke(app, ["submit", str(file), "--workdir", str(tmp_path)])
     assert result.exit_code == 1
     assert "training.code is set; --workdir would replace it" in result.stderr
+
+
+class FakeApi:
+    """The two routes `schedule create` calls with a workdir: the archive is there already."""
+
+    def __init__(self) -> None:
+        self.uploads: list[tuple[str, int]] = []
+        self.created: list[dict] = []
+
+    def code_upload(self, sha256: str, size: int) -> dict:
+        self.uploads.append((sha256, size))
+        return {"uri": f"s3://jobs/code/{sha256}.tar.gz", "upload": None}
+
+    def create_schedule(self, manifest: dict) -> dict:
+        self.created.append(manifest)
+        return {"name": manifest["name"]}
+
+
+def test_schedule_create_uploads_the_workdir_once_and_schedules_its_snapshot(tmp_path, monkeypatch):
+    # Given a scheduled manifest naming a workdir beside it
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("print(1)")
+    file = tmp_path / "nightly.yaml"
+    file.write_text(
+        "name: nightly\nschedule: {expression: rate(1 day)}\n"
+        "training: {workdir: src, command: [python, train.py]}\n"
+    )
+    api = FakeApi()
+    monkeypatch.setattr(schedules_cli, "api_client", lambda target: contextlib.nullcontext(api))
+    # When its schedule is created
+    result = CliRunner().invoke(app, ["schedule", "create", str(file)])
+    # Then the schedule's manifest names the uploaded archive as its code, and no workdir
+    assert result.exit_code == 0, result.stderr
+    ((sha256, _),) = api.uploads
+    (created,) = api.created
+    assert created["training"]["code"] == f"s3://jobs/code/{sha256}.tar.gz"
+    assert "workdir" not in created["training"]
