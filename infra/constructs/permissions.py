@@ -281,11 +281,12 @@ BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
     # Writes the agent's "notice" command under the job's prefix.
     ("ec2_events", "jobs"): [(WRITE, f"{JOBS_PREFIX}*")],
     # Reads the tail of the jobs' training logs, and writes the manifests of the schedules it creates.
-    # POST /code: HeadObject (s3:GetObject) of a code archive, and the presigned PUT it signs (s3:PutObject).
+    # POST /code: lists code/ (is that archive there?) and signs the presigned PUT of one (s3:PutObject).
     ("api", "jobs"): [
         (READ, f"{JOBS_PREFIX}*"),
         (WRITE, f"{SCHEDULES_PREFIX}*"),
-        ((*READ, "s3:PutObject"), f"{CODE_PREFIX}*"),
+        (("s3:PutObject",), f"{CODE_PREFIX}*"),
+        (LIST, f"{CODE_PREFIX}*"),
     ],
     # Reads a schedule's manifest; lists the inputs and code it names (the fingerprint of "data changed").
     ("scheduled_run", "jobs"): [(READ, f"{SCHEDULES_PREFIX}*"), (LIST, "*")],

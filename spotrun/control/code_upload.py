@@ -74,8 +74,10 @@ def request_code_upload(request: CodeUploadRequest, *, objects: Objects, jobs_bu
     key = code_archive_key(request.sha256)
     uri = f"s3://{jobs_bucket}/{key}"
     # The key is the content's digest, and every PUT of it is checked against that digest: an existing object
-    # holds these bytes.
-    if objects.head(jobs_bucket, key) is not None:
+    # of that size holds these bytes. A listing rather than HeadObject, which answers 403 instead of 404 for a
+    # missing key to a caller without s3:ListBucket
+    # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html); the function lists code/ only.
+    if (key, request.size) in objects.list_keys(jobs_bucket, key):
         return CodeUpload(uri=uri, upload=None)
     checksum = base64.b64encode(bytes.fromhex(request.sha256)).decode()
     url, headers = objects.presign_put(
