@@ -89,8 +89,13 @@ def submit(
         ),
     ] = None,
     max_workdir_mib: Annotated[
-        float, typer.Option(min=0.001, help="Refuse a workdir holding more than this, MiB unpacked.")
-    ] = DEFAULT_MAX_BYTES / MIB,
+        float | None,
+        typer.Option(
+            min=0.001,
+            help=f"Refuse a workdir holding more than this, MiB unpacked (default {DEFAULT_MAX_BYTES // MIB}).",
+            show_default=False,
+        ),
+    ] = None,
     target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
@@ -105,12 +110,15 @@ def submit(
     if workdir is not None and manifest["training"].get("code"):
         raise fail(f"{file}: training.code is set; --workdir would replace it (remove one of the two)")
     directory = workdir_of(manifest, file, workdir)
+    if directory is None and max_workdir_mib is not None:
+        raise fail(
+            f"{file}: --max-workdir-mib limits a workdir, and there is none (training.workdir or --workdir)"
+        )
+    limit = DEFAULT_MAX_BYTES if max_workdir_mib is None else int(max_workdir_mib * MIB)
     with api_client(target) as client:
         if directory is not None:
             try:
-                manifest = resolve_workdir(
-                    manifest, directory, client, console(stderr=as_json), int(max_workdir_mib * MIB)
-                )
+                manifest = resolve_workdir(manifest, directory, client, console(stderr=as_json), limit)
             except WorkdirError as exc:
                 raise fail(exc) from None
         accepted = client.submit(manifest, idempotency_key)

@@ -169,6 +169,10 @@ def test_submit_workdir_is_refused_when_the_manifest_names_its_code(tmp_path):
     result = CliRunner().invoke(app, ["submit", str(file), "--workdir", str(tmp_path)])
     assert result.exit_code == 1
     assert "training.code is set; --workdir would replace it" in result.stderr
+    # And a size limit without any workdir is refused rather than ignored
+    limited = CliRunner().invoke(app, ["submit", str(file), "--max-workdir-mib", "5"])
+    assert limited.exit_code == 1
+    assert "--max-workdir-mib limits a workdir, and there is none" in limited.stderr
 
 
 class FakeApi:
