@@ -18,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
 from functions.api.agent import router as agent_router
+from functions.api.code import router as code_router
 from functions.api.errors import ApiError, error_response, ok_response, register_error_handlers
 from functions.api.schedules import router as schedules_router
 from functions.runtime import logger, metrics, ports, tracer
@@ -248,6 +249,7 @@ def restore_report(job_id: JOB_ID) -> RestoreReport:
 
 app.include_router(schedules_router)
 app.include_router(agent_router)
+app.include_router(code_router)
 register_error_handlers(app, logger)
 
 

@@ -15,7 +15,7 @@ from aws_cdk import Aws
 
 from infra.constructs.grant_types import Grant, Targets, arn_of
 from infra.constructs.grants_scheduling import manage_schedules, pass_scheduler_role, put_events
-from spotrun.model.layout import JOB_ID_TAG, JOBS_PREFIX, MANIFEST_PREFIX, SCHEDULES_PREFIX
+from spotrun.model.layout import CODE_PREFIX, JOB_ID_TAG, JOBS_PREFIX, MANIFEST_PREFIX, SCHEDULES_PREFIX
 from spotrun.shape import FunctionSpec
 
 INSTANCES = arn_of("ec2", "instance/*")
@@ -281,7 +281,13 @@ BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
     # Writes the agent's "notice" command under the job's prefix.
     ("ec2_events", "jobs"): [(WRITE, f"{JOBS_PREFIX}*")],
     # Reads the tail of the jobs' training logs, and writes the manifests of the schedules it creates.
-    ("api", "jobs"): [(READ, f"{JOBS_PREFIX}*"), (WRITE, f"{SCHEDULES_PREFIX}*")],
+    # POST /code: lists code/ (is that archive there?) and signs the presigned PUT of one (s3:PutObject).
+    ("api", "jobs"): [
+        (READ, f"{JOBS_PREFIX}*"),
+        (WRITE, f"{SCHEDULES_PREFIX}*"),
+        (("s3:PutObject",), f"{CODE_PREFIX}*"),
+        (LIST, f"{CODE_PREFIX}*"),
+    ],
     # Reads a schedule's manifest; lists the inputs and code it names (the fingerprint of "data changed").
     ("scheduled_run", "jobs"): [(READ, f"{SCHEDULES_PREFIX}*"), (LIST, "*")],
     # Reads archived objects' state (HeadObject) and restores them from Glacier.

@@ -6,6 +6,7 @@ import logging
 import time
 
 from spotrun.agent.checkpoints import RestoredCheckpoint, download_checkpoint, latest_committed
+from spotrun.agent.code_archive import plan_code, unpack_code
 from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.environment import child_environment, install_runtime
 from spotrun.agent.links import LinkError, real_directories
@@ -36,7 +37,7 @@ def plan_job_inputs(
     Returns
     -------
     list[StageItem]
-        Data inputs under ``data_dir/<destination>``, code under ``code_dir``.
+        Data inputs under ``data_dir/<destination>``, code under ``code_dir`` (or its archive beside it).
     """
     manifest = command.manifest
     items: list[StageItem] = []
@@ -49,10 +50,8 @@ def plan_job_inputs(
             except LinkError as exc:
                 raise StagingError(f"data.inputs destination {data_input.destination!r}: {exc}") from None
         items.extend(plan_input(ctx.s3, data_input.source, destination))
-    code = manifest.training.code
-    if code is not None:
-        # training.code is always a prefix; a missing trailing "/" must not turn it into one object.
-        items.extend(plan_input(ctx.s3, code if code.endswith("/") else code + "/", job_layout.code_dir))
+    if manifest.training.code is not None:
+        items.extend(plan_code(ctx.s3, manifest.training.code, job_layout))
     return items
 
 
@@ -122,6 +121,8 @@ def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
     items = plan_job_inputs(command, ctx, job_layout)
     logger.info("staging %d files for job %s", len(items), command.job_id)
     report = stage(ctx.s3, items, root=job_layout.root, max_workers=ctx.workers)
+    if command.manifest.training.code is not None:
+        unpack_code(command.manifest.training.code, job_layout)
     restored = restore_checkpoint(command, ctx, job_layout)
     if restored is not None:
         logger.info("restored checkpoint step %d (%d files)", restored.step, restored.files)

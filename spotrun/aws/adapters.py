@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import urllib.parse
 from typing import Any
 
 import boto3
@@ -18,11 +19,12 @@ from spotrun.model.fleet_errors import call_error_response
 from spotrun.model.job_access import SESSION_SECONDS, JobCredentials
 
 _sessions: dict[str | None, boto3.session.Session] = {}
-_clients: dict[tuple[str, str, str | None], Any] = {}
+_clients: dict[tuple[str, str, str | None, str | None], Any] = {}
 _lock = threading.Lock()
 # SendTask* answers these when the task already ended (reported, timed out, or its execution stopped).
 _CLOSED_TASK_CODES = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+CODE_ARCHIVE_TYPE = "application/gzip"
 _RETRIES = Config(retries={"max_attempts": 5, "mode": "standard"})
 
 
@@ -34,7 +36,7 @@ def _session(endpoint: str | None) -> boto3.session.Session:
     return _sessions[endpoint]
 
 
-def client(service: str, region: str) -> Any:
+def client(service: str, region: str, *, signature_version: str | None = None) -> Any:
     """A cached boto3 client: every client of the Lambda functions and their adapters comes from here.
 
     Clients are made on first use, never at import. The cache is keyed by the endpoint too, because the
@@ -42,10 +44,11 @@ def client(service: str, region: str) -> Any:
     process, with larger connection pools and more retries: :func:`spotrun.agent.runner.aws_client`.)
     """
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
-    key = (service, region, endpoint)
+    key = (service, region, endpoint, signature_version)
+    config = _RETRIES.merge(Config(signature_version=signature_version)) if signature_version else _RETRIES
     with _lock:
         if key not in _clients:
-            _clients[key] = _session(endpoint).client(service, region_name=region, config=_RETRIES)  # type: ignore[call-overload]
+            _clients[key] = _session(endpoint).client(service, region_name=region, config=config)  # type: ignore[call-overload]
         return _clients[key]
 
 
@@ -162,6 +165,7 @@ class S3Objects:
 
     def __init__(self, region: str):
         self._s3 = client("s3", region)
+        self._region = region
 
     def put_json(self, bucket: str, key: str, document: Any) -> None:
         body = json.dumps(document, indent=2, default=str).encode()
@@ -221,6 +225,33 @@ class S3Objects:
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "RestoreAlreadyInProgress":
                 raise
+
+    def presign_put(
+        self, bucket: str, key: str, *, size: int, sha256_b64: str, expires_seconds: int
+    ) -> tuple[str, dict[str, str]]:
+        # SigV4 signs the parameters sent as headers into the URL (X-Amz-SignedHeaders), so a PUT with another
+        # length, type or checksum is refused (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html);
+        # botocore presigns with SigV2 for some endpoints unless told.
+        presigner = client("s3", self._region, signature_version="s3v4")
+        url = presigner.generate_presigned_url(
+            "put_object",
+            Params={
+                "Bucket": bucket,
+                "Key": key,
+                "ContentLength": size,
+                "ContentType": CODE_ARCHIVE_TYPE,
+                "ChecksumSHA256": sha256_b64,
+            },
+            ExpiresIn=expires_seconds,
+        )
+        values = {
+            "content-length": str(size),
+            "content-type": CODE_ARCHIVE_TYPE,
+            "x-amz-checksum-sha256": sha256_b64,
+        }
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+        signed = (query.get("X-Amz-SignedHeaders") or [""])[0].split(";")
+        return url, {name: values[name] for name in signed if name in values}
 
 
 class StsJobAccess:

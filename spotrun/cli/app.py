@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from spotrun.cli.code_upload import workdir_of
 from spotrun.cli.jobs import register as register_api_commands
 from spotrun.cli.local import local_app
 from spotrun.cli.output import console, error_console, fail
@@ -41,6 +42,15 @@ def validate(file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, r
         for line in exc.errors:
             err.print(f"  - {line}", markup=False, highlight=False)
         raise typer.Exit(code=1) from exc
+    if manifest.training.workdir is not None:
+        directory = workdir_of(manifest.model_dump(mode="json"), file, None)
+        if directory is None or not directory.is_dir():
+            error_console().print(
+                f"[red]{file}: training.workdir: {directory} is not a directory[/red]", highlight=False
+            )
+            raise typer.Exit(code=1)
+        typer.echo(f"{file}: valid manifest for job {manifest.name!r}; training.workdir is {directory}")
+        return
     typer.echo(f"{file}: valid manifest for job {manifest.name!r}")
 
 
@@ -62,8 +72,11 @@ def demo(
     seed: Annotated[
         int | None, typer.Option(help="Seed of the interrupted steps (printed when chosen at random).")
     ] = None,
+    example: Annotated[
+        str, typer.Option(help="The example under examples/ to run, e.g. pytorch-digits.")
+    ] = "tiny-regression",
 ) -> None:
-    """Run the example job end to end in the embedded AWS emulator (no AWS account needed)."""
+    """Run an example job end to end in the embedded AWS emulator (no AWS account needed)."""
     from spotrun.cli.demo import run_demo
     from spotrun.control.records import job_record
 
@@ -73,6 +86,7 @@ def demo(
             workdir.resolve(),
             interruptions,
             secrets.randbelow(1_000_000) if seed is None else seed,
+            example,
         )
     except ValueError as exc:
         raise fail(exc, code=2) from None

@@ -10,11 +10,15 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
+from spotrun.cli.client import SpotrunClient
+from spotrun.cli.code_upload import resolve_workdir, workdir_of
 from spotrun.cli.summary import final_summary, status_text
 from spotrun.local.chaos_plan import Hit, InterruptionSchedule, plan_interruptions
 from spotrun.local.demo import (
-    EXAMPLE_DIR,
+    DEFAULT_EXAMPLE,
+    Submitted,
     drop_manifest,
+    example_dir,
     example_steps,
     job_progress,
     local_runtime,
@@ -22,8 +26,12 @@ from spotrun.local.demo import (
     wait_for_job,
 )
 from spotrun.local.injector import Injector, Progress
+from spotrun.local.runtime import LocalRuntime
 from spotrun.model.job import Job, utc_now
 from spotrun.model.manifest_io import parse_manifest_text
+
+# A framework example (torch, transformers) trains for minutes, not seconds.
+DEMO_TIMEOUT_SECONDS = 1800.0
 
 
 def plan_for_example(manifest: bytes, interruptions: int, seed: int) -> list[int]:
@@ -39,8 +47,39 @@ def plan_for_example(manifest: bytes, interruptions: int, seed: int) -> list[int
     return plan_interruptions(interruptions, example_steps(manifest) * 3 // 5, seed, margin=0.15)
 
 
-def run_demo(console: Console, workdir: Path, interruptions: int, seed: int) -> Job:
-    """Run the example job end to end, interrupting it at ``interruptions`` random steps; return its record.
+def submit_example(runtime: LocalRuntime, example: str, console: Console) -> Submitted:
+    """Put the example's inputs in place and submit it, as a user would; return where it went.
+
+    The NumPy example's code and data are uploaded under ``examples/`` and its manifest dropped in the jobs
+    bucket. An example with ``training.workdir`` (and no data inputs: it makes or ships its data) goes through
+    the path of ``spotrun submit``: its directory is packed, uploaded through the REST API's ``POST /code``, and
+    the manifest submitted to ``POST /jobs``.
+    """
+    directory = example_dir(example)
+    manifest = (directory / "manifest.yaml").read_bytes()
+    parsed = parse_manifest_text(manifest)
+    if parsed.training.workdir is None:
+        upload_example(runtime, directory)
+        submitted = drop_manifest(runtime, manifest, f"{example}.yaml")
+        console.print(
+            f"manifest dropped at s3://{runtime.settings.jobs_bucket}/{submitted.key} -> job {submitted.job_id}"
+        )
+        return submitted
+    assert runtime.api_url is not None  # the embedded runtime serves the REST API
+    client = SpotrunClient(runtime.api_url)
+    document = parsed.model_dump(mode="json", exclude_none=True)
+    code_dir = workdir_of(document, directory / "manifest.yaml", None)
+    assert code_dir is not None  # training.workdir is set
+    resolved = resolve_workdir(document, code_dir, client, console)
+    accepted = client.submit(resolved)
+    console.print(f"manifest submitted to {runtime.api_url}/jobs -> job {accepted['job_id']}")
+    return Submitted(job_id=accepted["job_id"], key="", etag="")
+
+
+def run_demo(
+    console: Console, workdir: Path, interruptions: int, seed: int, example: str = DEFAULT_EXAMPLE
+) -> Job:
+    """Run an example job end to end, interrupting it at ``interruptions`` random steps; return its record.
 
     Parameters
     ----------
@@ -52,6 +91,8 @@ def run_demo(console: Console, workdir: Path, interruptions: int, seed: int) -> 
         How many spot interruptions to inject, each into a new attempt; 0 for none.
     seed
         Seed of the steps chosen.
+    example
+        The directory under ``examples/`` (:func:`spotrun.local.demo.available_examples`).
 
     Returns
     -------
@@ -61,9 +102,9 @@ def run_demo(console: Console, workdir: Path, interruptions: int, seed: int) -> 
     Raises
     ------
     ValueError
-        When the interruptions do not fit in the example's run.
+        When there is no such example, or the interruptions do not fit in its run.
     """
-    manifest = (EXAMPLE_DIR / "manifest.yaml").read_bytes()
+    manifest = (example_dir(example) / "manifest.yaml").read_bytes()
     planned = plan_for_example(manifest, interruptions, seed)
     tolerated = parse_manifest_text(manifest).capacity.max_interruptions
     shutil.rmtree(workdir, ignore_errors=True)
@@ -83,11 +124,7 @@ def run_demo(console: Console, workdir: Path, interruptions: int, seed: int) -> 
             console.print(
                 f"[yellow]the manifest tolerates {tolerated} interruptions: the job will fail[/yellow]"
             )
-        upload_example(runtime)
-        submitted = drop_manifest(runtime, manifest, "tiny-regression.yaml")
-        console.print(
-            f"manifest dropped at s3://{runtime.settings.jobs_bucket}/{submitted.key} -> job {submitted.job_id}"
-        )
+        submitted = submit_example(runtime, example, console)
 
         spinner = Spinner("dots", text="waiting for the S3 event to start the workflow")
         live_view = Live(
@@ -139,7 +176,7 @@ def run_demo(console: Console, workdir: Path, interruptions: int, seed: int) -> 
             on_progress=on_progress,
         )
         with live_view as live, injector:
-            job = wait_for_job(runtime, submitted.job_id, on_change=show)
+            job = wait_for_job(runtime, submitted.job_id, on_change=show, timeout=DEMO_TIMEOUT_SECONDS)
         pending = injector.schedule.pending
     console.print(final_summary(job, utc_now()))
     if pending:

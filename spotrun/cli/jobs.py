@@ -9,20 +9,24 @@ at budget.max_usd, 4 stopped at max_runtime_minutes, 1 any other end.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from spotrun.cli.api import ManifestFile, as_job, jobs_table, read_manifest, restore_table
 from spotrun.cli.client import SpotrunClient
+from spotrun.cli.code_upload import resolve_workdir, workdir_of
 from spotrun.cli.output import JsonOpt, console, emit_json, fail
 from spotrun.cli.schedules import schedule_app
 from spotrun.cli.summary import final_summary, status_text
 from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client, targeted
+from spotrun.cli.workdir import DEFAULT_MAX_BYTES, WorkdirError
 from spotrun.model.job import JobStatus, utc_now
 from spotrun.model.limits import exit_code
 
 JobId = Annotated[str, typer.Argument(metavar="ID", help="The job's id.")]
+MIB = 1024 * 1024
 PollOpt = Annotated[float, typer.Option(min=0.05, help="Seconds between polls with --wait.")]
 
 
@@ -75,15 +79,48 @@ def submit(
         bool, typer.Option("--wait", help="Follow the job until it ends; show its summary.")
     ] = False,
     poll: PollOpt = 1.0,
+    workdir: Annotated[
+        Path | None,
+        typer.Option(
+            "--workdir",
+            file_okay=False,
+            help="The job's code: this local directory is packed (.gitignore and .spotrunignore honoured), "
+            "uploaded once per content and run as training.code. Overrides the manifest's training.workdir.",
+        ),
+    ] = None,
+    max_workdir_mib: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            help=f"Refuse a workdir holding more than this, MiB unpacked (default {DEFAULT_MAX_BYTES // MIB}).",
+            show_default=False,
+        ),
+    ] = None,
     target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """Validate a manifest locally, then submit it; --wait follows the job to its end.
 
+    With training.workdir in the manifest, or --workdir, the directory is uploaded first and submitted as
+    training.code (the local runtime's directory is then --local-workdir).
+
     Exit codes with --wait: 0 succeeded, 3 stopped at budget.max_usd, 4 at max_runtime_minutes, 1 otherwise.
     """
     manifest = read_manifest(file)
+    if workdir is not None and manifest["training"].get("code"):
+        raise fail(f"{file}: training.code is set; --workdir would replace it (remove one of the two)")
+    directory = workdir_of(manifest, file, workdir)
+    if directory is None and max_workdir_mib is not None:
+        raise fail(
+            f"{file}: --max-workdir-mib limits a workdir, and there is none (training.workdir or --workdir)"
+        )
+    limit = DEFAULT_MAX_BYTES if max_workdir_mib is None else int(max_workdir_mib * MIB)
     with api_client(target) as client:
+        if directory is not None:
+            try:
+                manifest = resolve_workdir(manifest, directory, client, console(stderr=as_json), limit)
+            except WorkdirError as exc:
+                raise fail(exc) from None
         accepted = client.submit(manifest, idempotency_key)
         if not wait:
             if as_json:

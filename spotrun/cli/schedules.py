@@ -7,8 +7,10 @@ from typing import Annotated
 import typer
 
 from spotrun.cli.api import ManifestFile, read_manifest, schedules_table
+from spotrun.cli.code_upload import resolve_workdir, workdir_of
 from spotrun.cli.output import JsonOpt, console, emit_json, fail
 from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client, targeted
+from spotrun.cli.workdir import WorkdirError
 
 ScheduleName = Annotated[str, typer.Argument(metavar="NAME", help="The schedule's name (its manifest's).")]
 
@@ -22,11 +24,20 @@ def schedule_create(
     target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
-    """Create a schedule from a manifest with a `schedule` block (validated locally first)."""
+    """Create a schedule from a manifest with a `schedule` block (validated locally first).
+
+    A training.workdir is uploaded once, now, and every run of the schedule uses that snapshot.
+    """
     manifest = read_manifest(file)
     if "schedule" not in manifest:
         raise fail(f"{file}: schedule: a manifest needs a schedule block to be scheduled")
+    directory = workdir_of(manifest, file, None)
     with api_client(target) as client:
+        if directory is not None:
+            try:
+                manifest = resolve_workdir(manifest, directory, client, console(stderr=as_json))
+            except WorkdirError as exc:
+                raise fail(exc) from None
         answer = client.create_schedule(manifest)
     if as_json:
         emit_json(answer)

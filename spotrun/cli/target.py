@@ -1,7 +1,8 @@
 """Which API a command talks to: the target options, declared once, and the one function that resolves them.
 
 Every command of the REST API (``submit``, ``status``, ``schedule list``...) is wrapped by :func:`targeted`:
-it adds ``--target``, ``--stack``, ``--region`` and ``--workdir`` after the command's own options (so
+it adds ``--target``, ``--stack``, ``--region`` and ``--workdir`` (also spelled ``--local-workdir``, its only
+spelling on ``submit``, whose ``--workdir`` is the job's code directory) after the command's own options (so
 ``spotrun status --stack X`` reads as it always did) and hands the command one :class:`ApiTarget`.
 :func:`api_client` makes it a client: the REST API of the ``spotrun local up`` running in ``--workdir``
 (unsigned), else the deployed stack's (SigV4). Of the API commands, only this module reads the emulator's
@@ -48,6 +49,16 @@ WorkdirOpt = Annotated[
     Path,
     typer.Option(
         "--workdir",
+        "--local-workdir",
+        envvar=WORKDIR_ENV,
+        help="Working directory of `spotrun local up`, which holds its state file.",
+    ),
+]
+# On `submit`, --workdir is the job's code directory (as in SkyPilot); the local runtime's is --local-workdir.
+LocalWorkdirOpt = Annotated[
+    Path,
+    typer.Option(
+        "--local-workdir",
         envvar=WORKDIR_ENV,
         help="Working directory of `spotrun local up`, which holds its state file.",
     ),
@@ -102,9 +113,12 @@ def targeted(command: Callable[..., None]) -> Callable[..., None]:
     """
     own = inspect.signature(command, eval_str=True)
     kind = own.parameters["target"].kind
+    options = dict(_OPTIONS)
+    if "workdir" in own.parameters:  # the command's own --workdir: the target's is --local-workdir only
+        options["workdir"] = LocalWorkdirOpt
     added = [
         inspect.Parameter(f"target_{field}", kind, default=getattr(DEFAULT_TARGET, field), annotation=option)
-        for field, option in _OPTIONS.items()
+        for field, option in options.items()
     ]
     parameters: list[inspect.Parameter] = []
     for parameter in own.parameters.values():

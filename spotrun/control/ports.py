@@ -90,6 +90,12 @@ class Objects(Protocol):
         """Ask S3 to restore an archived object for ``days``; a restore already under way is not an error."""
         ...
 
+    def presign_put(
+        self, bucket: str, key: str, *, size: int, sha256_b64: str, expires_seconds: int
+    ) -> tuple[str, dict[str, str]]:
+        """A presigned PUT of exactly ``size`` bytes with this SHA-256: the URL, and the headers it signed."""
+        ...
+
 
 class Workflows(Protocol):
     """Step Functions."""

@@ -39,6 +39,13 @@ SCHEDULE_REFUSED = (
 )
 
 
+WORKDIR_REFUSED = (
+    "training.workdir: {workdir!r} is a directory on the machine that wrote the manifest, which the control "
+    "plane cannot read; use `spotrun submit FILE` or `spotrun schedule create FILE` (they pack and upload the "
+    "directory and set training.code), or replace workdir with code: s3://..."
+)
+
+
 # The longest job id the control plane mints (48 characters of name, '-', 12 hex digits).
 _LONGEST_JOB_ID = "a" * 48 + "-" + "0" * 12
 
@@ -79,6 +86,9 @@ def admission_problems(
     except ManifestInvalid as exc:
         problems.append(f"resources: {exc}")
     problems += budget_admission_problems(manifest)
+    if manifest.training.workdir is not None:
+        # Only the CLI resolves it (spotrun.cli.workdir): dropping it here would run the job without its code.
+        problems.append(WORKDIR_REFUSED.format(workdir=manifest.training.workdir))
     if jobs_bucket:
         try:
             # The job id and attempt change nothing of what is refused: the largest of each stands in.

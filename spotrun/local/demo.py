@@ -29,11 +29,32 @@ from spotrun.model.layout import MANIFEST_PREFIX, progress_key
 from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.shape import REPO_ROOT, SERVICE_NAME
 
-EXAMPLE_DIR = REPO_ROOT / "examples" / "tiny-regression"
+EXAMPLES_DIR = REPO_ROOT / "examples"
+DEFAULT_EXAMPLE = "tiny-regression"
+EXAMPLE_DIR = EXAMPLES_DIR / DEFAULT_EXAMPLE
 EXAMPLE_PREFIX = "examples/tiny-regression/"
 DEMO_TIME_SCALE = 0.02
 # train.py's default --steps, used when the manifest's command does not pass one.
 EXAMPLE_DEFAULT_STEPS = 300
+
+
+def available_examples() -> list[str]:
+    """The examples ``spotrun demo --example`` runs: every directory of ``examples/`` holding a manifest."""
+    return sorted(path.parent.name for path in EXAMPLES_DIR.glob("*/manifest.yaml"))
+
+
+def example_dir(name: str) -> Path:
+    """The directory of the example ``name``.
+
+    Raises
+    ------
+    ValueError
+        When there is no such example; the message lists the available ones.
+    """
+    available = available_examples()
+    if name not in available:
+        raise ValueError(f"no example {name!r} in {EXAMPLES_DIR}; available: {', '.join(available)}")
+    return EXAMPLES_DIR / name
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,15 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 from spotrun.aws.settings import Settings
-from spotrun.local import ec2_patch, events_patch, lambda_patch, s3_access_patch, sfn_patch, ssm_patch
+from spotrun.local import (
+    ec2_patch,
+    events_patch,
+    lambda_patch,
+    s3_access_patch,
+    s3_upload_patch,
+    sfn_patch,
+    ssm_patch,
+)
 from spotrun.local.agent_environment import agent_environment, default_agent_argv
 from spotrun.local.api_gateway import ApiServer, Callers, ProxyApp
 from spotrun.local.capacity import CapacityModel
@@ -195,6 +203,7 @@ class LocalRuntime:
         )
         ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock, self.consistency)
         s3_access_patch.install(self._patches, self.callers.is_instance_key)
+        s3_upload_patch.install(self._patches)
         endpoint = self._server.start()
         self._environment.set(
             {

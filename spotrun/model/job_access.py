@@ -96,7 +96,7 @@ class _Access:
 def _source(access: _Access, uri: str, jobs_bucket: str, *, as_prefix: bool = False) -> None:
     bucket, key = split_s3_uri(uri)
     if as_prefix and key and not key.endswith("/"):
-        key += "/"  # the code is always staged as a prefix (spotrun.agent.stage)
+        key += "/"  # code that is not an archive is staged as a prefix (spotrun.agent.stage)
     is_prefix = key == "" or key.endswith("/")
     if bucket == jobs_bucket and (
         key.startswith(layout.JOBS_PREFIX) or (is_prefix and layout.JOBS_PREFIX.startswith(key))
@@ -145,8 +145,11 @@ def job_session_policy(
     access.read_prefix(jobs_bucket, own)
     for data_input in manifest.data.inputs:
         _source(access, data_input.source, jobs_bucket)
-    if manifest.training.code is not None:
-        _source(access, manifest.training.code, jobs_bucket, as_prefix=True)
+    code = manifest.training.code
+    if code is not None:
+        # A .tar.gz is one object, read by its exact key; anything else is staged as a prefix.
+        archive = layout.is_code_archive_key(split_s3_uri(code)[1])
+        _source(access, code, jobs_bucket, as_prefix=not archive)
     if manifest.training.resume_from is not None:
         access.read_prefix(jobs_bucket, layout.checkpoints_prefix(manifest.training.resume_from))
     objects = bucket_arn(partition, jobs_bucket)

@@ -19,6 +19,10 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 REJECTION_SUFFIX = ".rejected.json"  # the report beside a dropped manifest that was refused
 JOBS_PREFIX = "jobs/"
 SCHEDULES_PREFIX = "schedules/"
+# Code archives the CLI packs from a local directory (``training.workdir``), content-addressed:
+# ``code/<sha256>.tar.gz``. Beside jobs/, not under it: a job reads its code, never another job's objects.
+CODE_PREFIX = "code/"
+CODE_ARCHIVE_SUFFIX = ".tar.gz"
 
 # The archive bucket: where a model goes when the manifest names no archive.destination, and the name of the
 # metadata document written beside every archived model.
@@ -54,6 +58,18 @@ COMMIT_MARKER = "_COMMITTED.json"
 # Anything in the local checkpoint directory whose name starts with this is work in progress (a checkpoint
 # being written by spotrun.training, or being restored by the agent) and is never read or uploaded.
 TEMP_PREFIX = "."
+
+
+def code_archive_key(sha256: str) -> str:
+    """The key of the code archive whose content has this SHA-256 (64 lower-case hex digits)."""
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise ValueError(f"{sha256!r} is not a SHA-256 in lower-case hex")
+    return f"{CODE_PREFIX}{sha256}{CODE_ARCHIVE_SUFFIX}"
+
+
+def is_code_archive_key(key: str) -> bool:
+    """Whether ``training.code``'s key names one archive to extract (``.tar.gz``) rather than a prefix to copy."""
+    return key.endswith(CODE_ARCHIVE_SUFFIX)
 
 
 def is_manifest_key(key: str) -> bool:

@@ -196,8 +196,28 @@ class CheckpointPolicy(StrictModel):
 class TrainingSpec(StrictModel):
     """What runs on the instance."""
 
+    # workdir and code both given is refused by _workdir_or_code (with its message); `not` states it in the schema.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["workdir", "code"],
+                "properties": {"workdir": {"type": "string"}, "code": {"type": "string"}},
+            }
+        }
+    )
+
     code: S3Uri | None = Field(
-        None, description="S3 prefix staged into $SPOTRUN_CODE_DIR; the command runs there."
+        None,
+        description="S3 prefix staged into $SPOTRUN_CODE_DIR, where the command runs; or one object whose key "
+        "ends .tar.gz (a gzip tar archive, as `spotrun submit` uploads a workdir), extracted there (absolute "
+        "paths made relative; '..', links leaving the directory and devices refused).",
+    )
+    workdir: Annotated[str, AS_WRITTEN] | None = Field(
+        None,
+        min_length=1,
+        description="A local directory (relative: to the manifest file's directory) that `spotrun submit` packs "
+        "(honouring .gitignore and .spotrunignore), uploads and submits as training.code. Only the CLI can read "
+        "it: the API, the S3 drop and schedules refuse a manifest that still has it. Not with code.",
     )
     command: Argv = Field(
         description="The command as an argv list, never a shell string: ['python', 'train.py'].",
@@ -255,6 +275,14 @@ class TrainingSpec(StrictModel):
                 "must be a list of commands, each an argv list: [[pip, install, -r, requirements.txt]]"
             )
         return value
+
+    @model_validator(mode="after")
+    def _workdir_or_code(self) -> TrainingSpec:
+        if self.workdir is not None and self.code is not None:
+            raise ValueError(
+                "give either workdir (a local directory `spotrun submit` uploads) or code (in S3), not both"
+            )
+        return self
 
     @field_validator("env")
     @classmethod

@@ -1,10 +1,21 @@
-"""`spotrun demo --json`: what `make demo` runs, with the record scripts rely on."""
+"""`spotrun demo --json`: what `make demo` runs, with the record scripts rely on; `--example` picks another."""
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
 import subprocess
 import sys
+
+import yaml
+from rich.console import Console
+from typer.testing import CliRunner
+
+from spotrun.cli.app import app
+from spotrun.cli.demo import run_demo
+from spotrun.local import demo as demo_scenario
+from spotrun.local.demo import EXAMPLE_DIR, available_examples
 
 
 def test_demo_json_prints_the_final_job_record_on_the_last_line(tmp_path):
@@ -92,3 +103,54 @@ def test_make_demo_ends_with_its_summary_and_nothing_after(tmp_path):
     logged = [json.loads(line) for line in (tmp_path / "demo" / "control-plane.log").read_text().splitlines()]
     assert "job finished" in [entry.get("message") for entry in logged]
     assert any("JobsSucceeded" in entry for entry in logged)
+
+
+def test_an_unknown_example_is_refused_listing_the_available_ones():
+    # Given no example of that name under examples/
+    # When the demo is asked for it
+    result = CliRunner().invoke(app, ["demo", "--example", "no-such-example"])
+    # Then it is a usage error naming the examples there are, before any emulator starts
+    assert result.exit_code == 2
+    assert "no example 'no-such-example'" in result.stderr
+    assert f"available: {', '.join(available_examples())}" in result.stderr
+    assert "tiny-regression" in available_examples()
+
+
+RUN_PY = """
+import os, runpy, subprocess, sys
+# Like the framework examples, it makes its own data: nothing comes from data.inputs.
+data = os.environ["SPOTRUN_DATA_DIR"]
+subprocess.run([sys.executable, "generate_data.py", data], check=True, capture_output=True)
+sys.argv = ["train.py", *sys.argv[1:]]
+runpy.run_path("train.py", run_name="__main__")
+"""
+
+
+def test_an_example_with_a_workdir_runs_through_the_packer_and_post_code(tmp_path, monkeypatch):
+    # Given an example shaped as the framework ones: training.workdir ".", no data inputs, its data made in-script
+    example = tmp_path / "examples" / "tiny-workdir"
+    example.mkdir(parents=True)
+    for name in ("train.py", "generate_data.py"):
+        shutil.copy(EXAMPLE_DIR / name, example / name)
+    (example / "run.py").write_text(RUN_PY)
+    (example / ".spotrunignore").write_text("README.md\n")
+    (example / "README.md").write_text("not uploaded")
+    document = yaml.safe_load((EXAMPLE_DIR / "manifest.yaml").read_text())
+    del document["data"], document["training"]["code"]
+    document["name"] = "tiny-workdir"
+    document["training"]["workdir"] = "."
+    document["training"]["command"] = ["python", "run.py", "--steps", "30", "--step-seconds", "0.02"]
+    (example / "manifest.yaml").write_text(yaml.safe_dump(document))
+    monkeypatch.setattr(demo_scenario, "EXAMPLES_DIR", tmp_path / "examples")
+    out = io.StringIO()
+
+    # When the demo runs it, without interruptions
+    job = run_demo(Console(file=out, width=200), tmp_path / "demo", 0, 1, example="tiny-workdir")
+
+    # Then its directory was packed and uploaded through the REST API, and the job ran from it
+    text = out.getvalue()
+    assert job.status.value == "SUCCEEDED", text[-3000:]
+    assert "code uploaded: s3://spotrun-jobs-local/code/" in text
+    assert "(5 files," in text  # .spotrunignore, generate_data.py, manifest.yaml, run.py, train.py: no README
+    assert "manifest submitted to http://127.0.0.1:" in text
+    assert job.require_manifest().training.code.startswith("s3://spotrun-jobs-local/code/")

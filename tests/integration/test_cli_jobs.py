@@ -63,7 +63,7 @@ def manifest(tmp_path: Path, steps: int, **changes: Any) -> Path:
 
 
 def spotrun(workdir: Path, *argv: str) -> Any:
-    return runner.invoke(app, [*argv, "--workdir", str(workdir)])
+    return runner.invoke(app, [*argv, "--local-workdir", str(workdir)])
 
 
 def as_json(workdir: Path, *argv: str) -> Any:

@@ -79,6 +79,7 @@ class FakeObjects:
         self.objects: dict[tuple[str, str], bytes] = {}
         self.heads: dict[tuple[str, str], dict[str, str]] = {}  # storage class and Restore header by object
         self.restored: list[tuple[str, str, int]] = []
+        self.presigned: list[tuple[str, str, int, str]] = []  # (bucket, key, size, sha256 base64)
 
     def put_json(self, bucket: str, key: str, document: Any) -> None:
         self.objects[(bucket, key)] = json.dumps(document, default=str).encode()
@@ -115,6 +116,17 @@ class FakeObjects:
     def restore(self, bucket: str, key: str, days: int) -> None:
         self.restored.append((bucket, key, days))
         self.heads[(bucket, key)] = {**self.heads[(bucket, key)], "restore": 'ongoing-request="true"'}
+
+    def presign_put(
+        self, bucket: str, key: str, *, size: int, sha256_b64: str, expires_seconds: int
+    ) -> tuple[str, dict[str, str]]:
+        self.presigned.append((bucket, key, size, sha256_b64))
+        url = f"https://{bucket}.s3.example/{key}?X-Amz-Expires={expires_seconds}"
+        return url, {
+            "content-length": str(size),
+            "content-type": "application/gzip",
+            "x-amz-checksum-sha256": sha256_b64,
+        }
 
 
 class FakeCommands:

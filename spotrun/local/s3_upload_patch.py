@@ -1,0 +1,144 @@
+"""S3 upload integrity in the emulator: checksum headers and presigned URLs' signatures, as S3 checks them.
+
+moto 5.2.5 stores whatever a PUT carries: it neither checks an ``x-amz-checksum-sha256`` header against the body
+nor verifies a presigned URL's signature. The code upload (:mod:`spotrun.control.code_upload`) relies on both,
+so the emulator checks them as S3 does:
+
+- a PUT whose ``x-amz-checksum-sha256`` differs from the SHA-256 of its body fails with HTTP 400 ``BadDigest``
+  ("If the checksum that you specify doesn't match the checksum that S3 calculates, S3 rejects the request",
+  https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.html; the error code:
+  https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html);
+- a presigned SigV4 request (``X-Amz-Signature`` in the query string) is signed again over the headers its
+  ``X-Amz-SignedHeaders`` names, as the request carries them, with the secret of its access key (the emulator's
+  own credentials, or a session moto's STS issued); a mismatch, a signed header missing, or an expired URL fails
+  with HTTP 403 ``SignatureDoesNotMatch`` / ``AccessDenied``
+  (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html). A presigned URL whose key
+  is unknown to the emulator is served as before.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import urllib.parse
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from spotrun.local.patches import PatchSet
+from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS
+
+_UNSIGNED = "UNSIGNED-PAYLOAD"
+
+
+def _secret_of(access_key: str) -> str | None:
+    if access_key == FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"]:
+        return FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
+    from moto.sts.models import sts_backends
+
+    session = sts_backends[ACCOUNT_ID]["aws"].get_assumed_role_from_access_key(access_key)
+    return None if session is None else str(session.secret_access_key)
+
+
+def _quote(text: str) -> str:
+    return urllib.parse.quote(text, safe="-_.~")
+
+
+def expected_signature(
+    method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], secret: str
+) -> str:
+    """The SigV4 query-string signature of a presigned request (S3: unsigned payload, path not re-encoded).
+
+    Parameters
+    ----------
+    method
+        The HTTP method.
+    path
+        The request's path as sent (already URI-encoded).
+    query
+        Its query parameters, ``X-Amz-Signature`` included or not (left out of the canonical query).
+    headers
+        The values of the signed headers, by lower-case name.
+    secret
+        The secret access key of ``X-Amz-Credential``'s key.
+
+    Returns
+    -------
+    str
+        The signature in lower-case hex.
+    """
+    params = sorted(
+        (_quote(name), _quote(value))
+        for name, values in query.items()
+        if name != "X-Amz-Signature"
+        for value in values
+    )
+    canonical_query = "&".join(f"{name}={value}" for name, value in params)
+    signed = query["X-Amz-SignedHeaders"][0].split(";")
+    canonical_headers = "".join(f"{name}:{' '.join(headers[name].split())}\n" for name in signed)
+    canonical = "\n".join([method, path, canonical_query, canonical_headers, ";".join(signed), _UNSIGNED])
+    _key, date, region, service, _ = query["X-Amz-Credential"][0].split("/")
+    scope = f"{date}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(
+        ["AWS4-HMAC-SHA256", query["X-Amz-Date"][0], scope, hashlib.sha256(canonical.encode()).hexdigest()]
+    )
+    key = f"AWS4{secret}".encode()
+    for part in (date, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+def presign_problem(method: str, path: str, query: dict[str, list[str]], headers: Any) -> str | None:
+    """Why S3 would refuse this presigned request (None: it would not, or it is not a presigned SigV4 one)."""
+    if "X-Amz-Signature" not in query or "X-Amz-SignedHeaders" not in query:
+        return None
+    secret = _secret_of(query["X-Amz-Credential"][0].split("/", 1)[0])
+    if secret is None:
+        return None
+    issued = datetime.strptime(query["X-Amz-Date"][0], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    if datetime.now(UTC) > issued + timedelta(seconds=int(query["X-Amz-Expires"][0])):
+        return "Request has expired"
+    values: dict[str, str] = {}
+    for name in query["X-Amz-SignedHeaders"][0].split(";"):
+        value = headers.get(name)
+        if value is None:
+            return f"the signed header {name} is missing"
+        values[name] = str(value)
+    if not hmac.compare_digest(
+        expected_signature(method, path, query, values, secret), query["X-Amz-Signature"][0]
+    ):
+        return "The request signature we calculated does not match the signature you provided."
+    return None
+
+
+def install(patches: PatchSet) -> None:
+    """Check checksum headers and presigned signatures of S3 requests (see the module's docstring).
+
+    Parameters
+    ----------
+    patches
+        Where the patch is kept (undone when the runtime stops).
+    """
+    from moto.s3.exceptions import S3ClientError
+    from moto.s3.responses import S3Response
+
+    original = S3Response._authenticate_and_authorize_s3_action
+
+    def authorize(self: Any, bucket_name: str | None = None, key_name: str | None = None) -> None:
+        request = self.request
+        # The URL's own query (moto's querystring also holds what it adds, such as Action).
+        query = urllib.parse.parse_qs(request.query_string.decode(), keep_blank_values=True)
+        problem = presign_problem(request.method, request.path, query, self.headers)
+        if problem is not None:
+            code = "AccessDenied" if problem == "Request has expired" else "SignatureDoesNotMatch"
+            raise S3ClientError(code, problem)
+        checksum = self.headers.get("x-amz-checksum-sha256")
+        if request.method == "PUT" and key_name and checksum is not None:
+            body = self.body if isinstance(self.body, bytes) else bytes(self.body or b"")
+            if base64.b64encode(hashlib.sha256(body).digest()).decode() != checksum:
+                raise S3ClientError(
+                    "BadDigest", "The SHA256 you specified did not match the calculated checksum."
+                )
+        original(self, bucket_name=bucket_name, key_name=key_name)
+
+    patches.add(S3Response, "_authenticate_and_authorize_s3_action", authorize)
