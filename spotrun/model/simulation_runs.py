@@ -134,3 +134,37 @@ def simulate_trace(trace: Trace, job: SimJob, starts: int, step_seconds: int) ->
     return TraceReport(
         trace.name, trace.kind.value, replay.step_hours, len(begins), interval, tuple(summaries)
     )
+
+
+@dataclass(frozen=True)
+class Overall:
+    """One policy over every trace: costs summed over runs, ratios of those sums."""
+
+    policy: str
+    runs: int
+    total_cost: float
+    cost_ratio_to_optimum: float | None
+    savings_vs_on_demand: float
+    deadlines_met: int
+    work_lost_hours: float
+    lost_work_bound_hours: float
+
+
+def overall(reports: list[TraceReport]) -> list[Overall]:
+    """Each policy's totals over ``reports`` (the optimum's ratio is 1; None when it has an unreachable run)."""
+    names = [s.policy for s in reports[0].summaries]
+    total = {n: sum(r.summary(n).mean_cost * r.summary(n).runs for r in reports) for n in names}
+    od, opt = total["on-demand"], total[OPTIMUM]
+    return [
+        Overall(
+            policy=n,
+            runs=sum(r.summary(n).runs for r in reports),
+            total_cost=total[n],
+            cost_ratio_to_optimum=total[n] / opt if opt == opt and opt > 0 else None,  # opt != opt: NaN
+            savings_vs_on_demand=1 - total[n] / od if od else 0.0,
+            deadlines_met=sum(r.summary(n).deadlines_met for r in reports),
+            work_lost_hours=sum(r.summary(n).work_lost_hours for r in reports),
+            lost_work_bound_hours=sum(r.summary(n).lost_work_bound_hours for r in reports),
+        )
+        for n in names
+    ]
