@@ -94,7 +94,7 @@ def _table(reports: list[TraceReport]) -> Table:
     for report in reports:
         for i, s in enumerate(report.summaries):
             table.add_row(
-                report.trace if i == 0 else "",
+                f"{report.kind}: {Path(report.trace).stem}" if i == 0 else "",
                 s.policy,
                 f"{s.mean_cost:.2f}",
                 f"{s.savings_vs_on_demand:.0%}",

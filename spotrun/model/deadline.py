@@ -120,11 +120,17 @@ class PolicyParams:
         costs a move to on-demand and a return to spot, plus the unsaved work a silent one loses). spotrun stops
         waiting for spot once the slack falls to ``safety + work left x this``, so that it can still afford
         to return to spot for the rest of the job instead of ending it on on-demand as greedy does.
+    spot_mtbf_hours, loss_per_preemption_hours:
+        spotrun: the pool's mean spot time between preemptions, and the work a preemption is expected to lose;
+        together they say whether a stint on spot between two on-demand stretches pays for its changeovers
+        (:func:`spot_stint_pays`).
     """
 
     safety_hours: float
     hysteresis_hours: float
     reserve_per_work_hour: float = 0.0
+    spot_mtbf_hours: float = float("inf")
+    loss_per_preemption_hours: float = 0.0
 
 
 def default_params(
@@ -156,11 +162,13 @@ def default_params(
         the reserve per work hour = (two restarts + the expected loss of half an interval) per preemption, at
         the pool's preemption rate.
     """
-    per_preemption = 2 * restart_hours + tick_hours + uncovered_fraction * checkpoint_interval_hours / 2
+    loss = uncovered_fraction * checkpoint_interval_hours / 2
     return PolicyParams(
         safety_hours=restart_hours + checkpoint_interval_hours + checkpoint_hours + tick_hours,
         hysteresis_hours=2 * restart_hours,
-        reserve_per_work_hour=per_preemption / spot_mtbf_hours,
+        reserve_per_work_hour=(2 * restart_hours + tick_hours + loss) / spot_mtbf_hours,
+        spot_mtbf_hours=spot_mtbf_hours,
+        loss_per_preemption_hours=loss,
     )
 
 
@@ -259,6 +267,22 @@ def uniform_progress(state: JobState, params: PolicyParams) -> Decision:
     return Decision(Choice.WAIT, slack, "uniform progress: ahead of the line, waiting for spot")
 
 
+def spot_stint_pays(state: JobState, params: PolicyParams) -> bool:
+    """Whether leaving on-demand for a spot stint of the pool's mean length is cheaper than staying.
+
+    A stint of length ``L`` bills ``L`` at the spot price and, when spot vanishes, a restart back onto on-demand;
+    it trains ``L`` less the restart onto spot, less the work the preemption loses. Staying on on-demand for the
+    same training costs that at the on-demand price. The stint pays when
+    ``L (on-demand - spot) > on-demand x (2 restarts + expected loss)``: on a pool preempted every few
+    minutes, a return to spot costs more than it saves.
+    """
+    margin = state.on_demand_price - state.spot_price
+    if margin <= 0:
+        return False
+    overhead = 2 * state.restart_hours + params.loss_per_preemption_hours
+    return params.spot_mtbf_hours * margin > state.on_demand_price * overhead
+
+
 def spotrun_policy(state: JobState, params: PolicyParams) -> Decision:
     """spotrun's policy: spend the slack on spot and on waiting, never below the reserve (module docstring)."""
     slack = slack_hours(state)
@@ -267,8 +291,12 @@ def spotrun_policy(state: JobState, params: PolicyParams) -> Decision:
     if state.running is Running.ON_DEMAND:
         # Leaving on-demand costs a restart onto spot now and another back should spot vanish: the slack
         # after both must still hold the reserve.
-        if state.spot_available and slack - 2 * state.restart_hours > params.safety_hours:
-            return Decision(Choice.SPOT, slack, "spotrun: slack pays for a return to spot")
+        if (
+            state.spot_available
+            and slack - 2 * state.restart_hours > params.safety_hours
+            and spot_stint_pays(state, params)
+        ):
+            return Decision(Choice.SPOT, slack, "spotrun: slack and price pay for a return to spot")
         return Decision(Choice.ON_DEMAND, slack, "spotrun: staying on on-demand")
     if slack <= params.safety_hours:
         return Decision(Choice.ON_DEMAND, slack, "spotrun: slack at the safety margin")

@@ -16,6 +16,7 @@ from spotrun.model.deadline import (
     default_params,
     on_demand_finish_hours,
     slack_hours,
+    spot_stint_pays,
 )
 
 # Checkpoint cost 0 makes the training rate 1: hours of work are hours of running, and slack is easy to read.
@@ -183,3 +184,16 @@ def test_default_params_reserve_a_restart_an_interval_a_save_and_a_tick() -> Non
     assert params.hysteresis_hours == pytest.approx(1.0)
     assert params.reserve_per_work_hour == pytest.approx((1.0 + 0.25 + 0.5) / 10)
     assert default_params(0.5, 0.1, 1.0, 0.25).reserve_per_work_hour == 0.0
+
+
+def test_spotrun_stays_on_on_demand_when_a_spot_stint_would_not_pay_its_changeovers() -> None:
+    # Given a job on on-demand, plenty of slack, spot back; restarts of 0.5 h; prices 1 (spot) and 3 (on-demand)
+    state = at(running=Running.ON_DEMAND)
+    # When the pool's spot lasts 1.4 h between preemptions (under 3 x 1 h / 2 = 1.5 h), then 1.6 h
+    short = dataclasses.replace(PARAMS, spot_mtbf_hours=1.4)
+    long = dataclasses.replace(PARAMS, spot_mtbf_hours=1.6)
+    # Then it stays on on-demand for the short stints and returns to spot for the long ones
+    assert not spot_stint_pays(state, short)
+    assert decide("spotrun", state, short).choice is Choice.ON_DEMAND
+    assert spot_stint_pays(state, long)
+    assert decide("spotrun", state, long).choice is Choice.SPOT
