@@ -10,6 +10,7 @@ from pathlib import Path
 from spotrun.cli.output import fail
 from spotrun.model.deadline import POLICIES
 from spotrun.model.simulation import interval_for, replay_policy, start_steps
+from spotrun.model.simulation_optimum import optimum
 from spotrun.model.simulation_runs import replay_of
 from spotrun.model.traces import Trace
 
@@ -60,6 +61,15 @@ def write_plot(path: Path, trace: Trace, job: object, step_seconds: int, starts:
         ys = [w for t, w in run.progress if t <= horizon]
         label = f"{name}: ${run.cost:.0f}" + ("" if run.deadline_met else " (late)")
         ax.plot(xs, ys, label=label, color=_COLOURS.get(name), linewidth=2 if name == "spotrun" else 1.2)
+    best = optimum(job, replay, start, interval, record=True)
+    if best.cost is not None:
+        ax.plot(
+            [t for t, _ in best.progress],
+            [w for _, w in best.progress],
+            "--",
+            color="tab:purple",
+            label=f"optimum (knows the trace): ${best.cost:.0f}",
+        )
     ax.plot(
         [0, job.deadline_hours], [0, job.work_hours], ":", color="tab:blue", label="uniform progress line"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 from hypothesis import given, settings
@@ -208,3 +209,24 @@ def test_a_launch_into_absent_spot_capacity_runs_nothing(monkeypatch: pytest.Mon
     assert run.cost == 0
     assert run.spot_hours == 0
     assert run.completion_hours is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(spot=flags, boot_steps=st.sampled_from([0, 1, 2]))
+def test_the_optimum_traces_back_a_schedule_that_trains_a_step_at_a_time_to_the_end(
+    spot: tuple[bool, ...], boot_steps: int
+) -> None:
+    # Given any trace and a restart of 0, 1 or 2 steps
+    job = dataclasses.replace(JOB, restart_hours=boot_steps * STEP, deadline_hours=8.0)
+    # When the optimum is computed with its schedule
+    best = optimum(job, replay(spot), 0, 1.0, record=True)
+    plain = optimum(job, replay(spot), 0, 1.0)
+    # Then the schedule starts at nothing, never loses work, trains at most a step's worth per step, ends with the
+    # job done at the completion time, and recording changed nothing
+    assert best.cost == plain.cost
+    assert best.completion_hours == plain.completion_hours
+    works = [w for _, w in best.progress]
+    assert best.progress[0] == (0.0, 0.0)
+    assert best.progress[-1] == (best.completion_hours, job.work_hours)
+    per_step = STEP / 1.1
+    assert all(0 <= b - a <= per_step + 1e-9 for a, b in itertools.pairwise(works))
