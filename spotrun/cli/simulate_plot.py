@@ -83,5 +83,6 @@ def write_plot(path: Path, trace: Trace, job: object, step_seconds: int, starts:
     strip.set_yticks([])
     strip.set_ylabel("spot", rotation=0, labelpad=15)
     strip.set_xlabel("hours after submission")
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
