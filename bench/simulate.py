@@ -159,8 +159,9 @@ def table(result: dict[str, object], commit: str) -> list[str]:
             ratio_text = (
                 f"{p['cost_ratio_to_optimum']:.2f}" if p["cost_ratio_to_optimum"] is not None else "-"
             )
+            interval = f"{trace['interval']['interval_hours']:.2f}" if i == 0 else ""
             lines.append(
-                f"| {trace['trace'] if i == 0 else ''} | {trace['interval']['interval_hours'] if i == 0 else ''}"
+                f"| {trace['trace'] if i == 0 else ''} | {interval}"
                 f" | {p['policy']} | {p['mean_cost']:.2f} | {p['savings_vs_on_demand']:.0%} | {ratio_text} "
                 f"| {p['deadlines_met']}/{p['runs']} | {p['work_lost_hours']:.1f} | {p['lost_work_bound_hours']:.1f} |"
             )
