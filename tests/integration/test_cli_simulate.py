@@ -97,3 +97,29 @@ def test_plot_writes_a_png(traces: Path, tmp_path: Path) -> None:
     # Then a PNG is written
     assert result.exit_code == 0, result.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiny-regression" / "manifest.yaml"
+
+
+def test_a_manifest_without_a_deadline_needs_the_flags(traces: Path) -> None:
+    # Given a manifest that has no capacity.deadline nor training.expected_hours (yet)
+    # When simulate reads it without the flags, then with them
+    without = CliRunner().invoke(app, ["simulate", "--traces", str(traces), "--manifest", str(EXAMPLE)])
+    with_flags = CliRunner().invoke(
+        app, ["simulate", "--traces", str(traces), "--manifest", str(EXAMPLE), *JOB]
+    )
+    # Then it asks for them, and with them it runs
+    assert without.exit_code == 2
+    assert "--work-hours" in without.output
+    assert with_flags.exit_code == 0, with_flags.output
+
+
+def test_overall_lines_sum_every_trace(traces: Path) -> None:
+    # Given two traces of 5 starts each; When simulate answers in JSON
+    answer = json.loads(CliRunner().invoke(app, ["simulate", "--traces", str(traces), *JOB, "--json"]).stdout)
+    # Then each policy's overall line counts all 10 runs, and the optimum's ratio is 1
+    overall = {o["policy"]: o for o in answer["overall"]}
+    assert all(o["runs"] == 10 for o in overall.values())
+    assert overall["optimum"]["cost_ratio_to_optimum"] == pytest.approx(1.0)
+    assert overall["spotrun"]["deadlines_met"] == 10
