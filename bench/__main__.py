@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from bench.recovery import RecoveryConfig, measure
+from bench.simulate import main as simulate_main
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -17,6 +18,7 @@ def main() -> None:
     parser.add_argument("--boot-delay", type=float, default=RecoveryConfig.boot_delay_seconds)
     parser.add_argument("--padding-mb", type=int, default=RecoveryConfig.checkpoint_padding_mb)
     args = parser.parse_args()
+    simulate_main()  # first: it needs no emulator, and its results stand whatever the recovery bench does
     config = RecoveryConfig(
         runs=args.runs, boot_delay_seconds=args.boot_delay, checkpoint_padding_mb=args.padding_mb
     )

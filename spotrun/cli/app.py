@@ -14,6 +14,7 @@ from spotrun.cli.code_upload import workdir_of
 from spotrun.cli.jobs import register as register_api_commands
 from spotrun.cli.local import local_app
 from spotrun.cli.output import console, error_console, fail
+from spotrun.cli.simulate import simulate
 from spotrun.model.manifest_io import ManifestError, manifest_json_schema, parse_manifest_text
 
 app = typer.Typer(
@@ -23,6 +24,7 @@ app = typer.Typer(
 )
 app.add_typer(local_app, name="local")
 register_api_commands(app)
+app.command()(simulate)
 
 
 @app.command()

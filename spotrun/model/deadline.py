@@ -1,0 +1,345 @@
+"""Finish by a deadline at the lowest cost: the decision "spot or on-demand now", from the job's live state.
+
+Pure. The control plane calls :func:`decide` at each acquisition and while the job runs (with the job's state as
+it knows it); the simulator (:mod:`spotrun.model.simulation`) calls the very same function at every tick of a
+replayed trace, so what the bench measures is what the control plane runs.
+
+Every policy returns a :class:`Decision`: the choice AND the slack it was based on, both for the timeline.
+
+*Slack* is the time the job can still afford to lose: the time left to the deadline minus what an on-demand
+finish from now would take (the work left, plus the restart overhead of moving onto on-demand when it is not
+already there). A slack below zero means even on-demand cannot make it any more.
+
+The policies (names as ``spotrun simulate`` prints them):
+
+- ``on-demand``: on-demand only; the cost ceiling and the deadline guarantee.
+- ``spot-only``: spot whenever it is obtainable, wait (relaunch, in the next zone when there are several) when
+  it is not, never on-demand; what SkyPilot managed jobs do. Cheap and blind to the deadline.
+- ``greedy``: spot (or wait) until the slack is gone, then on-demand for the rest.
+- ``uniform-progress``: "Can't Be Late" (Wu et al., NSDI'24): stay on spot while the job's progress
+  is ahead of the straight line from (start, 0) to (deadline, work); when behind, on-demand; once on on-demand,
+  back to spot only when ahead of the line by a hysteresis margin (the paper's guard against thrashing between
+  the two at the line), and always on-demand when the slack falls to the changeover delay (the paper's safety
+  net, the same rule greedy applies).
+- ``spotrun``: spot whenever it is obtainable and the slack covers what a preemption can cost; wait while spot is
+  gone and the slack still covers that; on-demand only when it must; back from on-demand to spot when the slack
+  pays for two changeovers (onto spot, and back again should spot vanish) plus the same margin. The line of
+  Uniform Progress is not used: on the replayed traces, moving to on-demand merely for being behind the line
+  buys on-demand hours the slack did not need (see docs/deadlines.md and bench/results/simulate.md).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+class Choice(enum.StrEnum):
+    """What to run now."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    WAIT = "wait"  # run nothing: spot is not obtainable and the slack allows waiting for it
+
+
+class Running(enum.StrEnum):
+    """What the job runs on at the moment of the decision."""
+
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+    NOTHING = "nothing"
+
+
+@dataclass(frozen=True)
+class JobState:
+    """The job as the control plane knows it at one moment. All durations in hours.
+
+    Attributes
+    ----------
+    work_hours, work_done_hours:
+        The whole job's work, and the part of it done and safe (in a checkpoint, or savable within the notice).
+    elapsed_hours, deadline_hours:
+        Time since submission, and the deadline as hours after submission.
+    restart_hours:
+        The changeover overhead: launching an instance and restoring the checkpoint, before training resumes.
+    checkpoint_hours, checkpoint_interval_hours:
+        How long one save takes and how much training runs between saves: training advances only
+        ``interval / (interval + checkpoint)`` of wall time.
+    running:
+        What the job runs on now.
+    spot_available:
+        Whether spot capacity is obtainable now (the instance is alive, or a launch would succeed).
+    spot_price, on_demand_price:
+        Per instance-hour; a spot price at or above on-demand's makes spot pointless.
+    """
+
+    work_hours: float
+    work_done_hours: float
+    elapsed_hours: float
+    deadline_hours: float
+    restart_hours: float
+    checkpoint_hours: float
+    checkpoint_interval_hours: float
+    running: Running
+    spot_available: bool
+    spot_price: float
+    on_demand_price: float
+
+    @property
+    def work_left_hours(self) -> float:
+        return max(0.0, self.work_hours - self.work_done_hours)
+
+    @property
+    def time_left_hours(self) -> float:
+        return self.deadline_hours - self.elapsed_hours
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A policy's answer: what to run, the slack it was based on (hours), and why, for the timeline."""
+
+    choice: Choice
+    slack_hours: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class PolicyParams:
+    """The policies' knobs, in hours. Defaults come from the job (see :func:`default_params`).
+
+    Attributes
+    ----------
+    safety_hours:
+        The slack kept in reserve for what the decision cannot see before the next one: a preemption's lost work
+        and the time until the next decision. Greedy, Uniform Progress and spotrun go on-demand at this slack.
+    hysteresis_hours:
+        Uniform Progress: how far ahead of the line the job must be before leaving on-demand for spot.
+    reserve_per_work_hour:
+        spotrun: the slack each hour of work left is expected to consume in forced changeovers (a preemption
+        costs a move to on-demand and a return to spot, plus the unsaved work a silent one loses). spotrun stops
+        waiting for spot once the slack falls to ``safety + work left x this``, so that it can still afford
+        to return to spot for the rest of the job instead of ending it on on-demand as greedy does.
+    spot_mtbf_hours, loss_per_preemption_hours:
+        spotrun: the pool's mean spot time between preemptions, and the work a preemption is expected to lose;
+        together they say whether a stint on spot between two on-demand stretches pays for its changeovers
+        (:func:`spot_stint_pays`).
+    """
+
+    safety_hours: float
+    hysteresis_hours: float
+    reserve_per_work_hour: float = 0.0
+    spot_mtbf_hours: float = float("inf")
+    loss_per_preemption_hours: float = 0.0
+
+
+def default_params(
+    restart_hours: float,
+    checkpoint_hours: float,
+    checkpoint_interval_hours: float,
+    tick_hours: float,
+    spot_mtbf_hours: float = float("inf"),
+    uncovered_fraction: float = 1.0,
+) -> PolicyParams:
+    """The knobs derived from the job: reserve a changeover, one interval of unsaved work and a tick.
+
+    Parameters
+    ----------
+    restart_hours, checkpoint_hours, checkpoint_interval_hours:
+        The job's changeover overhead, save duration and interval.
+    tick_hours:
+        How often the decision is taken (the simulator's step, or the control plane's polling period).
+    spot_mtbf_hours:
+        The pool's mean spot time between preemptions (``inf``: none expected).
+    uncovered_fraction:
+        The share of preemptions that lose the unsaved work (see :mod:`spotrun.model.checkpoint_interval`).
+
+    Returns
+    -------
+    PolicyParams
+        ``safety`` = restart + interval + checkpoint + tick (a silent preemption just before a save loses an
+        interval, then the job must restart); hysteresis = two restarts (the changeovers a return trip costs);
+        the reserve per work hour = (two restarts + the expected loss of half an interval) per preemption, at
+        the pool's preemption rate.
+    """
+    loss = uncovered_fraction * checkpoint_interval_hours / 2
+    return PolicyParams(
+        safety_hours=restart_hours + checkpoint_interval_hours + checkpoint_hours + tick_hours,
+        hysteresis_hours=2 * restart_hours,
+        reserve_per_work_hour=(2 * restart_hours + tick_hours + loss) / spot_mtbf_hours,
+        spot_mtbf_hours=spot_mtbf_hours,
+        loss_per_preemption_hours=loss,
+    )
+
+
+def run_rate(checkpoint_hours: float, checkpoint_interval_hours: float) -> float:
+    """The fraction of running time that advances training: saves stop it for ``checkpoint_hours``."""
+    return checkpoint_interval_hours / (checkpoint_interval_hours + checkpoint_hours)
+
+
+def on_demand_finish_hours(state: JobState) -> float:
+    """Wall time an on-demand finish from now takes: a changeover unless on on-demand already, then the work."""
+    changeover = 0.0 if state.running is Running.ON_DEMAND else state.restart_hours
+    return changeover + state.work_left_hours / run_rate(
+        state.checkpoint_hours, state.checkpoint_interval_hours
+    )
+
+
+def slack_hours(state: JobState) -> float:
+    """Time left to the deadline minus an on-demand finish from now (:func:`on_demand_finish_hours`)."""
+    return state.time_left_hours - on_demand_finish_hours(state)
+
+
+def deadline_feasible(
+    work_hours: float,
+    deadline_hours: float,
+    restart_hours: float,
+    checkpoint_hours: float,
+    checkpoint_interval_hours: float,
+) -> tuple[bool, float]:
+    """Whether even on-demand can meet the deadline, at submission (nothing done, nothing running).
+
+    Parameters
+    ----------
+    work_hours, deadline_hours:
+        The job's work and its deadline as hours after submission.
+    restart_hours, checkpoint_hours, checkpoint_interval_hours:
+        Its changeover overhead and checkpoint cadence.
+
+    Returns
+    -------
+    tuple[bool, float]
+        Feasible, and the slack at submission (negative when refused): a submission refuses the job when the
+        first is false, naming the second.
+    """
+    slack = (
+        deadline_hours - restart_hours - work_hours / run_rate(checkpoint_hours, checkpoint_interval_hours)
+    )
+    return slack >= 0, slack
+
+
+def _spot_pays(state: JobState) -> bool:
+    return state.spot_price < state.on_demand_price
+
+
+def on_demand_only(state: JobState, params: PolicyParams) -> Decision:
+    """On-demand, always."""
+    return Decision(Choice.ON_DEMAND, slack_hours(state), "on-demand only")
+
+
+def spot_only(state: JobState, params: PolicyParams) -> Decision:
+    """Spot whenever obtainable, else wait for it; never on-demand, whatever the deadline."""
+    slack = slack_hours(state)
+    if state.spot_available:
+        return Decision(Choice.SPOT, slack, "spot only: spot obtainable")
+    return Decision(Choice.WAIT, slack, "spot only: waiting for spot capacity")
+
+
+def greedy(state: JobState, params: PolicyParams) -> Decision:
+    """Spot (or wait for it) until the slack falls to the safety margin, then on-demand to the end."""
+    slack = slack_hours(state)
+    if state.running is Running.ON_DEMAND:
+        return Decision(Choice.ON_DEMAND, slack, "greedy: on on-demand for the rest")
+    if slack <= params.safety_hours or not _spot_pays(state):
+        return Decision(Choice.ON_DEMAND, slack, "greedy: slack used up")
+    if state.spot_available:
+        return Decision(Choice.SPOT, slack, "greedy: slack left, spot obtainable")
+    return Decision(Choice.WAIT, slack, "greedy: slack left, waiting for spot")
+
+
+def progress_line_hours(state: JobState) -> float:
+    """Uniform Progress's line: the work a job progressing uniformly from start to deadline has done by now."""
+    return state.work_hours * min(1.0, state.elapsed_hours / state.deadline_hours)
+
+
+def uniform_progress(state: JobState, params: PolicyParams) -> Decision:
+    """Can't Be Late's Uniform Progress, with its hysteresis and its safety net (see the module's docstring)."""
+    slack = slack_hours(state)
+    if slack <= params.safety_hours or not _spot_pays(state):
+        return Decision(Choice.ON_DEMAND, slack, "uniform progress: safety net")
+    ahead = state.work_done_hours - progress_line_hours(state)
+    # Hysteresis: leaving on-demand costs a changeover; only a lead of more than that is worth the trip.
+    needed = params.hysteresis_hours if state.running is Running.ON_DEMAND else 0.0
+    if ahead < needed:
+        return Decision(Choice.ON_DEMAND, slack, f"uniform progress: {ahead:.2f} h ahead of the line")
+    if state.spot_available:
+        return Decision(Choice.SPOT, slack, "uniform progress: ahead of the line, spot obtainable")
+    return Decision(Choice.WAIT, slack, "uniform progress: ahead of the line, waiting for spot")
+
+
+def spot_stint_pays(state: JobState, params: PolicyParams) -> bool:
+    """Whether leaving on-demand for a spot stint of the pool's mean length is cheaper than staying.
+
+    A stint of length ``L`` bills ``L`` at the spot price and, when spot vanishes, a restart back onto on-demand;
+    it trains ``L`` less the restart onto spot, less the work the preemption loses. Staying on on-demand for the
+    same training costs that at the on-demand price. The stint pays when
+    ``L (on-demand - spot) > on-demand x (2 restarts + expected loss)``: on a pool preempted every few
+    minutes, a return to spot costs more than it saves.
+    """
+    margin = state.on_demand_price - state.spot_price
+    if margin <= 0:
+        return False
+    overhead = 2 * state.restart_hours + params.loss_per_preemption_hours
+    return params.spot_mtbf_hours * margin > state.on_demand_price * overhead
+
+
+def spotrun_policy(state: JobState, params: PolicyParams) -> Decision:
+    """spotrun's policy: spend the slack on spot and on waiting, never below the reserve (module docstring)."""
+    slack = slack_hours(state)
+    if not _spot_pays(state):
+        return Decision(Choice.ON_DEMAND, slack, "spotrun: spot costs as much as on-demand")
+    if state.running is Running.ON_DEMAND:
+        # Leaving on-demand costs a restart onto spot now and another back should spot vanish: the slack
+        # after both must still hold the reserve.
+        if (
+            state.spot_available
+            and slack - 2 * state.restart_hours > params.safety_hours
+            and spot_stint_pays(state, params)
+        ):
+            return Decision(Choice.SPOT, slack, "spotrun: slack and price pay for a return to spot")
+        return Decision(Choice.ON_DEMAND, slack, "spotrun: staying on on-demand")
+    if slack <= params.safety_hours:
+        return Decision(Choice.ON_DEMAND, slack, "spotrun: slack at the safety margin")
+    if state.spot_available:
+        return Decision(Choice.SPOT, slack, "spotrun: slack above the safety margin, spot obtainable")
+    reserve = params.safety_hours + state.work_left_hours * params.reserve_per_work_hour
+    if slack <= reserve:
+        return Decision(
+            Choice.ON_DEMAND, slack, f"spotrun: no spot, slack within the {reserve:.2f} h reserve"
+        )
+    return Decision(Choice.WAIT, slack, "spotrun: no spot, slack above the reserve: waiting for it")
+
+
+Policy = Callable[[JobState, PolicyParams], Decision]
+
+POLICIES: dict[str, Policy] = {
+    "on-demand": on_demand_only,
+    "spot-only": spot_only,
+    "greedy": greedy,
+    "uniform-progress": uniform_progress,
+    "spotrun": spotrun_policy,
+}
+
+
+def decide(policy: str, state: JobState, params: PolicyParams) -> Decision:
+    """The one entry point the control plane and the simulator call.
+
+    Parameters
+    ----------
+    policy:
+        A name in :data:`POLICIES`.
+    state:
+        The job's live state.
+    params:
+        The knobs (:func:`default_params` for the job's).
+
+    Returns
+    -------
+    Decision
+        What to run now, the slack it was based on, and why.
+    """
+    try:
+        chosen = POLICIES[policy]
+    except KeyError:
+        raise ValueError(f"unknown deadline policy {policy!r}; known: {', '.join(POLICIES)}") from None
+    return chosen(state, params)

@@ -1,0 +1,228 @@
+"""Replay a spot trace for one job under each deadline policy: cost, completion, deadline met, work lost.
+
+Pure (standard library; no numpy, so it may sit in the model beside the policies it replays). At every step of
+the resampled trace the replay builds the job's :class:`~spotrun.model.deadline.JobState` and asks
+:func:`~spotrun.model.deadline.decide`, the function the control plane calls, what to run; the checkpoint
+interval is :func:`~spotrun.model.checkpoint_interval.auto_interval`'s unless one is given. The omniscient
+optimum, the limit the policies are compared to, is :mod:`spotrun.model.simulation_optimum`'s.
+
+The job's model, shared by the replay and the optimum:
+
+- running time is billed at the instance's price per step; a launch (or a move between spot and on-demand)
+  spends ``restart_hours``, rounded up to whole steps, before training resumes;
+- training advances ``interval / (interval + checkpoint)`` of the running time (the saves take the rest);
+- a preemption the notice covers loses nothing (the agent saves inside the notice); an uncovered one (every one
+  when a save outlasts the notice, else the ``silent_fraction`` of them picked deterministically per step, the
+  same for every policy) loses the work since the last save.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from spotrun.model.checkpoint_interval import IntervalChoice, auto_interval, uncovered_fraction
+from spotrun.model.deadline import (
+    Choice,
+    JobState,
+    PolicyParams,
+    Running,
+    decide,
+    default_params,
+    run_rate,
+)
+from spotrun.model.traces import spot_mtbf_hours
+
+# The fractional part of the golden ratio: i * PHI mod 1 spreads the "silent" preemptions evenly and
+# reproducibly along a trace, without a random generator to seed.
+_PHI = (math.sqrt(5) - 1) / 2
+
+
+@dataclass(frozen=True)
+class SimJob:
+    """The job replayed, in hours and prices per instance-hour.
+
+    ``checkpoint_interval_hours`` None means ``auto`` (Young/Daly on the trace's uncovered-failure rate, capped
+    at ``max_interval_hours``).
+    """
+
+    work_hours: float
+    deadline_hours: float
+    restart_hours: float
+    checkpoint_hours: float
+    spot_price: float
+    on_demand_price: float
+    checkpoint_interval_hours: float | None = None
+    notice_hours: float = 2 / 60
+    silent_fraction: float = 0.05
+    max_interval_hours: float = 4.0
+
+
+@dataclass
+class RunResult:
+    """One policy from one start time."""
+
+    policy: str
+    start_hours: float
+    cost: float
+    completion_hours: float | None  # after the start; None: not finished by the trace's end
+    deadline_met: bool
+    work_lost_hours: float
+    uncovered_failures: int
+    spot_hours: float
+    on_demand_hours: float
+    progress: list[tuple[float, float]] = field(
+        default_factory=list
+    )  # (hours after start, work done) if asked
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A trace resampled for replay: the step (hours) and whether spot is obtainable at each step."""
+
+    step_hours: float
+    spot: tuple[bool, ...]
+
+    @property
+    def steps(self) -> int:
+        return len(self.spot)
+
+
+def is_uncovered(step: int, job: SimJob) -> bool:
+    """Whether a preemption at this step loses the unsaved work (deterministic, the same for every policy)."""
+    fraction = uncovered_fraction(job.checkpoint_hours, job.notice_hours, job.silent_fraction)
+    return (step * _PHI) % 1.0 < fraction
+
+
+def interval_for(job: SimJob, replay: Replay) -> IntervalChoice:
+    """The job's interval on this trace: the given one, or ``auto`` from the trace's uncovered-failure rate."""
+    fraction = uncovered_fraction(job.checkpoint_hours, job.notice_hours, job.silent_fraction)
+    mtbf = spot_mtbf_hours(replay.spot, replay.step_hours)
+    uncovered_mtbf = mtbf / fraction if fraction > 0 else math.inf
+    if job.checkpoint_interval_hours is not None:
+        return IntervalChoice(
+            job.checkpoint_interval_hours, "daly", job.checkpoint_hours, uncovered_mtbf, False
+        )
+    return auto_interval(job.checkpoint_hours, uncovered_mtbf, job.max_interval_hours)
+
+
+def params_for(job: SimJob, replay: Replay, interval_hours: float) -> PolicyParams:
+    """The policies' knobs for this job on this trace: the job's and the pool's preemption rate."""
+    fraction = uncovered_fraction(job.checkpoint_hours, job.notice_hours, job.silent_fraction)
+    mtbf = spot_mtbf_hours(replay.spot, replay.step_hours)
+    return default_params(
+        job.restart_hours, job.checkpoint_hours, interval_hours, replay.step_hours, mtbf, fraction
+    )
+
+
+def restart_steps(job: SimJob, step_hours: float) -> int:
+    return math.ceil(job.restart_hours / step_hours - 1e-9)
+
+
+def start_steps(replay: Replay, job: SimJob, count: int) -> list[int]:
+    """``count`` start steps spread evenly over the trace, each leaving the whole deadline inside it."""
+    last = replay.steps - math.ceil(job.deadline_hours / replay.step_hours)
+    if last < 0:
+        raise ValueError(f"the trace ({replay.steps * replay.step_hours:.0f} h) is shorter than the deadline")
+    if count <= 1:
+        return [0]
+    return sorted({round(i * last / (count - 1)) for i in range(count)})
+
+
+def replay_policy(
+    policy: str,
+    job: SimJob,
+    replay: Replay,
+    start: int,
+    interval_hours: float,
+    params: PolicyParams | None = None,
+    record: bool = False,
+) -> RunResult:
+    """Run one policy over the trace from ``start`` until the job finishes or the trace ends.
+
+    Parameters
+    ----------
+    policy:
+        A name in :data:`spotrun.model.deadline.POLICIES`.
+    job, replay:
+        The job and the resampled trace.
+    start:
+        The step the job is submitted at.
+    interval_hours:
+        The checkpoint interval in force.
+    params:
+        The policies' knobs; :func:`~spotrun.model.deadline.default_params` of the job when None.
+    record:
+        Keep (time, work done) at every step, for the plot.
+
+    Returns
+    -------
+    RunResult
+    """
+    step = replay.step_hours
+    params = params or params_for(job, replay, interval_hours)
+    rate = run_rate(job.checkpoint_hours, interval_hours)
+    boot_steps = restart_steps(job, step)
+    saved = unsaved = lost = cost = spot_hours = od_hours = 0.0
+    uncovered = 0
+    running, boot = Running.NOTHING, 0
+    result = RunResult(policy, start * step, 0.0, None, False, 0.0, 0, 0.0, 0.0)
+    for t in range(start, replay.steps):
+        elapsed = (t - start) * step
+        if record:
+            result.progress.append((elapsed, saved + unsaved))
+        if running is Running.SPOT and not replay.spot[t]:
+            if is_uncovered(t, job):
+                lost, uncovered, unsaved = lost + unsaved, uncovered + 1, 0.0
+            running, boot = Running.NOTHING, 0
+        state = JobState(
+            work_hours=job.work_hours,
+            work_done_hours=saved + unsaved,
+            elapsed_hours=elapsed,
+            deadline_hours=job.deadline_hours,
+            restart_hours=job.restart_hours,
+            checkpoint_hours=job.checkpoint_hours,
+            checkpoint_interval_hours=interval_hours,
+            running=running,
+            spot_available=replay.spot[t],
+            spot_price=job.spot_price,
+            on_demand_price=job.on_demand_price,
+        )
+        choice = decide(policy, state, params).choice
+        wanted = {Choice.SPOT: Running.SPOT, Choice.ON_DEMAND: Running.ON_DEMAND}.get(choice, Running.NOTHING)
+        if wanted is Running.SPOT and not replay.spot[t]:
+            wanted = Running.NOTHING  # a launch into absent capacity fails: the step is spent waiting
+        if wanted is not running:
+            # A move saves first (the save is counted in the restart overhead), then launches afresh.
+            running, boot = wanted, boot_steps
+        if running is Running.NOTHING:
+            continue
+        price = job.spot_price if running is Running.SPOT else job.on_demand_price
+        fraction = 1.0
+        if boot > 0:
+            boot -= 1
+        else:
+            gain = step * rate
+            remaining = job.work_hours - saved - unsaved
+            if gain >= remaining - 1e-12:
+                fraction = remaining / gain if gain > 0 else 1.0
+                unsaved += remaining
+            else:
+                unsaved += gain
+            if unsaved >= interval_hours:
+                whole = math.floor(unsaved / interval_hours) * interval_hours
+                saved, unsaved = saved + whole, unsaved - whole
+        cost += price * step * fraction
+        if running is Running.SPOT:
+            spot_hours += step * fraction
+        else:
+            od_hours += step * fraction
+        if saved + unsaved >= job.work_hours - 1e-9:
+            result.completion_hours = elapsed + step * fraction
+            result.deadline_met = result.completion_hours <= job.deadline_hours + 1e-9
+            if record:
+                result.progress.append((result.completion_hours, job.work_hours))
+            break
+    result.cost, result.work_lost_hours, result.uncovered_failures = cost, lost, uncovered
+    result.spot_hours, result.on_demand_hours = spot_hours, od_hours
+    return result
