@@ -12,7 +12,14 @@ from spotrun.model import layout
 from spotrun.model.command import AgentCommand
 
 # The stdlib-only modules a training script may import; copied so that any interpreter finds them.
-_RUNTIME_MODULES = ("training.py", "training_files.py", "model/__init__.py", "model/layout.py")
+_RUNTIME_MODULES = (
+    "training.py",
+    "training_files.py",
+    "training_torch.py",  # imports torch itself, lazily: only a script that uses it needs it
+    "model/__init__.py",
+    "model/layout.py",
+    "model/contract.py",
+)
 _RUNTIME_INIT = '"""spotrun\'s checkpoint contract, as seen by a training script (copied by the agent)."""\n'
 
 
@@ -48,7 +55,10 @@ def install_runtime(runtime_dir: Path) -> Path:
 
 
 def child_environment(
-    command: AgentCommand, job_layout: layout.NvmeLayout, base_env: Mapping[str, str]
+    command: AgentCommand,
+    job_layout: layout.NvmeLayout,
+    base_env: Mapping[str, str],
+    gpus_per_node: int = 0,
 ) -> dict[str, str]:
     """The environment of the training command.
 
@@ -60,6 +70,8 @@ def child_environment(
         The job's NVMe directories.
     base_env
         Inherited variables (the agent's environment).
+    gpus_per_node
+        The instance's GPUs (:func:`spotrun.agent.gpu.count_gpus`), as ``SPOTRUN_GPUS_PER_NODE``.
 
     Returns
     -------
@@ -82,6 +94,7 @@ def child_environment(
             training.ENV_CHECKPOINT_SIGNAL: manifest.training.checkpoint.signal,
             training.ENV_MODEL: manifest.outputs.model,
             training.ENV_PROGRESS_FILE: str(job_layout.progress_file(command.attempt)),
+            training.ENV_GPUS_PER_NODE: str(gpus_per_node),
         }
     )
     existing = env.get("PYTHONPATH")

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from spotrun.model.contract import CONTRACT_VARIABLES, argv_references
 from spotrun.model.manifest_rules import (
     AS_WRITTEN,
     CRON,
@@ -203,7 +204,11 @@ class TrainingSpec(StrictModel):
         # _argv_not_shell refuses one argument holding a space (once stripped): two or more arguments, or one
         # that is white space around something without a space.
         json_schema_extra={"anyOf": [{"minItems": 2}, {"items": {"pattern": ONE_WORD.pattern}}]},
-        description="The command as an argv list, never a shell string: ['python', 'train.py'].",
+        description="The command as an argv list, never a shell string: ['python', 'train.py']. No shell runs "
+        "it, so the agent expands ${NAME} in its arguments itself, when it starts the command, where NAME is a "
+        "SPOTRUN_ variable of the checkpoint contract (e.g. ['torchrun', '--nproc-per-node', "
+        "'${SPOTRUN_GPUS_PER_NODE}', 'train.py']) or a name of training.env; any other ${...} is refused. A "
+        "bare $ is left as written.",
     )
     env: dict[Annotated[str, AS_WRITTEN], Annotated[str, BeforeValidator(scalar_to_text)]] = Field(
         default_factory=dict,
@@ -239,6 +244,17 @@ class TrainingSpec(StrictModel):
         if len(value) == 1 and " " in value[0]:
             raise ValueError("must be an argv list such as ['python', 'train.py'], not one shell string")
         return value
+
+    @model_validator(mode="after")
+    def _command_variables(self) -> TrainingSpec:
+        # After the fields: the names training.env defines are known only then.
+        for name in argv_references(self.command):
+            if name not in CONTRACT_VARIABLES and name not in self.env:
+                raise ValueError(
+                    f"command: ${{{name}}} names neither a SPOTRUN_ variable spotrun sets "
+                    f"({', '.join(sorted(CONTRACT_VARIABLES))}) nor a name of training.env"
+                )
+        return self
 
     @field_validator("env")
     @classmethod
