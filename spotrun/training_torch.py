@@ -406,8 +406,9 @@ class TorchCheckpointer:
 def save_safetensors(model: Any) -> Callable[[Path], None]:
     """A writer for :meth:`spotrun.training.Run.save_model`: the model's weights as safetensors.
 
-    The file is byte-identical for identical weights (sorted names, a fixed header), unlike ``torch.save``'s
-    zip archive, so two runs can be compared by checksum.
+    The file is a JSON header (sorted names, dtypes, shapes) and the raw tensors: identical weights give
+    identical bytes whatever wrote them, so two runs compare by checksum (a ``torch.save`` zip also carries a
+    serialization id and an archive layout that belong to the torch version).
 
     Parameters
     ----------
