@@ -16,6 +16,7 @@ checkpoint signal (SIGTERM) makes every rank save and exit after the same step.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import time
@@ -27,7 +28,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 from torch.nn import functional
 
-from spotrun import training_torch
+from spotrun import training, training_torch
 
 TRAIN_SAMPLES = 1536  # of the 1797 digits; the rest measure the accuracy
 
@@ -88,6 +89,16 @@ def main() -> None:
     )
     deterministic(args.seed)
     device = start_group()
+    train(args, run, device)
+    if dist.is_initialized():
+        # train()'s DDP wrapper is gone by now: destroyed after its process group, it can hang the exit.
+        gc.collect()
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def train(args: argparse.Namespace, run: training.Run, device: torch.device) -> None:
+    """Train (or resume) to the last epoch; rank 0 saves the model."""
     world = dist.get_world_size() if dist.is_initialized() else 1
     rank = training_torch.rank()
 
@@ -136,9 +147,6 @@ def main() -> None:
         accuracy = (predicted == labels[TRAIN_SAMPLES:]).float().mean().item()
         print(f"held-out accuracy {accuracy:.3f}", flush=True)
         run.save_model(training_torch.save_safetensors(net))
-    if dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
