@@ -95,7 +95,9 @@ def test_the_pytorch_example_interrupted_twice_ends_with_the_direct_runs_model(t
     )
 
     # When it runs as a job, interrupted mid-epoch and then at a checkpoint's step
-    job = run_with_chaos(torch_runtime, job_manifest, "pytorch-alone.yaml", ALONE_STEPS, torch_runtime.interrupt)
+    job = run_with_chaos(
+        torch_runtime, job_manifest, "pytorch-alone.yaml", ALONE_STEPS, torch_runtime.interrupt
+    )
 
     # Then it succeeds with the same model bytes, each attempt resuming where the one before saved
     assert_resumed_twice(torch_runtime, job, expected)

@@ -120,7 +120,9 @@ def test_the_command_gets_the_gpu_count_and_every_contract_variable(tmp_path):
 def test_the_run_reads_the_gpu_count(tmp_path):
     # Given the contract's environment with 8 GPUs, and none at all (run on its own)
     def run(environ: dict[str, str]) -> training.Run:
-        return training.Run.from_env(environ, checkpoint_dir=tmp_path, output_dir=tmp_path, handle_signal=False)
+        return training.Run.from_env(
+            environ, checkpoint_dir=tmp_path, output_dir=tmp_path, handle_signal=False
+        )
 
     # When the run is built, then it has the count, or None
     assert run({ENV_GPUS_PER_NODE: "8"}).gpus_per_node == 8
