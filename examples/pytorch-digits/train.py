@@ -112,7 +112,8 @@ def train(args: argparse.Namespace, run: training.Run, device: torch.device) -> 
 
     model: nn.Module = DigitsCNN().to(device)
     if world > 1:
-        model = nn.parallel.DistributedDataParallel(model)
+        # Gradients summed in rank order: bit-exact resumes with any number of processes (see the helper).
+        model = training_torch.ordered_gradient_sum(nn.parallel.DistributedDataParallel(model))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps)
     checkpointer = training_torch.TorchCheckpointer(run, model, optimizer, scheduler)
