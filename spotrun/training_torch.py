@@ -163,11 +163,11 @@ def capture_rng() -> dict[str, Any]:
     except ImportError:
         pass
     else:
-        name, keys, pos, has_gauss, cached = numpy.random.get_state(legacy=True)
+        name, keys, pos, has_gauss, cached = numpy.random.get_state(legacy=True)  # legacy=True: a tuple
         # A tensor, not an ndarray: weights_only loading (torch.load's default) refuses NumPy objects.
         state["numpy"] = (
             name,
-            torch.from_numpy(keys.astype("int64")),
+            torch.from_numpy(numpy.asarray(keys, dtype="int64")),
             int(pos),
             int(has_gauss),
             float(cached),
@@ -429,7 +429,7 @@ def ordered_gradient_sum(ddp_model: Any) -> Any:
 
 
 # No annotations on purpose: DDP refuses a hook whose annotations are not its own types (strings, here).
-def _ordered_mean(process_group, bucket):  # type: ignore[no-untyped-def]
+def _ordered_mean(process_group, bucket):
     import torch
     import torch.distributed as dist
 
