@@ -16,6 +16,7 @@ _RUNTIME_MODULES = (
     "training.py",
     "training_files.py",
     "training_torch.py",  # imports torch itself, lazily: only a script that uses it needs it
+    "training_torch_rng.py",
     "model/__init__.py",
     "model/layout.py",
     "model/contract.py",
