@@ -22,12 +22,24 @@ Under spotrun, :meth:`Run.report_step` (which :meth:`Run.checkpoint_due` calls) 
 reached, through a small file (``$SPOTRUN_PROGRESS_FILE``), so that the control plane knows how much work an
 interruption cost.
 
+The variables, all set by the agent (a manifest's ``training.env`` cannot override them):
+
+- ``SPOTRUN_JOB_ID``, ``SPOTRUN_ATTEMPT``: the job and its attempt (1, 2, ... one per instance);
+- ``SPOTRUN_DATA_DIR``, ``SPOTRUN_CODE_DIR``, ``SPOTRUN_CHECKPOINT_DIR``, ``SPOTRUN_OUTPUT_DIR``: the staged
+  inputs, the code (the command's working directory), the checkpoints, the model's directory;
+- ``SPOTRUN_CHECKPOINT_INTERVAL_STEPS``, ``SPOTRUN_CHECKPOINT_SIGNAL``: the manifest's checkpoint policy;
+- ``SPOTRUN_MODEL``: the model's path under ``SPOTRUN_OUTPUT_DIR`` (``outputs.model``);
+- ``SPOTRUN_PROGRESS_FILE``: where :meth:`Run.report_step` writes the step reached;
+- ``SPOTRUN_GPUS_PER_NODE``: the GPUs of the instance (``nvidia-smi``, else the instance type's count), for
+  ``torchrun --nproc-per-node``; the command's argv may say ``"${SPOTRUN_GPUS_PER_NODE}"``, which the agent
+  expands (as any ``${SPOTRUN_...}`` or ``${NAME}`` of ``training.env``) since no shell runs it.
+
 The same script runs without spotrun: the directories then default to ``./data``, ``./checkpoints`` and
 ``./output`` (or the arguments given to :meth:`Run.from_env`), and no progress is written.
 
-This module uses the standard library only (with :mod:`spotrun.training_files` and :mod:`spotrun.model.layout`,
-which do too), so that the agent can put it on the training command's ``PYTHONPATH`` whatever interpreter runs
-the command.
+This module uses the standard library only (with :mod:`spotrun.training_files`, :mod:`spotrun.model.layout` and
+:mod:`spotrun.model.contract`, which do too), so that the agent can put it on the training command's
+``PYTHONPATH`` whatever interpreter runs the command.
 """
 
 from __future__ import annotations
@@ -44,18 +56,22 @@ from types import FrameType
 from typing import Any, NamedTuple, NoReturn
 
 from spotrun.model import layout
-from spotrun.training_files import ProgressFile, fsync_directory, fsync_tree, remove_path
 
-ENV_JOB_ID = "SPOTRUN_JOB_ID"
-ENV_ATTEMPT = "SPOTRUN_ATTEMPT"
-ENV_DATA_DIR = "SPOTRUN_DATA_DIR"
-ENV_CODE_DIR = "SPOTRUN_CODE_DIR"
-ENV_CHECKPOINT_DIR = "SPOTRUN_CHECKPOINT_DIR"
-ENV_OUTPUT_DIR = "SPOTRUN_OUTPUT_DIR"
-ENV_CHECKPOINT_INTERVAL_STEPS = "SPOTRUN_CHECKPOINT_INTERVAL_STEPS"
-ENV_CHECKPOINT_SIGNAL = "SPOTRUN_CHECKPOINT_SIGNAL"
-ENV_MODEL = "SPOTRUN_MODEL"
-ENV_PROGRESS_FILE = "SPOTRUN_PROGRESS_FILE"
+# The variable names have their one home in spotrun.model.contract (the manifest's validation needs them too).
+from spotrun.model.contract import (
+    ENV_ATTEMPT,
+    ENV_CHECKPOINT_DIR,
+    ENV_CHECKPOINT_INTERVAL_STEPS,
+    ENV_CHECKPOINT_SIGNAL,
+    ENV_CODE_DIR,
+    ENV_DATA_DIR,
+    ENV_GPUS_PER_NODE,
+    ENV_JOB_ID,
+    ENV_MODEL,
+    ENV_OUTPUT_DIR,
+    ENV_PROGRESS_FILE,
+)
+from spotrun.training_files import ProgressFile, fsync_directory, fsync_tree, remove_path
 
 _TEMP_MARK = ".tmp-"
 
@@ -90,6 +106,8 @@ class Run:
         keeps the committed copies in S3, so the local directory only needs the newest few.
     progress_file
         Where :meth:`report_step` writes the latest step (``SPOTRUN_PROGRESS_FILE``); None: nowhere.
+    gpus_per_node
+        GPUs on the instance (``SPOTRUN_GPUS_PER_NODE``); None when the script runs on its own.
     """
 
     data_dir: Path
@@ -103,6 +121,7 @@ class Run:
     attempt: int = 1
     keep_local: int = 3
     progress_file: Path | None = None
+    gpus_per_node: int | None = None
     _progress: ProgressFile | None = field(default=None, init=False, repr=False)
     _stop: bool = field(default=False, init=False, repr=False)
     _previous_handler: Any = field(default=None, init=False, repr=False)
@@ -180,6 +199,7 @@ class Run:
             attempt=int(env.get(ENV_ATTEMPT) or 1),
             keep_local=keep_local,
             progress_file=Path(env[ENV_PROGRESS_FILE]) if env.get(ENV_PROGRESS_FILE) else None,
+            gpus_per_node=int(env[ENV_GPUS_PER_NODE]) if env.get(ENV_GPUS_PER_NODE) else None,
         )
         run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         run.output_dir.mkdir(parents=True, exist_ok=True)

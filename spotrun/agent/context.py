@@ -41,6 +41,8 @@ class StepContext:
         Where GPU metrics go while training; None: not sampled.
     instance_id
         The instance's id (the ``InstanceId`` dimension of the metrics), or None when unknown.
+    gpus_per_node
+        Counts the instance's GPUs (``SPOTRUN_GPUS_PER_NODE``), once per train step.
     """
 
     s3: Any
@@ -52,6 +54,7 @@ class StepContext:
     workers: int = DEFAULT_WORKERS
     metrics: MetricsPort | None = None
     instance_id: Callable[[], str | None] = field(default=lambda: None)
+    gpus_per_node: Callable[[], int] = field(default=lambda: 0)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,11 @@ _RUNTIME_MODULES = (
     "training.py",
     "training_files.py",
     "training_hf.py",  # imports transformers lazily: only a script that uses it needs it installed
+    "training_torch.py",  # imports torch itself, lazily: only a script that uses it needs it
+    "training_torch_rng.py",
     "model/__init__.py",
     "model/layout.py",
+    "model/contract.py",
 )
 _RUNTIME_INIT = '"""spotrun\'s checkpoint contract, as seen by a training script (copied by the agent)."""\n'
 
@@ -54,7 +57,10 @@ def install_runtime(runtime_dir: Path) -> Path:
 
 
 def child_environment(
-    command: AgentCommand, job_layout: layout.NvmeLayout, base_env: Mapping[str, str]
+    command: AgentCommand,
+    job_layout: layout.NvmeLayout,
+    base_env: Mapping[str, str],
+    gpus_per_node: int = 0,
 ) -> dict[str, str]:
     """The environment of the training command.
 
@@ -66,6 +72,8 @@ def child_environment(
         The job's NVMe directories.
     base_env
         Inherited variables (the agent's environment).
+    gpus_per_node
+        The instance's GPUs (:func:`spotrun.agent.gpu.count_gpus`), as ``SPOTRUN_GPUS_PER_NODE``.
 
     Returns
     -------
@@ -88,6 +96,7 @@ def child_environment(
             training.ENV_CHECKPOINT_SIGNAL: manifest.training.checkpoint.signal,
             training.ENV_MODEL: manifest.outputs.model,
             training.ENV_PROGRESS_FILE: str(job_layout.progress_file(command.attempt)),
+            training.ENV_GPUS_PER_NODE: str(gpus_per_node),
         }
     )
     existing = env.get("PYTHONPATH")

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from spotrun.agent.imds import ImdsClient, ImdsError
+from spotrun.model.instance_types import GPU_CATALOG
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ QUERY_ARGS = (
 # One sample a minute at the production poll of 5 s; the emulator's scaled poll scales it alike.
 POLLS_PER_MINUTE = 12
 NVIDIA_SMI_TIMEOUT_SECONDS = 10.0
+# One line per GPU, "GPU 0: NVIDIA A10G (UUID: GPU-...)": whatever the driver cannot measure, it still lists.
+LIST_GPUS_ARGS = ("--list-gpus",)
 
 
 @dataclass(frozen=True)
@@ -228,3 +231,53 @@ class GpuMonitor:
             )
             self.metrics.put(self.namespace, data)
         return summary
+
+
+def list_nvidia_gpus(timeout: float = NVIDIA_SMI_TIMEOUT_SECONDS) -> int | None:
+    """GPUs ``nvidia-smi --list-gpus`` lists; None when it is not on ``PATH``, fails or does not answer."""
+    executable = shutil.which("nvidia-smi")
+    if executable is None:
+        return None
+    try:
+        done = subprocess.run(
+            [executable, *LIST_GPUS_ARGS], capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except (subprocess.TimeoutExpired, OSError) as exc:
+        logger.warning("nvidia-smi --list-gpus: %s", exc)
+        return None
+    if done.returncode != 0:
+        logger.warning("nvidia-smi --list-gpus exited %d: %s", done.returncode, done.stderr.strip()[:200])
+        return None
+    return sum(1 for line in done.stdout.splitlines() if line.startswith("GPU "))
+
+
+def count_gpus(imds: ImdsClient | None, lister: Callable[[], int | None] = list_nvidia_gpus) -> int:
+    """GPUs on this instance, for ``SPOTRUN_GPUS_PER_NODE``.
+
+    ``nvidia-smi`` is asked first (the driver knows best); without it (the emulator, a CPU host, a broken driver)
+    the instance type from IMDS (``meta-data/instance-type``) is looked up in spotrun's GPU catalog.
+
+    Parameters
+    ----------
+    imds
+        The metadata service; None: not asked.
+    lister
+        Counts the GPUs the driver sees; None when it cannot.
+
+    Returns
+    -------
+    int
+        The count; 0 when neither knows (an unknown type, or no IMDS: not on EC2).
+    """
+    listed = lister()
+    if listed:
+        return listed
+    if imds is None:
+        return 0
+    try:
+        instance_type = imds.instance_type()
+    except ImdsError as exc:
+        logger.info("instance type unknown, SPOTRUN_GPUS_PER_NODE is 0: %s", exc)
+        return 0
+    info = GPU_CATALOG.get(instance_type)
+    return info.gpus if info is not None else 0

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.credentials import CredentialsError, JobCredentialsSource, job_session
-from spotrun.agent.gpu import CachedInstanceId, CloudWatchMetrics
+from spotrun.agent.gpu import CachedInstanceId, CloudWatchMetrics, count_gpus
 from spotrun.agent.imds import DEFAULT_ENDPOINT, ImdsClient
 from spotrun.agent.notices import ImdsNotices, NoticeWatcher
 from spotrun.agent.notify import deliver_notice
@@ -323,4 +323,5 @@ def build_context(
         workers=settings.workers,
         metrics=CloudWatchMetrics(aws_client("cloudwatch", command.region)),
         instance_id=CachedInstanceId(imds),
+        gpus_per_node=lambda: count_gpus(imds),
     )

@@ -21,6 +21,7 @@ from typing import IO
 
 from spotrun.agent.links import open_append
 from spotrun.agent.supervisor import COMMAND_NOT_FOUND, KILL_GRACE_SECONDS, describe_exit
+from spotrun.model.contract import expand_argv
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,10 @@ def run_setup(
         for index, argv in enumerate(commands, start=1):
             where = f"setup command {index} of {len(commands)} {list(argv)}"
             _note(log, f"setup {index}/{len(commands)}: {list(argv)}")
-            code, timed_out = _run_one(list(argv), cwd, env, log, deadline, abandoned, tick_seconds)
+            # Expanded like the training command; the log shows the argv as written (training.env may hold secrets).
+            code, timed_out = _run_one(
+                expand_argv(argv, env), cwd, env, log, deadline, abandoned, tick_seconds
+            )
             seconds = time.monotonic() - started
             if timed_out and over_budget:
                 message = f"{where} was stopped: the job's budget.max_usd would be passed"

@@ -79,7 +79,7 @@ def describe_exit(code: int | None) -> str:
 
 
 class TrainingSupervisor:
-    """Run an argv in its own process group, restarting it on error, within a time limit.
+    r"""Run an argv in its own process group, restarting it on error, within a time limit.
 
     Parameters
     ----------
@@ -111,6 +111,9 @@ class TrainingSupervisor:
         like at ``max_runtime_seconds``, and the outcome is ``budget_exceeded``.
     stop_grace_seconds
         How long the command may take to save and exit after the checkpoint signal when a limit runs out.
+    shown_argv
+        The command as the log shows it (``argv`` when None): the manifest's, before its ``${NAME}``\ s were
+        expanded, so that no value of ``training.env`` reaches the log.
     """
 
     def __init__(
@@ -129,6 +132,7 @@ class TrainingSupervisor:
         kill_grace_seconds: float = KILL_GRACE_SECONDS,
         budget_seconds: float | None = None,
         stop_grace_seconds: float = DEFAULT_INTERRUPTION_GRACE_SECONDS,
+        shown_argv: list[str] | None = None,
     ):
         self.argv = list(argv)
         self.cwd = cwd
@@ -143,6 +147,7 @@ class TrainingSupervisor:
         self.kill_grace_seconds = kill_grace_seconds
         self.budget_seconds = budget_seconds
         self.stop_grace_seconds = stop_grace_seconds
+        self.shown_argv = list(argv if shown_argv is None else shown_argv)
 
     def run(self) -> TrainOutcome:
         """Run the command until it succeeds, fails for good, runs out of time, or is interrupted."""
@@ -155,7 +160,7 @@ class TrainingSupervisor:
             run = 0
             while True:
                 run += 1
-                self._note(log, f"run {run} of at most {self.restarts + 1}: {self.argv}")
+                self._note(log, f"run {run} of at most {self.restarts + 1}: {self.shown_argv}")
                 try:
                     child = subprocess.Popen(
                         self.argv,

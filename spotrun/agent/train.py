@@ -37,6 +37,7 @@ from spotrun.model.command import (
     FailureCause,
     TrainResult,
 )
+from spotrun.model.contract import expand_argv
 
 logger = logging.getLogger(__name__)
 
@@ -95,10 +96,12 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         manifest.training.checkpoint.keep_last,
         committed=_already_committed(ctx, command),
     )
+    environment = child_environment(command, job_layout, ctx.base_env, ctx.gpus_per_node())
     supervisor = TrainingSupervisor(
-        manifest.training.command,
+        # No shell runs the command: its ${NAME}s (checked against the contract at validation) are expanded here.
+        expand_argv(manifest.training.command, environment),
         job_layout.code_dir,
-        child_environment(command, job_layout, ctx.base_env),
+        environment,
         log_path,
         restarts=manifest.training.restarts_on_error,
         max_runtime_seconds=max_runtime_seconds(command),
@@ -108,6 +111,8 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         tick_seconds=min(0.2, command.poll_seconds),
         budget_seconds=budget_seconds(command),
         stop_grace_seconds=command.stop_grace_seconds,
+        # The log shows the command as written: an expanded training.env value may be a secret.
+        shown_argv=manifest.training.command,
     )
     sync_ticker = Ticker(command.poll_seconds, syncer.sync_quietly, "checkpoint-sync", immediately=False)
     progress_ticker = Ticker(command.poll_seconds, progress.publish_quietly, "progress", immediately=False)

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from spotrun.model.contract import CONTRACT_VARIABLES, argv_references
 from spotrun.model.manifest_rules import (
     AS_WRITTEN,
     CRON,
@@ -220,7 +221,11 @@ class TrainingSpec(StrictModel):
         "it: the API, the S3 drop and schedules refuse a manifest that still has it. Not with code.",
     )
     command: Argv = Field(
-        description="The command as an argv list, never a shell string: ['python', 'train.py'].",
+        description="The command as an argv list, never a shell string: ['python', 'train.py']. No shell runs "
+        "it, so the agent expands ${NAME} in its arguments itself, when it starts the command, where NAME is a "
+        "SPOTRUN_ variable of the checkpoint contract (e.g. ['torchrun', '--nproc-per-node', "
+        "'${SPOTRUN_GPUS_PER_NODE}', 'train.py']) or a name of training.env; any other ${...} is refused. A "
+        "bare $ is left as written. training.setup's commands are expanded alike.",
     )
     env: dict[Annotated[str, AS_WRITTEN], Annotated[str, BeforeValidator(scalar_to_text)]] = Field(
         default_factory=dict,
@@ -282,6 +287,21 @@ class TrainingSpec(StrictModel):
             raise ValueError(
                 "give either workdir (a local directory `spotrun submit` uploads) or code (in S3), not both"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _command_variables(self) -> TrainingSpec:
+        # After the fields: the names training.env defines are known only then.
+        for where, argv in [
+            ("command", self.command),
+            *((f"setup[{i}]", c) for i, c in enumerate(self.setup)),
+        ]:
+            for name in argv_references(argv):
+                if name not in CONTRACT_VARIABLES and name not in self.env:
+                    raise ValueError(
+                        f"{where}: ${{{name}}} names neither a SPOTRUN_ variable spotrun sets "
+                        f"({', '.join(sorted(CONTRACT_VARIABLES))}) nor a name of training.env"
+                    )
         return self
 
     @field_validator("env")

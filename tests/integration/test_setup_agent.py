@@ -215,3 +215,22 @@ def test_setup_stops_where_the_jobs_budget_runs_out_and_reports_budget_exceeded(
     assert error == BUDGET_EXCEEDED
     assert "budget.max_usd" in cause.message
     assert cause.exit_code is None
+
+
+def test_setup_commands_get_the_contracts_and_training_envs_names_expanded(s3, tmp_path, example_data):
+    # Given a setup command naming ${SPOTRUN_CODE_DIR} and ${GREETING} (from training.env), as the command may
+    upload_example(s3, example_data)
+    document = setup_manifest(
+        [py("import sys; print('args', sys.argv[1:])") + ["${SPOTRUN_CODE_DIR}", "${GREETING}"]]
+    )
+    ctx = context(s3, tmp_path / "nvme")
+
+    # When the stage step runs
+    status = execute(command("stage", document), ctx)
+
+    # Then the command got the values; the log's header shows the argv as written
+    job = layout.NvmeLayout(tmp_path / "nvme", JOB)
+    log = job.log_file(1).read_text()
+    assert status == EXIT_REPORTED
+    assert f"args ['{job.code_dir}', 'hello']" in log
+    assert "'${SPOTRUN_CODE_DIR}', '${GREETING}']" in log.splitlines()[0]

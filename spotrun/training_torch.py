@@ -1,0 +1,408 @@
+"""PyTorch on the checkpoint contract: save and resume everything a run needs to continue exactly.
+
+:class:`TorchCheckpointer` puts a PyTorch training loop on :class:`spotrun.training.Run`: the model, optimizer,
+LR scheduler and grad scaler, the random number generators (Python's ``random``, NumPy's global one when NumPy
+is importable, torch's CPU generator and every CUDA device's) and the position in the data (epoch, batch within
+the epoch, global step) go into one atomic checkpoint, and a resumed run continues as if it had never stopped::
+
+    import torch
+    from spotrun import training_torch
+
+    run = training_torch.run_from_env()  # a training.Run; under torchrun only rank 0 reports progress
+    model, optimizer = build_model(), build_optimizer()
+    checkpointer = training_torch.TorchCheckpointer(run, model, optimizer, scheduler)
+    position = checkpointer.resume()  # Position(step=0, epoch=0, batch=0) on a fresh start
+    for epoch in range(position.epoch, epochs):
+        order = training_torch.epoch_order(len(dataset), epoch, seed)  # same order on a resume
+        for batch in range(position.batch if epoch == position.epoch else 0, batches_per_epoch):
+            train_one_batch(order, batch)
+            position = position.advance(batches_per_epoch)
+            checkpointer.step_done(position)  # checkpoints when due or when stopping; exits after the latter
+    run.save_model(lambda path: save_weights(model, path))
+
+Under ``torchrun`` (DDP, one process per GPU) every rank builds the same checkpointer, and it works as a group:
+
+- the stop decision is collective: :meth:`TorchCheckpointer.should_stop` all-reduces every rank's
+  ``stop_requested`` with MAX at each step boundary, so all ranks stop after the same step, even when the
+  checkpoint signal reached them at different moments;
+- one checkpoint per step: every rank's RNG state is gathered to rank 0, which writes the checkpoint through
+  :meth:`spotrun.training.Run.save_checkpoint` (a temporary directory renamed when complete, so it is never
+  seen half-written); the others wait at a barrier, so nobody runs ahead of a save or exits before it ends.
+
+On the way the checkpoint signal travels: the agent signals the command's process group; ``torchrun`` (its
+elastic agent) starts its workers in sessions of their own, so the workers get the signal from ``torchrun``,
+which forwards it (``SIGTERM``, ``SIGINT``, ``SIGHUP``, ``SIGQUIT``) and waits ``--shutdown-timeout`` seconds
+(30 by default) before killing them: time enough for a save.
+
+``torch`` is imported only when a function here runs, so ``import spotrun.training_torch`` works anywhere; the
+agent copies this module beside :mod:`spotrun.training` so that any interpreter running the command finds it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from spotrun import training
+from spotrun.training_torch_rng import capture_rng, restore_rng
+
+STATE_FILE = "state.pt"  # model, optimizer, scheduler, scaler, position: the same on every rank
+RNG_FILE = "rng.pt"  # every rank's generators, a list indexed by rank
+_FORMAT = 1
+
+
+class Position(NamedTuple):
+    """Where the run is: ``step`` steps done, in ``epoch``, after its first ``batch`` batches.
+
+    Parameters
+    ----------
+    step
+        Steps completed over the whole run (names the checkpoint).
+    epoch
+        The epoch being trained (0-based).
+    batch
+        Batches of ``epoch`` already trained: the next one to train has this index.
+    """
+
+    step: int = 0
+    epoch: int = 0
+    batch: int = 0
+
+    def advance(self, batches_per_epoch: int) -> Position:
+        """The position after one more batch: the next epoch's start once ``batches_per_epoch`` are done."""
+        if batches_per_epoch < 1:
+            raise ValueError("batches_per_epoch must be at least 1")
+        batch = self.batch + 1
+        if batch >= batches_per_epoch:
+            return Position(self.step + 1, self.epoch + 1, 0)
+        return Position(self.step + 1, self.epoch, batch)
+
+
+def epoch_order(size: int, epoch: int, seed: int) -> list[int]:
+    """A shuffled order of ``range(size)`` that depends on ``(seed, epoch)`` only.
+
+    As ``DistributedSampler.set_epoch`` does, the order comes from a generator seeded with ``seed + epoch``, so
+    the permutation of a resumed epoch is the one the interrupted run was following, whatever the global
+    generators did since.
+
+    Parameters
+    ----------
+    size
+        Number of samples.
+    epoch
+        The epoch.
+    seed
+        The run's seed.
+
+    Returns
+    -------
+    list[int]
+        A permutation of ``range(size)``.
+    """
+    import torch
+
+    generator = torch.Generator()
+    generator.manual_seed(seed + epoch)
+    return [int(index) for index in torch.randperm(size, generator=generator)]
+
+
+def rank() -> int:
+    """This process's rank in the default process group (0 without one)."""
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def run_from_env(**kwargs: Any) -> training.Run:
+    """:meth:`spotrun.training.Run.from_env`, for one of several ranks.
+
+    Only rank 0 (``RANK`` as ``torchrun`` sets it; 0 when unset) reports progress: the progress file has one
+    writer. Every rank handles the checkpoint signal.
+
+    Parameters
+    ----------
+    **kwargs
+        Passed on to :meth:`spotrun.training.Run.from_env`.
+
+    Returns
+    -------
+    spotrun.training.Run
+        The run.
+    """
+    environ = dict(kwargs.pop("environ", None) or os.environ)
+    if int(environ.get("RANK", "0")) != 0:
+        environ.pop(training.ENV_PROGRESS_FILE, None)
+    return training.Run.from_env(environ, **kwargs)
+
+
+def _unwrapped(model: Any) -> Any:
+    # DistributedDataParallel (and DataParallel) keep the user's module as .module; its state dict has no prefix.
+    return getattr(model, "module", model)
+
+
+class TorchCheckpointer:
+    """Saves and resumes a PyTorch run exactly, alone or as one rank of a ``torchrun`` group.
+
+    Parameters
+    ----------
+    run
+        The checkpoint contract (:func:`run_from_env`).
+    model
+        The model, or its ``DistributedDataParallel`` wrapper (the wrapped module's state is saved).
+    optimizer
+        Its optimizer; None: none saved.
+    scheduler
+        An LR scheduler (anything with ``state_dict``/``load_state_dict``); None: none.
+    scaler
+        A ``torch.amp.GradScaler``; None: none.
+    extra
+        More objects with ``state_dict``/``load_state_dict`` (a stateful sampler, an EMA), by name.
+    """
+
+    def __init__(
+        self,
+        run: training.Run,
+        model: Any,
+        optimizer: Any = None,
+        scheduler: Any = None,
+        scaler: Any = None,
+        extra: dict[str, Any] | None = None,
+    ):
+        self.run = run
+        self.model = model
+        self.stateful: dict[str, Any] = {
+            name: item
+            for name, item in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler))
+            if item is not None
+        }
+        for name, item in (extra or {}).items():
+            if name in self.stateful or name in ("model", "position", "format"):
+                raise ValueError(f"extra state name {name!r} is taken")
+            self.stateful[name] = item
+
+    # -- the group --------------------------------------------------------------------------
+
+    @staticmethod
+    def _group() -> Any:
+        import torch.distributed as dist
+
+        return dist if dist.is_available() and dist.is_initialized() else None
+
+    @staticmethod
+    def _device(dist: Any) -> Any:
+        import torch
+
+        # NCCL collectives need CUDA tensors, on the device this rank drives; gloo works on CPU ones.
+        if dist.get_backend() == "nccl":
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    def should_stop(self) -> bool:
+        """Whether to save and exit now: any rank's :attr:`~spotrun.training.Run.stop_requested`.
+
+        A collective under ``torch.distributed``: every rank must call it at the same step boundary (once per
+        step is cheap: one all-reduce of one integer). Alone, it is ``run.stop_requested``.
+        """
+        dist = self._group()
+        if dist is None:
+            return self.run.stop_requested
+        import torch
+
+        flag = torch.tensor([int(self.run.stop_requested)], dtype=torch.int32, device=self._device(dist))
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    # -- saving -----------------------------------------------------------------------------
+
+    def _state(self, position: Position) -> dict[str, Any]:
+        return {
+            "format": _FORMAT,
+            "position": tuple(position),
+            "model": _unwrapped(self.model).state_dict(),
+            **{name: item.state_dict() for name, item in self.stateful.items()},
+        }
+
+    def save(self, position: Position) -> Path | None:
+        """Write the checkpoint of ``position`` (named by ``position.step``), atomically.
+
+        Under ``torch.distributed`` every rank calls it at the same step: the RNG states are gathered to rank
+        0, which writes, and everyone waits at a barrier until the checkpoint is complete.
+
+        Parameters
+        ----------
+        position
+            Where the run is.
+
+        Returns
+        -------
+        Path or None
+            The checkpoint directory on rank 0 (and alone); None on the other ranks.
+        """
+        import torch
+
+        dist = self._group()
+        rng = capture_rng()
+        if dist is None:
+            every_rng = [rng]
+        else:
+            gathered: list[Any] | None = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
+            dist.gather_object(rng, gathered, dst=0)
+            every_rng = gathered or []
+        written: Path | None = None
+        if dist is None or dist.get_rank() == 0:
+            state = self._state(position)
+
+            def write(directory: Path) -> None:
+                torch.save(state, directory / STATE_FILE)
+                torch.save(every_rng, directory / RNG_FILE)
+
+            written = self.run.save_checkpoint(position.step, write)
+        if dist is not None:
+            dist.barrier()
+        return written
+
+    def step_done(self, position: Position) -> bool:
+        """End a step: checkpoint when one is due or a stop was requested, then exit if it was.
+
+        Parameters
+        ----------
+        position
+            Where the run is after the step.
+
+        Returns
+        -------
+        bool
+            True when a checkpoint was written. Never returns after a stop: the process exits with
+            :meth:`spotrun.training.Run.exit_for_preemption`.
+        """
+        stop = self.should_stop()
+        due = self.run.checkpoint_due(position.step)
+        if due or stop:
+            self.save(position)
+        if stop:
+            self.run.exit_for_preemption()
+        return due
+
+    # -- resuming ---------------------------------------------------------------------------
+
+    def resume(self, map_location: Any = None) -> Position:
+        """Load the newest complete checkpoint, if any, into every object; return where to continue.
+
+        Under ``torch.distributed`` rank 0 chooses the checkpoint (so all ranks load the same one) and a
+        barrier at the end keeps rank 0 from pruning it before everyone has read it.
+
+        Parameters
+        ----------
+        map_location
+            Passed to ``torch.load`` (e.g. the rank's CUDA device); by default tensors go where they were.
+
+        Returns
+        -------
+        Position
+            The checkpoint's position; ``Position()`` on a fresh start.
+
+        Raises
+        ------
+        RuntimeError
+            When the checkpoint was written by another number of ranks: its generators cannot be shared out.
+        """
+        import torch
+
+        dist = self._group()
+        latest = self.run.latest_checkpoint()
+        chosen = None if latest is None else str(latest.path)
+        if dist is not None:
+            box = [chosen]
+            dist.broadcast_object_list(box, src=0)
+            chosen = box[0]
+        position = Position()
+        if chosen is not None:
+            directory = Path(chosen)
+            state = torch.load(directory / STATE_FILE, map_location=map_location, weights_only=True)
+            every_rng = torch.load(directory / RNG_FILE, weights_only=True)
+            world = 1 if dist is None else dist.get_world_size()
+            if len(every_rng) != world:
+                raise RuntimeError(
+                    f"{directory.name} was written by {len(every_rng)} rank(s), this run has {world}"
+                )
+            _unwrapped(self.model).load_state_dict(state["model"])
+            for name, item in self.stateful.items():
+                item.load_state_dict(state[name])
+            restore_rng(every_rng[0 if dist is None else dist.get_rank()])
+            position = Position(*state["position"])
+        if dist is not None:
+            dist.barrier()
+        return position
+
+
+def ordered_gradient_sum(ddp_model: Any) -> Any:
+    """Make a ``DistributedDataParallel`` model sum its gradients in rank order, so a resumed run stays exact.
+
+    DDP all-reduces flat buckets of gradients, and a ring all-reduce adds each element's contributions in an
+    order that depends on where the element sits in the bucket. DDP rebuilds its buckets after the first
+    iteration of every process, so the step right after a resume is reduced with another layout than the same
+    step of an uninterrupted run: with three or more ranks the float sums differ in the last bits (with two, the
+    sum of two numbers does not depend on the order). This DDP communication hook gathers every rank's bucket
+    and adds them in rank order, whatever the layout. It costs a gather instead of an all-reduce: meant for
+    runs that must be bit-exact (and for small models).
+
+    Parameters
+    ----------
+    ddp_model
+        The ``torch.nn.parallel.DistributedDataParallel`` model, before its first step.
+
+    Returns
+    -------
+    DistributedDataParallel
+        ``ddp_model``, with the hook registered.
+    """
+    ddp_model.register_comm_hook(None, _ordered_mean)
+    return ddp_model
+
+
+# No annotations on purpose: DDP refuses a hook whose annotations are not its own types (strings, here).
+def _ordered_mean(process_group, bucket):
+    import torch
+    import torch.distributed as dist
+
+    group = process_group if process_group is not None else dist.group.WORLD
+    world = dist.get_world_size(group)
+    buffer = bucket.buffer()
+    parts = [torch.empty_like(buffer) for _ in range(world)]
+
+    def mean(_: Any) -> Any:
+        total = parts[0].clone()
+        for part in parts[1:]:
+            total += part
+        return total.div_(world)
+
+    return dist.all_gather(parts, buffer, group=group, async_op=True).get_future().then(mean)
+
+
+def save_safetensors(model: Any) -> Callable[[Path], None]:
+    """A writer for :meth:`spotrun.training.Run.save_model`: the model's weights as safetensors.
+
+    The file is a JSON header (sorted names, dtypes, shapes) and the raw tensors: identical weights give
+    identical bytes whatever wrote them, so two runs compare by checksum (a ``torch.save`` zip also carries a
+    serialization id and an archive layout that belong to the torch version).
+
+    Parameters
+    ----------
+    model
+        The model (or its DDP wrapper).
+
+    Returns
+    -------
+    Callable
+        Writes the file at the path it is given.
+    """
+
+    def write(path: Path) -> None:
+        from safetensors.torch import save
+
+        weights = _unwrapped(model).state_dict().items()
+        path.write_bytes(save({name: tensor.detach().cpu().contiguous() for name, tensor in weights}))
+
+    return write
