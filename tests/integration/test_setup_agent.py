@@ -221,7 +221,7 @@ def test_setup_commands_get_the_contracts_and_training_envs_names_expanded(s3, t
     # Given a setup command naming ${SPOTRUN_CODE_DIR} and ${GREETING} (from training.env), as the command may
     upload_example(s3, example_data)
     document = setup_manifest(
-        [py("import sys; print('args', sys.argv[1:])") + ["${SPOTRUN_CODE_DIR}", "${GREETING}"]]
+        [[*py("import sys; print('args', sys.argv[1:])"), "${SPOTRUN_CODE_DIR}", "${GREETING}"]]
     )
     ctx = context(s3, tmp_path / "nvme")
 
