@@ -139,6 +139,12 @@ def main() -> None:
     parser.add_argument("--train-examples", type=int, default=384)
     parser.add_argument("--eval-examples", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=-1,
+        help="Stop after this many steps (-1: all epochs; 48 by default).",
+    )
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=5e-3)
     parser.add_argument("--seed", type=int, default=0)
@@ -165,6 +171,7 @@ def main() -> None:
             # No save_steps: the callback saves every SPOTRUN_CHECKPOINT_INTERVAL_STEPS (the manifest's interval).
             save_strategy="no",
             num_train_epochs=args.epochs,
+            max_steps=args.max_steps,
             per_device_train_batch_size=args.batch_size,
             per_device_eval_batch_size=args.eval_examples,
             learning_rate=args.lr,

@@ -52,6 +52,9 @@ class DigitsCNN(nn.Module):
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument(
+        "--max-steps", type=int, default=0, help="Stop after this many steps (0: all epochs)."
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="Samples per rank per step.")
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
@@ -122,7 +125,7 @@ def train(args: argparse.Namespace, run: training.Run, device: torch.device) -> 
         print(f"world {world}, {total_steps} steps, starting at {position}", flush=True)
 
     model.train()
-    while position.epoch < args.epochs:
+    while position.epoch < args.epochs and not 0 < args.max_steps <= position.step:
         # The epoch's order depends on (seed, epoch) only: a resumed epoch follows the interrupted one's.
         order = training_torch.epoch_order(TRAIN_SAMPLES, position.epoch, args.seed)
         start = position.batch * global_batch + rank * args.batch_size

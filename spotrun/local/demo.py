@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import subprocess
 import sys
 import tempfile
@@ -16,6 +17,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from botocore.exceptions import ClientError
@@ -54,7 +56,39 @@ def example_dir(name: str) -> Path:
     available = available_examples()
     if name not in available:
         raise ValueError(f"no example {name!r} in {EXAMPLES_DIR}; available: {', '.join(available)}")
-    return EXAMPLES_DIR / name
+    directory = EXAMPLES_DIR / name
+    if missing := missing_requirements(directory):
+        # The emulator's instances run the example with this interpreter: its setup's pip would otherwise fetch
+        # what is missing (PyPI's torch is a CUDA build of several GB) into this environment.
+        raise ValueError(
+            f"example {name!r} needs {', '.join(missing)}, not installed here: "
+            "pip install 'spotrun[train]' (make test's environment has them)"
+        )
+    return directory
+
+
+def missing_requirements(directory: Path) -> list[str]:
+    """The distributions the example's ``requirements.txt`` names that this interpreter does not have.
+
+    Only the names are checked (not the versions): enough to tell a missing framework from a present one.
+    """
+    requirements = directory / "requirements.txt"
+    if not requirements.is_file():
+        return []
+    missing = []
+    for line in requirements.read_text().splitlines():
+        name = _REQUIREMENT_NAME.match(line.split("#", 1)[0].strip())
+        if name is None:
+            continue
+        try:
+            metadata.distribution(name.group(0))
+        except metadata.PackageNotFoundError:
+            missing.append(name.group(0))
+    return missing
+
+
+# A requirement line's distribution name (PEP 508), before any extras, version or marker.
+_REQUIREMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True)
@@ -239,7 +273,7 @@ def _execution_running(runtime: LocalRuntime, job: Job) -> bool:
 
 
 def example_steps(manifest_text: bytes | str) -> int:
-    """Number of steps the example's training runs: its command's ``--steps``, else train.py's default.
+    """Number of steps the example's training runs: its command's ``--steps`` or ``--max-steps``, else 300.
 
     Parameters
     ----------
@@ -253,11 +287,16 @@ def example_steps(manifest_text: bytes | str) -> int:
     """
     command = parse_manifest_text(manifest_text).training.command
     for index, arg in enumerate(command):
-        if arg == "--steps" and index + 1 < len(command):
-            return int(command[index + 1])
-        if arg.startswith("--steps="):
-            return int(arg.removeprefix("--steps="))
+        for flag in _STEP_FLAGS:
+            if arg == flag and index + 1 < len(command):
+                return int(command[index + 1])
+            if arg.startswith(f"{flag}="):
+                return int(arg.removeprefix(f"{flag}="))
     return EXAMPLE_DEFAULT_STEPS
+
+
+# The examples' flags for their length: tiny-regression's --steps, the framework examples' --max-steps.
+_STEP_FLAGS = ("--steps", "--max-steps")
 
 
 def job_progress(runtime: LocalRuntime, job_id: str) -> ProgressSource:

@@ -57,7 +57,7 @@ def manifest(name: str, resources: str, command: str) -> bytes:
         "name: pytorch-digits": f"name: {name}",
         "  gpu_names: [t4, a10g, l4]": resources,
         "  workdir: .": f"  code: s3://spotrun-jobs-local/{CODE_PREFIX}",
-        '  command: [torchrun, --nproc-per-node, "${SPOTRUN_GPUS_PER_NODE}", train.py]': command,
+        '  command: [torchrun, --nproc-per-node, "${SPOTRUN_GPUS_PER_NODE}", train.py, --max-steps, "144"]': command,
     }
     for old, new in replacements.items():
         assert old in text, old

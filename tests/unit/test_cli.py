@@ -213,6 +213,15 @@ def test_the_number_of_steps_follows_the_manifests_command() -> None:
     assert example_steps(longer) == 1000
 
 
+@pytest.mark.parametrize(("example", "steps"), [("hf-tiny-classifier", 48), ("pytorch-digits", 144)])
+def test_the_framework_examples_length_is_their_max_steps(example: str, steps: int) -> None:
+    # Given a framework example, whose script counts epochs, not steps: its command's --max-steps is its length
+    manifest = (EXAMPLE_DIR.parent / example / "manifest.yaml").read_bytes()
+    # When its steps are counted, then the demo plans interruptions within them
+    assert example_steps(manifest) == steps
+    assert all(step < steps for step in plan_for_example(manifest, 2, seed=1))
+
+
 # ------------------------------------------------------------------------------------ summary and record
 
 

@@ -143,3 +143,28 @@ def test_a_job_rejected_before_any_workflow_is_finished_at_once(monkeypatch):
     # Then it returns without asking Step Functions
     assert finished is job
     assert executions.calls == 0
+
+
+def test_an_example_whose_frameworks_are_missing_is_refused_naming_them(tmp_path, monkeypatch):
+    # Given an example whose requirements name one installed distribution and one that is not
+    example = tmp_path / "needs-frameworks"
+    example.mkdir()
+    (example / "manifest.yaml").write_text("name: x\n")
+    (example / "requirements.txt").write_text(
+        "# frameworks\npydantic>=2\nno-such-framework-xyz[extra]>=1 ; python_version>'3'\n\n"
+    )
+    monkeypatch.setattr(demo, "EXAMPLES_DIR", tmp_path)
+
+    # When the demo looks it up, then it is refused before any job starts, naming only the missing one
+    with pytest.raises(
+        ValueError, match=r"needs no-such-framework-xyz, not installed here: pip install"
+    ) as refused:
+        demo.example_dir("needs-frameworks")
+    assert "pydantic" not in str(refused.value)
+
+
+def test_the_framework_examples_need_only_what_the_dev_environment_has():
+    # Given the examples shipped in the repository, when their requirements are checked here,
+    # then nothing is missing (the train extra installs them), so `spotrun demo --example` can run each
+    for name in demo.available_examples():
+        assert demo.missing_requirements(demo.EXAMPLES_DIR / name) == [], name
