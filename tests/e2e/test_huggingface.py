@@ -29,7 +29,7 @@ def runtime(tmp_path_factory) -> Iterator[LocalRuntime]:
     """An emulator with the example's code uploaded where its manifest will point (no data: it makes its own)."""
     with local_runtime(tmp_path_factory.mktemp("runtime"), time_scale=E2E_TIME_SCALE) as started:
         s3 = started.client("s3")
-        for path in sorted(EXAMPLE.glob("*.py")):
+        for path in sorted(p for p in EXAMPLE.iterdir() if p.is_file()):  # requirements.txt too
             s3.put_object(
                 Bucket=started.settings.jobs_bucket,
                 Key=f"{CODE_PREFIX}{path.name}",

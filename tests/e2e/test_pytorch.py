@@ -30,7 +30,7 @@ DDP_STEPS = [15, 40]
 def torch_runtime(runtime):
     """The module's emulator, with the example's code uploaded as `training.workdir: .` would upload it."""
     s3 = runtime.client("s3")
-    for path in sorted(EXAMPLE.glob("*.py")):
+    for path in sorted(p for p in EXAMPLE.iterdir() if p.is_file()):  # requirements.txt too
         s3.put_object(
             Bucket=runtime.settings.jobs_bucket,
             Key=CODE_PREFIX + path.name,
