@@ -36,6 +36,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from types import FrameType
 from typing import Any, NamedTuple, NoReturn
 
 from spotrun.model import layout
-from spotrun.training_files import ProgressFile, fsync_directory, fsync_tree, remove_path
+from spotrun.training_files import IntervalFile, ProgressFile, fsync_directory, fsync_tree, remove_path
 
 ENV_JOB_ID = "SPOTRUN_JOB_ID"
 ENV_ATTEMPT = "SPOTRUN_ATTEMPT"
@@ -56,6 +57,8 @@ ENV_CHECKPOINT_INTERVAL_STEPS = "SPOTRUN_CHECKPOINT_INTERVAL_STEPS"
 ENV_CHECKPOINT_SIGNAL = "SPOTRUN_CHECKPOINT_SIGNAL"
 ENV_MODEL = "SPOTRUN_MODEL"
 ENV_PROGRESS_FILE = "SPOTRUN_PROGRESS_FILE"
+# Set for checkpoint.interval_steps: auto: the file where the agent says how long after a save the next is due.
+ENV_CHECKPOINT_INTERVAL_FILE = "SPOTRUN_CHECKPOINT_INTERVAL_FILE"
 
 _TEMP_MARK = ".tmp-"
 
@@ -78,7 +81,7 @@ class Run:
     data_dir, code_dir, checkpoint_dir, output_dir
         Where the inputs are, where the code is, where checkpoints go, where the model goes.
     checkpoint_interval_steps
-        :meth:`checkpoint_due` is true every this many steps.
+        :meth:`checkpoint_due` is true every this many steps (unless ``checkpoint_interval_file`` is set).
     checkpoint_signal
         The signal that means "save a checkpoint now and exit".
     model_name
@@ -90,6 +93,11 @@ class Run:
         keeps the committed copies in S3, so the local directory only needs the newest few.
     progress_file
         Where :meth:`report_step` writes the latest step (``SPOTRUN_PROGRESS_FILE``); None: nowhere.
+    checkpoint_interval_file
+        ``checkpoint.interval_steps: auto`` (``SPOTRUN_CHECKPOINT_INTERVAL_FILE``): :meth:`checkpoint_due` is
+        then time-based, true once the agent's interval in this file has passed since the last save.
+    clock
+        Monotonic seconds, for the time-based due and the save's duration (tests inject their own).
     """
 
     data_dir: Path
@@ -103,7 +111,10 @@ class Run:
     attempt: int = 1
     keep_local: int = 3
     progress_file: Path | None = None
+    checkpoint_interval_file: Path | None = None
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     _progress: ProgressFile | None = field(default=None, init=False, repr=False)
+    _interval: IntervalFile | None = field(default=None, init=False, repr=False)
     _stop: bool = field(default=False, init=False, repr=False)
     _previous_handler: Any = field(default=None, init=False, repr=False)
     _handler_installed: bool = field(default=False, init=False, repr=False)
@@ -115,6 +126,8 @@ class Run:
             raise ValueError("keep_local must be at least 1")
         if self.progress_file is not None:
             self._progress = ProgressFile(Path(self.progress_file))
+        if self.checkpoint_interval_file is not None:
+            self._interval = IntervalFile(Path(self.checkpoint_interval_file), self.clock)
 
     @classmethod
     def from_env(
@@ -180,6 +193,9 @@ class Run:
             attempt=int(env.get(ENV_ATTEMPT) or 1),
             keep_local=keep_local,
             progress_file=Path(env[ENV_PROGRESS_FILE]) if env.get(ENV_PROGRESS_FILE) else None,
+            checkpoint_interval_file=(
+                Path(env[ENV_CHECKPOINT_INTERVAL_FILE]) if env.get(ENV_CHECKPOINT_INTERVAL_FILE) else None
+            ),
         )
         run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         run.output_dir.mkdir(parents=True, exist_ok=True)
@@ -275,9 +291,12 @@ class Run:
         Returns
         -------
         bool
-            True for positive multiples of the checkpoint interval.
+            True for positive multiples of the checkpoint interval; under ``interval_steps: auto``, once the
+            agent's interval has passed since the last save (or the start).
         """
         self.report_step(step)
+        if self._interval is not None:
+            return step > 0 and self._interval.due()
         return step > 0 and step % self.checkpoint_interval_steps == 0
 
     def checkpoints(self) -> list[Checkpoint]:
@@ -325,6 +344,7 @@ class Run:
             / f"{layout.TEMP_PREFIX}{final.name}{_TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex}"
         )
         temporary.mkdir()
+        started = self.clock()
         try:
             writer(temporary)
             fsync_tree(temporary)
@@ -333,8 +353,13 @@ class Run:
             shutil.rmtree(temporary, ignore_errors=True)
             raise
         fsync_directory(self.checkpoint_dir)
+        # What a checkpoint costs the training: the writer, the flushes and the rename (the agent's auto interval).
+        seconds = self.clock() - started
+        if self._interval is not None:
+            self._interval.saved()
         self._prune_local()
-        self.report_step(step, force=True)
+        if self._progress is not None:
+            self._progress.report(step, force=True, save_seconds=seconds)
         return final
 
     def _prune_local(self) -> None:

@@ -15,6 +15,7 @@ from spotrun.agent.notices import NoticeWatcher
 from spotrun.agent.reporter import WorkflowReporter
 from spotrun.agent.staging import DEFAULT_WORKERS
 from spotrun.model.command import FailureCause
+from spotrun.model.job import CheckpointIntervalUsed
 
 
 @dataclass
@@ -41,6 +42,9 @@ class StepContext:
         Where GPU metrics go while training; None: not sampled.
     instance_id
         The instance's id (the ``InstanceId`` dimension of the metrics), or None when unknown.
+    checkpoint_interval
+        Set by the train step under ``interval_steps: auto``: the interval the script was told, which the
+        heartbeats carry to the job's record.
     """
 
     s3: Any
@@ -52,6 +56,7 @@ class StepContext:
     workers: int = DEFAULT_WORKERS
     metrics: MetricsPort | None = None
     instance_id: Callable[[], str | None] = field(default=lambda: None)
+    checkpoint_interval: CheckpointIntervalUsed | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from spotrun.model.interruption_rate import PoolRate
 from spotrun.model.layout import BUCKET_NAME_PATTERN, check_job_id
 from spotrun.model.manifest import JobManifest
 
@@ -133,6 +134,14 @@ class AgentCommand(BaseModel):
         gt=0,
         description="How long the command gets to save and exit after the checkpoint signal when stop_at or "
         "max_runtime_seconds runs out.",
+    )
+
+    pool_rate: PoolRate | None = Field(
+        None,
+        description="For a train step of a manifest with checkpoint.interval_steps auto: the job's spot "
+        "interruption rate as the control plane estimates it (spotrun.model.interruption_rate); the agent "
+        "counts the share the notice does not cover and computes the checkpoint interval from it. Unset: the "
+        "estimate's prior.",
     )
 
     @field_validator("job_id")
