@@ -359,7 +359,9 @@ class Run:
             self._interval.saved()
         self._prune_local()
         if self._progress is not None:
-            self._progress.report(step, force=True, save_seconds=seconds)
+            # Only auto reads the save time; a step-based run's file stays the single step it always was.
+            measured = seconds if self._interval is not None else None
+            self._progress.report(step, force=True, save_seconds=measured)
         return final
 
     def _prune_local(self) -> None:

@@ -23,8 +23,8 @@ PROGRESS_MIN_INTERVAL_SECONDS = 0.1
 class ProgressFile:
     """The latest step reported, in a small text file replaced atomically (the agent polls it).
 
-    The first line is the step (all an older reader looks at); a ``save_seconds=<s>`` line follows once a
-    checkpoint was saved: how long the last :meth:`spotrun.training.Run.save_checkpoint` took (the writer, the
+    The first line is the step (all an older reader looks at); under ``interval_steps: auto`` a
+    ``save_seconds=<s>`` line follows once a checkpoint was saved: how long the last :meth:`spotrun.training.Run.save_checkpoint` took (the writer, the
     fsyncs and the rename), the cost the agent's ``interval_steps: auto`` is computed from.
     """
 
