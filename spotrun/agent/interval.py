@@ -58,7 +58,8 @@ def choose_interval(
     uncovered_per_hour = rate.interruptions_per_hour * fraction
     mtbf = math.inf if uncovered_per_hour <= 0 else 1 / uncovered_per_hour
     choice = auto_interval(checkpoint_hours, mtbf, max_interval_hours)
-    covered = "the save outlasts the 2-minute notice" if fraction == 1.0 else "the notice covers the save"
+    outlasts = save_seconds > NOTICE_SECONDS  # the test uncovered_fraction makes, said for the record
+    covered = "the save outlasts the 2-minute notice" if outlasts else "the notice covers the save"
     why = f"{choice.why}; {covered}; pool: {rate.basis}"
     return CheckpointIntervalUsed(
         interval_seconds=choice.interval_hours * 3600, why=why[:500], save_seconds=save_seconds
