@@ -14,6 +14,7 @@ from spotrun.agent.interval import IntervalAdvisor, choose_interval
 from spotrun.agent.progress import read_progress
 from spotrun.control.agent_reports import AgentReport, CallerIdentity, answer_agent_report
 from spotrun.control.dispatch import dispatch_agent_step
+from spotrun.control.jobs import job_view
 from spotrun.model import layout
 from spotrun.model.checkpoint_interval import auto_interval
 from spotrun.model.command import AgentCommand
@@ -373,3 +374,6 @@ def test_a_heartbeat_with_the_interval_puts_it_and_why_on_the_attempt():
     assert job.attempts[0].checkpoint_interval == USED
     assert job.version == without.version + 1
     assert workflows.heartbeats == ["token"] * 3
+    # and GET /jobs/{id} shows it
+    shown = job_view(job).model_dump(mode="json")["attempts"][0]["checkpoint_interval"]
+    assert shown == USED.model_dump(mode="json")
