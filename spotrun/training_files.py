@@ -24,8 +24,9 @@ class ProgressFile:
     """The latest step reported, in a small text file replaced atomically (the agent polls it).
 
     The first line is the step (all an older reader looks at); under ``interval_steps: auto`` a
-    ``save_seconds=<s>`` line follows once a checkpoint was saved: how long the last :meth:`spotrun.training.Run.save_checkpoint` took (the writer, the
-    fsyncs and the rename), the cost the agent's ``interval_steps: auto`` is computed from.
+    ``save_seconds=<s>`` line follows once a checkpoint was saved: how long the last
+    :meth:`spotrun.training.Run.save_checkpoint` took (the writer, the fsyncs and the rename), the cost the
+    agent's interval is computed from.
     """
 
     def __init__(self, path: Path):

@@ -3,7 +3,8 @@
 The script reports how long each save took (:class:`spotrun.training_files.ProgressFile`, read by
 :class:`~spotrun.agent.progress.ProgressPublisher`). From that cost ``C`` and the pool's interruption rate in the
 train command (:class:`spotrun.model.interruption_rate.PoolRate`) the agent keeps only the interruptions the
-notice does not cover (the silent ones, or all of them once a save outlasts the 2-minute notice), takes
+notice does not cover (the silent ones, or all of them once a save and its upload outlast the 2-minute notice:
+the agent times its own uploads, :attr:`spotrun.agent.sync.CheckpointSyncer.upload_seconds`), takes
 Daly's interval for them (:func:`spotrun.model.checkpoint_interval.auto_interval`) and writes it, in seconds, to
 the interval file the script's :meth:`spotrun.training.Run.checkpoint_due` reads. Before any save was measured
 the interval is :data:`spotrun.training_files.DEFAULT_FIRST_INTERVAL_SECONDS`: the first checkpoint then comes
@@ -28,14 +29,20 @@ logger = logging.getLogger(__name__)
 
 
 def choose_interval(
-    save_seconds: float | None, rate: PoolRate, max_interval_hours: float
+    save_seconds: float | None, rate: PoolRate, max_interval_hours: float, upload_seconds: float | None = None
 ) -> CheckpointIntervalUsed:
     """The interval for a measured save time (None: none measured yet) and the pool's rate.
+
+    The save is the cost ``C`` (training waits for it; the upload runs beside training). On a notice, though,
+    the final checkpoint is covered only if it is saved *and* uploaded within the notice, so the upload counts
+    in that test.
 
     Parameters
     ----------
     save_seconds
         How long the script's last save took; None before its first.
+    upload_seconds
+        How long the agent's last checkpoint upload took; None before one (the save alone is tested).
     rate
         The pool's interruption rate and silent share (the train command's ``pool_rate``).
     max_interval_hours
@@ -54,12 +61,18 @@ def choose_interval(
         )
     # A save of no measurable length still costs something; a millisecond keeps the formula defined.
     checkpoint_hours = max(save_seconds, 0.001) / 3600
-    fraction = uncovered_fraction(checkpoint_hours, NOTICE_SECONDS / 3600, rate.silent_fraction)
+    at_notice_hours = (save_seconds + (upload_seconds or 0.0)) / 3600
+    fraction = uncovered_fraction(at_notice_hours, NOTICE_SECONDS / 3600, rate.silent_fraction)
     uncovered_per_hour = rate.interruptions_per_hour * fraction
     mtbf = math.inf if uncovered_per_hour <= 0 else 1 / uncovered_per_hour
     choice = auto_interval(checkpoint_hours, mtbf, max_interval_hours)
-    outlasts = save_seconds > NOTICE_SECONDS  # the test uncovered_fraction makes, said for the record
-    covered = "the save outlasts the 2-minute notice" if outlasts else "the notice covers the save"
+    outlasts = (
+        at_notice_hours * 3600 > NOTICE_SECONDS
+    )  # the test uncovered_fraction makes, said for the record
+    what, verb = (
+        ("the save", "outlasts") if upload_seconds is None else ("the save and its upload", "outlast")
+    )
+    covered = f"{what} {verb} the 2-minute notice" if outlasts else f"the notice covers {what}"
     why = f"{choice.why}; {covered}; pool: {rate.basis}"
     return CheckpointIntervalUsed(
         interval_seconds=choice.interval_hours * 3600, why=why[:500], save_seconds=save_seconds
@@ -83,7 +96,7 @@ class IntervalAdvisor:
         self.path = path
         self.rate = rate
         self.max_interval_hours = max_interval_hours
-        self._measured: float | None = None
+        self._measured: tuple[float | None, bool, bool] | None = None
         self._current: CheckpointIntervalUsed | None = None
         self._lock = threading.Lock()
 
@@ -92,8 +105,11 @@ class IntervalAdvisor:
         """The interval last written, and why; None before :meth:`update` first ran."""
         return self._current
 
-    def update(self, save_seconds: float | None) -> bool:
-        """Recompute from ``save_seconds`` (the latest save's duration) and rewrite the file when it changed.
+    def update(self, save_seconds: float | None, upload_seconds: float | None = None) -> bool:
+        """Recompute from the latest save's (and upload's) duration; rewrite the file when the interval changed.
+
+        The upload only decides whether the notice covers the final checkpoint, so a new upload time that does
+        not change that answer changes nothing (the record is not rewritten at every upload).
 
         Returns
         -------
@@ -101,10 +117,12 @@ class IntervalAdvisor:
             True when the file was (re)written.
         """
         with self._lock:
-            if self._current is not None and save_seconds == self._measured:
+            outlasts = (save_seconds or 0.0) + (upload_seconds or 0.0) > NOTICE_SECONDS
+            measured = (save_seconds, outlasts, upload_seconds is None)
+            if self._current is not None and measured == self._measured:
                 return False
-            chosen = choose_interval(save_seconds, self.rate, self.max_interval_hours)
-            self._measured = save_seconds
+            chosen = choose_interval(save_seconds, self.rate, self.max_interval_hours, upload_seconds)
+            self._measured = measured
             if self._current is not None and chosen.interval_seconds == self._current.interval_seconds:
                 self._current = chosen
                 return False
@@ -115,9 +133,9 @@ class IntervalAdvisor:
             logger.info("checkpoint interval %.1f s: %s", chosen.interval_seconds, chosen.why)
             return True
 
-    def update_quietly(self, save_seconds: float | None) -> None:
+    def update_quietly(self, save_seconds: float | None, upload_seconds: float | None = None) -> None:
         """:meth:`update`, logging instead of raising (the script keeps the interval it has)."""
         try:
-            self.update(save_seconds)
+            self.update(save_seconds, upload_seconds)
         except OSError as exc:
             logger.warning("could not write the checkpoint interval: %s", exc)

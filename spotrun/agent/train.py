@@ -117,7 +117,8 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     def poll_progress() -> None:
         progress.publish_quietly()
         if advisor is not None:
-            advisor.update_quietly(progress.save_seconds)  # a new save time may move the interval
+            # A new save time may move the interval; an upload that no longer fits the notice too.
+            advisor.update_quietly(progress.save_seconds, syncer.upload_seconds)
             ctx.checkpoint_interval = advisor.current  # the heartbeats carry it to the job's record
 
     if advisor is not None:

@@ -214,6 +214,29 @@ def test_a_save_longer_than_the_notice_counts_every_interruption():
     assert "outlasts the 2-minute notice" in chosen.why
 
 
+def test_an_upload_that_pushes_the_final_save_past_the_notice_counts_every_interruption():
+    # Given a 100 s save (inside the notice) whose upload takes 30 s (the two are not)
+    inside = choose_interval(100.0, RATE, max_interval_hours=100)
+    past = choose_interval(100.0, RATE, max_interval_hours=100, upload_seconds=30.0)
+    # Then the save alone is covered (M = 20 h) and with its upload it is not (M = 2 h); C is the save either way
+    assert inside.interval_seconds == pytest.approx(
+        auto_interval(100 / 3600, 20.0, 100).interval_hours * 3600
+    )
+    assert past.interval_seconds == pytest.approx(auto_interval(100 / 3600, 2.0, 100).interval_hours * 3600)
+    assert "the save and its upload outlast the 2-minute notice" in past.why
+
+
+def test_the_advisor_ignores_a_new_upload_time_that_changes_nothing(tmp_path):
+    # Given an advisor that saw a 10 s save uploaded in 5 s
+    advisor = IntervalAdvisor(tmp_path / "interval", RATE, max_interval_hours=100)
+    advisor.update(10.0, 5.0)
+    # When the next upload takes 6 s (still inside the notice), then 200 s (past it)
+    same = advisor.update(10.0, 6.0)
+    moved = advisor.update(10.0, 200.0)
+    # Then only the second rewrites the interval
+    assert (same, moved) == (False, True)
+
+
 def test_no_silent_interruption_gives_the_cap_and_no_measurement_the_default():
     # Given a pool whose interruptions all come with the notice
     reliable = PoolRate(interruptions_per_hour=2.0, silent_fraction=0.0, basis="b")
