@@ -7,9 +7,15 @@ import sys
 from spotrun.agent.interval import choose_interval
 from spotrun.agent.reporter import RecordingReporter
 from spotrun.agent.runner import EXIT_REPORTED, execute
+from spotrun.agent.sync import CheckpointSyncer
+from spotrun.agent.train import _interval_advisor
+from spotrun.control.agent_reports import AgentReport, HeartbeatReport
 from spotrun.model import layout
 from spotrun.model.interruption_rate import PoolRate
-from tests.integration.test_agent import command, context, manifest, success_of
+from spotrun.model.job import CheckpointIntervalUsed
+from tests.integration.report_sink import ReportSink
+from tests.integration.test_agent import BUCKET, command, context, manifest, success_of, write_checkpoint
+from tests.integration.test_agent_adapters import reporter
 
 # Every interruption silent, 36 000 an hour: Daly's interval for a 0.2 s save is under half a second, so the
 # script is told to checkpoint often within the test (a real pool gives hours).
@@ -66,3 +72,51 @@ def test_the_agent_measures_the_save_tells_the_script_and_heartbeats_the_interva
     assert "outlasts the 2-minute notice" not in used.why
     written = float(job_layout.checkpoint_interval_file(1).read_text())
     assert written == round(used.interval_seconds, 3)
+
+
+def test_the_api_reporters_heartbeat_carries_the_interval_the_route_reads():
+    # Given the agent route and an interval in force
+    used = CheckpointIntervalUsed(interval_seconds=900.0, why="daly interval 0.25 h ...", save_seconds=3.0)
+    with ReportSink() as sink:
+        # When a heartbeat is sent with it, and one without
+        api = reporter(sink)
+        api.heartbeat(used)
+        api.heartbeat()
+    # Then the first body carries it as the route's HeartbeatReport reads it; the second is as before
+    (_, with_interval), (_, plain) = sink.posts
+    parsed = AgentReport.model_validate({**with_interval, "job_id": "j-000000000001"}).root  # the route's ids
+    assert isinstance(parsed, HeartbeatReport)
+    assert parsed.checkpoint_interval == used
+    assert "checkpoint_interval" not in plain
+
+
+def test_the_manifests_cap_reaches_the_agents_interval(s3, tmp_path):
+    # Given an auto manifest capped at 1 minute, on a pool whose interruptions all come with the notice
+    document = manifest(checkpoint={"interval_steps": "auto", "max_interval_minutes": 1})
+    reliable = PoolRate(interruptions_per_hour=1.0, silent_fraction=0.0, basis="reliable")
+    job_layout = layout.NvmeLayout(tmp_path, "j-000000000001")
+    job_layout.create()
+    advisor = _interval_advisor(command("train", document, pool_rate=reliable), job_layout)
+    # When a 5 s save is measured
+    assert advisor is not None
+    advisor.update(5.0)
+    # Then the interval is the cap, and the why says it was capped
+    assert advisor.current is not None
+    assert advisor.current.interval_seconds == 60.0
+    assert "capped" in advisor.current.why
+
+
+def test_the_syncer_times_each_committed_upload(s3, tmp_path):
+    # Given a local checkpoint
+    directory = tmp_path / "checkpoints"
+    directory.mkdir()
+    write_checkpoint(directory, 5, b"state")
+    syncer = CheckpointSyncer(s3, BUCKET, "j-000000000001", 1, directory, keep_last=2)
+    # When it is committed
+    before = syncer.upload_seconds
+    committed = syncer.sync()
+    # Then the upload's duration is known (none before)
+    assert committed is not None
+    assert before is None
+    assert syncer.upload_seconds is not None
+    assert syncer.upload_seconds > 0
