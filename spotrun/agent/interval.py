@@ -96,7 +96,6 @@ class IntervalAdvisor:
         self.path = path
         self.rate = rate
         self.max_interval_hours = max_interval_hours
-        self._measured: tuple[float | None, bool, bool] | None = None
         self._current: CheckpointIntervalUsed | None = None
         self._lock = threading.Lock()
 
@@ -109,7 +108,7 @@ class IntervalAdvisor:
         """Recompute from the latest save's (and upload's) duration; rewrite the file when the interval changed.
 
         The upload only decides whether the notice covers the final checkpoint, so a new upload time that does
-        not change that answer changes nothing (the record is not rewritten at every upload).
+        not change that answer changes nothing: neither the file nor the why (which the record keeps).
 
         Returns
         -------
@@ -117,14 +116,9 @@ class IntervalAdvisor:
             True when the file was (re)written.
         """
         with self._lock:
-            outlasts = (save_seconds or 0.0) + (upload_seconds or 0.0) > NOTICE_SECONDS
-            measured = (save_seconds, outlasts, upload_seconds is None)
-            if self._current is not None and measured == self._measured:
-                return False
             chosen = choose_interval(save_seconds, self.rate, self.max_interval_hours, upload_seconds)
-            self._measured = measured
             if self._current is not None and chosen.interval_seconds == self._current.interval_seconds:
-                self._current = chosen
+                self._current = chosen  # the same interval; its why may say more (an upload now measured)
                 return False
             temporary = self.path.with_name(f"{layout.TEMP_PREFIX}{self.path.name}.{os.getpid()}.tmp")
             temporary.write_text(f"{chosen.interval_seconds:.3f}\n")
