@@ -119,10 +119,6 @@ def _clock() -> float:
     return time.monotonic()
 
 
-def _clock() -> float:
-    return time.monotonic()
-
-
 def remove_path(path: Path) -> None:
     """Remove a file or a directory tree, never following a link."""
     if path.is_dir() and not path.is_symlink():
