@@ -205,9 +205,14 @@ class CheckpointPolicy(StrictModel):
     @field_validator("interval_steps", mode="before")
     @classmethod
     def _steps_or_auto(cls, value: Any) -> Any:
-        # The union's own messages name both branches at length; this says what was given and what is accepted.
-        if isinstance(value, str) and value != "auto":
-            raise ValueError(f"must be a number of steps or 'auto', got {value!r}")
+        # The union's own messages name both branches at length; this says what was given and what is accepted,
+        # and keeps what the field took before 'auto' existed (an integral float such as 60.0 is 60 steps).
+        if value == "auto":
+            return value
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"must be a number of steps (1 or more) or 'auto', got {value!r}")
         return value
 
     @model_validator(mode="after")

@@ -60,10 +60,12 @@ def test_auto_is_accepted_with_a_default_cap_and_a_given_one():
 @pytest.mark.parametrize(
     ("checkpoint", "message"),
     [
-        ("{interval_steps: often}", "must be a number of steps or 'auto', got 'often'"),
+        ("{interval_steps: often}", "must be a number of steps (1 or more) or 'auto', got 'often'"),
+        ("{interval_steps: true}", "got True"),
+        ("{interval_steps: 2.5}", "got 2.5"),
         ("{interval_steps: 50, max_interval_minutes: 30}", "max_interval_minutes bounds the 'auto' interval"),
         ("{max_interval_minutes: 30}", "max_interval_minutes bounds the 'auto' interval"),
-        ("{interval_steps: 0}", "interval_steps"),
+        ("{interval_steps: 0}", "got 0"),
     ],
 )
 def test_contradictions_and_bad_values_are_refused_naming_the_field(checkpoint, message):
@@ -72,6 +74,13 @@ def test_contradictions_and_bad_values_are_refused_naming_the_field(checkpoint, 
     with pytest.raises(ManifestError, match="checkpoint") as raised:
         parse_manifest_text(manifest_text(checkpoint))
     assert message in str(raised.value)
+
+
+def test_a_step_count_reads_as_before_auto_existed():
+    # Given step counts written as an integer and as an integral float
+    # When / Then both are that many steps
+    assert parse_manifest_text(manifest_text("{interval_steps: 60}")).training.checkpoint.interval_steps == 60
+    assert parse_manifest_text(manifest_text("{interval_steps: 60.0}")).training.checkpoint.interval_steps == 60
 
 
 def test_an_auto_manifest_survives_the_records_round_trip():
