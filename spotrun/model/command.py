@@ -179,6 +179,17 @@ class AgentCommand(BaseModel):
         check_relative_path(self.manifest.outputs.model, "manifest.outputs.model")
         return self
 
+    @model_validator(mode="after")
+    def _rate_only_for_auto(self) -> AgentCommand:
+        # Only the train step of an auto interval reads it: anywhere else it would be carried and ignored.
+        if self.pool_rate is not None and (
+            self.step != "train" or not self.manifest.training.checkpoint.auto
+        ):
+            raise ValueError(
+                "pool_rate is for the train step of a manifest with checkpoint.interval_steps auto"
+            )
+        return self
+
 
 class StageResult(BaseModel):
     """Reported when staging succeeded."""

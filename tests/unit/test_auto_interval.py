@@ -80,7 +80,9 @@ def test_a_step_count_reads_as_before_auto_existed():
     # Given step counts written as an integer and as an integral float
     # When / Then both are that many steps
     assert parse_manifest_text(manifest_text("{interval_steps: 60}")).training.checkpoint.interval_steps == 60
-    assert parse_manifest_text(manifest_text("{interval_steps: 60.0}")).training.checkpoint.interval_steps == 60
+    assert (
+        parse_manifest_text(manifest_text("{interval_steps: 60.0}")).training.checkpoint.interval_steps == 60
+    )
 
 
 def test_an_auto_manifest_survives_the_records_round_trip():
@@ -351,6 +353,21 @@ def test_the_train_command_of_an_auto_job_carries_the_jobs_rate_and_a_step_based
     # When / Then the auto one's command holds the control plane's estimate
     assert auto.pool_rate == pool_rate(job_with(history), T0 + timedelta(days=2))
     assert steps.pool_rate is None
+
+
+def test_a_rate_in_a_command_that_would_ignore_it_is_refused():
+    # Given the train command of an auto job, as dispatched
+    command = dispatched(job_with([spot_attempt(1, 1, None, notice=False)]))
+    document = command.model_dump(mode="json")
+    # When its rate is put on its stage step, or its manifest made step-based
+    as_stage = {**document, "step": "stage"}
+    step_based = json.loads(json.dumps(document))
+    step_based["manifest"]["training"]["checkpoint"]["interval_steps"] = 50
+    # Then both are refused; the command itself reads
+    for refused in (as_stage, step_based):
+        with pytest.raises(ValueError, match="pool_rate is for the train step"):
+            AgentCommand.model_validate(refused)
+    assert AgentCommand.model_validate(document).pool_rate is not None
 
 
 def test_the_training_environment_under_auto_names_the_interval_file_not_a_step_count(tmp_path):
