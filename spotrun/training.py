@@ -20,7 +20,9 @@ spot instance is about to be reclaimed. This module wraps that in a few lines::
 
 Under spotrun, :meth:`Run.report_step` (which :meth:`Run.checkpoint_due` calls) tells the agent the latest step
 reached, through a small file (``$SPOTRUN_PROGRESS_FILE``), so that the control plane knows how much work an
-interruption cost.
+interruption cost. With the manifest's ``checkpoint.interval_steps: auto``, :meth:`Run.checkpoint_due` is
+time-based instead: the agent measures the saves and writes the interval to ``$SPOTRUN_CHECKPOINT_INTERVAL_FILE``
+(docs/checkpoint-interval.md).
 
 The same script runs without spotrun: the directories then default to ``./data``, ``./checkpoints`` and
 ``./output`` (or the arguments given to :meth:`Run.from_env`), and no progress is written.

@@ -41,12 +41,12 @@ def choose_interval(
     ----------
     save_seconds
         How long the script's last save took; None before its first.
-    upload_seconds
-        How long the agent's last checkpoint upload took; None before one (the save alone is tested).
     rate
         The pool's interruption rate and silent share (the train command's ``pool_rate``).
     max_interval_hours
         The manifest's cap (``checkpoint.max_interval_minutes``).
+    upload_seconds
+        How long the agent's last checkpoint upload took; None before one (the save alone is tested).
 
     Returns
     -------
@@ -66,12 +66,12 @@ def choose_interval(
     uncovered_per_hour = rate.interruptions_per_hour * fraction
     mtbf = math.inf if uncovered_per_hour <= 0 else 1 / uncovered_per_hour
     choice = auto_interval(checkpoint_hours, mtbf, max_interval_hours)
-    outlasts = (
-        at_notice_hours * 3600 > NOTICE_SECONDS
-    )  # the test uncovered_fraction makes, said for the record
-    what, verb = (
-        ("the save", "outlasts") if upload_seconds is None else ("the save and its upload", "outlast")
-    )
+    # The test uncovered_fraction makes, said for the record.
+    outlasts = at_notice_hours * 3600 > NOTICE_SECONDS
+    if upload_seconds is None:
+        what, verb = "the save", "outlasts"
+    else:
+        what, verb = "the save and its upload", "outlast"
     covered = f"{what} {verb} the 2-minute notice" if outlasts else f"the notice covers {what}"
     why = f"{choice.why}; {covered}; pool: {rate.basis}"
     return CheckpointIntervalUsed(
