@@ -248,6 +248,18 @@ def test_the_advisor_ignores_a_new_upload_time_that_changes_nothing(tmp_path):
     assert (same, moved) == (False, True)
 
 
+def test_the_first_upload_measured_enters_the_why_though_the_interval_stays(tmp_path):
+    # Given an advisor that saw a 10 s save before any upload
+    advisor = IntervalAdvisor(tmp_path / "interval", RATE, max_interval_hours=100)
+    advisor.update(10.0)
+    # When the first upload, 5 s, is measured (still inside the notice)
+    rewritten = advisor.update(10.0, 5.0)
+    # Then the file stays, and the why the record keeps now names the upload
+    assert rewritten is False
+    assert advisor.current is not None
+    assert "the notice covers the save and its upload" in advisor.current.why
+
+
 def test_no_silent_interruption_gives_the_cap_and_no_measurement_the_default():
     # Given a pool whose interruptions all come with the notice
     reliable = PoolRate(interruptions_per_hour=2.0, silent_fraction=0.0, basis="b")
