@@ -20,7 +20,9 @@ spot instance is about to be reclaimed. This module wraps that in a few lines::
 
 Under spotrun, :meth:`Run.report_step` (which :meth:`Run.checkpoint_due` calls) tells the agent the latest step
 reached, through a small file (``$SPOTRUN_PROGRESS_FILE``), so that the control plane knows how much work an
-interruption cost.
+interruption cost. With the manifest's ``checkpoint.interval_steps: auto``, :meth:`Run.checkpoint_due` is
+time-based instead: the agent measures the saves and writes the interval to ``$SPOTRUN_CHECKPOINT_INTERVAL_FILE``
+(docs/checkpoint-interval.md).
 
 The variables, all set by the agent (a manifest's ``training.env`` cannot override them):
 
@@ -30,6 +32,7 @@ The variables, all set by the agent (a manifest's ``training.env`` cannot overri
 - ``SPOTRUN_CHECKPOINT_INTERVAL_STEPS``, ``SPOTRUN_CHECKPOINT_SIGNAL``: the manifest's checkpoint policy;
 - ``SPOTRUN_MODEL``: the model's path under ``SPOTRUN_OUTPUT_DIR`` (``outputs.model``);
 - ``SPOTRUN_PROGRESS_FILE``: where :meth:`Run.report_step` writes the step reached;
+- ``SPOTRUN_CHECKPOINT_INTERVAL_FILE`` (``interval_steps: auto`` only): where the agent writes the interval;
 - ``SPOTRUN_GPUS_PER_NODE``: the GPUs of the instance (``nvidia-smi``, else the instance type's count), for
   ``torchrun --nproc-per-node``; the command's argv may say ``"${SPOTRUN_GPUS_PER_NODE}"``, which the agent
   expands (as any ``${SPOTRUN_...}`` or ``${NAME}`` of ``training.env``) since no shell runs it.
@@ -48,6 +51,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -61,6 +65,7 @@ from spotrun.model import layout
 from spotrun.model.contract import (
     ENV_ATTEMPT,
     ENV_CHECKPOINT_DIR,
+    ENV_CHECKPOINT_INTERVAL_FILE,
     ENV_CHECKPOINT_INTERVAL_STEPS,
     ENV_CHECKPOINT_SIGNAL,
     ENV_CODE_DIR,
@@ -71,7 +76,7 @@ from spotrun.model.contract import (
     ENV_OUTPUT_DIR,
     ENV_PROGRESS_FILE,
 )
-from spotrun.training_files import ProgressFile, fsync_directory, fsync_tree, remove_path
+from spotrun.training_files import IntervalFile, ProgressFile, fsync_directory, fsync_tree, remove_path
 
 _TEMP_MARK = ".tmp-"
 
@@ -94,7 +99,7 @@ class Run:
     data_dir, code_dir, checkpoint_dir, output_dir
         Where the inputs are, where the code is, where checkpoints go, where the model goes.
     checkpoint_interval_steps
-        :meth:`checkpoint_due` is true every this many steps.
+        :meth:`checkpoint_due` is true every this many steps (unless ``checkpoint_interval_file`` is set).
     checkpoint_signal
         The signal that means "save a checkpoint now and exit".
     model_name
@@ -108,6 +113,11 @@ class Run:
         Where :meth:`report_step` writes the latest step (``SPOTRUN_PROGRESS_FILE``); None: nowhere.
     gpus_per_node
         GPUs on the instance (``SPOTRUN_GPUS_PER_NODE``); None when the script runs on its own.
+    checkpoint_interval_file
+        ``checkpoint.interval_steps: auto`` (``SPOTRUN_CHECKPOINT_INTERVAL_FILE``): :meth:`checkpoint_due` is
+        then time-based, true once the agent's interval in this file has passed since the last save.
+    clock
+        Monotonic seconds, for the time-based due and the save's duration (tests inject their own).
     """
 
     data_dir: Path
@@ -122,7 +132,10 @@ class Run:
     keep_local: int = 3
     progress_file: Path | None = None
     gpus_per_node: int | None = None
+    checkpoint_interval_file: Path | None = None
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     _progress: ProgressFile | None = field(default=None, init=False, repr=False)
+    _interval: IntervalFile | None = field(default=None, init=False, repr=False)
     _stop: bool = field(default=False, init=False, repr=False)
     _previous_handler: Any = field(default=None, init=False, repr=False)
     _handler_installed: bool = field(default=False, init=False, repr=False)
@@ -134,6 +147,8 @@ class Run:
             raise ValueError("keep_local must be at least 1")
         if self.progress_file is not None:
             self._progress = ProgressFile(Path(self.progress_file))
+        if self.checkpoint_interval_file is not None:
+            self._interval = IntervalFile(Path(self.checkpoint_interval_file), self.clock)
 
     @classmethod
     def from_env(
@@ -200,6 +215,9 @@ class Run:
             keep_local=keep_local,
             progress_file=Path(env[ENV_PROGRESS_FILE]) if env.get(ENV_PROGRESS_FILE) else None,
             gpus_per_node=int(env[ENV_GPUS_PER_NODE]) if env.get(ENV_GPUS_PER_NODE) else None,
+            checkpoint_interval_file=(
+                Path(env[ENV_CHECKPOINT_INTERVAL_FILE]) if env.get(ENV_CHECKPOINT_INTERVAL_FILE) else None
+            ),
         )
         run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         run.output_dir.mkdir(parents=True, exist_ok=True)
@@ -295,9 +313,12 @@ class Run:
         Returns
         -------
         bool
-            True for positive multiples of the checkpoint interval.
+            True for positive multiples of the checkpoint interval; under ``interval_steps: auto``, once the
+            agent's interval has passed since the last save (or the start).
         """
         self.report_step(step)
+        if self._interval is not None:
+            return step > 0 and self._interval.due()
         return step > 0 and step % self.checkpoint_interval_steps == 0
 
     def checkpoints(self) -> list[Checkpoint]:
@@ -345,6 +366,7 @@ class Run:
             / f"{layout.TEMP_PREFIX}{final.name}{_TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex}"
         )
         temporary.mkdir()
+        started = self.clock()
         try:
             writer(temporary)
             fsync_tree(temporary)
@@ -353,8 +375,15 @@ class Run:
             shutil.rmtree(temporary, ignore_errors=True)
             raise
         fsync_directory(self.checkpoint_dir)
+        # What a checkpoint costs the training: the writer, the flushes and the rename (the agent's auto interval).
+        seconds = self.clock() - started
+        if self._interval is not None:
+            self._interval.saved()
         self._prune_local()
-        self.report_step(step, force=True)
+        if self._progress is not None:
+            # Only auto reads the save time; a step-based run's file stays the single step it always was.
+            measured = seconds if self._interval is not None else None
+            self._progress.report(step, force=True, save_seconds=measured)
         return final
 
     def _prune_local(self) -> None:

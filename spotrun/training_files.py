@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from spotrun.model import layout
@@ -20,7 +21,13 @@ PROGRESS_MIN_INTERVAL_SECONDS = 0.1
 
 
 class ProgressFile:
-    """The latest step reported, in a small text file replaced atomically (the agent polls it)."""
+    """The latest step reported, in a small text file replaced atomically (the agent polls it).
+
+    The first line is the step (all an older reader looks at); under ``interval_steps: auto`` a
+    ``save_seconds=<s>`` line follows once a checkpoint was saved: how long the last
+    :meth:`spotrun.training.Run.save_checkpoint` took (the writer, the fsyncs and the rename), the cost the
+    agent's interval is computed from.
+    """
 
     def __init__(self, path: Path):
         self.path = path
@@ -28,9 +35,13 @@ class ProgressFile:
         self.pending: int | None = None
         self.written_at = float("-inf")
         self.warned = False
+        self.save_seconds: float | None = None
+        self.save_written: float | None = None
 
-    def report(self, step: int, *, force: bool) -> None:
-        if step == self.written:
+    def report(self, step: int, *, force: bool, save_seconds: float | None = None) -> None:
+        if save_seconds is not None:
+            self.save_seconds = save_seconds
+        if step == self.written and self.save_seconds == self.save_written:
             self.pending = None
             return
         self.pending = step
@@ -40,10 +51,11 @@ class ProgressFile:
     def flush(self) -> None:
         if self.pending is None:
             return
-        step = self.pending
+        step, save_seconds = self.pending, self.save_seconds
+        text = f"{step}\n" if save_seconds is None else f"{step}\nsave_seconds={save_seconds:.6f}\n"
         temporary = self.path.with_name(f"{layout.TEMP_PREFIX}{self.path.name}.{os.getpid()}.tmp")
         try:
-            temporary.write_text(f"{step}\n")
+            temporary.write_text(text)
             temporary.replace(self.path)
         except OSError as exc:  # progress is information only: training goes on without it
             if not self.warned:
@@ -51,6 +63,56 @@ class ProgressFile:
                 self.warned = True
             return
         self.written, self.pending, self.written_at = step, None, _clock()
+        self.save_written = save_seconds
+
+
+# ``interval_steps: auto`` before the agent's interval file can be read: the first checkpoint comes after this
+# long (the agent writes the same default before the command starts; docs/checkpoint-interval.md).
+DEFAULT_FIRST_INTERVAL_SECONDS = 600.0
+# The interval file is read again at most this often: checkpoint_due stays one clock read per step.
+INTERVAL_REREAD_SECONDS = 1.0
+
+
+class IntervalFile:
+    """When the next checkpoint is due, time-based: the agent's interval (seconds) after the last save.
+
+    The agent rewrites the file (one number of seconds, replaced atomically) whenever its measurement changes
+    the interval; this reads it at most every :data:`INTERVAL_REREAD_SECONDS`, so asking each step is cheap.
+
+    Parameters
+    ----------
+    path
+        The agent's interval file (``SPOTRUN_CHECKPOINT_INTERVAL_FILE``).
+    clock
+        Monotonic seconds (``time.monotonic``; tests inject their own).
+    """
+
+    def __init__(self, path: Path, clock: Callable[[], float]):
+        self.path = path
+        self.clock = clock
+        self.interval_seconds = DEFAULT_FIRST_INTERVAL_SECONDS
+        self.saved_at = clock()  # the run's start counts as the last save: nothing before it is unsaved
+        self.read_at = float("-inf")
+
+    def due(self) -> bool:
+        """True once the interval has passed since the last save (or the start)."""
+        now = self.clock()
+        if now - self.read_at >= INTERVAL_REREAD_SECONDS:
+            self.read_at = now
+            self._read()
+        return now - self.saved_at >= self.interval_seconds
+
+    def saved(self) -> None:
+        """A checkpoint was just saved: the next one is due an interval from now."""
+        self.saved_at = self.clock()
+
+    def _read(self) -> None:
+        try:
+            value = float(self.path.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return  # not written yet, or garbled: keep the interval in force
+        if value > 0 and value != float("inf"):
+            self.interval_seconds = value
 
 
 def _clock() -> float:

@@ -15,6 +15,7 @@ from spotrun.agent.notices import NoticeWatcher
 from spotrun.agent.reporter import WorkflowReporter
 from spotrun.agent.staging import DEFAULT_WORKERS
 from spotrun.model.command import FailureCause
+from spotrun.model.job import CheckpointIntervalUsed
 
 
 @dataclass
@@ -43,6 +44,9 @@ class StepContext:
         The instance's id (the ``InstanceId`` dimension of the metrics), or None when unknown.
     gpus_per_node
         Counts the instance's GPUs (``SPOTRUN_GPUS_PER_NODE``), once per train step.
+    checkpoint_interval
+        Set by the train step under ``interval_steps: auto``: the interval the script was told, which the
+        heartbeats carry to the job's record.
     """
 
     s3: Any
@@ -55,6 +59,7 @@ class StepContext:
     metrics: MetricsPort | None = None
     instance_id: Callable[[], str | None] = field(default=lambda: None)
     gpus_per_node: Callable[[], int] = field(default=lambda: 0)
+    checkpoint_interval: CheckpointIntervalUsed | None = None
 
 
 @dataclass(frozen=True)

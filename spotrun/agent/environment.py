@@ -92,13 +92,20 @@ def child_environment(
             training.ENV_CODE_DIR: str(job_layout.code_dir),
             training.ENV_CHECKPOINT_DIR: str(job_layout.checkpoint_dir),
             training.ENV_OUTPUT_DIR: str(job_layout.output_dir),
-            training.ENV_CHECKPOINT_INTERVAL_STEPS: str(manifest.training.checkpoint.interval_steps),
             training.ENV_CHECKPOINT_SIGNAL: manifest.training.checkpoint.signal,
             training.ENV_MODEL: manifest.outputs.model,
             training.ENV_PROGRESS_FILE: str(job_layout.progress_file(command.attempt)),
             training.ENV_GPUS_PER_NODE: str(gpus_per_node),
         }
     )
+    checkpoint = manifest.training.checkpoint
+    if checkpoint.auto:
+        # Time-based: the agent's interval file decides; a steps value from training.env must not linger.
+        env.pop(training.ENV_CHECKPOINT_INTERVAL_STEPS, None)
+        env[training.ENV_CHECKPOINT_INTERVAL_FILE] = str(job_layout.checkpoint_interval_file(command.attempt))
+    else:
+        env.pop(training.ENV_CHECKPOINT_INTERVAL_FILE, None)
+        env[training.ENV_CHECKPOINT_INTERVAL_STEPS] = str(checkpoint.interval_steps)
     existing = env.get("PYTHONPATH")
     env["PYTHONPATH"] = os.pathsep.join([str(job_layout.runtime_dir), *([existing] if existing else [])])
     # Unbuffered output: the log (and its tail in a failure report) must hold the last lines printed.

@@ -8,39 +8,59 @@ tell how much work an interruption lost even when the instance dies before the a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from spotrun.model import layout
 
 logger = logging.getLogger(__name__)
 
 
-def read_progress(path: Path) -> tuple[int, datetime] | None:
-    """The step in a progress file and when it was written, or None when there is none (or it is garbled).
+class Progress(NamedTuple):
+    """What a progress file says: the step, when it was written, and the last save's duration (if any)."""
+
+    step: int
+    updated_at: datetime
+    save_seconds: float | None
+
+
+def read_progress(path: Path) -> Progress | None:
+    """The step in a progress file, when it was written and the last save's duration; None when there is none.
 
     Parameters
     ----------
     path
-        The progress file.
+        The progress file (:class:`spotrun.training_files.ProgressFile`): the step on the first line, then
+        ``save_seconds=<s>`` once a checkpoint was saved.
 
     Returns
     -------
-    tuple[int, datetime] or None
-        The step, and the file's modification time in UTC.
+    Progress or None
+        The step, the file's modification time in UTC, and the save's seconds; None when the file is missing
+        or its first line is not a step.
     """
     try:
         written = path.stat().st_mtime
-        text = path.read_text().strip()
+        lines = path.read_text().split()
     except OSError:
         return None
-    if not text.isdigit():
+    if not lines or not lines[0].isdigit():
         return None
-    return int(text), datetime.fromtimestamp(written, UTC)
+    save_seconds = None
+    for line in lines[1:]:
+        name, _, value = line.partition("=")
+        if name == "save_seconds":
+            with contextlib.suppress(ValueError):
+                save_seconds = float(value)
+    if save_seconds is not None and not (0 <= save_seconds < math.inf):
+        save_seconds = None
+    return Progress(int(lines[0]), datetime.fromtimestamp(written, UTC), save_seconds)
 
 
 def progress_document(step: int, updated_at: datetime) -> dict[str, Any]:
@@ -73,6 +93,7 @@ class ProgressPublisher:
         self.key = layout.progress_key(job_id, attempt)
         self.path = path
         self._last_step: int | None = None
+        self._save_seconds: float | None = None
         self._uploaded: int | None = None
         self._lock = threading.Lock()
 
@@ -80,6 +101,11 @@ class ProgressPublisher:
     def last_step(self) -> int | None:
         """The last step read from the file (uploaded or not), None before the script reported one."""
         return self._last_step
+
+    @property
+    def save_seconds(self) -> float | None:
+        """How long the script's last checkpoint save took, as its progress file says; None before one."""
+        return self._save_seconds
 
     def publish(self) -> bool:
         """Read the file; upload its step when it differs from the last one uploaded.
@@ -93,8 +119,10 @@ class ProgressPublisher:
             found = read_progress(self.path)
             if found is None:
                 return False
-            step, updated_at = found
+            step, updated_at, save_seconds = found
             self._last_step = step
+            if save_seconds is not None:
+                self._save_seconds = save_seconds
             if step == self._uploaded:
                 return False
             body = json.dumps(progress_document(step, updated_at)).encode()

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, FailureCause
+from spotrun.model.job import CheckpointIntervalUsed
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +39,11 @@ class TaskAbandonedError(ReportError):
 class WorkflowReporter(Protocol):
     """What the agent tells the workflow about the task it is running."""
 
-    def heartbeat(self) -> None:
-        """Say the task is alive; raises :class:`TaskAbandonedError` when the workflow gave up on it."""
+    def heartbeat(self, checkpoint_interval: CheckpointIntervalUsed | None = None) -> None:
+        """Say the task is alive (with the ``auto`` checkpoint interval in force, for the job's record).
+
+        Raises :class:`TaskAbandonedError` when the workflow gave up on the task.
+        """
 
     def succeed(self, output: BaseModel) -> None:
         """Report success with a JSON output."""
@@ -183,9 +187,12 @@ class ApiReporter:
                 problem = f"{type(exc).__name__}: {exc}"
         raise ReportError(f"{kind} not delivered after {self._attempts} tries ({problem})")
 
-    def heartbeat(self) -> None:
-        """Post a heartbeat."""
-        self._post("heartbeat")
+    def heartbeat(self, checkpoint_interval: CheckpointIntervalUsed | None = None) -> None:
+        """Post a heartbeat, with the checkpoint interval when there is one."""
+        if checkpoint_interval is None:
+            self._post("heartbeat")
+        else:
+            self._post("heartbeat", checkpoint_interval=checkpoint_interval.model_dump(mode="json"))
 
     def succeed(self, output: BaseModel) -> None:
         """Post the step's success with ``output``."""
@@ -212,6 +219,8 @@ class RecordingReporter:
     ----------
     heartbeats
         Heartbeats received.
+    checkpoint_interval
+        The interval the last heartbeat carried.
     success
         The output of the success report, as a JSON-compatible dict.
     failure
@@ -221,18 +230,21 @@ class RecordingReporter:
     """
 
     heartbeats: int = 0
+    checkpoint_interval: CheckpointIntervalUsed | None = None
     success: dict[str, Any] | None = None
     failure: tuple[str, FailureCause] | None = None
     abandoned: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
 
-    def heartbeat(self) -> None:
-        """Count a heartbeat, or raise :class:`TaskAbandonedError` when :attr:`abandoned`."""
+    def heartbeat(self, checkpoint_interval: CheckpointIntervalUsed | None = None) -> None:
+        """Count a heartbeat (keeping its interval), or raise :class:`TaskAbandonedError` when :attr:`abandoned`."""
         with self._lock:
             if self.abandoned:
                 raise TaskAbandonedError("send_task_heartbeat failed: TaskTimedOut")
             self.heartbeats += 1
+            if checkpoint_interval is not None:
+                self.checkpoint_interval = checkpoint_interval
 
     def succeed(self, output: BaseModel) -> None:
         """Record a success (a second report is refused, as Step Functions would)."""

@@ -89,7 +89,7 @@ def execute(command: AgentCommand, ctx: StepContext) -> int:
 
     def beat() -> bool:
         try:
-            ctx.reporter.heartbeat()
+            ctx.reporter.heartbeat(ctx.checkpoint_interval)
         except TaskAbandonedError as exc:
             logger.warning("the workflow no longer waits for this task (%s)", exc)
             ctx.abandoned.set()

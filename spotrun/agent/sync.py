@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +63,17 @@ class CheckpointSyncer:
         self._committed = committed
         self._refused: set[int] = set()
         self._lock = threading.Lock()
+        self._upload_seconds: float | None = None
 
     @property
     def last_committed(self) -> CommittedCheckpoint | None:
         """The newest checkpoint known to be committed."""
         return self._committed
+
+    @property
+    def upload_seconds(self) -> float | None:
+        """How long the last committed upload took (None before one): what a notice must also leave time for."""
+        return self._upload_seconds
 
     def pending(self) -> tuple[int, Path] | None:
         """The newest complete local checkpoint that is newer than the last committed one."""
@@ -93,6 +100,7 @@ class CheckpointSyncer:
             if found is None:
                 return None
             step, path = found
+            started = time.monotonic()
             try:
                 committed = upload_checkpoint(
                     self.s3, self.bucket, self.job_id, step, path, attempt=self.attempt
@@ -108,6 +116,7 @@ class CheckpointSyncer:
                 self._refused.add(step)
                 return None
             self._committed = committed
+            self._upload_seconds = time.monotonic() - started
             try:
                 deleted = prune_checkpoints(self.s3, self.bucket, self.job_id, self.keep_last)
             except Exception as exc:  # pruning is housekeeping: a failure must not lose the commit

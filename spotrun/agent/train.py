@@ -12,6 +12,7 @@ from spotrun.agent.checkpoints import CommittedCheckpoint, latest_committed
 from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.environment import child_environment, install_runtime
 from spotrun.agent.gpu import GpuMonitor, metrics_interval
+from spotrun.agent.interval import IntervalAdvisor
 from spotrun.agent.notices import Notice
 from spotrun.agent.notify import NoticeChannel
 from spotrun.agent.outputs import (
@@ -38,6 +39,7 @@ from spotrun.model.command import (
     TrainResult,
 )
 from spotrun.model.contract import expand_argv
+from spotrun.model.interruption_rate import prior_rate
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +117,18 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         shown_argv=manifest.training.command,
     )
     sync_ticker = Ticker(command.poll_seconds, syncer.sync_quietly, "checkpoint-sync", immediately=False)
-    progress_ticker = Ticker(command.poll_seconds, progress.publish_quietly, "progress", immediately=False)
+    advisor = _interval_advisor(command, job_layout)
+
+    def poll_progress() -> None:
+        progress.publish_quietly()
+        if advisor is not None:
+            # A new save time may move the interval; an upload that no longer fits the notice too.
+            advisor.update_quietly(progress.save_seconds, syncer.upload_seconds)
+            ctx.checkpoint_interval = advisor.current  # the heartbeats carry it to the job's record
+
+    if advisor is not None:
+        poll_progress()  # the interval file holds the first interval before the command starts
+    progress_ticker = Ticker(command.poll_seconds, poll_progress, "progress", immediately=False)
     channel = NoticeChannel(
         job_layout.supervisor_pid_file(command.attempt), ctx.watcher, command.job_id, command.attempt
     )
@@ -131,7 +144,7 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         logger.info("training ended: %s (%s)", outcome.kind, outcome.message)
         # Whatever the outcome, the newest local checkpoint is worth committing: the next attempt resumes it.
         syncer.sync_quietly()
-        progress.publish_quietly()
+        poll_progress()
         log_key = upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)
     if outcome.kind == "abandoned":
         return StepReport()
@@ -169,6 +182,16 @@ def _gpu_metrics(command: AgentCommand, ctx: StepContext) -> Iterator[None]:
         yield
     finally:
         ticker.stop(timeout=1.0)  # a hung nvidia-smi must not delay the checkpoint upload
+
+
+def _interval_advisor(command: AgentCommand, job_layout: layout.NvmeLayout) -> IntervalAdvisor | None:
+    """The advisor of ``interval_steps: auto`` (None for a step-based interval), its file fresh for the attempt."""
+    checkpoint = command.manifest.training.checkpoint
+    if not checkpoint.auto:
+        return None
+    path = job_layout.checkpoint_interval_file(command.attempt)
+    path.unlink(missing_ok=True)  # an earlier run's interval: this run measures its own
+    return IntervalAdvisor(path, command.pool_rate or prior_rate(), checkpoint.max_interval_hours)
 
 
 def _already_committed(ctx: StepContext, command: AgentCommand) -> CommittedCheckpoint | None:

@@ -18,8 +18,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, RootModel
 
 from spotrun.control.ports import JobStore, Workflows
+from spotrun.control.store import update_job
 from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, StageResult, TrainResult, WorkflowStep
-from spotrun.model.job import Attempt, Job, JobStatus
+from spotrun.model.job import Attempt, CheckpointIntervalUsed, Job, JobStatus
 from spotrun.model.layout import JOB_ID_PATTERN
 
 ReportKind = Literal["heartbeat", "success", "failure"]
@@ -61,6 +62,11 @@ class HeartbeatReport(_Report):
     """The step is alive."""
 
     kind: Literal["heartbeat"]
+    checkpoint_interval: CheckpointIntervalUsed | None = Field(
+        None,
+        description="Under checkpoint.interval_steps auto: the interval the agent told the script, and why; "
+        "kept on the attempt in the job record when it changed.",
+    )
 
 
 class SuccessReport(_Report):
@@ -189,6 +195,8 @@ def answer_agent_report(
     token = job.task_token
     if isinstance(report, HeartbeatReport):
         taken = workflows.send_heartbeat(token)
+        if taken and report.checkpoint_interval not in (None, attempt.checkpoint_interval):
+            _record_interval(store, job.job_id, attempt.number, report.checkpoint_interval)
     elif isinstance(report, SuccessReport):
         if not isinstance(report.output, _RESULTS[report.step]):
             raise ReportInvalid(f"the result of {report.step} is a {_RESULTS[report.step].__name__}")
@@ -198,3 +206,15 @@ def answer_agent_report(
     if not taken:
         raise TaskGone(f"the workflow no longer waits for {report.step} of job {report.job_id}")
     return ReportAnswer(job_id=report.job_id, step=report.step, kind=report.kind)
+
+
+def _record_interval(store: JobStore, job_id: str, number: int, used: CheckpointIntervalUsed | None) -> None:
+    """Keep the interval on the attempt it is about (only while that attempt is still the open one)."""
+
+    def keep(current: Job) -> Job:
+        attempt = current.open_attempt
+        if attempt is None or attempt.number != number:
+            return current
+        return current.with_current_attempt(attempt.model_copy(update={"checkpoint_interval": used}))
+
+    update_job(store, job_id, keep)

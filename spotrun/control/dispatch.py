@@ -9,6 +9,7 @@ from spotrun.control.ports import Commands, JobStore, Objects
 from spotrun.control.store import update_job
 from spotrun.model.command import AgentCommand, StageResult, WorkflowStep
 from spotrun.model.errors import BudgetExceeded, InstanceLost
+from spotrun.model.interruption_rate import pool_rate
 from spotrun.model.job import Job, transition
 from spotrun.model.layout import agent_command_key
 from spotrun.model.limits import budget_stop_at, train_limits
@@ -91,6 +92,9 @@ def dispatch_agent_step(
         return moved.with_current_attempt(last.model_copy(update=restored))
 
     update_job(store, job_id, record)
+    manifest = job.require_manifest()
+    # interval_steps: auto: the agent computes the interval from the save it measures and this estimate.
+    rate = pool_rate(job, now) if step == "train" and manifest.training.checkpoint.auto else None
     command = AgentCommand(
         step=step,
         job_id=job_id,
@@ -98,12 +102,13 @@ def dispatch_agent_step(
         report_url=report_url,
         region=region,
         jobs_bucket=jobs_bucket,
-        manifest=job.require_manifest(),
+        manifest=manifest,
         heartbeat_seconds=timing.agent_heartbeat_seconds,
         poll_seconds=timing.agent_poll_seconds,
         max_runtime_seconds=limits.max_runtime_seconds if limits else None,
         stop_at=stop_at,
         stop_grace_seconds=timing.limit_grace_seconds,
+        pool_rate=rate,
     )
     return send_agent_command(
         command, attempt.instance_id, objects=objects, commands=commands, document_name=document_name

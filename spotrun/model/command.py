@@ -23,6 +23,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from spotrun.model.interruption_rate import PoolRate
 from spotrun.model.layout import BUCKET_NAME_PATTERN, check_job_id
 from spotrun.model.manifest import JobManifest
 
@@ -135,6 +136,14 @@ class AgentCommand(BaseModel):
         "max_runtime_seconds runs out.",
     )
 
+    pool_rate: PoolRate | None = Field(
+        None,
+        description="For a train step of a manifest with checkpoint.interval_steps auto: the job's spot "
+        "interruption rate as the control plane estimates it (spotrun.model.interruption_rate); the agent "
+        "counts the share the notice does not cover and computes the checkpoint interval from it. Unset: the "
+        "estimate's prior.",
+    )
+
     @field_validator("job_id")
     @classmethod
     def _job_id_shape(cls, value: str) -> str:
@@ -168,6 +177,17 @@ class AgentCommand(BaseModel):
         for index, data_input in enumerate(self.manifest.data.inputs):
             check_relative_path(data_input.destination, f"manifest.data.inputs[{index}].destination")
         check_relative_path(self.manifest.outputs.model, "manifest.outputs.model")
+        return self
+
+    @model_validator(mode="after")
+    def _rate_only_for_auto(self) -> AgentCommand:
+        # Only the train step of an auto interval reads it: anywhere else it would be carried and ignored.
+        if self.pool_rate is not None and (
+            self.step != "train" or not self.manifest.training.checkpoint.auto
+        ):
+            raise ValueError(
+                "pool_rate is for the train step of a manifest with checkpoint.interval_steps auto"
+            )
         return self
 
 

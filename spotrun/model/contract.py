@@ -21,6 +21,8 @@ ENV_CHECKPOINT_SIGNAL = "SPOTRUN_CHECKPOINT_SIGNAL"
 ENV_MODEL = "SPOTRUN_MODEL"
 ENV_PROGRESS_FILE = "SPOTRUN_PROGRESS_FILE"
 ENV_GPUS_PER_NODE = "SPOTRUN_GPUS_PER_NODE"
+# Set for checkpoint.interval_steps: auto: the file where the agent says how long after a save the next is due.
+ENV_CHECKPOINT_INTERVAL_FILE = "SPOTRUN_CHECKPOINT_INTERVAL_FILE"
 
 CONTRACT_VARIABLES: frozenset[str] = frozenset(
     {

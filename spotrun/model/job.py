@@ -104,6 +104,14 @@ class StatusChange(_Record):
     detail: str | None = None
 
 
+class CheckpointIntervalUsed(_Record):
+    """The checkpoint interval the agent told the script (``checkpoint.interval_steps: auto``), and why."""
+
+    interval_seconds: float = Field(gt=0, description="Seconds between the end of a save and the next.")
+    why: str = Field(max_length=500, description="The formula and its inputs, or why the default applies.")
+    save_seconds: float | None = Field(None, ge=0, description="The save time it was computed from.")
+
+
 class Attempt(_Record):
     """One instance's worth of work on the job."""
 
@@ -126,6 +134,7 @@ class Attempt(_Record):
     rebalance_at: datetime | None = None
     notice_at: datetime | None = None  # the spot interruption warning
     running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
+    checkpoint_interval: CheckpointIntervalUsed | None = None  # interval_steps: auto (the agent's heartbeats)
 
 
 class ArchivedObject(_Record):

@@ -259,6 +259,10 @@ class NvmeLayout:
         """Where the training script writes the latest step it reached (``SPOTRUN_PROGRESS_FILE``)."""
         return self.runtime_dir / f"progress-attempt-{attempt:03d}"
 
+    def checkpoint_interval_file(self, attempt: int) -> Path:
+        """The agent's checkpoint interval for ``interval_steps: auto`` (``SPOTRUN_CHECKPOINT_INTERVAL_FILE``)."""
+        return self.runtime_dir / f"checkpoint-interval-attempt-{attempt:03d}"
+
     def supervisor_pid_file(self, attempt: int) -> Path:
         """Names the agent process supervising one attempt's training, while it runs (see ``notify``)."""
         return self.runtime_dir / f"supervisor-attempt-{attempt:03d}.pid"

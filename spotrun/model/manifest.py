@@ -16,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictInt,
     field_validator,
     model_validator,
 )
@@ -175,14 +176,64 @@ class DataSpec(StrictModel):
         return inputs
 
 
+# The cap of checkpoint.interval_steps: auto when the manifest gives none (docs/deadlines.md: 4 h).
+DEFAULT_MAX_INTERVAL_MINUTES: Final = 240
+
+
 class CheckpointPolicy(StrictModel):
     """How the training script checkpoints."""
 
-    interval_steps: int = Field(100, ge=1, description="Steps between periodic checkpoints.")
+    interval_steps: Annotated[StrictInt, Field(ge=1)] | Literal["auto"] = Field(
+        100,
+        description="Steps between periodic checkpoints; or 'auto': the agent measures how long the script's "
+        "saves take and tells it, through spotrun.training's Run.checkpoint_due, when the next one is due "
+        "(time-based, Daly's interval for the pool's rate of interruptions the notice does not cover; "
+        "the first after 10 minutes, before any save was measured). See docs/checkpoint-interval.md.",
+    )
+    max_interval_minutes: int | None = Field(
+        None,
+        ge=1,
+        le=7 * 24 * 60,
+        description="With interval_steps 'auto' only: the longest the job may run unsaved whatever the estimate "
+        f"says (default {DEFAULT_MAX_INTERVAL_MINUTES}, 4 h). Refused with a number of steps, which it would not "
+        "bound.",
+    )
     signal: CheckpointSignal = Field(
         "SIGTERM", description="Signal that means 'save a checkpoint now and exit'."
     )
     keep_last: int = Field(3, ge=1, le=100, description="Committed checkpoints kept in S3; older are pruned.")
+
+    @field_validator("interval_steps", mode="before")
+    @classmethod
+    def _steps_or_auto(cls, value: Any) -> Any:
+        # The union's own messages name both branches at length; this says what was given and what is accepted,
+        # and keeps what the field took before 'auto' existed (an integral float such as 60.0 is 60 steps).
+        if value == "auto":
+            return value
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"must be a number of steps (1 or more) or 'auto', got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _cap_only_with_auto(self) -> CheckpointPolicy:
+        if self.max_interval_minutes is not None and self.interval_steps != "auto":
+            raise ValueError(
+                "max_interval_minutes bounds the 'auto' interval only: with interval_steps "
+                f"{self.interval_steps} the checkpoints come every {self.interval_steps} steps"
+            )
+        return self
+
+    @property
+    def auto(self) -> bool:
+        """True for ``interval_steps: auto``: the agent decides when a checkpoint is due."""
+        return self.interval_steps == "auto"
+
+    @property
+    def max_interval_hours(self) -> float:
+        """The cap of the ``auto`` interval, hours."""
+        return (self.max_interval_minutes or DEFAULT_MAX_INTERVAL_MINUTES) / 60
 
     @field_validator("signal", mode="before")
     @classmethod
