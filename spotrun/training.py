@@ -52,7 +52,6 @@ import shutil
 import signal
 import sys
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,9 +75,7 @@ from spotrun.model.contract import (
     ENV_OUTPUT_DIR,
     ENV_PROGRESS_FILE,
 )
-from spotrun.training_files import IntervalFile, ProgressFile, fsync_directory, fsync_tree, remove_path
-
-_TEMP_MARK = ".tmp-"
+from spotrun.training_files import IntervalFile, ProgressFile, replace_path, write_directory
 
 
 class Checkpoint(NamedTuple):
@@ -359,22 +356,8 @@ class Run:
         final = self.checkpoint_dir / layout.checkpoint_name(step)
         if final.is_dir():
             return final
-        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        self._remove_stale_temporaries()
-        temporary = (
-            self.checkpoint_dir
-            / f"{layout.TEMP_PREFIX}{final.name}{_TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex}"
-        )
-        temporary.mkdir()
         started = self.clock()
-        try:
-            writer(temporary)
-            fsync_tree(temporary)
-            temporary.rename(final)
-        except BaseException:
-            shutil.rmtree(temporary, ignore_errors=True)
-            raise
-        fsync_directory(self.checkpoint_dir)
+        write_directory(final, writer)
         # What a checkpoint costs the training: the writer, the flushes and the rename (the agent's auto interval).
         seconds = self.clock() - started
         if self._interval is not None:
@@ -389,17 +372,6 @@ class Run:
     def _prune_local(self) -> None:
         for _, path in self.checkpoints()[: -self.keep_local]:
             shutil.rmtree(path, ignore_errors=True)
-
-    def _remove_stale_temporaries(self) -> None:
-        # Left behind by a process killed in the middle of a save; never by a live one of ours.
-        own = f"{_TEMP_MARK}{os.getpid()}-"
-        for entry in self.checkpoint_dir.iterdir():
-            if (
-                entry.name.startswith(layout.TEMP_PREFIX)
-                and _TEMP_MARK in entry.name
-                and own not in entry.name
-            ):
-                shutil.rmtree(entry, ignore_errors=True)
 
     # -- the model ----------------------------------------------------------------------------
 
@@ -422,19 +394,7 @@ class Run:
         Path
             :attr:`model_path`.
         """
-        final = self.model_path
-        final.parent.mkdir(parents=True, exist_ok=True)
-        temporary = final.parent / f"{layout.TEMP_PREFIX}{uuid.uuid4().hex}{_TEMP_MARK}{final.name}"
-        try:
-            writer(temporary)
-            if not temporary.exists():
-                raise FileNotFoundError(f"the model writer wrote nothing at {temporary}")
-            if final.is_dir():
-                shutil.rmtree(final)
-            temporary.replace(final)
-        except BaseException:
-            remove_path(temporary)
-            raise
+        final = replace_path(self.model_path, writer)
         self.flush_progress()
         return final
 

@@ -1,4 +1,5 @@
-"""Durable files of the checkpoint contract: the progress file, and flushing or removing what a run writes.
+"""Durable files of the checkpoint contract: the progress and interval files, and writing a checkpoint or a model
+atomically (a temporary name, flushed, then renamed), or removing what a run wrote.
 
 Part of the training helpers (:mod:`spotrun.training`): the standard library only, copied with it onto the
 training command's ``PYTHONPATH`` by the agent.
@@ -11,6 +12,7 @@ import os
 import shutil
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -144,3 +146,74 @@ def fsync_directory(directory: Path) -> None:
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
+
+
+# Between a temporary's final name and its owner (pid and a random part): `.step-N.tmp-<pid>-<hex>`.
+_TEMP_MARK = ".tmp-"
+
+
+def write_directory(final: Path, writer: Callable[[Path], object]) -> None:
+    """Create the directory ``final`` atomically: ``writer`` fills a temporary one, flushed, then renamed.
+
+    The agent uploads only directories with a final name, so it never sees a half-written one. Temporaries that a
+    process killed in the middle of a save left in ``final.parent`` are removed first.
+
+    Parameters
+    ----------
+    final
+        The directory to create; it must not exist.
+    writer
+        Called with the (empty) temporary directory to write the files into.
+    """
+    parent = final.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(parent)
+    temporary = parent / f"{layout.TEMP_PREFIX}{final.name}{_TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex}"
+    temporary.mkdir()
+    try:
+        writer(temporary)
+        fsync_tree(temporary)
+        temporary.rename(final)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    fsync_directory(parent)
+
+
+def replace_path(final: Path, writer: Callable[[Path], object]) -> Path:
+    """Write the file or directory ``final`` atomically, replacing what was there.
+
+    Parameters
+    ----------
+    final
+        The path to write.
+    writer
+        Called with a temporary path that keeps ``final``'s name at its end (so ``np.save`` does not append
+        another suffix); it writes a file or creates a directory there.
+
+    Returns
+    -------
+    Path
+        ``final``.
+    """
+    final.parent.mkdir(parents=True, exist_ok=True)
+    temporary = final.parent / f"{layout.TEMP_PREFIX}{uuid.uuid4().hex}{_TEMP_MARK}{final.name}"
+    try:
+        writer(temporary)
+        if not temporary.exists():
+            raise FileNotFoundError(f"the model writer wrote nothing at {temporary}")
+        if final.is_dir():
+            shutil.rmtree(final)
+        temporary.replace(final)
+    except BaseException:
+        remove_path(temporary)
+        raise
+    return final
+
+
+def _remove_stale_temporaries(directory: Path) -> None:
+    # Left behind by a process killed in the middle of a save; never by a live one of ours.
+    own = f"{_TEMP_MARK}{os.getpid()}-"
+    for entry in directory.iterdir():
+        if entry.name.startswith(layout.TEMP_PREFIX) and _TEMP_MARK in entry.name and own not in entry.name:
+            shutil.rmtree(entry, ignore_errors=True)
