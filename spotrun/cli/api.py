@@ -16,7 +16,8 @@ from spotrun.cli.summary import status_text
 from spotrun.model.job import Job, JobStatus
 from spotrun.model.manifest_io import ManifestError, parse_manifest_text
 
-ManifestFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, metavar="FILE")]
+# Not `exists=True`: a missing file is refused by read_manifest, which answers --json too (a usage error would not).
+ManifestFile = Annotated[Path, typer.Argument(metavar="FILE")]
 
 
 def read_manifest(file: Path) -> dict[str, Any]:
@@ -24,10 +25,9 @@ def read_manifest(file: Path) -> dict[str, Any]:
     try:
         manifest = parse_manifest_text(file.read_bytes())
     except ManifestError as exc:
-        lines = "".join(f"\n  - {line}" for line in exc.errors)
-        raise fail(f"{file}: {len(exc.errors)} problem(s){lines}") from None
-    except OSError as exc:
-        raise fail(f"cannot read {file}: {exc}") from None
+        raise fail(f"{file}: {exc.count} problem(s)", errors=exc.errors) from None
+    except OSError as exc:  # missing, a directory, unreadable
+        raise fail(f"cannot read {file}: {exc.strerror or exc}") from None
     return manifest.model_dump(mode="json", exclude_none=True)
 
 

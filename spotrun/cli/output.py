@@ -6,6 +6,7 @@ import json
 import sys
 from typing import Annotated, Any
 
+import click
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -39,9 +40,38 @@ def error_console() -> Console:
     return Console(stderr=True, soft_wrap=True)
 
 
-def fail(message: object, code: int = 1) -> typer.Exit:
-    """Print ``error: message`` on stderr, unwrapped; return the exit to raise (``raise fail(...)``)."""
-    error_console().print(Text.assemble(("error: ", "red"), str(message)))
+def json_requested() -> bool:
+    """Whether the running command was given ``--json`` (every command names that option ``as_json``)."""
+    context = click.get_current_context(silent=True)
+    return bool(context is not None and context.params.get("as_json"))
+
+
+def fail(message: object, code: int = 1, errors: list[str] | None = None) -> typer.Exit:
+    """Print ``error: message`` (and one line per problem) on stderr, unwrapped; return the exit to raise.
+
+    Under ``--json`` the error is also the command's one JSON object on stdout,
+    ``{"error": {"message", "errors", "exit_code"}}``: a script parses stdout whatever happened.
+
+    Parameters
+    ----------
+    message
+        What went wrong.
+    code
+        The exit code.
+    errors
+        One line per problem, each naming its field (a manifest's, the API's).
+
+    Returns
+    -------
+    typer.Exit
+        To raise: ``raise fail(...)``.
+    """
+    lines = list(errors or [])
+    error_console().print(
+        Text.assemble(("error: ", "red"), str(message), "".join(f"\n  - {line}" for line in lines))
+    )
+    if json_requested():
+        emit_json({"error": {"message": str(message), "errors": lines, "exit_code": code}})
     return typer.Exit(code=code)
 
 
