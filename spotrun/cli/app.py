@@ -10,10 +10,10 @@ from typing import Annotated
 
 import typer
 
+from spotrun.cli.api import ManifestFile, read_manifest
 from spotrun.cli.code_upload import workdir_of
 from spotrun.cli.jobs import register as register_api_commands
 from spotrun.cli.local import local_app
-from spotrun.cli.api import ManifestFile, read_manifest
 from spotrun.cli.output import JsonOpt, console, emit_json, fail
 from spotrun.cli.simulate import simulate
 from spotrun.model.manifest_io import manifest_json_schema

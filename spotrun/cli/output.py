@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 import click
 import typer
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
 from rich.text import Text
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object.")]
@@ -78,3 +79,20 @@ def fail(message: object, code: int = 1, errors: list[str] | None = None) -> typ
 def emit_json(answer: Any) -> None:
     """Print ``answer`` as one line of JSON on stdout, for scripts."""
     typer.echo(json.dumps(answer))
+
+
+def show(renderable: RenderableType) -> None:
+    """Print tables for people on stdout: boxed on a terminal, plain aligned columns otherwise (for grep, awk)."""
+    out = console()
+    if not out.is_terminal:
+        for table in _tables(renderable):
+            table.box = None
+    out.print(renderable)
+
+
+def _tables(renderable: RenderableType) -> list[Table]:
+    if isinstance(renderable, Table):
+        return [renderable]
+    if isinstance(renderable, Group):
+        return [table for part in renderable.renderables for table in _tables(part)]
+    return []

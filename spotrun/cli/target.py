@@ -5,9 +5,9 @@ it adds ``--target``, ``--stack``, ``--region`` and ``--workdir`` (also spelled 
 spelling on ``submit``, whose ``--workdir`` is the job's code directory) after the command's own options (so
 ``spotrun status --stack X`` reads as it always did) and hands the command one :class:`ApiTarget`.
 :func:`api_client` makes it a client: the REST API of the ``spotrun local up`` running in ``--workdir``
-(default: the per-user :func:`local_workdir`, so that it is found from any directory; unsigned), else the deployed stack's (SigV4). Of the API commands, only this module reads the emulator's
-state file, and it imports ``spotrun.local`` only then: the commands run where the ``local`` extra is not
-installed.
+(default: the per-user :func:`local_workdir`, so that it is found from any directory; unsigned), else the
+deployed stack's (SigV4). Of the API commands, only this module reads the emulator's state file, and it imports
+``spotrun.local`` only then: the commands run where the ``local`` extra is not installed.
 """
 
 from __future__ import annotations
