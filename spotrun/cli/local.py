@@ -135,11 +135,11 @@ def pools_table(pools: list[dict[str, Any]]) -> Table:
 
 @local_app.command()
 def instances(workdir: WorkdirOpt = None, as_json: JsonOpt = False) -> None:
-    """List the instances the running runtime launched, terminated ones included."""
+    """List the instances the running runtime launched, terminated ones included (--json: ``{"instances": [...]}``)."""
     with _control(workdir) as control:
         found = control.instances()
     if as_json:
-        emit_json(found)
+        emit_json({"instances": found})  # one object, as every --json answer
     elif not found:
         typer.echo("no instances launched yet")
     else:
@@ -148,11 +148,12 @@ def instances(workdir: WorkdirOpt = None, as_json: JsonOpt = False) -> None:
 
 @local_app.command()
 def pools(workdir: WorkdirOpt = None, as_json: JsonOpt = False) -> None:
-    """List the spot pools (instance type x zone) with their price, capacity and instances in use."""
+    """List the spot pools (instance type x zone) with their price, capacity and instances in use (--json:
+    ``{"pools": [...]}``)."""
     with _control(workdir) as control:
         found = control.pools()
     if as_json:
-        emit_json(found)
+        emit_json({"pools": found})  # one object, as every --json answer
     else:
         console().print(pools_table(found))
 

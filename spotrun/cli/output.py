@@ -4,15 +4,33 @@ from __future__ import annotations
 
 import json
 import sys
+from contextvars import ContextVar
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object.")]
+# Whether the running command was given --json: set by the option itself, reset by the app for each command.
+_JSON_ANSWER: ContextVar[bool] = ContextVar("spotrun_json_answer", default=False)
+
+
+def json_answer(value: bool) -> bool:
+    """The ``--json`` option's callback: remember that this command answers in JSON (its errors too)."""
+    _JSON_ANSWER.set(bool(value))
+    return value
+
+
+def reset_json_answer() -> None:
+    """Forget the last command's ``--json`` (the app's callback, before each command parses its options)."""
+    _JSON_ANSWER.set(False)
+
+
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", callback=json_answer, help="Print the answer (or the error) as one JSON object."),
+]
 
 
 def console(stderr: bool = False, *, highlight: bool = False, soft_wrap: bool = False) -> Console:
@@ -42,9 +60,8 @@ def error_console() -> Console:
 
 
 def json_requested() -> bool:
-    """Whether the running command was given ``--json`` (every command names that option ``as_json``)."""
-    context = click.get_current_context(silent=True)
-    return bool(context is not None and context.params.get("as_json"))
+    """Whether the running command was given ``--json``."""
+    return _JSON_ANSWER.get()
 
 
 def fail(message: object, code: int = 1, errors: list[str] | None = None) -> typer.Exit:
