@@ -60,6 +60,7 @@ class SubmitAccepted(BaseModel):
 
 NOT_FOUND = error_response(404, "No job has that id.")
 INVALID = error_response(422, "A parameter or the body fails validation; errors names each problem.")
+FORM = "application/x-www-form-urlencoded"  # `curl -d`'s default: never parsed as a form
 UNSUPPORTED = error_response(415, "The body is not sent as JSON (Content-Type: application/json).")
 
 
@@ -308,7 +309,10 @@ def _refuse_body(event: dict[str, Any]) -> tuple[int, str] | None:
     media_type = (content_type or "").split(";")[0].strip().lower()
     # Powertools would parse a form as the manifest, and fail on any other type: the API takes JSON only.
     if body and media_type not in ("", content_types.APPLICATION_JSON):
-        return 415, f"the body must be JSON (Content-Type: application/json), not {content_type!r}"
+        message = f"the body must be JSON (Content-Type: application/json), not {content_type!r}"
+        if media_type == FORM:  # what `curl -d` sends unless told otherwise: say how to tell it
+            message += "; with curl, add -H 'Content-Type: application/json' (or use --json)"
+        return 415, message
     raw = body.encode()
     if event.get("isBase64Encoded"):
         try:
