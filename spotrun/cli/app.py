@@ -14,7 +14,7 @@ from spotrun.cli.api import ManifestFile, read_manifest
 from spotrun.cli.code_upload import workdir_of
 from spotrun.cli.jobs import register as register_api_commands
 from spotrun.cli.local import local_app
-from spotrun.cli.output import JsonOpt, console, emit_json, fail, json_answer, reset_json_answer
+from spotrun.cli.output import JsonOpt, console, emit_json, fail, json_answer
 from spotrun.cli.simulate import simulate
 from spotrun.model.manifest_io import manifest_json_schema
 
@@ -23,13 +23,6 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-
-
-@app.callback()
-def _each_command() -> None:
-    # One process may run several commands (tests, scripts importing the app): --json is each one's own.
-    reset_json_answer()
-
 
 app.add_typer(local_app, name="local")
 register_api_commands(app)

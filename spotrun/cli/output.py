@@ -12,7 +12,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-# Whether the running command was given --json: set by the option itself, reset by the app for each command.
+# Whether the running command was given --json: set by the option itself, whose callback runs on every command
+# that has it, given or not (so one process running several commands never sees an earlier one's).
 _JSON_ANSWER: ContextVar[bool] = ContextVar("spotrun_json_answer", default=False)
 
 
@@ -20,11 +21,6 @@ def json_answer(value: bool) -> bool:
     """The ``--json`` option's callback: remember that this command answers in JSON (its errors too)."""
     _JSON_ANSWER.set(bool(value))
     return value
-
-
-def reset_json_answer() -> None:
-    """Forget the last command's ``--json`` (the app's callback, before each command parses its options)."""
-    _JSON_ANSWER.set(False)
 
 
 JsonOpt = Annotated[
