@@ -24,6 +24,7 @@ from functions.api.schedules import router as schedules_router
 from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.artifacts import JobLogs, RestoreReport, job_logs, restore_status, start_restore
 from spotrun.control.jobs import CancelResult, JobPage, JobView, cancel_job, get_job, job_view, list_jobs
+from spotrun.control.progress import job_progress
 from spotrun.control.submission import api_source, manifest_sha256, submit_api_manifest
 from spotrun.model.job import JobStatus, utc_now
 from spotrun.model.manifest import JobManifest
@@ -59,6 +60,7 @@ class SubmitAccepted(BaseModel):
 
 NOT_FOUND = error_response(404, "No job has that id.")
 INVALID = error_response(422, "A parameter or the body fails validation; errors names each problem.")
+FORM = "application/x-www-form-urlencoded"  # `curl -d`'s default: never parsed as a form
 UNSUPPORTED = error_response(415, "The body is not sent as JSON (Content-Type: application/json).")
 
 
@@ -148,7 +150,9 @@ def list_(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
 ) -> JobPage:
-    return list_jobs(ports("api").store, status=status, name=name, limit=limit, next_token=next_token)
+    return list_jobs(
+        ports("api").store, status=status, name=name, limit=limit, next_token=next_token, now=utc_now()
+    )
 
 
 @app.get(
@@ -158,7 +162,10 @@ def list_(
     responses={**ok_response(JobView, "The job."), **NOT_FOUND, **INVALID},
 )
 def show(job_id: JOB_ID) -> JobView:
-    return job_view(get_job(ports("api").store, job_id))
+    aws = ports("api")
+    job = get_job(aws.store, job_id)
+    progress = job_progress(job, objects=aws.objects, jobs_bucket=aws.settings.jobs_bucket, now=utc_now())
+    return job_view(job).model_copy(update={"progress": progress})
 
 
 @app.delete(
@@ -302,7 +309,10 @@ def _refuse_body(event: dict[str, Any]) -> tuple[int, str] | None:
     media_type = (content_type or "").split(";")[0].strip().lower()
     # Powertools would parse a form as the manifest, and fail on any other type: the API takes JSON only.
     if body and media_type not in ("", content_types.APPLICATION_JSON):
-        return 415, f"the body must be JSON (Content-Type: application/json), not {content_type!r}"
+        message = f"the body must be JSON (Content-Type: application/json), not {content_type!r}"
+        if media_type == FORM:  # what `curl -d` sends unless told otherwise: say how to tell it
+            message += "; with curl, add -H 'Content-Type: application/json' (or use --json)"
+        return 415, message
     raw = body.encode()
     if event.get("isBase64Encoded"):
         try:

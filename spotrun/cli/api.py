@@ -12,11 +12,12 @@ from rich.table import Table
 from rich.text import Text
 
 from spotrun.cli.output import fail
-from spotrun.cli.summary import status_text
+from spotrun.cli.summary import duration, status_text
 from spotrun.model.job import Job, JobStatus
 from spotrun.model.manifest_io import ManifestError, parse_manifest_text
 
-ManifestFile = Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, metavar="FILE")]
+# Not `exists=True`: a missing file is refused by read_manifest, which answers --json too (a usage error would not).
+ManifestFile = Annotated[Path, typer.Argument(metavar="FILE")]
 
 
 def read_manifest(file: Path) -> dict[str, Any]:
@@ -24,10 +25,9 @@ def read_manifest(file: Path) -> dict[str, Any]:
     try:
         manifest = parse_manifest_text(file.read_bytes())
     except ManifestError as exc:
-        lines = "".join(f"\n  - {line}" for line in exc.errors)
-        raise fail(f"{file}: {len(exc.errors)} problem(s){lines}") from None
-    except OSError as exc:
-        raise fail(f"cannot read {file}: {exc}") from None
+        raise fail(f"{file}: {exc.count} problem(s)", errors=exc.errors) from None
+    except OSError as exc:  # missing, a directory, unreadable
+        raise fail(f"cannot read {file}: {exc.strerror or exc}") from None
     return manifest.model_dump(mode="json", exclude_none=True)
 
 
@@ -41,18 +41,26 @@ def _when(value: str) -> str:
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> Table:
-    """The jobs of ``GET /jobs`` as a table, newest first."""
+    """The jobs of ``GET /jobs`` as a table, newest first: where each ran, how often it recovered, its cost so
+    far and how long it has taken."""
     table = Table(title="jobs", title_justify="left")
     table.add_column("job", no_wrap=True)
-    for column in ("name", "status", "created (UTC)", "updated (UTC)"):
+    for column in ("name", "status", "type", "lifecycle"):
         table.add_column(column)
+    for column in ("recoveries", "cost", "duration"):
+        table.add_column(column, justify="right")
+    table.add_column("created (UTC)")
     for job in jobs:
         table.add_row(
             job["job_id"],
             job["name"],
             status_text(JobStatus(job["status"]), job.get("error_type")),
+            job.get("instance_type") or "-",
+            job.get("lifecycle") or "-",
+            str(job.get("recoveries", 0)),
+            f"${job.get('cost_usd', 0.0):.4f}",
+            duration(job.get("duration_seconds", 0.0)),
             _when(job["created_at"]),
-            _when(job["updated_at"]),
         )
     return table
 

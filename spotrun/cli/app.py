@@ -10,18 +10,20 @@ from typing import Annotated
 
 import typer
 
+from spotrun.cli.api import ManifestFile, read_manifest
 from spotrun.cli.code_upload import workdir_of
 from spotrun.cli.jobs import register as register_api_commands
 from spotrun.cli.local import local_app
-from spotrun.cli.output import console, error_console, fail
+from spotrun.cli.output import JsonOpt, console, emit_json, fail, json_answer
 from spotrun.cli.simulate import simulate
-from spotrun.model.manifest_io import ManifestError, manifest_json_schema, parse_manifest_text
+from spotrun.model.manifest_io import manifest_json_schema
 
 app = typer.Typer(
     help="Run deep-learning training on EC2 Spot GPUs, through interruptions, at spot prices.",
     no_args_is_help=True,
     add_completion=False,
 )
+
 app.add_typer(local_app, name="local")
 register_api_commands(app)
 app.command()(simulate)
@@ -34,32 +36,35 @@ def schema() -> None:
 
 
 @app.command()
-def validate(file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)]) -> None:
-    """Check a manifest file (YAML or JSON); list every problem, each naming its field."""
-    try:
-        manifest = parse_manifest_text(file.read_bytes())
-    except ManifestError as exc:
-        err = error_console()
-        err.print(f"[red]{file}: {exc.count} problem(s)[/red]")
-        for line in exc.errors:
-            err.print(f"  - {line}", markup=False, highlight=False)
-        raise typer.Exit(code=1) from exc
-    if manifest.training.workdir is not None:
-        directory = workdir_of(manifest.model_dump(mode="json"), file, None)
+def validate(file: ManifestFile, as_json: JsonOpt = False) -> None:
+    """Check a manifest file (YAML or JSON); list every problem, each naming its field.
+
+    With --json: ``{"file", "valid": true, "name", "workdir"}``, or the error object with every problem.
+    """
+    manifest = read_manifest(file)
+    workdir = None
+    if manifest["training"].get("workdir") is not None:
+        directory = workdir_of(manifest, file, None)
         if directory is None or not directory.is_dir():
-            error_console().print(
-                f"[red]{file}: training.workdir: {directory} is not a directory[/red]", highlight=False
-            )
-            raise typer.Exit(code=1)
-        typer.echo(f"{file}: valid manifest for job {manifest.name!r}; training.workdir is {directory}")
-        return
-    typer.echo(f"{file}: valid manifest for job {manifest.name!r}")
+            raise fail(f"{file}: training.workdir: {directory} is not a directory")
+        workdir = str(directory)
+    if as_json:
+        emit_json({"file": str(file), "valid": True, "name": manifest["name"], "workdir": workdir})
+    elif workdir is not None:
+        typer.echo(f"{file}: valid manifest for job {manifest['name']!r}; training.workdir is {workdir}")
+    else:
+        typer.echo(f"{file}: valid manifest for job {manifest['name']!r}")
 
 
 @app.command()
 def demo(
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the final job record as JSON on the last line.")
+        bool,
+        typer.Option(
+            "--json",
+            callback=json_answer,
+            help="Print the final job record (or the error) as one JSON object.",
+        ),
     ] = False,
     workdir: Annotated[
         Path, typer.Option(help="Where the emulator keeps its files (instances, logs); emptied first.")

@@ -17,9 +17,9 @@ import typer
 from spotrun.cli.api import ManifestFile, as_job, jobs_table, read_manifest, restore_table
 from spotrun.cli.client import SpotrunClient
 from spotrun.cli.code_upload import resolve_workdir, workdir_of
-from spotrun.cli.output import JsonOpt, console, emit_json, fail
+from spotrun.cli.output import JsonOpt, console, emit_json, fail, show
 from spotrun.cli.schedules import schedule_app
-from spotrun.cli.summary import final_summary, status_text
+from spotrun.cli.summary import final_summary, progress_text, status_text
 from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client, targeted
 from spotrun.cli.workdir import DEFAULT_MAX_BYTES, WorkdirError
 from spotrun.model.job import JobStatus, utc_now
@@ -149,8 +149,12 @@ def status(
         view = client.get_job(job_id)
     if as_json:
         emit_json(view)
-    else:
-        console().print(final_summary(as_job(view), utc_now()))
+        return
+    now = utc_now()
+    summary = final_summary(as_job(view), now)
+    if view.get("progress"):  # a job that has not ended: where it stands, above its status line
+        summary.renderables.insert(len(summary.renderables) - 1, progress_text(view["progress"], now))
+    show(summary)
 
 
 def list_(
@@ -174,7 +178,7 @@ def list_(
     elif not jobs:
         typer.echo("no jobs")
     else:
-        console().print(jobs_table(jobs))
+        show(jobs_table(jobs))
         if page.get("next_token"):
             typer.echo("more jobs: --all lists them all")
 

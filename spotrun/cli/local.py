@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from spotrun.cli.output import JsonOpt, console, emit_json, fail
-from spotrun.cli.target import DEFAULT_WORKDIR, WorkdirOpt
+from spotrun.cli.target import WorkdirOpt, local_workdir
 
 if TYPE_CHECKING:
     from spotrun.local.control_state import ControlClient
@@ -24,13 +24,13 @@ local_app = typer.Typer(
 
 
 @contextmanager
-def _control(workdir: Path) -> Iterator[ControlClient]:
+def _control(workdir: Path | None) -> Iterator[ControlClient]:
     """A client of the running ``local up``; its errors end the command with a message and exit code 1."""
     # Imported here: `spotrun --help` and the API commands never load the emulator's package.
     from spotrun.local.control_state import ControlClient, ControlError, NoLocalRuntime
 
     try:
-        yield ControlClient.for_workdir(workdir)
+        yield ControlClient.for_workdir(local_workdir(workdir))
     except (NoLocalRuntime, ControlError) as exc:
         raise fail(exc) from None
 
@@ -44,7 +44,7 @@ def _emit(answer: Any, as_json: bool, text: str) -> None:
 
 @local_app.command()
 def up(
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    workdir: WorkdirOpt = None,
     time_scale: Annotated[
         float,
         typer.Option(
@@ -62,8 +62,8 @@ def up(
     from spotrun.model.job import utc_now
 
     out = console(soft_wrap=True)
-    workdir = workdir.resolve()
-    option = "" if workdir == DEFAULT_WORKDIR.resolve() else f"--workdir {shlex.quote(str(workdir))}"
+    option = "" if workdir is None else f"--workdir {shlex.quote(str(workdir.resolve()))}"
+    workdir = local_workdir(workdir).resolve()
 
     def told(line: str) -> None:
         out.print(f"[{utc_now():%H:%M:%S}] {line}", markup=False)
@@ -134,12 +134,12 @@ def pools_table(pools: list[dict[str, Any]]) -> Table:
 
 
 @local_app.command()
-def instances(workdir: WorkdirOpt = DEFAULT_WORKDIR, as_json: JsonOpt = False) -> None:
-    """List the instances the running runtime launched, terminated ones included."""
+def instances(workdir: WorkdirOpt = None, as_json: JsonOpt = False) -> None:
+    """List the instances the running runtime launched, terminated ones included (--json: ``{"instances": [...]}``)."""
     with _control(workdir) as control:
         found = control.instances()
     if as_json:
-        emit_json(found)
+        emit_json({"instances": found})  # one object, as every --json answer
     elif not found:
         typer.echo("no instances launched yet")
     else:
@@ -147,12 +147,13 @@ def instances(workdir: WorkdirOpt = DEFAULT_WORKDIR, as_json: JsonOpt = False) -
 
 
 @local_app.command()
-def pools(workdir: WorkdirOpt = DEFAULT_WORKDIR, as_json: JsonOpt = False) -> None:
-    """List the spot pools (instance type x zone) with their price, capacity and instances in use."""
+def pools(workdir: WorkdirOpt = None, as_json: JsonOpt = False) -> None:
+    """List the spot pools (instance type x zone) with their price, capacity and instances in use (--json:
+    ``{"pools": [...]}``)."""
     with _control(workdir) as control:
         found = control.pools()
     if as_json:
-        emit_json(found)
+        emit_json({"pools": found})  # one object, as every --json answer
     else:
         console().print(pools_table(found))
 
@@ -166,7 +167,7 @@ def interrupt(
     rebalance_lead_seconds: Annotated[
         float, typer.Option(min=0, help="Simulated seconds from the rebalance recommendation to the warning.")
     ] = 0.0,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    workdir: WorkdirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Reclaim a spot instance as AWS FIS does: rebalance recommendation, warning (IMDS and EventBridge),
@@ -187,7 +188,7 @@ def kill(
     hang: Annotated[
         bool, typer.Option(help="Leave it looking alive to EC2, answering nothing (no IMDS, no SSM).")
     ] = False,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    workdir: WorkdirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Kill an instance without notice: its processes die at once, with no chance to checkpoint."""
@@ -203,7 +204,7 @@ def exhaust(
     on_demand: Annotated[
         bool, typer.Option("--on-demand", help="Exhaust on-demand capacity, not spot.")
     ] = False,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    workdir: WorkdirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Leave a pool without capacity: launches there fail with InsufficientInstanceCapacity."""
@@ -217,7 +218,7 @@ def exhaust(
 def refill(
     instance_type: Annotated[str, typer.Argument(metavar="TYPE")],
     zone: Annotated[str, typer.Argument(metavar="ZONE")],
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    workdir: WorkdirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Give a pool back its declared capacity."""
@@ -236,7 +237,7 @@ def fleet_error(
         ),
     ],
     count: Annotated[int, typer.Option(min=1, help="How many CreateFleet calls fail.")] = 1,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    workdir: WorkdirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Make the next CreateFleet calls fail with CODE: capacity codes are waited on, the others fail the job."""
@@ -254,7 +255,7 @@ def ec2_not_found(
         int,
         typer.Option(min=0, help="Launches TerminateInstances answers NotFound for (and leaves running)."),
     ] = 0,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    workdir: WorkdirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Model EC2's eventual consistency: the next launches are unknown to some calls just after launch."""

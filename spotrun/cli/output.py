@@ -4,13 +4,29 @@ from __future__ import annotations
 
 import json
 import sys
+from contextvars import ContextVar
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
 from rich.text import Text
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the answer as one JSON object.")]
+# Whether the running command was given --json: set by the option itself, whose callback runs on every command
+# that has it, given or not (so one process running several commands never sees an earlier one's).
+_JSON_ANSWER: ContextVar[bool] = ContextVar("spotrun_json_answer", default=False)
+
+
+def json_answer(value: bool) -> bool:
+    """The ``--json`` option's callback: remember that this command answers in JSON (its errors too)."""
+    _JSON_ANSWER.set(bool(value))
+    return value
+
+
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", callback=json_answer, help="Print the answer (or the error) as one JSON object."),
+]
 
 
 def console(stderr: bool = False, *, highlight: bool = False, soft_wrap: bool = False) -> Console:
@@ -39,12 +55,57 @@ def error_console() -> Console:
     return Console(stderr=True, soft_wrap=True)
 
 
-def fail(message: object, code: int = 1) -> typer.Exit:
-    """Print ``error: message`` on stderr, unwrapped; return the exit to raise (``raise fail(...)``)."""
-    error_console().print(Text.assemble(("error: ", "red"), str(message)))
+def json_requested() -> bool:
+    """Whether the running command was given ``--json``."""
+    return _JSON_ANSWER.get()
+
+
+def fail(message: object, code: int = 1, errors: list[str] | None = None) -> typer.Exit:
+    """Print ``error: message`` (and one line per problem) on stderr, unwrapped; return the exit to raise.
+
+    Under ``--json`` the error is also the command's one JSON object on stdout,
+    ``{"error": {"message", "errors", "exit_code"}}``: a script parses stdout whatever happened.
+
+    Parameters
+    ----------
+    message
+        What went wrong.
+    code
+        The exit code.
+    errors
+        One line per problem, each naming its field (a manifest's, the API's).
+
+    Returns
+    -------
+    typer.Exit
+        To raise: ``raise fail(...)``.
+    """
+    lines = list(errors or [])
+    error_console().print(
+        Text.assemble(("error: ", "red"), str(message), "".join(f"\n  - {line}" for line in lines))
+    )
+    if json_requested():
+        emit_json({"error": {"message": str(message), "errors": lines, "exit_code": code}})
     return typer.Exit(code=code)
 
 
 def emit_json(answer: Any) -> None:
     """Print ``answer`` as one line of JSON on stdout, for scripts."""
     typer.echo(json.dumps(answer))
+
+
+def show(renderable: RenderableType) -> None:
+    """Print tables for people on stdout: boxed on a terminal, plain aligned columns otherwise (for grep, awk)."""
+    out = console()
+    if not out.is_terminal:
+        for table in _tables(renderable):
+            table.box = None
+    out.print(renderable)
+
+
+def _tables(renderable: RenderableType) -> list[Table]:
+    if isinstance(renderable, Table):
+        return [renderable]
+    if isinstance(renderable, Group):
+        return [table for part in renderable.renderables for table in _tables(part)]
+    return []

@@ -31,6 +31,43 @@ def status_text(status: JobStatus, error_type: str | None = None) -> Text:
     return Text(label, style=_STATUS_STYLE.get(status, "cyan"))
 
 
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``2 h 07 min``: a duration as people read it."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+def progress_text(progress: dict[str, Any], now: datetime) -> Text:
+    """``now: attempt 2, step 164; last committed checkpoint step 150, 42 s ago; cost so far $0.0012``.
+
+    Parameters
+    ----------
+    progress
+        The ``progress`` of the API's job view (a job that has not ended).
+    now
+        To say how long ago the checkpoint was committed.
+    """
+    parts = []
+    if progress.get("attempt") is not None:
+        step = progress.get("step")
+        parts.append(
+            f"attempt {progress['attempt']}, " + ("no step reported yet" if step is None else f"step {step}")
+        )
+    checkpoint = progress.get("checkpoint_step")
+    if checkpoint is None:
+        parts.append("no committed checkpoint yet")
+    else:
+        at = progress.get("checkpoint_committed_at")
+        ago = "" if at is None else f", {duration((now - datetime.fromisoformat(at)).total_seconds())} ago"
+        parts.append(f"last committed checkpoint step {checkpoint}{ago}")
+    parts.append(f"cost so far ${progress['cost_usd']:.4f}")
+    return Text("now: " + "; ".join(parts), style="bold cyan")
+
+
 def timeline_table(job: Job, now: datetime) -> Table:
     """The states the job went through, with how long each took."""
     table = Table(title=f"job {job.job_id}", title_justify="left", expand=False)

@@ -5,15 +5,16 @@ it adds ``--target``, ``--stack``, ``--region`` and ``--workdir`` (also spelled 
 spelling on ``submit``, whose ``--workdir`` is the job's code directory) after the command's own options (so
 ``spotrun status --stack X`` reads as it always did) and hands the command one :class:`ApiTarget`.
 :func:`api_client` makes it a client: the REST API of the ``spotrun local up`` running in ``--workdir``
-(unsigned), else the deployed stack's (SigV4). Of the API commands, only this module reads the emulator's
-state file, and it imports ``spotrun.local`` only then: the commands run where the ``local`` extra is not
-installed.
+(default: the per-user :func:`local_workdir`, so that it is found from any directory; unsigned), else the
+deployed stack's (SigV4). Of the API commands, only this module reads the emulator's state file, and it imports
+``spotrun.local`` only then: the commands run where the ``local`` extra is not installed.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,8 +28,23 @@ from spotrun.cli.output import fail
 
 TargetKind = Literal["local", "aws"]
 DEFAULT_STACK = "Spotrun"
-DEFAULT_WORKDIR = Path(".spotrun/local")
 WORKDIR_ENV = "SPOTRUN_LOCAL_WORKDIR"
+STATE_HOME_ENV = "XDG_STATE_HOME"
+
+
+def local_workdir(given: Path | None = None) -> Path:
+    """The working directory of ``spotrun local up``: ``given`` (``--workdir``, or $SPOTRUN_LOCAL_WORKDIR), else
+    the per-user ``$XDG_STATE_HOME/spotrun/local`` (``~/.local/state/spotrun/local`` without it).
+
+    Per user, not per current directory: ``spotrun status`` finds the runtime from wherever it is typed, and
+    two users of one machine keep apart. The XDG Base Directory Specification puts such state in
+    $XDG_STATE_HOME, ``~/.local/state`` by default.
+    """
+    if given is not None:
+        return given
+    state_home = os.environ.get(STATE_HOME_ENV) or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "spotrun" / "local"
+
 
 TargetOpt = Annotated[
     TargetKind | None,
@@ -45,23 +61,18 @@ StackOpt = Annotated[
 RegionOpt = Annotated[
     str | None, typer.Option("--region", help="AWS region of the stack (default: the AWS CLI's).")
 ]
+_WORKDIR_HELP = (
+    "Working directory of `spotrun local up`, which holds its state file "
+    "[default: $XDG_STATE_HOME/spotrun/local, else ~/.local/state/spotrun/local]."
+)
 WorkdirOpt = Annotated[
-    Path,
-    typer.Option(
-        "--workdir",
-        "--local-workdir",
-        envvar=WORKDIR_ENV,
-        help="Working directory of `spotrun local up`, which holds its state file.",
-    ),
+    Path | None,
+    typer.Option("--workdir", "--local-workdir", envvar=WORKDIR_ENV, help=_WORKDIR_HELP, show_default=False),
 ]
 # On `submit`, --workdir is the job's code directory (as in SkyPilot); the local runtime's is --local-workdir.
 LocalWorkdirOpt = Annotated[
-    Path,
-    typer.Option(
-        "--local-workdir",
-        envvar=WORKDIR_ENV,
-        help="Working directory of `spotrun local up`, which holds its state file.",
-    ),
+    Path | None,
+    typer.Option("--local-workdir", envvar=WORKDIR_ENV, help=_WORKDIR_HELP, show_default=False),
 ]
 
 
@@ -78,13 +89,13 @@ class ApiTarget:
     region
         Its region; None: the AWS CLI's.
     workdir
-        Working directory of ``spotrun local up`` (local).
+        Working directory of ``spotrun local up`` (local); None: :func:`local_workdir`'s default.
     """
 
     kind: TargetKind | None = None
     stack: str = DEFAULT_STACK
     region: str | None = None
-    workdir: Path = DEFAULT_WORKDIR
+    workdir: Path | None = None
 
 
 DEFAULT_TARGET = ApiTarget()  # what the options say when none is given
@@ -134,14 +145,14 @@ def targeted(command: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-def default_target(workdir: Path) -> TargetKind:
-    """``local`` when a ``spotrun local up`` state file exists in ``workdir``, else ``aws``."""
+def default_target(workdir: Path | None) -> TargetKind:
+    """``local`` when a ``spotrun local up`` state file exists in ``workdir`` (:func:`local_workdir`), else ``aws``."""
     from spotrun.local.control_state import state_path
 
-    return "local" if state_path(workdir).exists() else "aws"
+    return "local" if state_path(local_workdir(workdir)).exists() else "aws"
 
 
-def local_client(workdir: Path) -> SpotrunClient:
+def local_client(workdir: Path | None) -> SpotrunClient:
     """An unsigned client of the REST API of the ``spotrun local up`` started in ``workdir``.
 
     Raises
@@ -152,7 +163,7 @@ def local_client(workdir: Path) -> SpotrunClient:
     from spotrun.local.control_state import NoLocalRuntime, read_state
 
     try:
-        state = read_state(workdir)
+        state = read_state(local_workdir(workdir))
     except NoLocalRuntime as exc:
         raise TargetError(str(exc)) from None
     if not state.api_url:
@@ -183,6 +194,4 @@ def api_client(target: ApiTarget) -> Iterator[SpotrunClient]:
         raise fail(exc) from None
     except ApiError as exc:
         message = exc.message if exc.status == 0 else f"{exc.message} (HTTP {exc.status})"
-        if exc.errors:
-            message += "".join(f"\n  - {line}" for line in exc.errors)
-        raise fail(message) from None
+        raise fail(message, errors=exc.errors) from None

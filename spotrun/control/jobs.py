@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from spotrun.control.instances import release_instances
 from spotrun.control.ports import Compute, JobStore, Workflows
+from spotrun.control.progress import JobProgress, summary_figures
 from spotrun.control.records import job_record
 from spotrun.control.store import update_job
 from spotrun.model.errors import JobFinished, JobNotFound
@@ -27,6 +28,7 @@ from spotrun.model.job import (
     LimitsReport,
     StatusChange,
     transition,
+    utc_now,
 )
 from spotrun.model.pricing import CostReport, job_cost
 
@@ -43,6 +45,11 @@ class JobSummary(BaseModel):
         default=None,
         description="How a failed job ended, e.g. Budget.Exceeded or Training.MaxRuntimeExceeded.",
     )
+    instance_type: str | None = Field(default=None, description="Of its last attempt; None before the first.")
+    lifecycle: str | None = Field(default=None, description="spot or on-demand, of its last attempt.")
+    recoveries: int = Field(0, description="Attempts after the first: each carried it onto a new instance.")
+    cost_usd: float = Field(0.0, description="What its instances cost so far, USD.")
+    duration_seconds: float = Field(0.0, description="From submission to its end, or to now while it runs.")
 
 
 class JobPage(BaseModel):
@@ -78,6 +85,9 @@ class JobView(BaseModel):
     unused_instances: list[Attempt] = Field(
         default_factory=list, description="Standbys that ran without hosting an attempt: in the cost."
     )
+    progress: JobProgress | None = Field(
+        default=None, description="While it runs: its step, last committed checkpoint and cost so far."
+    )
 
 
 class CancelResult(BaseModel):
@@ -102,16 +112,24 @@ def get_job(store: JobStore, job_id: str) -> Job:
 
 
 def list_jobs(
-    store: JobStore, *, status: JobStatus | None, name: str | None, limit: int, next_token: str | None
+    store: JobStore,
+    *,
+    status: JobStatus | None,
+    name: str | None,
+    limit: int,
+    next_token: str | None,
+    now: datetime | None = None,
 ) -> JobPage:
-    """One page of jobs, newest first, filtered by status and name."""
+    """One page of jobs, newest first, filtered by status and name (``now``: the end of running ones' figures)."""
     jobs, token = store.list_jobs(status=status, name=name, limit=limit, next_token=next_token)
+    at = now or utc_now()
     return JobPage(
         jobs=[
             JobSummary.model_validate(
                 {
                     **job.model_dump(include=set(JobSummary.model_fields)),
                     "error_type": job.error.type if job.error is not None else None,
+                    **summary_figures(job, at),
                 }
             )
             for job in jobs

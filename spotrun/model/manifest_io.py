@@ -4,11 +4,14 @@ person can act on (one line per problem, each naming its field), and the JSON Sc
 
 from __future__ import annotations
 
+import difflib
 import json
+import shlex
+import types
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from spotrun.model.manifest import JobManifest
 from spotrun.model.manifest_yaml import MAX_MANIFEST_BYTES, UnreadableManifest, load_document
@@ -79,16 +82,62 @@ def describe_validation_error(error: ValidationError) -> list[str]:
     return describe_error_items(error.errors())
 
 
+def _field_names(annotation: Any, path: Sequence[int | str]) -> list[str]:
+    """The field names (as written in a manifest) of the model found at ``path`` under ``annotation``.
+
+    Lists and mappings are stepped through by their item type; a union tries each member; a path part that
+    names no field of a model is a union member's tag that pydantic put into the location, and is skipped.
+    """
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _field_names(args[0], path)
+    if origin in (Union, types.UnionType):
+        return next((names for arg in args if (names := _field_names(arg, path))), [])
+    if isinstance(origin, type) and issubclass(origin, Sequence | Mapping | set | frozenset):
+        return _field_names(args[-1], path[1:]) if args and path else []
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return []
+    fields = {(info.alias or name): info for name, info in annotation.model_fields.items()}
+    if not path:
+        return list(fields)
+    if path[0] in fields:
+        return _field_names(fields[str(path[0])].annotation, path[1:])
+    return _field_names(annotation, path[1:])
+
+
+def _unknown_field(loc: Sequence[int | str]) -> str:
+    """``unknown field; did you mean 'command'?``: the closest field of the same model, when one is close."""
+    names = _field_names(JobManifest, loc[:-1]) if loc and isinstance(loc[-1], str) else []
+    close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6) if names else []
+    hint = f"did you mean {close[0]!r}?" if close else "check the spelling"
+    return f"unknown field; {hint} (see `spotrun schema`)"
+
+
+def _one_string_for_a_list(text: str) -> str:
+    """The hint for a string given where a list is due: the list it most likely meant (split as a shell would)."""
+    try:
+        words = shlex.split(text)
+    except ValueError:  # an unclosed quote: split on white space
+        words = text.split()
+    return f"must be a list, not one string: write {json.dumps(words or [text])}"
+
+
 def describe_error_items(items: Sequence[Mapping[str, Any]]) -> list[str]:
-    """:func:`describe_validation_error` for pydantic's error dicts (``loc``, ``msg``, ``type``)."""
+    """:func:`describe_validation_error` for pydantic's error dicts (``loc``, ``msg``, ``type``).
+
+    The one home of the manifest's error wording: an unknown field gets the closest known name of its model
+    (at any depth), a string where a list is due (``command: "python train.py"``) the list it meant.
+    """
     lines = []
     for item in items:
         # Model-level validators report an empty location; their message already names the fields.
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
-            message = "unknown field (check the spelling; see `spotrun schema`)"
+            message = _unknown_field(tuple(item["loc"]))
         elif item["type"] == "missing":
             message = "required field is missing"
+        elif item["type"] == "list_type" and isinstance(item.get("input"), str):
+            message = _one_string_for_a_list(item["input"])
         lines.append(f"{_location(item['loc'])}: {message}")
     return lines
 

@@ -110,7 +110,7 @@ def test_cancel_of_a_running_job_leaves_no_instance_running(workdir: Path, tmp_p
     view = as_json(workdir, "status", job_id)
     assert view["status"] == "CANCELLED"
     ours = {attempt["instance_id"] for attempt in view["attempts"]}
-    instances = as_json(workdir, "local", "instances")
+    instances = as_json(workdir, "local", "instances")["instances"]
     assert ours
     assert all(i["state"] not in ("pending", "running") for i in instances if i["instance_id"] in ours)
 

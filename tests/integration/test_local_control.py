@@ -121,7 +121,7 @@ def described(runtime: LocalRuntime, instance_id: str) -> dict[str, Any]:
 
 
 def listed(workdir: Path, instance_id: str) -> dict[str, Any]:
-    return next(item for item in cli(workdir, "instances") if item["instance_id"] == instance_id)
+    return next(item for item in cli(workdir, "instances")["instances"] if item["instance_id"] == instance_id)
 
 
 def test_instances_lists_what_the_runtime_launched(local: tuple[LocalRuntime, Path]) -> None:
@@ -226,7 +226,7 @@ def test_an_exhausted_pool_refuses_launches_until_refilled(local: tuple[LocalRun
     # When it is exhausted, a launch is tried, then it is refilled and a launch is tried again
     cli(workdir, "exhaust", "g5.xlarge", "us-east-1b")
     starved = launch(runtime, zone="us-east-1b")
-    pools = {(p["instance_type"], p["availability_zone"]): p for p in cli(workdir, "pools")}
+    pools = {(p["instance_type"], p["availability_zone"]): p for p in cli(workdir, "pools")["pools"]}
     refilled = cli(workdir, "refill", "g5.xlarge", "us-east-1b")
     fed = launch(runtime, zone="us-east-1b")
 

@@ -84,7 +84,7 @@ def test_local_up_serves_until_sigterm_and_the_chaos_commands_reach_it(tmp_path:
         wait_for(
             lambda: any(
                 i["instance_id"] == instance_id and i["state"] == "running"
-                for i in local_json(workdir, "instances")
+                for i in local_json(workdir, "instances")["instances"]
             ),
             15,
             "the instance to boot",
@@ -93,7 +93,7 @@ def test_local_up_serves_until_sigterm_and_the_chaos_commands_reach_it(tmp_path:
         wait_for(
             lambda: any(
                 i["instance_id"] == instance_id and i["state"] == "terminated"
-                for i in local_json(workdir, "instances")
+                for i in local_json(workdir, "instances")["instances"]
             ),
             15,
             "the interrupted instance to terminate",
