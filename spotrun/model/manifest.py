@@ -183,6 +183,17 @@ DEFAULT_MAX_INTERVAL_MINUTES: Final = 240
 class CheckpointPolicy(StrictModel):
     """How the training script checkpoints."""
 
+    # _cap_only_with_auto, stated in the schema: no max_interval_minutes (or null) unless interval_steps is auto.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"not": {"required": ["max_interval_minutes"]}},
+                {"properties": {"max_interval_minutes": {"type": "null"}}},
+                {"required": ["interval_steps"], "properties": {"interval_steps": {"const": "auto"}}},
+            ]
+        }
+    )
+
     interval_steps: Annotated[StrictInt, Field(ge=1)] | Literal["auto"] = Field(
         100,
         description="Steps between periodic checkpoints; or 'auto': the agent measures how long the script's "

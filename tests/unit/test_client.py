@@ -240,11 +240,13 @@ def test_an_api_refusal_prints_its_message_and_each_problem(fake_api: FakeApi, t
     workdir = local_workdir(tmp_path, fake_api.url)
     # When it is cancelled
     result = runner.invoke(app, ["cancel", "done-1", "--workdir", str(workdir), "--json"])
-    # Then exit 1, the message and its problems on stderr, nothing on stdout
+    # Then exit 1, the message and its problems on stderr, and with --json the same as the one object on stdout
     assert result.exit_code == 1
     assert "job done-1 has ended (HTTP 409)" in result.stderr
     assert "  - x" in result.stderr
-    assert result.stdout == ""
+    assert json.loads(result.stdout) == {
+        "error": {"message": "job done-1 has ended (HTTP 409)", "errors": ["x"], "exit_code": 1}
+    }
 
 
 class FakeSession:
