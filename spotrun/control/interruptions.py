@@ -20,6 +20,7 @@ from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflow
 from spotrun.control.store import update_job
 from spotrun.model.checkpoints import group_checkpoint_keys
 from spotrun.model.command import AgentCommand, FailureCause, read_caught_error
+from spotrun.model.deadline_job import ASSUMED
 from spotrun.model.ec2 import GONE_STATES
 from spotrun.model.errors import InterruptionsExceeded
 from spotrun.model.job import Attempt, InterruptionReason, Job, JobStatus, transition
@@ -136,6 +137,7 @@ def on_interruption_warning(
             subnet_ids=settings.subnet_ids,
             launch_template_name=settings.launch_template_name,
             now=now,
+            assumed=ASSUMED.scaled(settings.time_scale),
         )
     return EventOutcome(
         action="warning recorded" if usable else "warning recorded; no replacement: max_interruptions spent",

@@ -104,6 +104,16 @@ class StatusChange(_Record):
     detail: str | None = None
 
 
+class LifecycleDecision(_Record):
+    """One decision of the deadline policy (:mod:`spotrun.model.deadline`): what to run, and the slack behind it."""
+
+    at: datetime
+    choice: Literal["spot", "on-demand", "wait"]
+    slack_hours: float
+    work_done_hours: float
+    reason: str
+
+
 class Attempt(_Record):
     """One instance's worth of work on the job."""
 
@@ -184,6 +194,8 @@ class Job(_Record):
     execution_arn: str | None = None
     timeline: list[StatusChange] = Field(default_factory=list)
     attempts: list[Attempt] = Field(default_factory=list)
+    # Only with capacity.deadline: every decision of its policy, in order.
+    deadline_decisions: list[LifecycleDecision] = Field(default_factory=list)
     archive: list[ArchivedObject] = Field(default_factory=list)
     archive_total: ArchiveTotal | None = None
     cost: CostReport | None = None
