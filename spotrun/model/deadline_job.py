@@ -91,10 +91,16 @@ def feasibility_problem(
     if feasible:
         return None
     return (
-        f"capacity.deadline: {deadline!r} leaves {hours:.2f} h after submission; training.expected_hours "
-        f"({work:g} h) on on-demand from the start takes {hours - slack:.2f} h (with a {assumed.restart_hours:g} h "
-        f"start and checkpoints), {-slack:.2f} h more: move the deadline or shorten the work"
+        f"capacity.deadline: {deadline!r} leaves {_span(hours)} after submission; training.expected_hours "
+        f"({work:g} h) on on-demand from the start takes {_span(hours - slack)} (with a "
+        f"{_span(assumed.restart_hours)} start and checkpoints), {_span(-slack)} more: move the deadline or "
+        "shorten the work"
     )
+
+
+def _span(hours: float) -> str:
+    # Hours to two decimals, or minutes when that would round a short job's numbers away (the emulator's).
+    return f"{hours:.2f} h" if abs(hours) >= 0.1 else f"{hours * 60:.1f} min"
 
 
 def _spot_mtbf_hours(job: Job, now: datetime) -> float:
