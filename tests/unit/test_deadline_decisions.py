@@ -84,7 +84,8 @@ def test_a_deadline_even_on_demand_cannot_meet_is_refused_with_the_numbers() -> 
     # Then it is refused, saying how long on-demand would take and by how much it misses, and nothing starts
     (problem,) = caught.value.errors
     assert problem.startswith("capacity.deadline: '2h' leaves 2.00 h after submission")
-    assert "takes 2.17 h" in problem and "0.17 h more" in problem
+    assert "takes 2.17 h" in problem
+    assert "0.17 h more" in problem
     assert workflows.started == {}
 
 
@@ -108,11 +109,9 @@ def test_the_emulator_scales_the_assumed_start() -> None:
     # When admitted at time scale 1 and at the emulator's 0.01
     # Then AWS's pace refuses it (in minutes: hours would round it away), the emulator's (a 3.6 s start) admits it
     (refused,) = admission_problems(tight, archive_buckets=(), now=T0)
-    assert (
-        "leaves 1.0 min after submission" in refused
-        and "with a 0.10 h start" in refused
-        and "5.6 min more" in refused
-    )
+    assert "leaves 1.0 min after submission" in refused
+    assert "with a 0.10 h start" in refused
+    assert "5.6 min more" in refused
     assert admission_problems(tight, archive_buckets=(), now=T0, time_scale=0.01) == []
 
 
@@ -142,12 +141,12 @@ def test_with_slack_and_spot_the_job_runs_on_spot_and_says_why() -> None:
     # When capacity is acquired
     attempt = acquire(store, compute)
     # Then spot, with the decision and its slack in the record and in the timeline
-    assert attempt.lifecycle == "spot" and lifecycles(compute) == ["spot"]
+    assert attempt.lifecycle == "spot"
+    assert lifecycles(compute) == ["spot"]
     job = store.get("tiny-1")
     (decision,) = job.deadline_decisions
-    assert decision.choice == "spot" and decision.slack_hours == pytest.approx(
-        36 - 0.1 - 2 / (0.5 / (0.5 + 1 / 60))
-    )
+    assert decision.choice == "spot"
+    assert decision.slack_hours == pytest.approx(36 - 0.1 - 2 / (0.5 / (0.5 + 1 / 60)))
     assert job.timeline[-1].status is JobStatus.BOOTING
     assert "deadline: spot, slack 33.83 h" in job.timeline[-1].detail
 
@@ -172,9 +171,11 @@ def test_when_the_slack_runs_out_without_spot_the_job_moves_to_on_demand() -> No
     # When capacity is acquired
     attempt = acquire(store, compute, T0 + timedelta(minutes=25))
     # Then on-demand straight away (no spot request first), the decision recorded
-    assert attempt.lifecycle == "on-demand" and lifecycles(compute) == ["on-demand"]
+    assert attempt.lifecycle == "on-demand"
+    assert lifecycles(compute) == ["on-demand"]
     (decision,) = store.get("tiny-1").deadline_decisions
-    assert decision.choice == "on-demand" and "safety margin" in decision.reason
+    assert decision.choice == "on-demand"
+    assert "safety margin" in decision.reason
 
 
 def test_spot_found_missing_is_decided_again() -> None:
@@ -199,4 +200,5 @@ def test_without_a_deadline_nothing_is_decided_or_recorded() -> None:
     # When capacity is acquired, Then spot as today, no decision, the timeline as before
     assert acquire(store, compute).lifecycle == "spot"
     job = store.get("tiny-1")
-    assert job.deadline_decisions == [] and "deadline" not in (job.timeline[-1].detail or "")
+    assert job.deadline_decisions == []
+    assert "deadline" not in (job.timeline[-1].detail or "")
