@@ -15,7 +15,7 @@ from spotrun.model.deadline_job import (
     DeadlineAssumptions,
     decide_for_job,
     decision_note,
-    decision_record,
+    with_decision,
 )
 from spotrun.model.errors import (
     CapacityConfigurationError,
@@ -169,18 +169,8 @@ def _decide(
 
 
 def _record_decisions(job: Job, decisions: list[Decision], now: datetime) -> Job:
-    """The job with the acquisition's final decision on its record, unless it repeats the last one's choice.
-
-    A job waiting for spot decides again at every poll; only a change of choice is news, and the record (one
-    DynamoDB item) must not grow with the wait.
-    """
-    if not decisions:
-        return job
-    made = decision_record(decisions[-1], job, now)
-    last = job.deadline_decisions[-1] if job.deadline_decisions else None
-    if last is not None and last.choice == made.choice:
-        return job
-    return job.model_copy(update={"deadline_decisions": [*job.deadline_decisions, made]})
+    # The acquisition's final decision (a spot found missing is decided again: the second one stands).
+    return with_decision(job, decisions[-1], now) if decisions else job
 
 
 def acquire_instance(

@@ -6,7 +6,8 @@ policy itself, shared with ``spotrun simulate``, is :func:`spotrun.model.deadlin
 What the control plane knows of the job, and what it assumes (:class:`DeadlineAssumptions`, documented in
 docs/deadlines.md):
 
-- work done: the job's time in ``TRAINING`` over all attempts, against ``training.expected_hours``;
+- work done: the job's time in ``TRAINING`` over all attempts (at the policy's rate: less its saves), against
+  ``training.expected_hours``;
 - elapsed and deadline: from the job's submission (``created_at``) and ``capacity.deadline``, in real time
   like ``training.max_runtime_minutes`` (the emulator scales AWS's durations, not the job's own: its
   assumptions are :meth:`DeadlineAssumptions.scaled`);
@@ -32,6 +33,7 @@ from spotrun.model.deadline import (
     deadline_feasible,
     decide,
     default_params,
+    run_rate,
 )
 from spotrun.model.deadline_spec import deadline_hours
 from spotrun.model.job import INTERRUPTION_REASONS, Job, LifecycleDecision
@@ -115,6 +117,13 @@ def _spot_mtbf_hours(job: Job, now: datetime) -> float:
     return max(spot_hours, 1e-6) / preempted
 
 
+def _work_done_hours(job: Job, now: datetime, assumed: DeadlineAssumptions) -> float:
+    # Training time advances the work at the policy's own rate (its saves take the rest), so that a job that
+    # trains without pause keeps its slack, and only time away from training (boots, staging, restarts) uses it.
+    rate = run_rate(assumed.checkpoint_hours, assumed.checkpoint_interval_hours)
+    return training_seconds_used(job, now) / 3600 * rate
+
+
 def job_state(
     job: Job, now: datetime, *, running: Running, spot_available: bool, assumed: DeadlineAssumptions = ASSUMED
 ) -> JobState:
@@ -127,7 +136,7 @@ def job_state(
     paid = [a.price_per_hour for a in job.attempts if a.lifecycle == "spot" and a.price_per_hour is not None]
     return JobState(
         work_hours=work,
-        work_done_hours=min(work, training_seconds_used(job, now) / 3600),
+        work_done_hours=_work_done_hours(job, now, assumed),
         elapsed_hours=(now - job.created_at).total_seconds() / 3600,
         deadline_hours=deadline_hours(deadline, job.created_at),
         restart_hours=assumed.restart_hours,
@@ -165,9 +174,23 @@ def decision_record(decision: Decision, job: Job, now: datetime) -> LifecycleDec
         at=now,
         choice=decision.choice.value,
         slack_hours=round(decision.slack_hours, 4),
-        work_done_hours=round(training_seconds_used(job, now) / 3600, 4),
+        # The rate is the same at every time scale (save and interval scale alike).
+        work_done_hours=round(_work_done_hours(job, now, ASSUMED), 4),
         reason=decision.reason,
     )
+
+
+def with_decision(job: Job, decision: Decision, now: datetime) -> Job:
+    """The job with the decision on its record, unless it repeats the last one's choice.
+
+    A job waiting for spot decides again at every poll, a running one at every heartbeat; only a change of
+    choice is news, and the record (one DynamoDB item) must not grow with the wait.
+    """
+    made = decision_record(decision, job, now)
+    last = job.deadline_decisions[-1] if job.deadline_decisions else None
+    if last is not None and last.choice == made.choice:
+        return job
+    return job.model_copy(update={"deadline_decisions": [*job.deadline_decisions, made]})
 
 
 def decision_note(decision: Decision) -> str:

@@ -47,6 +47,8 @@ class JobStatus(StrEnum):
 # the attempt "cancelled"; a standby never adopted ends "unused-standby"; the rest mean the capacity went away.
 END_CANCELLED = "cancelled"
 END_UNUSED_STANDBY = "unused-standby"
+# The deadline policy moved the job off spot (checkpoint, then on-demand): no interruption, the pool was fine.
+END_DEADLINE_MOVE = "deadline-move"
 InterruptionReason = Literal["interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"]
 INTERRUPTION_REASONS: frozenset[str] = frozenset(get_args(InterruptionReason))
 
@@ -135,6 +137,7 @@ class Attempt(_Record):
     last_step: int | None = None  # the last training step reported before the attempt ended
     rebalance_at: datetime | None = None
     notice_at: datetime | None = None  # the spot interruption warning
+    deadline_move: bool = False  # the notice was the deadline policy's move to on-demand, not EC2's warning
     running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
 
 

@@ -20,6 +20,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonDict
 
 from spotrun.model.deadline_spec import DEADLINE_DESCRIPTION, DEADLINE_PATTERN, check_deadline, is_absolute
 from spotrun.model.manifest_rules import (
@@ -424,18 +425,18 @@ class Schedule(StrictModel):
 
 # capacity.deadline and training.expected_hours come together (_deadline_has_work); these state it in the schema.
 # (null is no value: `type` makes the if/then say so.)
-_HAS_DEADLINE = {"required": ["deadline"], "properties": {"deadline": {"type": "string"}}}
-_HAS_WORK = {"required": ["expected_hours"], "properties": {"expected_hours": {"type": "number"}}}
-_DEADLINE_NEEDS_WORK = {
+_HAS_DEADLINE: JsonDict = {"required": ["deadline"], "properties": {"deadline": {"type": "string"}}}
+_HAS_WORK: JsonDict = {"required": ["expected_hours"], "properties": {"expected_hours": {"type": "number"}}}
+_DEADLINE_NEEDS_WORK: JsonDict = {
     "if": {"required": ["capacity"], "properties": {"capacity": _HAS_DEADLINE}},
     "then": {"required": ["training"], "properties": {"training": _HAS_WORK}},
 }
-_WORK_NEEDS_DEADLINE = {
+_WORK_NEEDS_DEADLINE: JsonDict = {
     "if": {"required": ["training"], "properties": {"training": _HAS_WORK}},
     "then": {"required": ["capacity"], "properties": {"capacity": _HAS_DEADLINE}},
 }
 # And an absolute deadline (the instant pattern: it starts with four digits and a '-') never on a schedule.
-_NO_INSTANT_ON_A_SCHEDULE = {
+_NO_INSTANT_ON_A_SCHEDULE: JsonDict = {
     "not": {
         "required": ["schedule", "capacity"],
         "properties": {
