@@ -114,6 +114,9 @@ class Resources(StrictModel):
         return self
 
 
+_FALLBACK_AFTER_DEFAULT: Final = 3
+
+
 class CapacityPolicy(StrictModel):
     """How capacity is bought, and how much disruption the job accepts."""
 
@@ -143,7 +146,10 @@ class CapacityPolicy(StrictModel):
                 {
                     "not": {
                         "required": ["deadline", "fallback_after_interruptions"],
-                        "properties": {"deadline": {"type": "string"}},
+                        "properties": {
+                            "deadline": {"type": "string"},
+                            "fallback_after_interruptions": {"not": {"const": _FALLBACK_AFTER_DEFAULT}},
+                        },
                     }
                 },
             ]
@@ -159,7 +165,9 @@ class CapacityPolicy(StrictModel):
         description="Fall back to on-demand when spot is unavailable or after fallback_after_interruptions.",
     )
     fallback_after_interruptions: int = Field(
-        3, ge=0, description="With on_demand_fallback, interruptions after which the job moves to on-demand."
+        _FALLBACK_AFTER_DEFAULT,
+        ge=0,
+        description="With on_demand_fallback, interruptions after which the job moves to on-demand.",
     )
     max_interruptions: int = Field(
         10, ge=0, le=1000, description="Interruptions tolerated before the job fails."
@@ -193,7 +201,9 @@ class CapacityPolicy(StrictModel):
             raise ValueError(
                 "deadline and on_demand_fallback exclude each other: the deadline decides when to use on-demand"
             )
-        if "fallback_after_interruptions" in self.model_fields_set:
+        # Compared with the default, not looked up in model_fields_set: a stored manifest is read back with
+        # every default written out.
+        if self.fallback_after_interruptions != _FALLBACK_AFTER_DEFAULT:
             raise ValueError(
                 "deadline and fallback_after_interruptions exclude each other: the deadline decides when to "
                 "move to on-demand"

@@ -73,7 +73,7 @@ REFUSED = [
     pytest.param({"deadline": "36h", "spot": False}, 2, id="with spot false"),
     pytest.param({"deadline": "36h", "on_demand_fallback": True}, 2, id="with on_demand_fallback"),
     pytest.param(
-        {"deadline": "36h", "fallback_after_interruptions": 3}, 2, id="with fallback_after_interruptions"
+        {"deadline": "36h", "fallback_after_interruptions": 1}, 2, id="with fallback_after_interruptions"
     ),
 ]
 
@@ -130,3 +130,11 @@ def test_without_a_deadline_the_fallback_rules_are_as_before() -> None:
     document = manifest({"on_demand_fallback": True, "fallback_after_interruptions": 1}, None)
     assert model_accepts(document)
     assert schema_accepts(document)
+
+
+def test_a_stored_manifest_reads_back() -> None:
+    # Given a deadline manifest as the job record stores it (every default written out)
+    stored = JobManifest.model_validate(manifest({"deadline": "36h"})).model_dump(mode="json")
+    # When it is read back, Then it is accepted (the default fallback_after_interruptions is no contradiction)
+    assert JobManifest.model_validate(stored).capacity.deadline == "36h"
+    assert schema_accepts(stored)
