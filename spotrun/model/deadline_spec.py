@@ -28,8 +28,8 @@ DEADLINE_DESCRIPTION: Final = (
     "or an absolute time, ISO-8601 with its zone ('2026-12-03T18:00:00Z'; not on a schedule). spotrun then "
     "chooses spot or on-demand at every acquisition and while the job runs, from the slack left (see "
     "docs/deadlines.md), and refuses at submission a deadline that even on-demand could not meet. Needs "
-    "training.expected_hours; not with spot: false, on_demand_fallback or fallback_after_interruptions, "
-    "which the deadline replaces."
+    "training.expected_hours; not with spot: false, on_demand_fallback or a fallback_after_interruptions "
+    "other than its default, which the deadline replaces."
 )
 
 

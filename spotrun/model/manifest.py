@@ -205,8 +205,8 @@ class CapacityPolicy(StrictModel):
         # every default written out.
         if self.fallback_after_interruptions != _FALLBACK_AFTER_DEFAULT:
             raise ValueError(
-                "deadline and fallback_after_interruptions exclude each other: the deadline decides when to "
-                "move to on-demand"
+                "deadline and fallback_after_interruptions (other than its default) exclude each other: the "
+                "deadline decides when to move to on-demand"
             )
         return self
 
