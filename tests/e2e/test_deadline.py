@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from spotrun.local.demo import drop_manifest, wait_for_job
 from spotrun.local.trace_pools import TracePools
-from spotrun.model.job import Job, JobStatus
+from spotrun.model.job import INTERRUPTION_REASONS, Job, JobStatus
 from spotrun.model.traces import parse_trace
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest
 
@@ -57,7 +57,8 @@ def test_when_spot_disappears_the_job_moves_to_on_demand_in_time(runtime):
     assert job.status is JobStatus.SUCCEEDED, job.error
     assert finished_within_deadline(job), (job.created_at, job.timeline[-1].at)
     assert [attempt.lifecycle for attempt in job.attempts] == ["spot", "on-demand"]
-    assert job.attempts[0].end_reason == "interrupted"
+    # (reclaimed while booting or staging it is a lost instance, while training an interruption: load decides)
+    assert job.attempts[0].end_reason in INTERRUPTION_REASONS
     assert [decision.choice for decision in job.deadline_decisions] == ["spot", "on-demand"]
     on_demand = job.deadline_decisions[-1]
     assert "no spot" in on_demand.reason, on_demand.reason
