@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from spotrun.aws.settings import Settings
 from spotrun.control.deadline_moves import redecide_while_training
 from spotrun.control.instances import acquire_instance
@@ -67,6 +69,8 @@ def test_with_slack_left_the_job_stays_on_spot_and_the_agent_hears_nothing() -> 
     decision = heartbeat(store, commands, T0 + timedelta(minutes=5))
     # Then spot it stays: no notice, no new decision on the record (spot was the last one)
     assert decision.choice is Choice.SPOT
+    # and training without pause kept the slack it had at submission (work advances at the policy's run rate)
+    assert decision.slack_hours == pytest.approx(3 - 0.1 - 2 / (0.5 / (0.5 + 1 / 60)))
     assert commands.sent == []
     assert [d.choice for d in store.get(JOB).deadline_decisions] == ["spot"]
 
