@@ -275,6 +275,8 @@ SHAPE = DeploymentShape(
                 "scheduled_run_arn",
                 "instance_role_name",
                 "job_access_role_arn",
+                # The deadline's move off spot sends the agent its notice (control.deadline_moves).
+                "agent_document_name",
             ),
         ),
         FunctionSpec(

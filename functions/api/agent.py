@@ -10,7 +10,7 @@ The decisions are :func:`spotrun.control.agent_reports.answer_agent_report` and
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -29,8 +29,10 @@ from spotrun.control.agent_reports import (
     TaskGone,
     answer_agent_report,
 )
+from spotrun.control.deadline_moves import redecide_while_training
 from spotrun.control.job_credentials import CredentialsRequest, issue_job_credentials
 from spotrun.model.command import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
+from spotrun.model.job import utc_now
 from spotrun.model.job_access import JobAccessRefused, JobCredentials
 
 router = Router()
@@ -64,7 +66,31 @@ def report(report: Annotated[AgentReport, Body(description="What the agent repor
         workflows=aws.workflows,
     )
     logger.info("agent report answered", extra=answer.model_dump())
+    if report.root.kind == "heartbeat" and report.root.step == "train":
+        _redecide(report.root.job_id, aws)
     return answer
+
+
+def _redecide(job_id: str, aws: Any) -> None:
+    # A deadline job training on spot is decided again at each heartbeat (control.deadline_moves). The
+    # heartbeat itself was answered: a failure here is logged, never the agent's problem.
+    try:
+        decision = redecide_while_training(
+            job_id,
+            store=aws.store,
+            objects=aws.objects,
+            commands=aws.commands,
+            settings=aws.settings,
+            now=utc_now(),
+        )
+    except Exception:
+        logger.exception("could not decide again for the deadline of job %s", job_id)
+        return
+    if decision is not None:
+        logger.info(
+            "deadline decision",
+            extra={"job_id": job_id, "choice": decision.choice.value, "slack_hours": decision.slack_hours},
+        )
 
 
 @router.post(

@@ -287,6 +287,8 @@ BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
         (WRITE, f"{SCHEDULES_PREFIX}*"),
         (("s3:PutObject",), f"{CODE_PREFIX}*"),
         (LIST, f"{CODE_PREFIX}*"),
+        # The deadline's move off spot writes the agent's "notice" command (control.deadline_moves).
+        (WRITE, f"{JOBS_PREFIX}*/agent/*"),
     ],
     # Reads a schedule's manifest; lists the inputs and code it names (the fingerprint of "data changed").
     ("scheduled_run", "jobs"): [(READ, f"{SCHEDULES_PREFIX}*"), (LIST, "*")],

@@ -9,6 +9,14 @@ from spotrun.control.ports import Compute, JobStore
 from spotrun.control.readiness import not_visible_yet
 from spotrun.control.store import update_job
 from spotrun.model.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
+from spotrun.model.deadline import Choice, Decision, Running
+from spotrun.model.deadline_job import (
+    ASSUMED,
+    DeadlineAssumptions,
+    decide_for_job,
+    decision_note,
+    with_decision,
+)
 from spotrun.model.errors import (
     CapacityConfigurationError,
     CapacityExhausted,
@@ -38,6 +46,8 @@ def launch_instance(
     interruptions: int,
     now: datetime,
     also_avoid: Collection[Pool] = (),
+    decisions: list[Decision] | None = None,
+    assumed: DeadlineAssumptions = ASSUMED,
 ) -> Attempt:
     """Launch capacity for the job's next attempt, without recording it.
 
@@ -58,6 +68,11 @@ def launch_instance(
         The current time.
     also_avoid
         Pools to avoid besides the recently reclaimed ones (the pool being reclaimed right now).
+    decisions
+        With ``capacity.deadline``, receives the deadline policy's decisions, in order, for the caller to record
+        (one, or two when spot was chosen and found none). A decision to wait raises ``CapacityUnavailable``.
+    assumed
+        The deadline policy's assumed durations, scaled for the emulator.
 
     Returns
     -------
@@ -94,13 +109,22 @@ def launch_instance(
         )
         return parse_fleet_response(compute.create_fleet(request), subnets)
 
-    lifecycle = choose_lifecycle(manifest.capacity, interruptions, spot_unavailable=False)
+    decision = None
+    if manifest.capacity.deadline is not None:
+        # Spot's availability is learnt by asking for it: the policy first decides as if spot were there, and
+        # again, knowing it is not, when the spot request finds no capacity.
+        decision = _decide(job, now, True, decisions, assumed)
+    lifecycle = choose_lifecycle(manifest.capacity, interruptions, spot_unavailable=False, decision=decision)
     try:
         first = launch(lifecycle)[0]
     except (CapacityUnavailable, CapacityQuotaExceeded):
         # A Spot quota (or no Spot capacity) is what the on-demand fallback is for; a configuration error
         # would fail on-demand alike.
-        fallback = choose_lifecycle(manifest.capacity, interruptions, spot_unavailable=True)
+        if decision is not None and lifecycle == "spot":
+            decision = _decide(job, now, False, decisions, assumed)
+        fallback = choose_lifecycle(
+            manifest.capacity, interruptions, spot_unavailable=True, decision=decision
+        )
         if fallback == lifecycle:
             raise
         first = launch(fallback)[0]
@@ -125,6 +149,28 @@ def launch_instance(
         price_source=source,
         started_at=now,
     )
+
+
+def _decide(
+    job: Job,
+    now: datetime,
+    spot_available: bool,
+    decisions: list[Decision] | None,
+    assumed: DeadlineAssumptions,
+) -> Decision:
+    decision = decide_for_job(
+        job, now, running=Running.NOTHING, spot_available=spot_available, assumed=assumed
+    )
+    if decisions is not None:
+        decisions.append(decision)
+    if decision.choice is Choice.WAIT:
+        raise CapacityUnavailable(decision_note(decision))
+    return decision
+
+
+def _record_decisions(job: Job, decisions: list[Decision], now: datetime) -> Job:
+    # The acquisition's final decision (a spot found missing is decided again: the second one stands).
+    return with_decision(job, decisions[-1], now) if decisions else job
 
 
 def acquire_instance(
@@ -177,6 +223,7 @@ def acquire_instance(
         raise refusal
     job = update_job(store, job_id, lambda current: transition(current, JobStatus.ACQUIRING, now))
     attempt = _adopt_standby(job, compute, now)
+    decisions: list[Decision] = []
     if attempt is None:
         try:
             attempt = launch_instance(
@@ -186,9 +233,21 @@ def acquire_instance(
                 launch_template_name=launch_template_name,
                 interruptions=job.interruptions,
                 now=now,
+                decisions=decisions,
+                assumed=ASSUMED.scaled(timing.time_scale),
             )
         except CapacityUnavailable as exc:
-            _note_capacity_wait(store, job, timing, now, str(exc))
+            job = update_job(store, job_id, lambda current: _record_decisions(current, decisions, now))
+            # A deadline's wait is bounded by the deadline itself (the policy moves to on-demand in time): the
+            # patience meant for jobs without one does not end it.
+            if not (decisions and decisions[-1].choice is Choice.WAIT):
+                _note_capacity_wait(store, job, timing, now, str(exc))
+            elif job.waiting_for_capacity_since is None:
+                update_job(
+                    store,
+                    job_id,
+                    lambda current: current.model_copy(update={"waiting_for_capacity_since": now}),
+                )
             raise
         store.link_instance(attempt.instance_id, job_id)
     chosen = attempt
@@ -197,7 +256,9 @@ def acquire_instance(
         where = f"{chosen.instance_type} in {chosen.availability_zone}"
         if current.standby is not None and current.standby.instance_id == chosen.instance_id:
             where += " (launched on the warning)"
-        booting = transition(current, JobStatus.BOOTING, now, detail=where)
+        if decisions:
+            where += f"; {decision_note(decisions[-1])}"
+        booting = transition(_record_decisions(current, decisions, now), JobStatus.BOOTING, now, detail=where)
         # A standby not adopted (reclaimed before this attempt) still ran: it stays in the bill.
         booting = retire_standby(booting, now, adopted=chosen.instance_id)
         return booting.model_copy(
@@ -227,11 +288,13 @@ def launch_standby(
     subnet_ids: tuple[str, ...],
     launch_template_name: str,
     now: datetime,
+    assumed: DeadlineAssumptions = ASSUMED,
 ) -> Attempt | None:
     """On an interruption warning, launch the replacement at once, so it boots while the checkpoint uploads.
 
     The pool being reclaimed is avoided. At most one standby exists per job: when two warnings race, the
-    loser terminates what it launched.
+    loser terminates what it launched. With ``capacity.deadline`` its lifecycle is the deadline policy's
+    (decided with the ``assumed`` durations, and recorded).
 
     Returns
     -------
@@ -245,6 +308,7 @@ def launch_standby(
         return None
     if next_attempt_refusal(job, interruptions=job.interruptions + 1, now=now) is not None:
         return None  # the job could not use it: its budget or training time would not pay for it
+    decisions: list[Decision] = []
     try:
         standby = launch_instance(
             job,
@@ -254,6 +318,8 @@ def launch_standby(
             interruptions=job.interruptions + 1,
             now=now,
             also_avoid={Pool(current.instance_type, current.availability_zone)},
+            decisions=decisions,
+            assumed=assumed,
         )
     except (CapacityUnavailable, *_REFUSED):
         # The workflow's own acquire after the interruption reports a refusal with its code and advice.
@@ -262,7 +328,11 @@ def launch_standby(
     stored = update_job(
         store,
         job_id,
-        lambda latest: latest if latest.standby else latest.model_copy(update={"standby": standby}),
+        lambda latest: (
+            latest
+            if latest.standby
+            else _record_decisions(latest, decisions, now).model_copy(update={"standby": standby})
+        ),
     )
     if stored.standby is None or stored.standby.instance_id != standby.instance_id:
         # Kept on the job before terminating: a NotFound just after the launch does not prove it gone, so the

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -20,9 +20,10 @@ from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflow
 from spotrun.control.store import update_job
 from spotrun.model.checkpoints import group_checkpoint_keys
 from spotrun.model.command import AgentCommand, FailureCause, read_caught_error
+from spotrun.model.deadline_job import ASSUMED
 from spotrun.model.ec2 import GONE_STATES
 from spotrun.model.errors import InterruptionsExceeded
-from spotrun.model.job import Attempt, InterruptionReason, Job, JobStatus, transition
+from spotrun.model.job import END_DEADLINE_MOVE, Attempt, InterruptionReason, Job, JobStatus, transition
 from spotrun.model.layout import checkpoints_prefix, progress_key
 from spotrun.model.timing import workflow_timing
 
@@ -50,9 +51,9 @@ class EventOutcome(BaseModel):
 
 
 class InterruptionRecord(BaseModel):
-    """What the workflow learns from recording an interruption."""
+    """What the workflow learns from recording an interruption (or a deadline's move, which is none)."""
 
-    reason: InterruptionReason
+    reason: InterruptionReason | Literal["deadline-move"]
     interruptions: int
     last_step: int | None
     resume_from_step: int | None
@@ -125,7 +126,7 @@ def on_interruption_warning(
         return EventOutcome(
             action="ignored: warning already handled", job_id=job.job_id, instance_id=instance_id
         )
-    _notify_agent(job, attempt, objects=objects, commands=commands, settings=settings)
+    notify_agent(job, attempt, objects=objects, commands=commands, settings=settings)
     standby = None
     usable = replacement_is_usable(job)
     if settings.overlap_replacement and usable:
@@ -136,6 +137,7 @@ def on_interruption_warning(
             subnet_ids=settings.subnet_ids,
             launch_template_name=settings.launch_template_name,
             now=now,
+            assumed=ASSUMED.scaled(settings.time_scale),
         )
     return EventOutcome(
         action="warning recorded" if usable else "warning recorded; no replacement: max_interruptions spent",
@@ -155,7 +157,8 @@ def replacement_is_usable(job: Job) -> bool:
     return job.interruptions + 1 <= job.require_manifest().capacity.max_interruptions
 
 
-def _notify_agent(job: Job, attempt: Attempt, *, objects: Objects, commands: Commands, settings: Any) -> None:
+def notify_agent(job: Job, attempt: Attempt, *, objects: Objects, commands: Commands, settings: Any) -> None:
+    """Send the agent the ``notice`` command: checkpoint, commit and end the step (best effort, logged)."""
     manifest = job.require_manifest()
     timing = workflow_timing(manifest, settings.time_scale)
     command = AgentCommand(
@@ -268,7 +271,10 @@ def record_interruption(
     attempt = job.current_attempt
     caught = read_caught_error(error)
     error_name = caught.error or ""
-    reason = _REASON_BY_ERROR.get(error_name, "instance-lost")
+    reason: str = _REASON_BY_ERROR.get(error_name, "instance-lost")
+    if attempt.deadline_move and reason == "interrupted":
+        # The notice was the deadline policy's own (control.deadline_moves): a move, not a lost pool.
+        reason = END_DEADLINE_MOVE
     last_step = None if caught.failure is None else caught.failure.last_step
     if last_step is None:
         last_step = _reported_step(objects, jobs_bucket, job_id, attempt.number)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Literal
 
@@ -14,6 +14,8 @@ from pydantic import BaseModel
 from spotrun.control.ports import JobStore, Objects, Workflows
 from spotrun.control.store import update_job
 from spotrun.model.capacity import candidate_types
+from spotrun.model.deadline_job import ASSUMED, feasibility_problem
+from spotrun.model.deadline_spec import is_absolute
 from spotrun.model.errors import ManifestInvalid, RequestRejected
 from spotrun.model.job import Job, JobError, ManifestSource, job_id_for, new_job, rejected_job
 from spotrun.model.job_access import JobAccessRefused, job_session_policy
@@ -46,12 +48,19 @@ WORKDIR_REFUSED = (
 )
 
 
+_ANY_INSTANT = datetime(2000, 1, 1, tzinfo=UTC)
+
 # The longest job id the control plane mints (48 characters of name, '-', 12 hex digits).
 _LONGEST_JOB_ID = "a" * 48 + "-" + "0" * 12
 
 
 def admission_problems(
-    manifest: JobManifest, *, archive_buckets: Collection[str], jobs_bucket: str | None = None
+    manifest: JobManifest,
+    *,
+    archive_buckets: Collection[str],
+    jobs_bucket: str | None = None,
+    now: datetime | None = None,
+    time_scale: float = 1.0,
 ) -> list[str]:
     """Problems of a valid manifest that this deployment cannot run, found before anything starts.
 
@@ -66,6 +75,11 @@ def admission_problems(
         The deployment's jobs bucket, when known: a job whose inputs or code lie under its ``jobs/`` (other
         jobs' objects), or whose S3 access is too large for a session policy, could never get its credentials
         (:func:`spotrun.model.job_access.job_session_policy`), so it is refused here, before it starts.
+    now
+        The submission time, which an absolute ``capacity.deadline`` is measured from; a schedule's runs (whose
+        deadline can only be a duration) pass None.
+    time_scale
+        The emulator's factor, which the deadline's assumed AWS durations are scaled by (1.0 on AWS).
 
     Returns
     -------
@@ -86,6 +100,12 @@ def admission_problems(
     except ManifestInvalid as exc:
         problems.append(f"resources: {exc}")
     problems += budget_admission_problems(manifest)
+    deadline = manifest.capacity.deadline
+    if deadline is not None and (now is not None or not is_absolute(deadline)):
+        # A duration's feasibility does not depend on when it starts: any instant stands for the submission.
+        late = feasibility_problem(manifest, now or _ANY_INSTANT, ASSUMED.scaled(time_scale))
+        if late is not None:
+            problems.append(late)
     if manifest.training.workdir is not None:
         # Only the CLI resolves it (spotrun.cli.workdir): dropping it here would run the job without its code.
         problems.append(WORKDIR_REFUSED.format(workdir=manifest.training.workdir))
@@ -107,13 +127,20 @@ def admission_problems(
 
 
 def entry_problems(
-    manifest: JobManifest, *, archive_buckets: Collection[str], jobs_bucket: str | None = None
+    manifest: JobManifest,
+    *,
+    archive_buckets: Collection[str],
+    jobs_bucket: str | None = None,
+    now: datetime,
+    time_scale: float,
 ) -> list[str]:
     """:func:`admission_problems` of a manifest that runs once now (dropped in S3 or POSTed to /jobs).
 
     A ``schedule`` there would be dropped silently: it is refused, pointing at the schedules API.
     """
-    problems = admission_problems(manifest, archive_buckets=archive_buckets, jobs_bucket=jobs_bucket)
+    problems = admission_problems(
+        manifest, archive_buckets=archive_buckets, jobs_bucket=jobs_bucket, now=now, time_scale=time_scale
+    )
     if manifest.schedule is not None:
         problems.append(SCHEDULE_REFUSED)
     return problems
@@ -176,7 +203,9 @@ def submit_s3_manifest(
     except ManifestError as exc:
         return _reject(source, exc.errors, store=store, objects=objects, now=now, count=exc.count)
     # A manifest is dropped into the jobs bucket itself.
-    problems = entry_problems(manifest, archive_buckets=archive_buckets, jobs_bucket=source.bucket)
+    problems = entry_problems(
+        manifest, archive_buckets=archive_buckets, jobs_bucket=source.bucket, now=now, time_scale=time_scale
+    )
     if problems:
         return _reject(source, problems, store=store, objects=objects, now=now)
 
@@ -235,7 +264,9 @@ def submit_api_manifest(
         When the deployment cannot run the manifest (422), or the Idempotency-Key names a job of another
         manifest (409); nothing is stored or started.
     """
-    problems = entry_problems(manifest, archive_buckets=archive_buckets, jobs_bucket=jobs_bucket)
+    problems = entry_problems(
+        manifest, archive_buckets=archive_buckets, jobs_bucket=jobs_bucket, now=now, time_scale=time_scale
+    )
     if problems:
         raise RequestRejected(f"{len(problems)} problem(s) in the manifest", problems)
     return start_job(

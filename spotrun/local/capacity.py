@@ -229,6 +229,12 @@ class CapacityModel:
             self._holders[instance_id] = (key, lifecycle)
             return True
 
+    def holders(self, instance_type: str, availability_zone: str, lifecycle: Lifecycle = "spot") -> list[str]:
+        """The instances holding a slot of the pool, oldest first (a trace's drop reclaims the newest)."""
+        with self._lock:
+            key = (instance_type, availability_zone)
+            return [iid for iid, held in self._holders.items() if held == (key, lifecycle)]
+
     def release(self, instance_id: str) -> None:
         """Free the slot ``instance_id`` held, if any (idempotent)."""
         with self._lock:

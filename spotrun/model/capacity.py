@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Literal, NamedTuple
 
+from spotrun.model.deadline import Choice, Decision
 from spotrun.model.errors import ManifestInvalid
 from spotrun.model.manifest import CapacityPolicy, Resources
 from spotrun.model.pricing import GPU_CATALOG, InstanceTypeInfo
@@ -165,7 +166,12 @@ def avoid_list(
     return {Pool(*pool) for pool, reclaimed_at in reclaimed if now - reclaimed_at < window}
 
 
-def choose_lifecycle(policy: CapacityPolicy, interruptions_so_far: int, spot_unavailable: bool) -> Lifecycle:
+def choose_lifecycle(
+    policy: CapacityPolicy,
+    interruptions_so_far: int,
+    spot_unavailable: bool,
+    decision: Decision | None = None,
+) -> Lifecycle:
     """Decide whether the next attempt buys spot or on-demand capacity.
 
     Parameters
@@ -176,13 +182,22 @@ def choose_lifecycle(policy: CapacityPolicy, interruptions_so_far: int, spot_una
         Spot interruptions the job has had.
     spot_unavailable
         True when the last spot request found no capacity.
+    decision
+        With ``capacity.deadline``, the deadline policy's decision (:mod:`spotrun.model.deadline_job`), which
+        replaces the fallback rules (the manifest refuses both together); a ``wait`` is the caller's to honour
+        (it launches nothing), so it is refused here.
 
     Returns
     -------
     Lifecycle
-        ``"on-demand"`` when spot is off, or when on-demand fallback is on and either the job was interrupted
-        ``fallback_after_interruptions`` times or spot is unavailable; ``"spot"`` otherwise.
+        The decision's lifecycle when there is one; else ``"on-demand"`` when spot is off, or when on-demand
+        fallback is on and either the job was interrupted ``fallback_after_interruptions`` times or spot is
+        unavailable; ``"spot"`` otherwise.
     """
+    if decision is not None:
+        if decision.choice is Choice.WAIT:
+            raise ValueError("a decision to wait for spot launches nothing")
+        return "on-demand" if decision.choice is Choice.ON_DEMAND else "spot"
     if not policy.spot:
         return "on-demand"
     if policy.on_demand_fallback and (

@@ -47,6 +47,8 @@ class JobStatus(StrEnum):
 # the attempt "cancelled"; a standby never adopted ends "unused-standby"; the rest mean the capacity went away.
 END_CANCELLED = "cancelled"
 END_UNUSED_STANDBY = "unused-standby"
+# The deadline policy moved the job off spot (checkpoint, then on-demand): no interruption, the pool was fine.
+END_DEADLINE_MOVE = "deadline-move"
 InterruptionReason = Literal["interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"]
 INTERRUPTION_REASONS: frozenset[str] = frozenset(get_args(InterruptionReason))
 
@@ -112,6 +114,16 @@ class CheckpointIntervalUsed(_Record):
     save_seconds: float | None = Field(None, ge=0, description="The save time it was computed from.")
 
 
+class LifecycleDecision(_Record):
+    """One decision of the deadline policy (:mod:`spotrun.model.deadline`): what to run, and the slack behind it."""
+
+    at: datetime
+    choice: Literal["spot", "on-demand", "wait"]
+    slack_hours: float
+    work_done_hours: float
+    reason: str
+
+
 class Attempt(_Record):
     """One instance's worth of work on the job."""
 
@@ -133,6 +145,7 @@ class Attempt(_Record):
     last_step: int | None = None  # the last training step reported before the attempt ended
     rebalance_at: datetime | None = None
     notice_at: datetime | None = None  # the spot interruption warning
+    deadline_move: bool = False  # the notice was the deadline policy's move to on-demand, not EC2's warning
     running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
     checkpoint_interval: CheckpointIntervalUsed | None = None  # interval_steps: auto (the agent's heartbeats)
 
@@ -193,6 +206,8 @@ class Job(_Record):
     execution_arn: str | None = None
     timeline: list[StatusChange] = Field(default_factory=list)
     attempts: list[Attempt] = Field(default_factory=list)
+    # Only with capacity.deadline: every decision of its policy, in order.
+    deadline_decisions: list[LifecycleDecision] = Field(default_factory=list)
     archive: list[ArchivedObject] = Field(default_factory=list)
     archive_total: ArchiveTotal | None = None
     cost: CostReport | None = None

@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -20,8 +21,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonDict
 
 from spotrun.model.contract import CONTRACT_VARIABLES, argv_references
+from spotrun.model.deadline_spec import DEADLINE_DESCRIPTION, DEADLINE_PATTERN, check_deadline, is_absolute
 from spotrun.model.manifest_rules import (
     AS_WRITTEN,
     CRON,
@@ -113,16 +116,45 @@ class Resources(StrictModel):
         return self
 
 
+_FALLBACK_AFTER_DEFAULT: Final = 3
+
+
 class CapacityPolicy(StrictModel):
     """How capacity is bought, and how much disruption the job accepts."""
 
-    # spot: false with on_demand_fallback: true is refused by _fallback_needs_spot; `not` states it in the schema.
+    # spot: false with on_demand_fallback: true is refused by _fallback_needs_spot, a deadline beside the rules it
+    # replaces by _deadline_replaces_fallback; each `not` states one of them in the schema.
     model_config = ConfigDict(
         json_schema_extra={
-            "not": {
-                "required": ["spot", "on_demand_fallback"],
-                "properties": {"spot": {"const": False}, "on_demand_fallback": {"const": True}},
-            }
+            "allOf": [
+                {
+                    "not": {
+                        "required": ["spot", "on_demand_fallback"],
+                        "properties": {"spot": {"const": False}, "on_demand_fallback": {"const": True}},
+                    }
+                },
+                {
+                    "not": {
+                        "required": ["deadline", "spot"],
+                        "properties": {"deadline": {"type": "string"}, "spot": {"const": False}},
+                    }
+                },
+                {
+                    "not": {
+                        "required": ["deadline", "on_demand_fallback"],
+                        "properties": {"deadline": {"type": "string"}, "on_demand_fallback": {"const": True}},
+                    }
+                },
+                {
+                    "not": {
+                        "required": ["deadline", "fallback_after_interruptions"],
+                        "properties": {
+                            "deadline": {"type": "string"},
+                            "fallback_after_interruptions": {"not": {"const": _FALLBACK_AFTER_DEFAULT}},
+                        },
+                    }
+                },
+            ]
         }
     )
 
@@ -135,7 +167,9 @@ class CapacityPolicy(StrictModel):
         description="Fall back to on-demand when spot is unavailable or after fallback_after_interruptions.",
     )
     fallback_after_interruptions: int = Field(
-        3, ge=0, description="With on_demand_fallback, interruptions after which the job moves to on-demand."
+        _FALLBACK_AFTER_DEFAULT,
+        ge=0,
+        description="With on_demand_fallback, interruptions after which the job moves to on-demand.",
     )
     max_interruptions: int = Field(
         10, ge=0, le=1000, description="Interruptions tolerated before the job fails."
@@ -143,12 +177,38 @@ class CapacityPolicy(StrictModel):
     avoid_pool_minutes: int = Field(
         30, ge=0, le=1440, description="How long a just-reclaimed pool (type, zone) is avoided."
     )
+    deadline: Annotated[str, AS_WRITTEN, AfterValidator(check_deadline)] | None = Field(
+        None, json_schema_extra={"pattern": DEADLINE_PATTERN}, description=DEADLINE_DESCRIPTION
+    )
 
     @model_validator(mode="after")
     def _fallback_needs_spot(self) -> CapacityPolicy:
         if not self.spot and self.on_demand_fallback:
             raise ValueError(
                 "on_demand_fallback needs spot: true (an on-demand job has nothing to fall back from)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _deadline_replaces_fallback(self) -> CapacityPolicy:
+        # The deadline policy is itself the choice between spot and on-demand: a second rule beside it would
+        # either contradict it or be ignored.
+        if self.deadline is None:
+            return self
+        if not self.spot:
+            raise ValueError(
+                "deadline needs spot: true (an on-demand job has no choice for the deadline to make)"
+            )
+        if self.on_demand_fallback:
+            raise ValueError(
+                "deadline and on_demand_fallback exclude each other: the deadline decides when to use on-demand"
+            )
+        # Compared with the default, not looked up in model_fields_set: a stored manifest is read back with
+        # every default written out.
+        if self.fallback_after_interruptions != _FALLBACK_AFTER_DEFAULT:
+            raise ValueError(
+                "deadline and fallback_after_interruptions (other than its default) exclude each other: the "
+                "deadline decides when to move to on-demand"
             )
         return self
 
@@ -308,6 +368,13 @@ class TrainingSpec(StrictModel):
         "MaxRuntimeInSeconds): then the command gets the checkpoint signal, its checkpoint is committed and the "
         "job ends with Training.MaxRuntimeExceeded.",
     )
+    expected_hours: float | None = Field(
+        None,
+        gt=0,
+        le=14 * 24,
+        description="The training's work, in hours on one instance of the job's type without interruptions: "
+        "what capacity.deadline plans with (and needs). Not learnt from the job's progress yet.",
+    )
     restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
     setup: list[Argv] = Field(
         default_factory=list,
@@ -448,8 +515,39 @@ class Schedule(StrictModel):
         return value
 
 
+# capacity.deadline and training.expected_hours come together (_deadline_has_work); these state it in the schema.
+# (null is no value: `type` makes the if/then say so.)
+_HAS_DEADLINE: JsonDict = {"required": ["deadline"], "properties": {"deadline": {"type": "string"}}}
+_HAS_WORK: JsonDict = {"required": ["expected_hours"], "properties": {"expected_hours": {"type": "number"}}}
+_DEADLINE_NEEDS_WORK: JsonDict = {
+    "if": {"required": ["capacity"], "properties": {"capacity": _HAS_DEADLINE}},
+    "then": {"required": ["training"], "properties": {"training": _HAS_WORK}},
+}
+_WORK_NEEDS_DEADLINE: JsonDict = {
+    "if": {"required": ["training"], "properties": {"training": _HAS_WORK}},
+    "then": {"required": ["capacity"], "properties": {"capacity": _HAS_DEADLINE}},
+}
+# And an absolute deadline (the instant pattern: it starts with four digits and a '-') never on a schedule.
+_NO_INSTANT_ON_A_SCHEDULE: JsonDict = {
+    "not": {
+        "required": ["schedule", "capacity"],
+        "properties": {
+            "schedule": {"type": "object"},
+            "capacity": {
+                "required": ["deadline"],
+                "properties": {"deadline": {"type": "string", "pattern": "^[0-9]{4}-"}},
+            },
+        },
+    }
+}
+
+
 class JobManifest(StrictModel):
     """A training job: what to run, on what, with which data, and where its model goes."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"allOf": [_DEADLINE_NEEDS_WORK, _WORK_NEEDS_DEADLINE, _NO_INSTANT_ON_A_SCHEDULE]}
+    )
 
     version: Literal["spotrun/v1"] = Field(MANIFEST_VERSION, description="Manifest format version.")
     name: Annotated[str, AS_WRITTEN] = Field(
@@ -474,6 +572,21 @@ class JobManifest(StrictModel):
         description="Tags put on every instance of the job: at most 40; keys of letters, digits, spaces and "
         "_.:/=+-@, 1-128 characters, not starting with aws: or spotrun:; values at most 256 characters.",
     )
+
+    @model_validator(mode="after")
+    def _deadline_has_work(self) -> JobManifest:
+        if self.capacity.deadline is not None and self.training.expected_hours is None:
+            raise ValueError("capacity.deadline needs training.expected_hours (the work to fit before it)")
+        if self.capacity.deadline is None and self.training.expected_hours is not None:
+            raise ValueError(
+                "training.expected_hours is only used with capacity.deadline; give both or neither"
+            )
+        if self.schedule is not None and self.capacity.deadline and is_absolute(self.capacity.deadline):
+            raise ValueError(
+                "capacity.deadline: an absolute time on a schedule would be every run's deadline; use a "
+                "duration after submission such as '36h'"
+            )
+        return self
 
     @field_validator("name")
     @classmethod

@@ -30,6 +30,8 @@ class WorkflowTiming(BaseModel):
     limit_grace_seconds: float = 60.0
     # How long a running instance may take for its SSM agent to register before it counts as unmanageable.
     ssm_registration_timeout_seconds: float = 600.0
+    # The emulator's factor (1.0 on AWS): what the deadline policy scales its assumed AWS durations by.
+    time_scale: float = 1.0
 
 
 def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
@@ -52,6 +54,7 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
     # where the upload and the release, which are not scaled, run on a loaded laptop.
     budget_margin = 120.0 if time_scale >= 1 else max(10.0, 120.0 * time_scale)
     return WorkflowTiming(
+        time_scale=time_scale,
         boot_poll_seconds=max(1, round(15 * time_scale)),
         boot_timeout_seconds=900 * time_scale,
         ssm_registration_timeout_seconds=600 * time_scale,

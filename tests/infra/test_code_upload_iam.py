@@ -15,13 +15,14 @@ def test_the_api_function_writes_code_archives_and_no_other_key(synthesized: Syn
     statements = statements_of(synthesized, role)
     # When its S3 writes are gathered
     puts = [s for s in statements if "s3:PutObject" in actions_of(s)]
-    # Then code/* of the jobs bucket is written (the presigned PUT), and the only other write is the schedules'
-    # manifests
+    # Then code/* of the jobs bucket is written (the presigned PUT), and the only other writes are the schedules'
+    # manifests and the agent's notice command of a deadline's move (jobs/*/agent/*)
     code = [s for s in puts if json.dumps(s["Resource"]).endswith(f'/{CODE_PREFIX}*"]]}}')]
     assert len(code) == 1, json.dumps(puts)
     assert set(actions_of(code[0])) == {"s3:PutObject"}
     others = [json.dumps(s["Resource"]) for s in puts if s is not code[0]]
-    assert all('/schedules/*"' in resource for resource in others), others
+    assert all('/schedules/*"' in resource or '/jobs/*/agent/*"' in resource for resource in others), others
+    assert len(others) == 2, others
     # And it lists the jobs bucket under code/ only (whether an archive is there)
     (listing,) = [s for s in statements if "s3:ListBucket" in actions_of(s)]
     assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"{CODE_PREFIX}*"]}}

@@ -75,6 +75,10 @@ VALIDATOR_ONLY_RULES = [
     r"archive\.destination: the bucket .+ is not an archive bucket of this deployment .+",
     # training.workdir is a local path only the CLI resolves: every server-side entry point refuses it.
     r"training\.workdir: .+ is a directory on the machine that wrote the manifest, .+",
+    # A deadline on-demand cannot meet: arithmetic on the work, the deadline and the submission time.
+    r"capacity\.deadline: .+ leaves .+ after submission; training\.expected_hours .+ more: .+",
+    # A calendar date the instant's pattern cannot tell from a real one (month 13, February 30).
+    r"capacity\.deadline: .+ is not a real time: .+",
 ]
 _VALIDATOR_ONLY = re.compile("|".join(f"(?:{rule})" for rule in VALIDATOR_ONLY_RULES), re.DOTALL)
 

@@ -1,0 +1,83 @@
+"""While a job with a deadline trains on spot: decide again, and move it to on-demand when the policy says so.
+
+The hook is the agent's heartbeat (every ``agent_heartbeat_seconds``, 60 s on AWS): the control plane hears
+from the job there anyway and holds its record, so re-deciding costs no extra call. A move is an interruption
+notice the control plane gives itself: the attempt is marked (``deadline_move``), the agent gets the same
+``notice`` command as on EC2's two-minute warning (it checkpoints, commits and ends the step with
+``Spot.Interrupted``), and the workflow's usual path records the attempt's end (as ``deadline-move``: no
+interruption, the pool is not avoided) and acquires again, where the policy, with the slack now short, buys
+on-demand. Back to spot happens at a later acquisition, when the slack allows it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from spotrun.control.interruptions import notify_agent
+from spotrun.control.ports import Commands, JobStore, Objects
+from spotrun.control.store import update_job
+from spotrun.model.deadline import Choice, Decision, Running
+from spotrun.model.deadline_job import ASSUMED, decide_for_job, with_decision
+from spotrun.model.job import Job, JobStatus
+
+
+def redecide_while_training(
+    job_id: str,
+    *,
+    store: JobStore,
+    objects: Objects,
+    commands: Commands,
+    settings: Any,
+    now: datetime,
+) -> Decision | None:
+    """Decide again for a deadline job training on spot; on ``on-demand``, checkpoint and move it.
+
+    Parameters
+    ----------
+    job_id
+        The job whose agent just reported.
+    store, objects, commands
+        Ports to the job store, S3 (the command document) and SSM.
+    settings
+        The deployment's :class:`spotrun.aws.settings.Settings` (region, buckets, document, time scale).
+    now
+        When the agent reported.
+
+    Returns
+    -------
+    Decision | None
+        The decision, or None when there is none to take (no deadline, not training on spot, or a notice
+        already given).
+    """
+    job = store.get(job_id)
+    attempt = None if job is None else job.open_attempt
+    if (
+        job is None
+        or attempt is None
+        or job.require_manifest().capacity.deadline is None
+        or job.status is not JobStatus.TRAINING
+        or attempt.lifecycle != "spot"
+        or attempt.notice_at is not None
+    ):
+        return None
+    assumed = ASSUMED.scaled(settings.time_scale)
+    decision = decide_for_job(job, now, running=Running.SPOT, spot_available=True, assumed=assumed)
+    if decision.choice is not Choice.ON_DEMAND:
+        return decision
+    won = False
+
+    def note(current: Job) -> Job:
+        # update_job may call this more than once; the last call is the one whose result stands.
+        nonlocal won
+        latest = current.open_attempt
+        won = latest is not None and latest.number == attempt.number and latest.notice_at is None
+        if latest is None or not won:
+            return current
+        marked = latest.model_copy(update={"notice_at": now, "deadline_move": True})
+        return with_decision(current.with_current_attempt(marked), decision, now)
+
+    update_job(store, job_id, note)
+    if won:
+        notify_agent(job, attempt, objects=objects, commands=commands, settings=settings)
+    return decision

@@ -1,0 +1,107 @@
+"""The emulator's spot pools driven by a trace: capacity per tick, and a reclaim on every drop.
+
+A trace (``../shared/traces/README.md``; read by :mod:`spotrun.model.traces`) gives, tick by tick, how many spot
+instances are live (preemption traces) or obtainable (availability traces). Replayed at ``seconds_per_hour``
+(one trace hour in that many real seconds), each tick sets the spot capacity of the chosen pools to the trace's
+count, so a launch into a pool at zero gets EC2's ``InsufficientInstanceCapacity`` from the capacity model; when
+the count falls below the spot instances a pool holds, the newest of them are reclaimed through the emulator's
+notice path (:meth:`spotrun.local.chaos.Chaos.interrupt`: the IMDS notice and the EC2 warning event, the
+two-minute notice scaled like every emulated duration), as EC2 reclaims spot capacity "with a two-minute
+notification" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-interruptions.html).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from spotrun.local.capacity import CapacityModel
+from spotrun.model.traces import Trace
+
+Interrupt = Callable[[str], Any]
+
+
+class TracePools:
+    """Replays one trace onto some pools of a :class:`CapacityModel`.
+
+    Parameters
+    ----------
+    trace
+        The trace replayed.
+    capacity
+        The emulator's capacity model.
+    pools
+        The ``(instance type, zone)`` pools the trace drives (its counts apply to each).
+    interrupt
+        Reclaims one spot instance with its notice (the runtime's ``chaos.interrupt``).
+    seconds_per_hour
+        Real seconds one trace hour lasts.
+    start_hour
+        Where in the trace the replay starts.
+    """
+
+    def __init__(
+        self,
+        trace: Trace,
+        capacity: CapacityModel,
+        pools: Sequence[tuple[str, str]],
+        interrupt: Interrupt,
+        seconds_per_hour: float,
+        start_hour: float = 0.0,
+    ):
+        if seconds_per_hour <= 0:
+            raise ValueError("seconds_per_hour must be positive")
+        self.trace, self.capacity, self.pools = trace, capacity, list(pools)
+        self.interrupt, self.seconds_per_hour, self.start_hour = interrupt, seconds_per_hour, start_hour
+        self.reclaimed: list[str] = []
+        self._tick: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick_at(self, elapsed_seconds: float) -> int:
+        """The trace tick at ``elapsed_seconds`` of real time into the replay (the last one past the end)."""
+        hours = self.start_hour + elapsed_seconds / self.seconds_per_hour
+        return min(len(self.trace.capacity) - 1, int(hours * 3600 / self.trace.gap_seconds))
+
+    def apply(self, elapsed_seconds: float) -> list[str]:
+        """Set the pools to the trace's count at this moment; reclaim what a drop leaves without capacity.
+
+        Returns
+        -------
+        list[str]
+            The instances reclaimed now.
+        """
+        tick = self.tick_at(elapsed_seconds)
+        if tick == self._tick:
+            return []
+        self._tick, count = tick, self.trace.capacity[tick]
+        reclaimed: list[str] = []
+        for instance_type, zone in self.pools:
+            self.capacity.set_capacity(instance_type, zone, count, "spot")
+            # An instance under notice still holds its slot until it is gone: it is not reclaimed twice.
+            live = [i for i in self.capacity.holders(instance_type, zone, "spot") if i not in self.reclaimed]
+            for instance_id in live[count:]:
+                self.interrupt(instance_id)
+                reclaimed.append(instance_id)
+        self.reclaimed += reclaimed
+        return reclaimed
+
+    def start(self, tick_seconds: float = 0.1, clock: Callable[[], float] = time.monotonic) -> None:
+        """Replay in a background thread from now, checking every ``tick_seconds``."""
+        began = clock()
+        self.apply(0.0)
+
+        def loop() -> None:
+            while not self._stop.wait(tick_seconds):
+                self.apply(clock() - began)
+
+        self._thread = threading.Thread(target=loop, name="trace-pools", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the replay thread (idempotent)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

@@ -1,0 +1,54 @@
+"""The emulator's pools driven by a trace: capacity per tick, and a reclaim through the notice path on a drop."""
+
+from __future__ import annotations
+
+from spotrun.local.capacity import CapacityModel
+from spotrun.local.catalog import Pool
+from spotrun.local.trace_pools import TracePools
+from spotrun.model.traces import parse_trace
+
+POOL = ("g5.xlarge", "us-east-1a")
+
+
+def replay(counts: list[int], seconds_per_hour: float = 36.0):
+    """A 10-minute-tick trace over one pool (one trace hour in 36 s: a tick every 6 s)."""
+    capacity = CapacityModel([Pool("g5.xlarge", "us-east-1a", spot_price=0.5, capacity=4)])
+    text = f'{{"metadata": {{"gap_seconds": 600}}, "data": {counts}}}'
+    interrupted: list[str] = []
+    pools = TracePools(parse_trace("t", text), capacity, [POOL], interrupted.append, seconds_per_hour)
+    return capacity, pools, interrupted
+
+
+def test_each_tick_sets_the_pools_spot_capacity() -> None:
+    # Given a trace 1, 0, 2 at one trace hour per 36 s
+    capacity, pools, _ = replay([1, 0, 2])
+    # When replayed at 0, 7 and 13 s (ticks 0, 1, 2) and far past the end
+    seen = []
+    for elapsed in (0.0, 7.0, 13.0, 1000.0):
+        pools.apply(elapsed)
+        seen.append(capacity.free(*POOL))
+    # Then the pool's spot capacity follows the trace, and stays at its last count past the end
+    assert seen == [1, 0, 2, 2]
+
+
+def test_a_drop_reclaims_the_newest_spot_instances_once() -> None:
+    # Given two spot instances in the pool and a trace going 2 -> 1 -> 1
+    capacity, pools, interrupted = replay([2, 1, 1])
+    pools.apply(0.0)
+    capacity.allocate("i-old", *POOL, "spot")
+    capacity.allocate("i-new", *POOL, "spot")
+    # When the replay reaches the drop, and the next tick
+    pools.apply(7.0)
+    pools.apply(13.0)
+    # Then the newest is reclaimed (through the notice path), once
+    assert interrupted == ["i-new"]
+
+
+def test_on_demand_is_not_reclaimed() -> None:
+    # Given an on-demand instance in a pool whose spot count drops to zero
+    capacity, pools, interrupted = replay([1, 0])
+    pools.apply(0.0)
+    capacity.allocate("i-od", *POOL, "on-demand")
+    # When the drop comes, Then nothing is reclaimed
+    pools.apply(7.0)
+    assert interrupted == []
