@@ -14,7 +14,8 @@ import re
 from datetime import datetime, timedelta
 from typing import Final
 
-_DURATION_PATTERN: Final = r"(?:[1-9][0-9]*|0?\.[0-9]*[1-9][0-9]*|[1-9][0-9]*\.[0-9]+)[mhd]"
+# At most six digits before the point (999999d): a bigger number of days overflows datetime, and no deadline needs it.
+_DURATION_PATTERN: Final = r"(?:[1-9][0-9]{0,5}|0?\.[0-9]*[1-9][0-9]*|[1-9][0-9]{0,5}\.[0-9]+)[mhd]"
 _INSTANT_PATTERN: Final = (
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?(?:Z|[+\-][0-9]{2}:[0-9]{2})"
 )

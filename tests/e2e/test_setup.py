@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import urllib.request
+
 from spotrun.local.demo import drop_manifest, wait_for_job
 from spotrun.model.job import JobStatus
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest
-from tests.integration.api_client import call
-from tests.integration.conftest import FakeLambdaContext
 
 JOB_TIMEOUT = 120
 COMMAND = 'command: [python, train.py, --step-seconds, "0.02"]'
@@ -41,7 +42,8 @@ def test_setup_output_shows_in_the_logs_and_a_failing_setup_ends_the_job(runtime
     # Then the first trained after its setup: the logs (GET /jobs/{id}/logs, what `spotrun logs` shows) hold the
     # setup's line before the training's, and the timeline says how long setup took
     assert succeeded.status is JobStatus.SUCCEEDED, succeeded.error
-    [log] = call(FakeLambdaContext(), "GET", f"/jobs/{ok.job_id}/logs", query="tail=500").body["logs"]
+    with urllib.request.urlopen(f"{runtime.api_url}/jobs/{ok.job_id}/logs?tail=500") as answer:  # noqa: S310
+        [log] = json.load(answer)["logs"]
     text = "\n".join(log["lines"])
     assert text.index("setup: requirements installed") < text.index("run 1 of at most 1")
     [attempt] = succeeded.attempts

@@ -138,3 +138,14 @@ def test_a_stored_manifest_reads_back() -> None:
     # When it is read back, Then it is accepted (the default fallback_after_interruptions is no contradiction)
     assert JobManifest.model_validate(stored).capacity.deadline == "36h"
     assert schema_accepts(stored)
+
+
+@pytest.mark.parametrize("written", ["1000000d", "99999999999999999999d", "1234567.5h"])
+def test_a_duration_past_six_digits_is_refused_by_the_model_and_the_schema(written: str) -> None:
+    # Given a deadline so far away that adding it to the submission time would overflow datetime (a 500)
+    document = manifest({"deadline": written})
+    # When judged, Then both refuse it, as they accept six digits
+    assert not schema_accepts(document)
+    assert not model_accepts(document)
+    assert model_accepts(manifest({"deadline": "999999d"}))
+    assert deadline_hours("999999d", T0) == 999999 * 24
