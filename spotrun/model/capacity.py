@@ -14,7 +14,7 @@ from typing import Literal, NamedTuple
 
 from spotrun.model.deadline import Choice, Decision
 from spotrun.model.errors import ManifestInvalid
-from spotrun.model.manifest import CapacityPolicy, Resources
+from spotrun.model.manifest_capacity import CapacityPolicy, Resources
 from spotrun.model.pricing import GPU_CATALOG, InstanceTypeInfo
 
 Lifecycle = Literal["spot", "on-demand"]

@@ -48,7 +48,7 @@ POSITIVE_EXAMPLES = EXAMPLES  # requests the document allows
 NEGATIVE_EXAMPLES = EXAMPLES  # requests that break it (bad types, missing fields, out-of-range values, ...)
 
 
-# The manifest's JSON Schema (spotrun/model/manifest.py, shown in openapi.json) states every rule of the model that
+# The manifest's JSON Schema (spotrun/model/manifest*.py, shown in openapi.json) states every rule of the model that
 # JSON Schema can express (patterns, enums, lengths, propertyNames, `not` and `anyOf` combinations). The rules
 # below it cannot, so a schema-valid manifest can still break one and be refused with a 422. Such a 422 on a
 # manifest body counts as a refusal of data the document does not allow only when every line of it is one of

@@ -8,7 +8,7 @@ import pytest
 
 from spotrun.model.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
 from spotrun.model.errors import ManifestInvalid
-from spotrun.model.manifest import CapacityPolicy, Resources
+from spotrun.model.manifest_capacity import CapacityPolicy, Resources
 from spotrun.model.pricing import GPU_CATALOG, InstanceTypeInfo
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)

@@ -13,7 +13,7 @@ from spotrun.model.capacity import choose_lifecycle
 from spotrun.model.deadline import Choice, Decision
 from spotrun.model.errors import CapacityUnavailable, RequestRejected
 from spotrun.model.job import JobStatus, ManifestSource, new_job
-from spotrun.model.manifest import CapacityPolicy
+from spotrun.model.manifest_capacity import CapacityPolicy
 from spotrun.model.manifest_io import parse_manifest_document
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCompute, FakeWorkflows, InMemoryJobStore

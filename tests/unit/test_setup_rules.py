@@ -13,8 +13,8 @@ from spotrun.control.finalize import finalize_job
 from spotrun.control.records import job_record
 from spotrun.model.command import SETUP_FAILED, FailureCause, StageResult
 from spotrun.model.job import Attempt, JobStatus, ManifestSource, new_job, transition
-from spotrun.model.manifest import MAX_SETUP_COMMANDS
 from spotrun.model.manifest_io import manifest_json_schema, parse_manifest_text
+from spotrun.model.manifest_training import MAX_SETUP_COMMANDS
 from spotrun.model.timing import workflow_timing
 from spotrun.shape import REPO_ROOT
 from tests.unit import test_limits as limits
