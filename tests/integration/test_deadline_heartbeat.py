@@ -1,0 +1,135 @@
+"""The API's agent route decides a deadline job again at each train heartbeat, and moves it off spot when due.
+
+The decision itself is tested in tests/unit/test_deadline_moves.py; this is the call of it in
+functions/api/agent.py: a heartbeat from the job's instance, through the real handler, against moto.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import boto3
+import pytest
+
+from functions import acquire, agent_step
+from functions.api import app as api
+from spotrun.aws.adapters import job_store
+from spotrun.aws.settings import Settings
+from spotrun.control.store import update_job
+from spotrun.local.api_gateway import rest_event
+from spotrun.local.server import ACCOUNT_ID
+from spotrun.model.command import AGENT_REPORTS_PATH
+from spotrun.model.job import Job, JobStatus, ManifestSource, new_job, utc_now
+from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.timing import workflow_timing
+from spotrun.shape import SHAPE
+
+JOB = "tiny-00000000d00e"
+# 2 h of work due 3 h after submission: spot at first (slack 0.83 h, above the policy's 0.63 h margin).
+MANIFEST = parse_manifest_document(
+    {
+        "name": "tiny",
+        "resources": {"gpu_names": ["t4", "a10g"]},
+        "capacity": {"deadline": "3h"},
+        "training": {"command": ["python", "train.py"], "expected_hours": 2.0},
+    }
+)
+TIMING = workflow_timing(MANIFEST, 1.0).model_dump()
+
+
+@pytest.fixture
+def training_on_spot(deployment: Settings, lambda_context) -> str:
+    """The deadline job, acquired (on spot), staged and training through the workflow's handlers: its instance."""
+    store = job_store(deployment.jobs_table, deployment.region)
+    assert store.create(new_job(JOB, "tiny", ManifestSource(bucket="b", key="k"), MANIFEST, utc_now()))
+    boto3.client("ssm").create_document(
+        Name=SHAPE.agent_document_name,
+        DocumentType="Command",
+        Content=json.dumps(
+            {
+                "schemaVersion": "2.2",
+                "description": "run a spotrun agent step",
+                "parameters": {"commandUri": {"type": "String"}},
+                "mainSteps": [
+                    {
+                        "action": "aws:runShellScript",
+                        "name": "run",
+                        "inputs": {"runCommand": ["spotrun-agent"]},
+                    }
+                ],
+            }
+        ),
+    )
+    attempt = acquire.handler({"job_id": JOB, "timing": TIMING}, lambda_context)
+    assert attempt["lifecycle"] == "spot"
+    for step in ("stage", "train"):
+        agent_step.handler(
+            {"job_id": JOB, "step": step, "task_token": f"token-{step}", "timing": TIMING}, lambda_context
+        )
+    assert store.get(JOB).status is JobStatus.TRAINING
+    return str(attempt["instance_id"])
+
+
+def submitted_earlier(deployment: Settings, minutes: float) -> None:
+    """Move the job's submission and its steps before training back by ``minutes``: that much slack used."""
+    shift = timedelta(minutes=minutes)
+
+    def earlier(current: Job) -> Job:
+        timeline = [
+            change
+            if change.status is JobStatus.TRAINING
+            else change.model_copy(update={"at": change.at - shift})
+            for change in current.timeline
+        ]
+        return current.model_copy(update={"created_at": current.created_at - shift, "timeline": timeline})
+
+    update_job(job_store(deployment.jobs_table, deployment.region), JOB, earlier)
+
+
+def heartbeat(deployment: Settings, instance_id: str, lambda_context) -> dict:
+    """POST /agent/reports: a train heartbeat signed (as API Gateway names it) by the instance's role session."""
+    body = json.dumps({"job_id": JOB, "attempt": 1, "step": "train", "kind": "heartbeat"}).encode()
+    identity = {
+        "userArn": f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/{deployment.instance_role_name}/{instance_id}"
+    }
+    event = rest_event("POST", AGENT_REPORTS_PATH, "", {"Content-Type": "application/json"}, body, identity)
+    return api.handler(event, lambda_context)
+
+
+def notices() -> list[dict]:
+    return [
+        command
+        for command in boto3.client("ssm").list_commands()["Commands"]
+        if command["Parameters"]["commandUri"][0].endswith("-notice.json")
+    ]
+
+
+def test_a_heartbeat_without_slack_left_moves_the_job_off_spot(deployment, training_on_spot, lambda_context):
+    # Given the job training on spot, submitted 15 minutes before training began (slack 0.58 h, below the margin)
+    instance_id = training_on_spot
+    submitted_earlier(deployment, 15)
+    # When its instance reports a train heartbeat
+    answer = heartbeat(deployment, instance_id, lambda_context)
+    # Then the heartbeat is taken, and the agent on that instance got the notice command
+    assert answer["statusCode"] == 200, answer
+    assert [command["InstanceIds"] for command in notices()] == [[instance_id]]
+    # and the attempt is marked as a deadline move, with the on-demand decision on the record
+    job = job_store(deployment.jobs_table, deployment.region).get(JOB)
+    assert job.current_attempt.deadline_move
+    assert job.current_attempt.notice_at is not None
+    assert [decision.choice for decision in job.deadline_decisions] == ["spot", "on-demand"]
+
+
+def test_a_heartbeat_with_slack_plenty_sends_nothing(deployment, training_on_spot, lambda_context):
+    # Given the job training on spot just after its submission (slack 0.83 h)
+    instance_id = training_on_spot
+    # When its instance reports a train heartbeat
+    answer = heartbeat(deployment, instance_id, lambda_context)
+    # Then the heartbeat is taken, no notice is sent, and the attempt stays on spot unmarked
+    assert answer["statusCode"] == 200, answer
+    assert notices() == []
+    job = job_store(deployment.jobs_table, deployment.region).get(JOB)
+    assert not job.current_attempt.deadline_move
+    assert job.current_attempt.notice_at is None
+    assert [decision.choice for decision in job.deadline_decisions] == ["spot"]
