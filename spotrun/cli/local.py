@@ -55,20 +55,54 @@ def up(
     example: Annotated[
         bool, typer.Option(help="Upload the tiny-regression example's code and data into the jobs bucket.")
     ] = True,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="A spot trace (../shared/traces/README.md's format) driving the pools' spot capacity and "
+            "interruptions, tick by tick, from the start.",
+        ),
+    ] = None,
+    trace_scale: Annotated[
+        float | None,
+        typer.Option(
+            min=1e-6,
+            help="Real seconds per trace second (default: the time scale); 0.01 plays a trace hour in 36 s.",
+        ),
+    ] = None,
+    trace_pools: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TYPE/ZONE,...",
+            help="The pools the trace drives (default: every pool), e.g. g5.xlarge/us-east-1a.",
+        ),
+    ] = None,
 ) -> None:
     """Run the emulated deployment in the foreground until Ctrl-C or SIGTERM, with a chaos control API."""
     from spotrun.local.demo import control_plane_logs, upload_example
+    from spotrun.local.trace_pools import TraceSetupError, parse_pool_list
     from spotrun.local.up import AlreadyRunning, connection_help, local_up, stop_on_signals
     from spotrun.model.job import utc_now
+    from spotrun.model.traces import Trace, TraceError, load_trace
 
     out = console(soft_wrap=True)
     option = "" if workdir is None else f"--workdir {shlex.quote(str(workdir.resolve()))}"
     workdir = local_workdir(workdir).resolve()
+    if trace is None and (trace_scale is not None or trace_pools is not None):
+        raise fail("--trace-scale and --trace-pools need --trace FILE")
+    replayed: Trace | None = None
+    try:
+        replayed = load_trace(trace) if trace is not None else None
+        pools = parse_pool_list(trace_pools) if trace_pools is not None else None
+    except (TraceError, TraceSetupError) as exc:
+        raise fail(exc) from None
 
     def told(line: str) -> None:
         out.print(f"[{utc_now():%H:%M:%S}] {line}", markup=False)
 
-    started = local_up(workdir, time_scale, seed, on_action=told)
+    started = local_up(
+        workdir, time_scale, seed, on_action=told, trace=replayed, trace_scale=trace_scale, trace_pools=pools
+    )
     with stop_on_signals() as stop:
         try:
             with control_plane_logs(workdir / "control-plane.log"), started as (runtime, state):
@@ -80,11 +114,18 @@ def up(
                     f"(a 2-minute spot notice lasts {scaled:g} s)"
                 )
                 out.print(connection_help(state, option), markup=False)
+                if runtime.trace_pools is not None:
+                    replay = runtime.trace_pools
+                    out.print(
+                        f"spot capacity from the trace {replay.trace.name} ({replay.trace.hours:g} h, a trace "
+                        f"hour every {replay.seconds_per_hour:g} s) on {len(replay.pools)} pool(s)",
+                        markup=False,
+                    )
                 out.print(f"control-plane logs: {workdir / 'control-plane.log'}; Ctrl-C to stop")
                 while not stop.wait(0.2):
                     pass
                 out.print("stopping...")
-        except AlreadyRunning as exc:
+        except (AlreadyRunning, TraceSetupError) as exc:
             raise fail(exc) from None
     out.print("stopped")
 

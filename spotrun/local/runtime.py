@@ -41,7 +41,9 @@ from spotrun.local.patches import PatchSet
 from spotrun.local.provision import INSTANCE_ROLE_NAME, Deployment, function_name, provision
 from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS, EmbeddedServer
+from spotrun.local.trace_pools import TracePools
 from spotrun.model.command import AGENT_REPORTS_PATH
+from spotrun.model.traces import Trace, load_trace
 from spotrun.shape import (
     AGENT_COMMAND_VARIABLE,
     METRICS_NAMESPACE,
@@ -77,6 +79,22 @@ class LocalRuntime:
         Program started by the agent's SSM document, the command URI appended; the real agent when omitted.
     settings_overrides
         Settings to change from what provisioning derives (e.g. ``overlap_replacement=False`` for a benchmark).
+    trace
+        A spot trace (``../shared/traces/README.md``), or the path of its file, to drive the pools' spot capacity
+        and interruptions from (:class:`~spotrun.local.trace_pools.TracePools`), from the moment the runtime
+        has started; none when omitted.
+    trace_scale
+        Real seconds per trace second (``time_scale`` when omitted: the trace runs at the emulated AWS's pace;
+        0.01 plays a trace hour in 36 s).
+    trace_pools
+        The ``(instance type, zone)`` pools the trace drives; every pool when omitted.
+
+    Raises
+    ------
+    spotrun.model.traces.TraceError
+        The trace file is missing or not a trace.
+    spotrun.local.trace_pools.TraceSetupError
+        A trace pool is not one of the emulator's, or ``trace_scale`` is not positive.
     """
 
     _active: ClassVar[LocalRuntime | None] = None
@@ -94,6 +112,9 @@ class LocalRuntime:
         agent_argv: Sequence[str] | None = None,
         region: str = "us-east-1",
         settings_overrides: Mapping[str, Any] | None = None,
+        trace: Trace | Path | None = None,
+        trace_scale: float | None = None,
+        trace_pools: Sequence[tuple[str, str]] | None = None,
     ):
         from spotrun.shape import STATE_MACHINE_FILE
 
@@ -123,6 +144,7 @@ class LocalRuntime:
         )
         self.chaos = Chaos(self.manager, self.clock, self.publish_event, self._terminate, ACCOUNT_ID, seed)
         self.scheduler = LocalScheduler(self.clock, self.client, shape.schedule_group)
+        self.trace_pools = self._trace_pools(trace, trace_scale, trace_pools)
         self._server = EmbeddedServer()
         self._patches = PatchSet()
         self._dispatcher = Dispatcher()
@@ -136,6 +158,19 @@ class LocalRuntime:
         self._session: Any = None
         self._clients: dict[tuple[str, str], Any] = {}
         self._clients_lock = threading.Lock()
+
+    def _trace_pools(
+        self,
+        trace: Trace | Path | None,
+        trace_scale: float | None,
+        pools: Sequence[tuple[str, str]] | None,
+    ) -> TracePools | None:
+        if trace is None:
+            return None
+        replayed = load_trace(Path(trace)) if not isinstance(trace, Trace) else trace
+        scale = self.clock.time_scale if trace_scale is None else trace_scale
+        keys = list(pools) if pools is not None else [pool.key for pool in self.capacity.pools()]
+        return TracePools(replayed, self.capacity, keys, self.interrupt, scale * 3600)
 
     # ------------------------------------------------------------------------------------ life cycle
 
@@ -221,6 +256,8 @@ class LocalRuntime:
         self._environment.set(self._deployment.settings.to_env())
         self.chaos.start_hazards(self.capacity)
         self.scheduler.start()
+        if self.trace_pools is not None:
+            self.trace_pools.start()
 
     def _has_api(self) -> bool:
         return any(spec.name == API_FUNCTION for spec in self.shape.functions)
@@ -245,6 +282,7 @@ class LocalRuntime:
         if not self._started:
             return
         steps: list[tuple[str, Callable[[], None]]] = [
+            ("trace", self.trace_pools.close if self.trace_pools is not None else lambda: None),
             ("chaos", self.chaos.close),
             ("clock", self.clock.close),
             ("schedules", self.scheduler.close),

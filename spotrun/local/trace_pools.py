@@ -23,6 +23,27 @@ from spotrun.model.traces import Trace
 Interrupt = Callable[[str], Any]
 
 
+class TraceSetupError(ValueError):
+    """A trace replay that cannot be set up (pools that are not the emulator's, a scale that is not positive)."""
+
+
+def parse_pool_list(text: str) -> list[tuple[str, str]]:
+    """``TYPE/ZONE,TYPE/ZONE`` as ``[(type, zone), ...]`` (``spotrun local up --trace-pools``).
+
+    Raises
+    ------
+    TraceSetupError
+        An entry is not ``TYPE/ZONE``, or the list is empty.
+    """
+    pools = []
+    for entry in (part.strip() for part in text.split(",")):
+        instance_type, slash, zone = entry.partition("/")
+        if not (slash and instance_type and zone and "/" not in zone):
+            raise TraceSetupError(f"--trace-pools: {entry!r} is not TYPE/ZONE (e.g. g5.xlarge/us-east-1a)")
+        pools.append((instance_type, zone))
+    return pools
+
+
 class TracePools:
     """Replays one trace onto some pools of a :class:`CapacityModel`.
 
@@ -52,7 +73,14 @@ class TracePools:
         start_hour: float = 0.0,
     ):
         if seconds_per_hour <= 0:
-            raise ValueError("seconds_per_hour must be positive")
+            raise TraceSetupError("seconds_per_hour must be positive")
+        known = {pool.key for pool in capacity.pools()}
+        unknown = [f"{t}/{z}" for t, z in pools if (t, z) not in known]
+        if unknown:
+            raise TraceSetupError(
+                f"no such spot pool in the emulator: {', '.join(unknown)} "
+                f"(its pools: `spotrun local pools`, TYPE/ZONE)"
+            )
         self.trace, self.capacity, self.pools = trace, capacity, list(pools)
         self.interrupt, self.seconds_per_hour, self.start_hour = interrupt, seconds_per_hour, start_hour
         self.reclaimed: list[str] = []

@@ -6,7 +6,7 @@ import os
 import shlex
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -25,6 +25,7 @@ from spotrun.local.runtime import LocalRuntime
 from spotrun.local.server import FAKE_CREDENTIALS
 from spotrun.model.job import utc_now
 from spotrun.model.layout import MANIFEST_PREFIX
+from spotrun.model.traces import Trace
 
 API_FUNCTION = "api"
 
@@ -48,6 +49,10 @@ def local_up(
     time_scale: float,
     seed: int = 0,
     on_action: Callable[[str], None] | None = None,
+    *,
+    trace: Trace | Path | None = None,
+    trace_scale: float | None = None,
+    trace_pools: Sequence[tuple[str, str]] | None = None,
 ) -> Iterator[tuple[LocalRuntime, LocalState]]:
     """Start the runtime and its control API, and write the state file; undo all three on exit.
 
@@ -61,6 +66,8 @@ def local_up(
         Seeds the spot pools' table.
     on_action
         Told each chaos action done through the control API.
+    trace, trace_scale, trace_pools
+        A spot trace to drive the pools from, its pace and its pools (:class:`LocalRuntime`'s).
 
     Yields
     ------
@@ -71,6 +78,8 @@ def local_up(
     ------
     AlreadyRunning
         When a ``local up`` already answers for ``workdir``.
+    spotrun.model.traces.TraceError, spotrun.local.trace_pools.TraceSetupError
+        When the trace cannot be replayed (before anything starts).
     """
     workdir = Path(workdir).resolve()
     other = _running_elsewhere(workdir)
@@ -78,7 +87,15 @@ def local_up(
         raise AlreadyRunning(
             f"a local runtime already runs for {workdir} (pid {other.pid}, {other.endpoint_url})"
         )
-    with LocalRuntime(workdir, time_scale=time_scale, seed=seed) as runtime:
+    started = LocalRuntime(
+        workdir,
+        time_scale=time_scale,
+        seed=seed,
+        trace=trace,
+        trace_scale=trace_scale,
+        trace_pools=trace_pools,
+    )
+    with started as runtime:
         server = ControlServer(ControlApi(runtime, on_action))
         try:
             control_url = server.start()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from spotrun.model.checkpoint_interval import IntervalChoice, auto_interval, uncovered_fraction
 from spotrun.model.deadline import (
     Choice,
+    Decision,
     JobState,
     PolicyParams,
     Running,
@@ -74,6 +75,8 @@ class RunResult:
     progress: list[tuple[float, float]] = field(
         default_factory=list
     )  # (hours after start, work done) if asked
+    # (steps after start, decision) at each change of choice, if asked: what the control plane records
+    decisions: list[tuple[int, Decision]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,24 @@ class Replay:
     @property
     def steps(self) -> int:
         return len(self.spot)
+
+
+def sim_job_from_state(state: JobState, notice_hours: float = 2 / 60) -> SimJob:
+    """The job the control plane sees (its :class:`JobState` at submission), as the simulator replays it.
+
+    The work, deadline, restart, save, interval and prices are the control plane's own inputs, so that the
+    simulator and the control plane decide on the same numbers.
+    """
+    return SimJob(
+        work_hours=state.work_hours,
+        deadline_hours=state.deadline_hours,
+        restart_hours=state.restart_hours,
+        checkpoint_hours=state.checkpoint_hours,
+        spot_price=state.spot_price,
+        on_demand_price=state.on_demand_price,
+        checkpoint_interval_hours=state.checkpoint_interval_hours,
+        notice_hours=notice_hours,
+    )
 
 
 def is_uncovered(step: int, job: SimJob) -> bool:
@@ -153,7 +174,7 @@ def replay_policy(
     params:
         The policies' knobs; :func:`~spotrun.model.deadline.default_params` of the job when None.
     record:
-        Keep (time, work done) at every step, for the plot.
+        Keep (time, work done) at every step, for the plot, and each change of decision.
 
     Returns
     -------
@@ -188,7 +209,10 @@ def replay_policy(
             spot_price=job.spot_price,
             on_demand_price=job.on_demand_price,
         )
-        choice = decide(policy, state, params).choice
+        decision = decide(policy, state, params)
+        choice = decision.choice
+        if record and (not result.decisions or result.decisions[-1][1].choice is not choice):
+            result.decisions.append((t - start, decision))
         wanted = {Choice.SPOT: Running.SPOT, Choice.ON_DEMAND: Running.ON_DEMAND}.get(choice, Running.NOTHING)
         if wanted is Running.SPOT and not replay.spot[t]:
             wanted = Running.NOTHING  # a launch into absent capacity fails: the step is spent waiting

@@ -3,11 +3,16 @@ never on-demand while spot is plentiful."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from spotrun.local.demo import drop_manifest, wait_for_job
 from spotrun.local.trace_pools import TracePools
+from spotrun.model.deadline import Running
+from spotrun.model.deadline_job import ASSUMED, POLICY, job_params, job_state
 from spotrun.model.job import INTERRUPTION_REASONS, Job, JobStatus
+from spotrun.model.simulation import Replay, replay_policy, sim_job_from_state
 from spotrun.model.traces import parse_trace
-from tests.e2e.conftest import assert_nothing_left_running, example_manifest
+from tests.e2e.conftest import E2E_TIME_SCALE, assert_nothing_left_running, example_manifest
 
 # The emulator runs at 0.02: the policy's assumed 6-minute start is 7.2 s, its safety margin 46 s. The job
 # trains 300 steps of 0.02 s (about 10 s with its saves, more under load); 0.006 h is 21.6 s of work.
@@ -26,17 +31,27 @@ def deadline_manifest(name: str) -> bytes:
     )
 
 
-def run_on_trace(runtime, name: str, counts: list[int]) -> Job:
-    """Drop the deadline job with every pool's spot capacity replayed from ``counts`` (10-minute ticks)."""
+TICK_SECONDS = 600 / 3600 * SECONDS_PER_TRACE_HOUR  # one trace tick, in real seconds
+
+
+def run_on_trace(runtime, name: str, counts: list[int]) -> tuple[Job, datetime]:
+    """Drop the deadline job with every pool's spot capacity replayed from ``counts`` (10-minute ticks).
+
+    Returns
+    -------
+    tuple[Job, datetime]
+        The finished job, and when the replay started (its tick 0).
+    """
     text = f'{{"metadata": {{"gap_seconds": 600}}, "data": {counts}}}'
     keys = [(pool.instance_type, pool.availability_zone) for pool in runtime.capacity.pools()]
     pools = TracePools(
         parse_trace(name, text), runtime.capacity, keys, runtime.interrupt, SECONDS_PER_TRACE_HOUR
     )
+    began = datetime.now(UTC)
     pools.start()
     try:
         submitted = drop_manifest(runtime, deadline_manifest(name), f"{name}.yaml")
-        return wait_for_job(runtime, submitted.job_id, timeout=240)
+        return wait_for_job(runtime, submitted.job_id, timeout=240), began
     finally:
         pools.close()
         for instance_type, zone in keys:
@@ -51,7 +66,7 @@ def finished_within_deadline(job: Job) -> bool:
 def test_when_spot_disappears_the_job_moves_to_on_demand_in_time(runtime):
     # Given a trace whose spot capacity is there at submission and gone 6 s later, for good
     # When the deadline job runs on it
-    job = run_on_trace(runtime, "deadline-spot-gone", [1] + [0] * 200)
+    job, _ = run_on_trace(runtime, "deadline-spot-gone", [1] + [0] * 200)
     # Then it started on spot and, once spot was gone (and its pool seen preempted within seconds, too soon for a
     # wait to pay), moved to on-demand with slack left, and finished within its deadline; the record says why
     assert job.status is JobStatus.SUCCEEDED, job.error
@@ -69,9 +84,48 @@ def test_when_spot_disappears_the_job_moves_to_on_demand_in_time(runtime):
 def test_with_spot_plentiful_it_never_uses_on_demand(runtime):
     # Given a trace with spot all along
     # When the deadline job runs on it
-    job = run_on_trace(runtime, "deadline-spot-plenty", [4] * 200)
+    job, _ = run_on_trace(runtime, "deadline-spot-plenty", [4] * 200)
     # Then it finishes on spot only, within its deadline, and every decision was spot
     assert job.status is JobStatus.SUCCEEDED, job.error
     assert finished_within_deadline(job)
     assert {attempt.lifecycle for attempt in job.attempts} == {"spot"}
     assert {decision.choice for decision in job.deadline_decisions} == {"spot"}
+
+
+def test_the_control_plane_decides_as_the_simulator_on_the_same_trace(runtime):
+    # Given a trace with no spot for its first two ticks (12 s), then spot to the end
+    counts = [0, 0] + [1] * 200
+    # When the deadline job runs on it in the emulator
+    job, began = run_on_trace(runtime, "deadline-same-as-simulator", counts)
+    # and the simulator replays the same trace, in the same (real) hours, for the job the control plane saw at
+    # submission: its own inputs (work, deadline, scaled restart/save/interval, prices) and knobs
+    assumed = ASSUMED.scaled(E2E_TIME_SCALE)
+    fresh = job.model_copy(update={"attempts": [], "deadline_decisions": []})
+    state = job_state(fresh, job.created_at, running=Running.NOTHING, spot_available=False, assumed=assumed)
+    replay = Replay(TICK_SECONDS / 3600, tuple(n > 0 for n in counts))
+    simulated = replay_policy(
+        POLICY,
+        sim_job_from_state(state),
+        replay,
+        start=0,
+        interval_hours=state.checkpoint_interval_hours,
+        params=job_params(fresh, job.created_at, assumed),
+        record=True,
+    )
+    # Then both make the same changes of choice (wait while spot is gone, spot when it comes), at the same trace
+    # ticks. The ticks cannot align exactly: the simulator decides at the start of each 6 s tick, the control
+    # plane at each acquisition (retried every second while it waits) and heartbeat, a Lambda call or two after
+    # the capacity changed. So a recorded decision falls in the tick of the simulator's, up to one tick later
+    # (less the submission's offset from the replay's start, < 2 s); its slack is the simulator's less that
+    # lateness (elapsed time is the only input that differs: no work is done before either decision), to the
+    # record's rounding (1e-4 h).
+    assert job.status is JobStatus.SUCCEEDED, job.error
+    recorded = [
+        (d.choice, int((d.at - began).total_seconds() // TICK_SECONDS)) for d in job.deadline_decisions
+    ]
+    expected = [(d.choice.value, step) for step, d in simulated.decisions]
+    assert recorded == expected == [("wait", 0), ("spot", 2)], (recorded, expected)
+    for made, (step, sim) in zip(job.deadline_decisions, simulated.decisions, strict=True):
+        late_hours = ((made.at - job.created_at).total_seconds() - step * TICK_SECONDS) / 3600
+        assert -2 / 3600 <= late_hours <= TICK_SECONDS / 3600, (made, step)
+        assert abs(made.slack_hours - (sim.slack_hours - late_hours)) <= 1e-4, (made, sim, late_hours)

@@ -1,11 +1,13 @@
-"""The emulator's pools driven by a trace: capacity per tick, and a reclaim through the notice path on a drop."""
+"""The emulator's pools driven by a trace: capacity per tick, a reclaim through the notice path on a drop, and
+the runtime's replay of a trace file."""
 
 from __future__ import annotations
 
 from spotrun.local.capacity import CapacityModel
 from spotrun.local.catalog import Pool
+from spotrun.local.runtime import LocalRuntime
 from spotrun.local.trace_pools import TracePools
-from spotrun.model.traces import parse_trace
+from spotrun.model.traces import dumps_trace, parse_trace
 
 POOL = ("g5.xlarge", "us-east-1a")
 
@@ -52,3 +54,19 @@ def test_on_demand_is_not_reclaimed() -> None:
     # When the drop comes, Then nothing is reclaimed
     pools.apply(7.0)
     assert interrupted == []
+
+
+def test_a_runtime_given_a_trace_file_replays_it_at_its_time_scale_on_every_pool(tmp_path) -> None:
+    # Given a trace file
+    path = tmp_path / "t.json"
+    path.write_text(dumps_trace(600, [1, 0]))
+    # When a runtime is made with it, without a scale or pools (and with both)
+    default = LocalRuntime(tmp_path / "a", time_scale=0.1, trace=path)
+    chosen = LocalRuntime(tmp_path / "b", time_scale=0.1, trace=path, trace_scale=0.01, trace_pools=[POOL])
+    # Then the trace plays at the emulated AWS's pace (a trace hour in 360 s at 0.1) on every pool, or as asked
+    assert default.trace_pools is not None
+    assert chosen.trace_pools is not None
+    assert default.trace_pools.trace.capacity == (1, 0)
+    assert default.trace_pools.seconds_per_hour == 360.0
+    assert default.trace_pools.pools == [pool.key for pool in default.capacity.pools()]
+    assert (chosen.trace_pools.seconds_per_hour, chosen.trace_pools.pools) == (36.0, [POOL])
