@@ -1,8 +1,8 @@
 """The API's code-upload route (a Powertools Router included by :mod:`functions.api.app`): ``POST /code``.
 
 ``spotrun submit`` packs a workdir and asks here where to put it, so that the CLI needs no S3 permission of its
-own: the function (granted ``s3:PutObject`` and ``s3:GetObject`` on ``code/*`` of the jobs bucket only) answers
-with the archive's URI and, unless the object exists, a presigned PUT of exactly those bytes.
+own: the function (granted ``s3:PutObject`` on ``code/*`` of the jobs bucket, and ``s3:ListBucket`` under it only)
+answers with the archive's URI and, unless the object exists, a presigned PUT of exactly those bytes.
 """
 
 from __future__ import annotations
