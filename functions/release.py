@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
 from functions.runtime import logger, metrics, ports, tracer
-from spotrun.control.instances import release_for_workflow
+from spotrun.control.release import release_for_workflow
 from spotrun.model.job import utc_now
 
 

@@ -24,18 +24,7 @@ interruption cost. With the manifest's ``checkpoint.interval_steps: auto``, :met
 time-based instead: the agent measures the saves and writes the interval to ``$SPOTRUN_CHECKPOINT_INTERVAL_FILE``
 (docs/checkpoint-interval.md).
 
-The variables, all set by the agent (a manifest's ``training.env`` cannot override them):
-
-- ``SPOTRUN_JOB_ID``, ``SPOTRUN_ATTEMPT``: the job and its attempt (1, 2, ... one per instance);
-- ``SPOTRUN_DATA_DIR``, ``SPOTRUN_CODE_DIR``, ``SPOTRUN_CHECKPOINT_DIR``, ``SPOTRUN_OUTPUT_DIR``: the staged
-  inputs, the code (the command's working directory), the checkpoints, the model's directory;
-- ``SPOTRUN_CHECKPOINT_INTERVAL_STEPS``, ``SPOTRUN_CHECKPOINT_SIGNAL``: the manifest's checkpoint policy;
-- ``SPOTRUN_MODEL``: the model's path under ``SPOTRUN_OUTPUT_DIR`` (``outputs.model``);
-- ``SPOTRUN_PROGRESS_FILE``: where :meth:`Run.report_step` writes the step reached;
-- ``SPOTRUN_CHECKPOINT_INTERVAL_FILE`` (``interval_steps: auto`` only): where the agent writes the interval;
-- ``SPOTRUN_GPUS_PER_NODE``: the GPUs of the instance (``nvidia-smi``, else the instance type's count), for
-  ``torchrun --nproc-per-node``; the command's argv may say ``"${SPOTRUN_GPUS_PER_NODE}"``, which the agent
-  expands (as any ``${SPOTRUN_...}`` or ``${NAME}`` of ``training.env``) since no shell runs it.
+Every variable the agent sets, and what it means, is listed in :mod:`spotrun.model.contract`.
 
 The same script runs without spotrun: the directories then default to ``./data``, ``./checkpoints`` and
 ``./output`` (or the arguments given to :meth:`Run.from_env`), and no progress is written.

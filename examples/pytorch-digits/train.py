@@ -28,7 +28,7 @@ from sklearn.datasets import load_digits
 from torch import nn
 from torch.nn import functional
 
-from spotrun import training, training_torch
+from spotrun import training, training_torch, training_torch_ddp
 
 TRAIN_SAMPLES = 1536  # of the 1797 digits; the rest measure the accuracy
 
@@ -116,7 +116,7 @@ def train(args: argparse.Namespace, run: training.Run, device: torch.device) -> 
     model: nn.Module = DigitsCNN().to(device)
     if world > 1:
         # Gradients summed in rank order: bit-exact resumes with any number of processes (see the helper).
-        model = training_torch.ordered_gradient_sum(nn.parallel.DistributedDataParallel(model))
+        model = training_torch_ddp.ordered_gradient_sum(nn.parallel.DistributedDataParallel(model))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps)
     checkpointer = training_torch.TorchCheckpointer(run, model, optimizer, scheduler)

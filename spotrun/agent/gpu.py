@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -89,18 +89,24 @@ def read_nvidia_smi(timeout: float = NVIDIA_SMI_TIMEOUT_SECONDS) -> list[GpuRead
     GpuReadError
         When it exits non-zero or does not answer within ``timeout``.
     """
+    output = _nvidia_smi(QUERY_ARGS, timeout)
+    return None if output is None else parse_nvidia_smi(output)
+
+
+def _nvidia_smi(args: Sequence[str], timeout: float) -> str | None:
+    """``nvidia-smi ARGS``' output; None when it is not on ``PATH``; GpuReadError when it fails or hangs."""
     executable = shutil.which("nvidia-smi")
     if executable is None:
         return None
     try:
         done = subprocess.run(
-            [executable, *QUERY_ARGS], capture_output=True, text=True, timeout=timeout, check=False
+            [executable, *args], capture_output=True, text=True, timeout=timeout, check=False
         )
     except (subprocess.TimeoutExpired, OSError) as exc:
         raise GpuReadError(f"nvidia-smi: {exc}") from exc
     if done.returncode != 0:
         raise GpuReadError(f"nvidia-smi exited {done.returncode}: {done.stderr.strip()[:200]}")
-    return parse_nvidia_smi(done.stdout)
+    return done.stdout
 
 
 def summarize(readings: list[GpuReading]) -> GpuSummary | None:
@@ -235,20 +241,14 @@ class GpuMonitor:
 
 def list_nvidia_gpus(timeout: float = NVIDIA_SMI_TIMEOUT_SECONDS) -> int | None:
     """GPUs ``nvidia-smi --list-gpus`` lists; None when it is not on ``PATH``, fails or does not answer."""
-    executable = shutil.which("nvidia-smi")
-    if executable is None:
-        return None
     try:
-        done = subprocess.run(
-            [executable, *LIST_GPUS_ARGS], capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except (subprocess.TimeoutExpired, OSError) as exc:
+        output = _nvidia_smi(LIST_GPUS_ARGS, timeout)
+    except GpuReadError as exc:
         logger.warning("nvidia-smi --list-gpus: %s", exc)
         return None
-    if done.returncode != 0:
-        logger.warning("nvidia-smi --list-gpus exited %d: %s", done.returncode, done.stderr.strip()[:200])
+    if output is None:
         return None
-    return sum(1 for line in done.stdout.splitlines() if line.startswith("GPU "))
+    return sum(1 for line in output.splitlines() if line.startswith("GPU "))
 
 
 def count_gpus(imds: ImdsClient | None, lister: Callable[[], int | None] = list_nvidia_gpus) -> int:

@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from spotrun.control.instances import release_instances
 from spotrun.control.ports import Compute, JobStore, Workflows
 from spotrun.control.progress import JobProgress, summary_figures
 from spotrun.control.records import job_record
+from spotrun.control.release import release_instances
 from spotrun.control.store import update_job
 from spotrun.model.errors import JobFinished, JobNotFound
 from spotrun.model.job import (

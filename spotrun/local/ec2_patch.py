@@ -311,3 +311,15 @@ def _price_history_response(capacity: CapacityModel) -> Any:
         return ActionResult({"SpotPriceHistory": history})
 
     return describe_spot_price_history
+
+
+def terminate_instance(
+    account_id: str, region: str, instance_id: str, reason_code: str, reason_message: str
+) -> None:
+    """Terminate ``instance_id`` in moto's EC2 with the state reason EC2 gives (chaos' silent kills and reclaims)."""
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models.instances import StateReason
+
+    backend = ec2_backends[account_id][region]
+    backend.terminate_instances([instance_id])
+    backend.get_instance(instance_id).state_reason = StateReason(reason_message, reason_code)

@@ -8,6 +8,7 @@ whose agent subprocesses talk to the emulator over HTTP.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import threading
@@ -31,6 +32,7 @@ from spotrun.local.api_gateway import ApiServer, Callers, ProxyApp
 from spotrun.local.capacity import CapacityModel
 from spotrun.local.catalog import Pool, default_pools
 from spotrun.local.chaos import Chaos
+from spotrun.local.clients import EmulatorClients
 from spotrun.local.clock import Clock
 from spotrun.local.consistency import Ec2Consistency
 from spotrun.local.environment import ProcessEnvironment
@@ -43,7 +45,7 @@ from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS, EmbeddedServer
 from spotrun.local.trace_pools import TracePools
 from spotrun.model.command import AGENT_REPORTS_PATH
-from spotrun.model.traces import Trace, load_trace
+from spotrun.model.traces import Trace
 from spotrun.shape import (
     AGENT_COMMAND_VARIABLE,
     METRICS_NAMESPACE,
@@ -79,22 +81,10 @@ class LocalRuntime:
         Program started by the agent's SSM document, the command URI appended; the real agent when omitted.
     settings_overrides
         Settings to change from what provisioning derives (e.g. ``overlap_replacement=False`` for a benchmark).
-    trace
-        A spot trace (``../shared/traces/README.md``), or the path of its file, to drive the pools' spot capacity
-        and interruptions from (:class:`~spotrun.local.trace_pools.TracePools`), from the moment the runtime
-        has started; none when omitted.
-    trace_scale
-        Real seconds per trace second (``time_scale`` when omitted: the trace runs at the emulated AWS's pace;
-        0.01 plays a trace hour in 36 s).
-    trace_pools
-        The ``(instance type, zone)`` pools the trace drives; every pool when omitted.
-
-    Raises
-    ------
-    spotrun.model.traces.TraceError
-        The trace file is missing or not a trace.
-    spotrun.local.trace_pools.TraceSetupError
-        A trace pool is not one of the emulator's, or ``trace_scale`` is not positive.
+    trace, trace_scale, trace_pools
+        A spot trace (or its file) that drives the pools' spot capacity and interruptions once started, at
+        ``trace_scale`` real seconds per trace second (``time_scale`` when omitted), on ``trace_pools`` (every
+        pool when omitted); see :meth:`~spotrun.local.trace_pools.TracePools.replaying`, whose errors it raises.
     """
 
     _active: ClassVar[LocalRuntime | None] = None
@@ -142,9 +132,20 @@ class LocalRuntime:
             instance_role=INSTANCE_ROLE_NAME,
             on_credentials=self.callers.register_instance,
         )
-        self.chaos = Chaos(self.manager, self.clock, self.publish_event, self._terminate, ACCOUNT_ID, seed)
+        terminate = functools.partial(ec2_patch.terminate_instance, ACCOUNT_ID, region)
+        self.chaos = Chaos(self.manager, self.clock, self.publish_event, terminate, ACCOUNT_ID, seed)
         self.scheduler = LocalScheduler(self.clock, self.client, shape.schedule_group)
-        self.trace_pools = self._trace_pools(trace, trace_scale, trace_pools)
+        self.trace_pools = (
+            None
+            if trace is None
+            else TracePools.replaying(
+                trace,
+                self.capacity,
+                trace_pools,
+                self.interrupt,
+                time_scale if trace_scale is None else trace_scale,
+            )
+        )
         self._server = EmbeddedServer()
         self._patches = PatchSet()
         self._dispatcher = Dispatcher()
@@ -155,22 +156,7 @@ class LocalRuntime:
         self.api_url: str | None = None  # the REST API stand-in, for every runtime whose shape has the API
         self.stopped_executions: list[str] = []  # executions stop() found running
         self._started = self._used = False
-        self._session: Any = None
-        self._clients: dict[tuple[str, str], Any] = {}
-        self._clients_lock = threading.Lock()
-
-    def _trace_pools(
-        self,
-        trace: Trace | Path | None,
-        trace_scale: float | None,
-        pools: Sequence[tuple[str, str]] | None,
-    ) -> TracePools | None:
-        if trace is None:
-            return None
-        replayed = load_trace(Path(trace)) if not isinstance(trace, Trace) else trace
-        scale = self.clock.time_scale if trace_scale is None else trace_scale
-        keys = list(pools) if pools is not None else [pool.key for pool in self.capacity.pools()]
-        return TracePools(replayed, self.capacity, keys, self.interrupt, scale * 3600)
+        self._clients = EmulatorClients(region)
 
     # ------------------------------------------------------------------------------------ life cycle
 
@@ -294,7 +280,7 @@ class LocalRuntime:
             ("server", self._server.stop),
             ("patches", self._patches.undo_all),
             ("environment", self._environment.restore),
-            ("clients", self._clients.clear),
+            ("clients", self._clients.forget),
         ]
         for name, step in steps:
             try:
@@ -342,23 +328,7 @@ class LocalRuntime:
 
     def client(self, service: str) -> Any:
         """A boto3 client for ``service`` on the emulator (one per service: clients are thread-safe)."""
-        import boto3
-
-        endpoint = self.endpoint_url
-        with self._clients_lock:
-            key = (service, endpoint)
-            if key not in self._clients:
-                # One session: its loader caches the service models, which take most of a client's creation.
-                if self._session is None:
-                    self._session = boto3.session.Session()
-                self._clients[key] = self._session.client(
-                    service,
-                    endpoint_url=endpoint,
-                    region_name=self.region,
-                    aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                    aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                )
-            return self._clients[key]
+        return self._clients.client(service, self.endpoint_url)
 
     def set_handler(self, function: str, handler: str | lambda_patch.Handler) -> None:
         """Serve the function declared as ``function`` with another handler (a callable or a dotted path)."""
@@ -412,14 +382,6 @@ class LocalRuntime:
         events_patch.publish(ACCOUNT_ID, self.region, source, detail_type, detail, resources)
 
     # --------------------------------------------------------------------------------- patch callbacks
-
-    def _terminate(self, instance_id: str, reason_code: str, reason_message: str) -> None:
-        from moto.ec2.models import ec2_backends
-        from moto.ec2.models.instances import StateReason
-
-        backend = ec2_backends[ACCOUNT_ID][self.region]
-        backend.terminate_instances([instance_id])
-        backend.get_instance(instance_id).state_reason = StateReason(reason_message, reason_code)
 
     def _can_receive(self, instance_id: str) -> bool:
         sim = self.manager.get(instance_id)

@@ -15,10 +15,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from spotrun.local.capacity import CapacityModel
-from spotrun.model.traces import Trace
+from spotrun.model.traces import Trace, load_trace
 
 Interrupt = Callable[[str], Any]
 
@@ -62,6 +63,30 @@ class TracePools:
     start_hour
         Where in the trace the replay starts.
     """
+
+    @classmethod
+    def replaying(
+        cls,
+        trace: Trace | Path,
+        capacity: CapacityModel,
+        pools: Sequence[tuple[str, str]] | None,
+        interrupt: Interrupt,
+        trace_scale: float,
+    ) -> TracePools:
+        """The replay a runtime asks for: ``trace`` (or its file), on ``pools`` (every pool when None).
+
+        ``trace_scale`` is real seconds per trace second (a trace hour lasts ``trace_scale * 3600`` s).
+
+        Raises
+        ------
+        spotrun.model.traces.TraceError
+            The file is missing or not a trace.
+        TraceSetupError
+            A pool is not one of ``capacity``'s, or the scale is not positive.
+        """
+        replayed = trace if isinstance(trace, Trace) else load_trace(Path(trace))
+        keys = list(pools) if pools is not None else [pool.key for pool in capacity.pools()]
+        return cls(replayed, capacity, keys, interrupt, trace_scale * 3600)
 
     def __init__(
         self,

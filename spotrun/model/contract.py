@@ -3,6 +3,19 @@
 The agent sets these variables in the training command's environment (``spotrun.agent.environment``);
 ``spotrun.training`` reads them; the manifest's ``training.command`` may name them as ``${NAME}``. One module
 so that the three agree. Standard library only: it is copied onto instances with ``spotrun.training``.
+
+The variables, all set by the agent (a manifest's ``training.env`` cannot override them):
+
+- ``SPOTRUN_JOB_ID``, ``SPOTRUN_ATTEMPT``: the job and its attempt (1, 2, ... one per instance);
+- ``SPOTRUN_DATA_DIR``, ``SPOTRUN_CODE_DIR``, ``SPOTRUN_CHECKPOINT_DIR``, ``SPOTRUN_OUTPUT_DIR``: the staged
+  inputs, the code (the command's working directory), the checkpoints, the model's directory;
+- ``SPOTRUN_CHECKPOINT_INTERVAL_STEPS``, ``SPOTRUN_CHECKPOINT_SIGNAL``: the manifest's checkpoint policy;
+- ``SPOTRUN_MODEL``: the model's path under ``SPOTRUN_OUTPUT_DIR`` (``outputs.model``);
+- ``SPOTRUN_PROGRESS_FILE``: where :meth:`spotrun.training.Run.report_step` writes the step reached;
+- ``SPOTRUN_CHECKPOINT_INTERVAL_FILE`` (``interval_steps: auto`` only): where the agent writes the interval;
+- ``SPOTRUN_GPUS_PER_NODE``: the GPUs of the instance (``nvidia-smi``, else the instance type's count), for
+  ``torchrun --nproc-per-node``; the command's argv may say ``"${SPOTRUN_GPUS_PER_NODE}"``, which the agent
+  expands (as any ``${SPOTRUN_...}`` or ``${NAME}`` of ``training.env``) since no shell runs it.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 from functions import release, runtime
 from spotrun.aws import adapters
 from spotrun.aws.settings import MissingSettings, Settings
-from spotrun.control import instances
+from spotrun.control import release as release_use_case
 from spotrun.local.lambda_patch import ExecutionEnvironments
 from spotrun.shape import SHAPE
 
@@ -154,7 +154,7 @@ def test_each_emulated_environment_makes_its_own_ports_once(environment, monkeyp
 
     monkeypatch.setattr(adapters, "job_store", job_store)
     monkeypatch.setattr(adapters, "Ec2Compute", lambda region: object())
-    monkeypatch.setattr(instances, "release_for_workflow", release_for_workflow)
+    monkeypatch.setattr(release_use_case, "release_for_workflow", release_for_workflow)
     environments = ExecutionEnvironments("functions.release.handler")
     answers: list[Any] = []
 

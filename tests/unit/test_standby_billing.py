@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 
 from spotrun.control.finalize import finalize_job
-from spotrun.control.instances import launch_standby, release_instances
+from spotrun.control.instances import launch_standby
+from spotrun.control.release import release_instances
 from spotrun.control.store import update_job
 from tests.unit.test_interruptions import SETTINGS, T0, _interrupt_and_relaunch, job_in_training, warn
 
