@@ -168,17 +168,8 @@ def deployment(aws, monkeypatch) -> Settings:
     return settings
 
 
-@pytest.fixture
-def job_id(deployment):
-    store = job_store(deployment.jobs_table, deployment.region)
-    job = new_job(
-        "tiny-000000000001",
-        "tiny",
-        ManifestSource(bucket="b", key="k", etag="e"),
-        MANIFEST.model_dump(mode="json"),
-        utc_now(),
-    )
-    assert store.create(job)
+def create_agent_document() -> None:
+    """The SSM document the dispatch sends agent steps through (a stand-in for the stack's)."""
     boto3.client("ssm").create_document(
         Name=SHAPE.agent_document_name,
         DocumentType="Command",
@@ -197,6 +188,20 @@ def job_id(deployment):
             }
         ),
     )
+
+
+@pytest.fixture
+def job_id(deployment):
+    store = job_store(deployment.jobs_table, deployment.region)
+    job = new_job(
+        "tiny-000000000001",
+        "tiny",
+        ManifestSource(bucket="b", key="k", etag="e"),
+        MANIFEST.model_dump(mode="json"),
+        utc_now(),
+    )
+    assert store.create(job)
+    create_agent_document()
     return job.job_id
 
 

@@ -23,7 +23,7 @@ from spotrun.model.command import AGENT_REPORTS_PATH
 from spotrun.model.job import Job, JobStatus, ManifestSource, new_job, utc_now
 from spotrun.model.manifest_io import parse_manifest_document
 from spotrun.model.timing import workflow_timing
-from spotrun.shape import SHAPE
+from tests.integration.conftest import create_agent_document
 
 JOB = "tiny-00000000d00e"
 # 2 h of work due 3 h after submission: spot at first (slack 0.83 h, above the policy's 0.63 h margin).
@@ -43,24 +43,7 @@ def training_on_spot(deployment: Settings, lambda_context) -> str:
     """The deadline job, acquired (on spot), staged and training through the workflow's handlers: its instance."""
     store = job_store(deployment.jobs_table, deployment.region)
     assert store.create(new_job(JOB, "tiny", ManifestSource(bucket="b", key="k"), MANIFEST, utc_now()))
-    boto3.client("ssm").create_document(
-        Name=SHAPE.agent_document_name,
-        DocumentType="Command",
-        Content=json.dumps(
-            {
-                "schemaVersion": "2.2",
-                "description": "run a spotrun agent step",
-                "parameters": {"commandUri": {"type": "String"}},
-                "mainSteps": [
-                    {
-                        "action": "aws:runShellScript",
-                        "name": "run",
-                        "inputs": {"runCommand": ["spotrun-agent"]},
-                    }
-                ],
-            }
-        ),
-    )
+    create_agent_document()
     attempt = acquire.handler({"job_id": JOB, "timing": TIMING}, lambda_context)
     assert attempt["lifecycle"] == "spot"
     for step in ("stage", "train"):
