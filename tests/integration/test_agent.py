@@ -193,10 +193,13 @@ def test_train_runs_the_example_uploads_checkpoints_and_reports_the_model(
     assert json.loads(object_bytes(s3, result["outputs"]["key"])) == [
         {"key": "jobs/j-000000000001/output/model.npy", "size": len(model), "sha256": result["model_sha256"]}
     ]
-    # and the checkpoints were committed as they appeared, pruned to keep_last
+    # and the checkpoints were committed as they appeared, pruned to keep_last (2). Each sync uploads the newest
+    # complete checkpoint only (agent/sync.py), so which earlier step survives beside 300 depends on the timing.
     assert result["last_checkpoint_step"] == 300
     remaining = checkpoints.list_checkpoints(s3, BUCKET, "j-000000000001")
-    assert [(c.step, c.committed) for c in remaining] == [(250, True), (300, True)]
+    assert [c.committed for c in remaining] == [True, True]
+    assert remaining[-1].step == 300
+    assert remaining[0].step in range(50, 300, 50)
     # and the log holds the script's output
     log = object_bytes(s3, result["log_key"]).decode()
     assert "step 300 loss" in log
