@@ -55,7 +55,8 @@ def test_concurrent_jobs_survive_random_interruptions_and_deaths(runtime, direct
     # Then every job succeeded with the uninterrupted model, after one new attempt per strike
     for kind, job in results:
         assert job.status is JobStatus.SUCCEEDED, (kind, job.error)
-        assert len(job.attempts) == STRIKES_PER_JOB + 1, kind
+        ends = [(attempt.number, attempt.end_reason, attempt.last_step) for attempt in job.attempts]
+        assert len(job.attempts) == STRIKES_PER_JOB + 1, (kind, ends)
         assert _model(runtime, job) == direct_model, kind
         assert_nothing_left_running(runtime, job)
 
