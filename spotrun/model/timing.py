@@ -49,7 +49,10 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
     WorkflowTiming
         The values put in the execution input and in each agent command.
     """
-    heartbeat = max(3, round(300 * time_scale))
+    # A fresh agent process (interpreter start and imports) is not scaled: on a loaded 2-core machine, with three
+    # jobs replacing instances at once, one took over 6 s to send its first heartbeat. The emulator's window is
+    # therefore at least 12 s, or a slow start would count as a hung instance.
+    heartbeat = max(12, round(300 * time_scale))
     # The margin is what a spot warning leaves (two minutes), scaled like it; at least 10 s in the emulator,
     # where the upload and the release, which are not scaled, run on a loaded laptop.
     budget_margin = 120.0 if time_scale >= 1 else max(10.0, 120.0 * time_scale)
