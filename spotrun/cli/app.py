@@ -21,6 +21,7 @@ from spotrun.cli.output import JsonOpt, console, emit_json, fail, json_answer, u
 from spotrun.cli.simulate import simulate
 from spotrun.model.manifest_io import manifest_json_schema
 
+
 class _Commands(TyperGroup):
     """The root command: a usage error of any command given ``--json`` is also its JSON answer on stdout.
 

@@ -87,7 +87,9 @@ def _attempt_events(old: dict[str, Any] | None, new: dict[str, Any]) -> list[Eve
         text = f"attempt {number}: resumes from the checkpoint of step {new['restored_step']}"
         events.append(Event(datetime.fromisoformat(new["started_at"]), text, "green"))
     if (at := _at(new.get("rebalance_at"))) and not previous.get("rebalance_at"):
-        events.append(Event(at, f"attempt {number}: EC2 recommends a rebalance (spot capacity at risk)", "yellow"))
+        events.append(
+            Event(at, f"attempt {number}: EC2 recommends a rebalance (spot capacity at risk)", "yellow")
+        )
     if (at := _at(new.get("notice_at"))) and not previous.get("notice_at"):
         if new.get("deadline_move"):
             text = f"attempt {number}: the deadline policy moves the job to on-demand; checkpointing"
