@@ -125,7 +125,7 @@ def job_events(before: dict[str, Any] | None, after: dict[str, Any]) -> list[Eve
     for change in after.get("timeline", [])[seen:]:
         status = JobStatus(change["status"])
         text = status.value + (f": {change['detail']}" if change.get("detail") else "")
-        events.append(Event(datetime.fromisoformat(change["at"]), text, status_text(status).style or ""))
+        events.append(Event(datetime.fromisoformat(change["at"]), text, str(status_text(status).style)))
     earlier = {a["number"]: a for a in (before or {}).get("attempts", [])}
     for attempt in after.get("attempts", []):
         events += _attempt_events(earlier.get(attempt["number"]), attempt)
@@ -252,7 +252,10 @@ def after_submit(
         out.print(ended_note(view, str(file)), style="yellow")
         if wait:
             return view
-    elif should_follow(wait=wait, detach=detach, as_json=as_json):
+        if as_json:
+            emit_json(accepted)
+        return None
+    if should_follow(wait=wait, detach=detach, as_json=as_json):
         if duplicate:
             out.print(f"job {job_id} was already submitted (nothing new started): following it")
         return follow_or_detach(client, job_id, out, poll)
