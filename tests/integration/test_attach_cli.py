@@ -9,7 +9,7 @@ import io
 import json
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -70,12 +70,12 @@ class Script:
 
 
 @pytest.fixture
-def cli(deployment, lambda_context, monkeypatch) -> Iterator[tuple[InProcessClient, JobStore]]:
+def cli(deployment, lambda_context, monkeypatch) -> tuple[InProcessClient, JobStore]:
     """Every API command talks to the in-process API; stdout stands for a terminal unless a test says not."""
     client = InProcessClient(lambda_context)
     monkeypatch.setattr(target, "resolve_client", lambda _target: client)
     monkeypatch.setattr(attach, "on_terminal", lambda: True)
-    yield client, job_store(deployment.jobs_table, deployment.region)
+    return client, job_store(deployment.jobs_table, deployment.region)
 
 
 def play(monkeypatch: pytest.MonkeyPatch, store: JobStore, steps: list[Step]) -> Script:
@@ -215,7 +215,9 @@ def test_on_a_terminal_submit_follows_the_job_through_an_interruption_to_its_end
     assert script.pauses == len(INTERRUPTED_RUN)
 
 
-def test_the_exit_code_follows_how_the_job_ended(cli, monkeypatch, tmp_path) -> None:
+def test_the_exit_code_follows_how_the_job_ended_on_a_terminal_and_with_wait_off_one(
+    cli, monkeypatch, tmp_path
+) -> None:
     # Given a job that stops at its budget
     play(monkeypatch, cli[1], [moved(JobStatus.ACQUIRING), failed("Budget.Exceeded")])
     # When it is submitted on a terminal
@@ -223,9 +225,21 @@ def test_the_exit_code_follows_how_the_job_ended(cli, monkeypatch, tmp_path) -> 
     # Then the view ends with the summary and exit code 3 (budget)
     assert result.exit_code == 3, result.output + result.stderr
     assert "status: FAILED (Budget.Exceeded)" in result.stdout
+    # Given a pipe, and a job that stops at its runtime limit
+    monkeypatch.setattr(attach, "on_terminal", lambda: False)
+    play(monkeypatch, cli[1], [moved(JobStatus.ACQUIRING), failed("Training.MaxRuntimeExceeded")])
+    # When it is submitted with --wait --json
+    file = manifest_file(tmp_path, name="runtime")
+    result = runner.invoke(app, ["submit", file, "--wait", "--poll", "0.05", "--json"])
+    # Then it is followed to its end: stdout is the ended job alone, the exit code 4 (runtime)
+    assert result.exit_code == 4, result.output + result.stderr
+    assert json.loads(result.stdout)["status"] == "FAILED"
+    assert "ACQUIRING" in result.stderr  # the view went to stderr
 
 
-def test_ctrl_c_detaches_says_how_to_come_back_and_attach_follows_to_the_end(cli, monkeypatch, tmp_path) -> None:
+def test_ctrl_c_detaches_says_how_to_come_back_and_attach_follows_to_the_end(
+    cli, monkeypatch, tmp_path
+) -> None:
     # Given a job followed on a terminal, training, when Ctrl-C is pressed
     client, store = cli
 
@@ -246,7 +260,9 @@ def test_ctrl_c_detaches_says_how_to_come_back_and_attach_follows_to_the_end(cli
     attached = runner.invoke(app, ["attach"])
     # Then it shows the job's history so far, then follows it to its end
     assert attached.exit_code == 0, attached.output + attached.stderr
-    lines_after(attached.stdout, "SUBMITTED", "attempt 1:", "BOOTING", "TRAINING", "SUCCEEDED", "status: SUCCEEDED")
+    lines_after(
+        attached.stdout, "SUBMITTED", "attempt 1:", "BOOTING", "TRAINING", "SUCCEEDED", "status: SUCCEEDED"
+    )
 
 
 def test_off_a_terminal_or_detached_submit_prints_the_id_at_once(cli, monkeypatch, tmp_path) -> None:
@@ -265,26 +281,6 @@ def test_off_a_terminal_or_detached_submit_prints_the_id_at_once(cli, monkeypatc
     piped = runner.invoke(app, ["submit", manifest_file(tmp_path, name="third")])
     assert piped.stdout == f"job {script.job_id} started\n"
     assert script.pauses == 0
-
-
-def test_wait_follows_off_a_terminal_with_its_exit_codes(cli, monkeypatch, tmp_path) -> None:
-    # Given a pipe, and a job that stops at its runtime limit
-    monkeypatch.setattr(attach, "on_terminal", lambda: False)
-    play(monkeypatch, cli[1], [moved(JobStatus.ACQUIRING), failed("Training.MaxRuntimeExceeded")])
-    # When it is submitted with --wait --json
-    result = runner.invoke(app, ["submit", manifest_file(tmp_path), "--wait", "--poll", "0.05", "--json"])
-    # Then it is followed to its end: stdout is the ended job alone, the exit code 4 (runtime)
-    assert result.exit_code == 4, result.output + result.stderr
-    assert json.loads(result.stdout)["status"] == "FAILED"
-    assert "ACQUIRING" in result.stderr  # the view went to stderr
-
-
-def test_wait_and_detach_together_are_a_usage_error(cli, tmp_path) -> None:
-    # When both are given, Then the command refuses before submitting anything (exit 2, one JSON object)
-    result = runner.invoke(app, ["submit", manifest_file(tmp_path), "--wait", "--detach", "--json"])
-    assert result.exit_code == 2
-    assert "--detach" in json.loads(result.stdout)["error"]["message"]
-    assert cli[0].calls == []
 
 
 def test_resubmitting_the_manifest_of_an_ended_job_says_so_and_how_to_run_it_again(
