@@ -255,6 +255,11 @@ def test_ctrl_c_detaches_says_how_to_come_back_and_attach_follows_to_the_end(
     assert f"spotrun logs {job_id} --follow" in submitted.stderr
     assert store.get(job_id).status is JobStatus.BOOTING
     assert ("DELETE", f"/jobs/{job_id}") not in client.calls
+    # And its manifest submitted again from a pipe starts nothing, and says where the job stands
+    monkeypatch.setattr(attach, "on_terminal", lambda: False)
+    again = runner.invoke(app, ["submit", manifest_file(tmp_path)])
+    assert again.stdout == f"job {job_id} duplicate: already submitted, BOOTING now\n"
+    monkeypatch.setattr(attach, "on_terminal", lambda: True)
     # When `spotrun attach` (the latest job) re-enters the view
     script.steps = [moved(JobStatus.STAGING, JobStatus.TRAINING), completed]
     attached = runner.invoke(app, ["attach"])

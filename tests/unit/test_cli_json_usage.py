@@ -95,8 +95,12 @@ def test_without_json_a_usage_error_is_as_before() -> None:
     assert runner.invoke(app, ["cancel", "--", "--json", "extra"]).stdout == ""
 
 
-def test_an_unknown_command_under_json_is_one_object() -> None:
+def test_an_unknown_command_or_root_option_under_json_is_one_object() -> None:
     # Given a command that does not exist, When it is given --json, Then the error is the one object
     result = runner.invoke(app, ["no-such-command", "--json"])
     assert result.exit_code == 2
     assert json.loads(result.stdout)["error"]["message"] == "No such command 'no-such-command'."
+    # And so is --json given to the root command, which has no such option
+    result = runner.invoke(app, ["--json"])
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["error"]["message"] == "No such option: --json"
