@@ -258,7 +258,8 @@ def after_submit(
     if should_follow(wait=wait, detach=detach, as_json=as_json):
         if duplicate:
             out.print(f"job {job_id} was already submitted (nothing new started): following it")
-        return follow_or_detach(client, job_id, out, poll)
+        # Its own console: the live part wraps within the terminal's width, so that each redraw erases the last.
+        return follow_or_detach(client, job_id, console(stderr=as_json), poll)
     if as_json:
         emit_json(accepted)
     elif view is not None:
