@@ -1,11 +1,10 @@
-"""``spotrun submit|status|list|cancel|logs|restore``: the REST API from the command line (``schedule``: in
-:mod:`spotrun.cli.schedules`).
+"""``spotrun submit|attach|status|list|cancel|logs|restore``: the REST API from the command line (``schedule``:
+in :mod:`spotrun.cli.schedules`; following a job live: :mod:`spotrun.cli.attach`).
 
 Tables and progress for people; ``--json`` prints the API's answer (one object) for scripts. Exit codes: 0 ok,
-1 refused by the API or invalid locally (message on stderr), 2 usage; ``submit --wait``: 0 succeeded, 3 stopped
-at budget.max_usd, 4 stopped at max_runtime_minutes, 1 any other end.
+1 refused by the API or invalid locally (message on stderr), 2 usage; ``submit`` and ``attach`` following a job:
+0 succeeded, 3 stopped at budget.max_usd, 4 stopped at max_runtime_minutes, 1 any other end, 130 detached.
 """
-
 from __future__ import annotations
 
 import time
