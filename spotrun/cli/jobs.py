@@ -5,6 +5,7 @@ Tables and progress for people; ``--json`` prints the API's answer (one object) 
 1 refused by the API or invalid locally (message on stderr), 2 usage; ``submit`` and ``attach`` following a job:
 0 succeeded, 3 stopped at budget.max_usd, 4 stopped at max_runtime_minutes, 1 any other end, 130 detached.
 """
+
 from __future__ import annotations
 
 import time
