@@ -55,7 +55,10 @@ class SubmitAccepted(BaseModel):
 
     job_id: str
     execution_arn: str | None = None
-    outcome: str = Field(description="started, or duplicate when this submission was seen before.")
+    outcome: str = Field(
+        description="started, or duplicate when this submission was seen before (nothing new started: the job "
+        "named may have ended; GET /jobs/{id} says, and a new Idempotency-Key runs the manifest again)."
+    )
 
 
 NOT_FOUND = error_response(404, "No job has that id.")
@@ -106,8 +109,10 @@ def submit(
     }
     config = IdempotencyConfig(event_key_jmespath="identity", payload_validation_jmespath="manifest_sha256")
     config.register_lambda_context(app.lambda_context)
+    started_now: list[bool] = []
 
     def start(request: dict[str, Any]) -> dict[str, Any]:
+        started_now.append(True)
         outcome = submit_api_manifest(
             JobManifest.model_validate(request["manifest"]),
             idempotency_key=idempotency_key,
@@ -129,6 +134,8 @@ def submit(
         key_prefix="spotrun-api-submit",
     )(start)
     accepted = SubmitAccepted.model_validate(once(request=request))
+    if not started_now:  # Powertools replayed the first request's answer: this one started nothing
+        accepted = accepted.model_copy(update={"outcome": "duplicate"})
     logger.info("job submitted through the API", extra=accepted.model_dump())
     return Response(202, content_types.APPLICATION_JSON, accepted)
 

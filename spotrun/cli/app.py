@@ -6,19 +6,52 @@ import json
 import secrets
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer._click.core import Context
+from typer._click.exceptions import UsageError  # Typer vendors its own click: its errors are these
+from typer.core import TyperGroup
 
 from spotrun.cli.api import ManifestFile, read_manifest
 from spotrun.cli.code_upload import workdir_of
 from spotrun.cli.jobs import register as register_api_commands
 from spotrun.cli.local import local_app
-from spotrun.cli.output import JsonOpt, console, emit_json, fail, json_answer
+from spotrun.cli.output import JsonOpt, console, emit_json, fail, json_answer, usage_error_json
 from spotrun.cli.simulate import simulate
 from spotrun.model.manifest_io import manifest_json_schema
 
+
+class _Commands(TyperGroup):
+    """The root command: a usage error of any command given ``--json`` is also its JSON answer on stdout.
+
+    Usage errors are raised while the root parses its own options (:meth:`make_context`) or, for a command and
+    the groups under it, while the root runs it (:meth:`invoke`); both see the command line.
+    """
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Context | None = None, **extra: Any
+    ) -> Context:
+        argv = list(args)  # click consumes the list it parses
+        try:
+            context = super().make_context(info_name, args, parent, **extra)
+        except UsageError as exc:
+            usage_error_json(exc, argv)
+            raise
+        context.meta[_ARGV] = argv
+        return context
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            usage_error_json(exc, ctx.meta.get(_ARGV, []))
+            raise
+
+
+_ARGV = "spotrun.argv"
 app = typer.Typer(
+    cls=_Commands,
     help="Run deep-learning training on EC2 Spot GPUs, through interruptions, at spot prices.",
     no_args_is_help=True,
     add_completion=False,

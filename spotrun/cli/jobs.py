@@ -1,9 +1,9 @@
-"""``spotrun submit|status|list|cancel|logs|restore``: the REST API from the command line (``schedule``: in
-:mod:`spotrun.cli.schedules`).
+"""``spotrun submit|attach|status|list|cancel|logs|restore``: the REST API from the command line (``schedule``:
+in :mod:`spotrun.cli.schedules`; following a job live: :mod:`spotrun.cli.attach`).
 
 Tables and progress for people; ``--json`` prints the API's answer (one object) for scripts. Exit codes: 0 ok,
-1 refused by the API or invalid locally (message on stderr), 2 usage; ``submit --wait``: 0 succeeded, 3 stopped
-at budget.max_usd, 4 stopped at max_runtime_minutes, 1 any other end.
+1 refused by the API or invalid locally (message on stderr), 2 usage; ``submit`` and ``attach`` following a job:
+0 succeeded, 3 stopped at budget.max_usd, 4 stopped at max_runtime_minutes, 1 any other end, 130 detached.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from spotrun.cli.api import ManifestFile, as_job, jobs_table, read_manifest, restore_table
-from spotrun.cli.client import SpotrunClient
+from spotrun.cli.attach import after_submit, follow_or_detach, latest_job_id
 from spotrun.cli.code_upload import resolve_workdir, workdir_of
 from spotrun.cli.output import JsonOpt, console, emit_json, fail, show
 from spotrun.cli.schedules import schedule_app
@@ -27,29 +27,7 @@ from spotrun.model.limits import exit_code
 
 JobId = Annotated[str, typer.Argument(metavar="ID", help="The job's id.")]
 MIB = 1024 * 1024
-PollOpt = Annotated[float, typer.Option(min=0.05, help="Seconds between polls with --wait.")]
-
-
-def _progress_line(view: dict[str, Any]) -> str:
-    attempts = view.get("attempts") or []
-    line = f"job {view['job_id']}: {view['status']}"
-    if attempts:
-        current = attempts[-1]
-        step = current.get("last_step")
-        line += f", attempt {current['number']} on {current['instance_type']} ({current['lifecycle']})"
-        line += f", step {step}" if step is not None else ""
-    return line
-
-
-def _wait_for_job(client: SpotrunClient, job_id: str, poll: float, quiet: bool) -> dict[str, Any]:
-    """Poll the job until it ends, with a live status line on the terminal (stderr when ``quiet``)."""
-    view = client.get_job(job_id)
-    with console(stderr=quiet).status(_progress_line(view)) as live:
-        while not JobStatus(view["status"]).is_terminal:
-            time.sleep(poll)
-            view = client.get_job(job_id)
-            live.update(_progress_line(view))
-    return view
+PollOpt = Annotated[float, typer.Option(min=0.05, help="Seconds between polls while following the job.")]
 
 
 def _show_ended(view: dict[str, Any], as_json: bool) -> None:
@@ -64,7 +42,7 @@ def _show_ended(view: dict[str, Any], as_json: bool) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the API commands to ``app``."""
-    for command in (submit, status, list_, cancel, logs, restore):
+    for command in (submit, attach, status, list_, cancel, logs, restore):
         app.command(name="list" if command is list_ else None)(targeted(command))
     app.add_typer(schedule_app, name="schedule")
 
@@ -76,7 +54,11 @@ def submit(
         typer.Option(help="Retries with the same key start one job (default: the manifest's hash)."),
     ] = None,
     wait: Annotated[
-        bool, typer.Option("--wait", help="Follow the job until it ends; show its summary.")
+        bool,
+        typer.Option("--wait", help="Follow the job until it ends, even off a terminal; show its summary."),
+    ] = False,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Print the job id and return, even on a terminal.")
     ] = False,
     poll: PollOpt = 1.0,
     workdir: Annotated[
@@ -99,13 +81,21 @@ def submit(
     target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
-    """Validate a manifest locally, then submit it; --wait follows the job to its end.
+    """Validate a manifest locally, then submit it; on a terminal, follow the job live until it ends.
+
+    The live view prints each state change, attempt, interruption warning and the log tail; Ctrl-C detaches
+    (the job keeps running; `spotrun attach ID` comes back). Off a terminal, or with --detach, it prints the
+    job id and returns; --wait follows the job even off a terminal. Re-submitting the manifest of an ended job
+    starts nothing and says so.
 
     With training.workdir in the manifest, or --workdir, the directory is uploaded first and submitted as
     training.code (the local runtime's directory is then --local-workdir).
 
-    Exit codes with --wait: 0 succeeded, 3 stopped at budget.max_usd, 4 at max_runtime_minutes, 1 otherwise.
+    Exit codes when following: 0 succeeded, 3 stopped at budget.max_usd, 4 at max_runtime_minutes, 1
+    otherwise, 130 detached by Ctrl-C.
     """
+    if wait and detach:
+        raise fail("--wait follows the job and --detach returns at once: give one of the two", code=2)
     manifest = read_manifest(file)
     if workdir is not None and manifest["training"].get("code"):
         raise fail(f"{file}: training.code is set; --workdir would replace it (remove one of the two)")
@@ -122,14 +112,9 @@ def submit(
             except WorkdirError as exc:
                 raise fail(exc) from None
         accepted = client.submit(manifest, idempotency_key)
-        if not wait:
-            if as_json:
-                emit_json(accepted)
-            else:
-                typer.echo(f"job {accepted['job_id']} {accepted['outcome']}")
-            return
-        view = _wait_for_job(client, accepted["job_id"], poll, as_json)
-    _show_ended(view, as_json)
+        view = after_submit(client, accepted, file, wait=wait, detach=detach, as_json=as_json, poll=poll)
+    if view is not None:
+        _show_ended(view, as_json)
 
 
 def status(
@@ -141,12 +126,7 @@ def status(
 ) -> None:
     """Show a job: status, timeline, attempts, cost, archived model."""
     with api_client(target) as client:
-        if job_id is None:
-            newest = client.list_jobs(limit=1)["jobs"]
-            if not newest:
-                raise fail("no jobs yet")
-            job_id = str(newest[0]["job_id"])
-        view = client.get_job(job_id)
+        view = client.get_job(job_id or latest_job_id(client))
     if as_json:
         emit_json(view)
         return
@@ -155,6 +135,25 @@ def status(
     if view.get("progress"):  # a job that has not ended: where it stands, above its status line
         summary.renderables.insert(len(summary.renderables) - 1, progress_text(view["progress"], now))
     show(summary)
+
+
+def attach(
+    job_id: Annotated[
+        str | None, typer.Argument(metavar="[ID]", help="Default: the most recent job.")
+    ] = None,
+    poll: PollOpt = 1.0,
+    target: ApiTarget = DEFAULT_TARGET,
+    as_json: JsonOpt = False,
+) -> None:
+    """Follow a job live until it ends, as `submit` does on a terminal; Ctrl-C detaches again.
+
+    Exit codes: 0 succeeded, 3 stopped at budget.max_usd, 4 at max_runtime_minutes, 1 otherwise, 130 detached.
+    With --json the view goes to stderr and stdout holds the ended job.
+    """
+    with api_client(target) as client:
+        job_id = job_id or latest_job_id(client)
+        view = follow_or_detach(client, job_id, console(stderr=as_json), poll)
+    _show_ended(view, as_json)
 
 
 def list_(

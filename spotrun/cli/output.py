@@ -11,6 +11,7 @@ import typer
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
+from typer._click.exceptions import UsageError  # Typer vendors its own click: its errors are these
 
 # Whether the running command was given --json: set by the option itself, whose callback runs on every command
 # that has it, given or not (so one process running several commands never sees an earlier one's).
@@ -87,6 +88,20 @@ def fail(message: object, code: int = 1, errors: list[str] | None = None) -> typ
     if json_requested():
         emit_json({"error": {"message": str(message), "errors": lines, "exit_code": code}})
     return typer.Exit(code=code)
+
+
+def usage_error_json(error: UsageError, argv: list[str]) -> None:
+    """Under ``--json`` in ``argv``, answer a usage error (unknown option, missing argument, bad value) as the
+    one JSON object on stdout, ``{"error": {"message", "errors", "exit_code": 2}}``; click still prints it on
+    stderr and exits 2.
+
+    The option's callback may not have run (the error can come before it is parsed), so ``argv`` is read: the
+    ``--json`` of any command, before a ``--`` that ends the options.
+    """
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    if "--json" in options:
+        message = error.format_message()
+        emit_json({"error": {"message": message, "errors": [], "exit_code": error.exit_code}})
 
 
 def emit_json(answer: Any) -> None:
