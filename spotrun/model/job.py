@@ -11,6 +11,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from spotrun.model.capacity import Lifecycle
+from spotrun.model.capacity_wait import CapacityWait
 from spotrun.model.errors import InvalidTransition
 from spotrun.model.manifest import JobManifest
 from spotrun.model.pricing import CostReport, PriceSource
@@ -214,7 +215,10 @@ class Job(_Record):
     limits: LimitsReport | None = None
     model_sha256: str | None = None
     error: JobError | None = None
-    waiting_for_capacity_since: datetime | None = None
+    # While no pool can supply an instance: since when, and each pool's last error (cleared once one is acquired;
+    # kept when the job ends because of the wait). The ended waits' total counts against max_wait_minutes.
+    capacity_wait: CapacityWait | None = None
+    capacity_waited_seconds: float = 0.0
     # An instance launched on the interruption warning, adopted by the next attempt (boot overlaps the upload).
     standby: Attempt | None = None
     # Instances that ran for the job without hosting an attempt (a standby terminated unused, or one that lost a

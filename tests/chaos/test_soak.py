@@ -72,7 +72,7 @@ def test_a_job_waits_while_spot_capacity_is_exhausted_and_runs_when_it_returns(r
 
     # When the job has been waiting for capacity a while, and capacity comes back
     deadline = time.monotonic() + 60
-    while (job := store.get(submitted.job_id)) is None or job.waiting_for_capacity_since is None:
+    while (job := store.get(submitted.job_id)) is None or job.capacity_wait is None:
         assert time.monotonic() < deadline, "the job never waited for capacity"
         time.sleep(0.1)
     assert job.status is JobStatus.ACQUIRING
