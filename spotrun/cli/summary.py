@@ -28,10 +28,10 @@ _STATUS_STYLE = {
 
 def status_text(status: JobStatus, error_type: str | None = None, waiting: bool = False) -> Text:
     """The status, coloured by how it went; ``FAILED (Budget.Exceeded)`` when the error type is given,
-    ``ACQUIRING (waiting for capacity)`` while ``waiting``."""
+    ``ACQUIRING (waiting)`` while ``waiting`` for capacity."""
     label = f"{status.value} ({error_type})" if error_type and status is JobStatus.FAILED else status.value
     if waiting and not status.is_terminal:
-        return Text(f"{label} (waiting for capacity)", style="yellow")
+        return Text(f"{label} (waiting)", style="yellow")
     return Text(label, style=_STATUS_STYLE.get(status, "cyan"))
 
 

@@ -199,6 +199,6 @@ def wait_line(wait: CapacityWait, now: datetime, ended: bool = False) -> str:
     ``ended``: the job ended during the wait (``waited for capacity from 17:02 (60 min): ...``).
     """
     minutes = int(max(timedelta(0), now - wait.since).total_seconds() // 60)
-    start = wait.since.strftime("%H:%M")
+    start = wait.since.strftime("%H:%M UTC")
     lead = f"waited for capacity from {start}" if ended else f"waiting for capacity since {start}"
     return f"{lead} ({minutes} min): {wait.reasons()}"
