@@ -55,7 +55,9 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
             job["job_id"],
             job["name"],
             status_text(
-                JobStatus(job["status"]), job.get("error_type"), waiting=bool(job.get("waiting_for_capacity_since"))
+                JobStatus(job["status"]),
+                job.get("error_type"),
+                waiting=bool(job.get("waiting_for_capacity_since")),
             ),
             job.get("instance_type") or "-",
             job.get("lifecycle") or "-",

@@ -31,7 +31,15 @@ from spotrun.model.fleet_request import (
     fleet_errors,
     parse_fleet_response,
 )
-from spotrun.model.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, Lifecycle, StatusChange, transition
+from spotrun.model.job import (
+    INTERRUPTION_REASONS,
+    Attempt,
+    Job,
+    JobStatus,
+    Lifecycle,
+    StatusChange,
+    transition,
+)
 from spotrun.model.layout import ATTEMPT_TAG, JOB_ID_TAG
 from spotrun.model.limits import next_attempt_refusal
 from spotrun.model.pricing import attempt_price
@@ -265,7 +273,11 @@ def acquire_instance(
             # patience meant for jobs without one does not end it.
             if not deadline_wait and job.capacity_wait is not None:
                 check_max_wait(
-                    job.capacity_wait, job.capacity_waited_seconds, timing.capacity_patience_seconds, now, job_id
+                    job.capacity_wait,
+                    job.capacity_waited_seconds,
+                    timing.capacity_patience_seconds,
+                    now,
+                    job_id,
                 )
             raise
         store.link_instance(attempt.instance_id, job_id)

@@ -97,7 +97,8 @@ class JobView(BaseModel):
         description="While it waits for capacity (or when it ended waiting): since when, each pool's last error.",
     )
     capacity_waited_seconds: float = Field(
-        0.0, description="Its ended waits for capacity, in seconds (capacity.max_wait_minutes counts them too)."
+        0.0,
+        description="Its ended waits for capacity, in seconds (capacity.max_wait_minutes counts them too).",
     )
 
 

@@ -95,8 +95,10 @@ def wait_view(wait: CapacityWait) -> CapacityWaitView:
 
 
 def _lifecycle(value: str | None) -> Lifecycle | None:
-    if value == "spot" or value == "on-demand":
-        return value
+    if value == "spot":
+        return "spot"
+    if value == "on-demand":
+        return "on-demand"
     return None
 
 

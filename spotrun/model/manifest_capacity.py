@@ -117,7 +117,10 @@ class CapacityPolicy(StrictModel):
                 {
                     "not": {
                         "required": ["deadline", "max_wait_minutes"],
-                        "properties": {"deadline": {"type": "string"}, "max_wait_minutes": {"type": "integer"}},
+                        "properties": {
+                            "deadline": {"type": "string"},
+                            "max_wait_minutes": {"type": "integer"},
+                        },
                     }
                 },
                 {

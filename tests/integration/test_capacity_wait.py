@@ -51,7 +51,7 @@ capacity: {{max_wait_minutes: {minutes}}}
 
 
 class _Instances:
-    """The emulator's instance manager, reduced to what capacity needs: a launch holds a slot, a termination frees it."""
+    """The emulator's instance manager, reduced to capacity: a launch holds a slot, a termination frees it."""
 
     def __init__(self, capacity: CapacityModel) -> None:
         self.capacity = capacity
@@ -148,7 +148,8 @@ def test_the_record_the_view_and_the_cli_show_each_pools_last_error_and_since_wh
 
     # Then the record keeps since when it waits and, once per pool, the last error EC2 gave and when
     wait = job.capacity_wait
-    assert wait is not None and wait.since == began
+    assert wait is not None
+    assert wait.since == began
     by_pool = {(e.instance_type, e.availability_zone): e for e in wait.pools}
     assert len(by_pool) == len(wait.pools) > 2  # every candidate pool, each once though asked twice
     assert by_pool[PRICEY].code == "SpotMaxPriceTooLow"
@@ -157,7 +158,8 @@ def test_the_record_the_view_and_the_cli_show_each_pools_last_error_and_since_wh
     assert {e.at for e in wait.pools} == {began + timedelta(minutes=10)}
     # And the timeline noted the wait once, not once per retry
     noted = [change for change in job.timeline if (change.detail or "").startswith("waiting for capacity")]
-    assert len(noted) == 1 and noted[0].at == began
+    assert len(noted) == 1
+    assert noted[0].at == began
     assert job.status is JobStatus.ACQUIRING
     # And the view, status and list say it
     assert view["capacity_wait"]["since"].startswith(began.isoformat()[:19])
@@ -165,7 +167,8 @@ def test_the_record_the_view_and_the_cli_show_each_pools_last_error_and_since_wh
     expected = f"waiting for capacity since {began:%H:%M} UTC (12 min): "
     assert expected in status
     assert "SpotMaxPriceTooLow in g4dn.xlarge/us-east-1a" in status
-    assert "InsufficientInstanceCapacity in " in status and "g4dn.xlarge/us-east-1b" in status
+    assert "InsufficientInstanceCapacity in " in status
+    assert "g4dn.xlarge/us-east-1b" in status
     assert "ACQUIRING (waiting)" in listing
 
 
@@ -183,10 +186,12 @@ def test_max_wait_ends_the_job_with_the_reasons_after_all_its_waits_and_releases
     assert (first["instance_type"], first["availability_zone"]) == FULL
     job = stored(deployment, job_id)
     assert job.status is JobStatus.BOOTING
-    assert job.capacity_wait is None and job.capacity_waited_seconds == 180
+    assert job.capacity_wait is None
+    assert job.capacity_waited_seconds == 180
     assert "after waiting 3.0 min for capacity" in (job.timeline[-1].detail or "")
     view = shown(lambda_context, job_id)
-    assert view.get("capacity_wait") is None and view["capacity_waited_seconds"] == 180
+    assert view.get("capacity_wait") is None
+    assert view["capacity_waited_seconds"] == 180
     capacity.set_capacity(*FULL, 0)
     interrupted_at = t0 + timedelta(minutes=20)
     with clock(monkeypatch, interrupted_at):
@@ -198,7 +203,9 @@ def test_max_wait_ends_the_job_with_the_reasons_after_all_its_waits_and_releases
     with pytest.raises(CapacityUnavailable):
         acquire_at(monkeypatch, lambda_context, job_id, interrupted_at + timedelta(minutes=1), minutes=5)
     with pytest.raises(CapacityMaxWaitExceeded) as raised:
-        acquire_at(monkeypatch, lambda_context, job_id, interrupted_at + timedelta(minutes=2, seconds=1), minutes=5)
+        acquire_at(
+            monkeypatch, lambda_context, job_id, interrupted_at + timedelta(minutes=2, seconds=1), minutes=5
+        )
     # And the workflow fails it as its Catch does: release, then record the failure
     error = {
         "Error": type(raised.value).__name__,
@@ -212,11 +219,13 @@ def test_max_wait_ends_the_job_with_the_reasons_after_all_its_waits_and_releases
     # Then it failed Capacity.MaxWaitExceeded, naming each pool's last error, and keeps the wait on its record
     job = stored(deployment, job_id)
     assert job.status is JobStatus.FAILED
-    assert job.error is not None and job.error.type == "Capacity.MaxWaitExceeded"
+    assert job.error is not None
+    assert job.error.type == "Capacity.MaxWaitExceeded"
     assert "max_wait_minutes (5 min)" in job.error.message
     assert "SpotMaxPriceTooLow in g4dn.xlarge/us-east-1a" in job.error.message
     assert "InsufficientInstanceCapacity in " in job.error.message
-    assert job.capacity_wait is not None and job.capacity_wait.since == interrupted_at
+    assert job.capacity_wait is not None
+    assert job.capacity_wait.since == interrupted_at
     # And nothing it launched still runs, nor holds capacity
     ec2 = boto3.client("ec2")
     states = {
