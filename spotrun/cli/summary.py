@@ -236,9 +236,10 @@ def limits_text(job: Job) -> Text:
 
 
 def capacity_wait_text(job: Job, now: datetime) -> Text | None:
-    """``waiting for capacity since 17:02 (12 min): SpotMaxPriceTooLow in g4dn.xlarge/us-east-1a; ...``.
+    """``waiting for capacity since 17:02 UTC (12 min): SpotMaxPriceTooLow in g4dn.xlarge/us-east-1a; ...``.
 
-    For a job that ended during its wait: ``waited for capacity from 17:02 (60 min): ...``, up to its end.
+    For a job that ended during its wait: ``waited for capacity from 17:02 UTC (60 min): ...``, up to its end.
+    None for a job that does not wait.
     """
     wait = job.capacity_wait
     if wait is None:

@@ -196,9 +196,9 @@ def check_max_wait(
 
 
 def wait_line(wait: CapacityWait, now: datetime, ended: bool = False) -> str:
-    """``waiting for capacity since 17:02 (12 min): SpotMaxPriceTooLow in g4dn.xlarge/us-east-1a; ...``.
+    """``waiting for capacity since 17:02 UTC (12 min): SpotMaxPriceTooLow in g4dn.xlarge/us-east-1a; ...``.
 
-    ``ended``: the job ended during the wait (``waited for capacity from 17:02 (60 min): ...``).
+    ``ended``: the job ended during the wait (``waited for capacity from 17:02 UTC (60 min): ...``), ``now`` its end.
     """
     minutes = int(max(timedelta(0), now - wait.since).total_seconds() // 60)
     start = wait.since.strftime("%H:%M UTC")
