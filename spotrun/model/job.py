@@ -6,9 +6,9 @@ import hashlib
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from spotrun.model.capacity import Lifecycle
 from spotrun.model.capacity_wait import CapacityWait
@@ -229,6 +229,14 @@ class Job(_Record):
     # The token of the agent step in progress. Never logged, never shown: it can complete the step.
     task_token: str | None = Field(default=None, repr=False)
     version: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wait_of_an_older_record(cls, data: Any) -> Any:
+        # A record written before capacity_wait had only waiting_for_capacity_since: its wait goes on from then.
+        if isinstance(data, dict) and data.get("waiting_for_capacity_since") and not data.get("capacity_wait"):
+            return {**data, "capacity_wait": {"since": data["waiting_for_capacity_since"]}}
+        return data
 
     @property
     def current_attempt(self) -> Attempt | None:

@@ -375,3 +375,14 @@ def test_a_deadlines_wait_says_the_policys_decision_and_is_not_ended_by_the_defa
     assert wait.note is not None
     assert wait.note.startswith("deadline: wait")
     assert wait.reasons().endswith(wait.note)
+
+
+def test_a_record_from_before_the_wait_record_keeps_waiting_since_its_time() -> None:
+    # Given a stored record of a job waiting since T0, written when only waiting_for_capacity_since existed
+    store = InMemoryJobStore()
+    job_in(store)
+    stored = store.get("tiny-1").model_dump(mode="json", exclude={"capacity_wait"})
+    # When it is read back
+    job = type(store.get("tiny-1")).model_validate({**stored, "waiting_for_capacity_since": T0.isoformat()})
+    # Then its wait goes on from T0, with no pool's answer yet
+    assert job.capacity_wait == CapacityWait(since=T0)
