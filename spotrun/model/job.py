@@ -234,7 +234,11 @@ class Job(_Record):
     @classmethod
     def _wait_of_an_older_record(cls, data: Any) -> Any:
         # A record written before capacity_wait had only waiting_for_capacity_since: its wait goes on from then.
-        if isinstance(data, dict) and data.get("waiting_for_capacity_since") and not data.get("capacity_wait"):
+        if (
+            isinstance(data, dict)
+            and data.get("waiting_for_capacity_since")
+            and not data.get("capacity_wait")
+        ):
             return {**data, "capacity_wait": {"since": data["waiting_for_capacity_since"]}}
         return data
 
