@@ -54,7 +54,11 @@ def jobs_table(jobs: list[dict[str, Any]]) -> Table:
         table.add_row(
             job["job_id"],
             job["name"],
-            status_text(JobStatus(job["status"]), job.get("error_type")),
+            status_text(
+                JobStatus(job["status"]),
+                job.get("error_type"),
+                waiting=bool(job.get("waiting_for_capacity_since")),
+            ),
             job.get("instance_type") or "-",
             job.get("lifecycle") or "-",
             str(job.get("recoveries", 0)),

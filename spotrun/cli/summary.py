@@ -13,6 +13,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from spotrun.model.capacity_wait import wait_line
 from spotrun.model.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, timeline_durations
 from spotrun.model.pricing import CostReport
 
@@ -25,9 +26,12 @@ _STATUS_STYLE = {
 }
 
 
-def status_text(status: JobStatus, error_type: str | None = None) -> Text:
-    """The status, coloured by how it went; ``FAILED (Budget.Exceeded)`` when the error type is given."""
+def status_text(status: JobStatus, error_type: str | None = None, waiting: bool = False) -> Text:
+    """The status, coloured by how it went; ``FAILED (Budget.Exceeded)`` when the error type is given,
+    ``ACQUIRING (waiting)`` while ``waiting`` for capacity."""
     label = f"{status.value} ({error_type})" if error_type and status is JobStatus.FAILED else status.value
+    if waiting and not status.is_terminal:
+        return Text(f"{label} (waiting)", style="yellow")
     return Text(label, style=_STATUS_STYLE.get(status, "cyan"))
 
 
@@ -231,6 +235,20 @@ def limits_text(job: Job) -> Text:
     return Text(f"limits: {budget}; {runtime}", style="bold red" if hit else "bold")
 
 
+def capacity_wait_text(job: Job, now: datetime) -> Text | None:
+    """``waiting for capacity since 17:02 UTC (12 min): SpotMaxPriceTooLow in g4dn.xlarge/us-east-1a; ...``.
+
+    For a job that ended during its wait: ``waited for capacity from 17:02 UTC (60 min): ...``, up to its end.
+    None for a job that does not wait.
+    """
+    wait = job.capacity_wait
+    if wait is None:
+        return None
+    ended = job.status.is_terminal
+    line = wait_line(wait, job.updated_at if ended else now, ended=ended)
+    return Text(line, style="bold red" if ended else "bold yellow")
+
+
 def final_summary(job: Job, now: datetime) -> Group:
     """Everything a user wants to see when a job has ended."""
     parts: list[Any] = [timeline_table(job, now)]
@@ -266,5 +284,8 @@ def final_summary(job: Job, now: datetime) -> Group:
         if job.error.log_tail:
             lines += ["--- log tail ---", job.error.log_tail.rstrip()]
         parts.append(Text("\n".join(lines), style="red"))
+    waiting = capacity_wait_text(job, now)
+    if waiting is not None:
+        parts.append(waiting)
     parts.append(Text.assemble("status: ", status_text(job.status, job.error.type if job.error else None)))
     return Group(*parts)

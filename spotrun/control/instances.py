@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from spotrun.control.ports import Compute, JobStore
 from spotrun.control.readiness import not_visible_yet
 from spotrun.control.store import update_job
 from spotrun.model.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
+from spotrun.model.capacity_wait import check_max_wait, still_waiting, waited_seconds
 from spotrun.model.deadline import Choice, Decision, Running
 from spotrun.model.deadline_job import (
     ASSUMED,
@@ -19,13 +20,26 @@ from spotrun.model.deadline_job import (
 )
 from spotrun.model.errors import (
     CapacityConfigurationError,
-    CapacityExhausted,
     CapacityQuotaExceeded,
     CapacityUnavailable,
     InstanceLost,
 )
-from spotrun.model.fleet_request import LaunchedInstance, build_fleet_request, parse_fleet_response
-from spotrun.model.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, Lifecycle, transition
+from spotrun.model.fleet_request import (
+    FleetLaunchError,
+    LaunchedInstance,
+    build_fleet_request,
+    fleet_errors,
+    parse_fleet_response,
+)
+from spotrun.model.job import (
+    INTERRUPTION_REASONS,
+    Attempt,
+    Job,
+    JobStatus,
+    Lifecycle,
+    StatusChange,
+    transition,
+)
 from spotrun.model.layout import ATTEMPT_TAG, JOB_ID_TAG
 from spotrun.model.limits import next_attempt_refusal
 from spotrun.model.pricing import attempt_price
@@ -47,6 +61,7 @@ def launch_instance(
     also_avoid: Collection[Pool] = (),
     decisions: list[Decision] | None = None,
     assumed: DeadlineAssumptions = ASSUMED,
+    failures: list[FleetLaunchError] | None = None,
 ) -> Attempt:
     """Launch capacity for the job's next attempt, without recording it.
 
@@ -72,6 +87,9 @@ def launch_instance(
         (one, or two when spot was chosen and found none). A decision to wait raises ``CapacityUnavailable``.
     assumed
         The deadline policy's assumed durations, scaled for the emulator.
+    failures
+        Receives the errors of every CreateFleet call made (spot's, then on-demand's when it fell back), for the
+        caller to record why the job waits.
 
     Returns
     -------
@@ -106,7 +124,10 @@ def launch_instance(
             nodes=manifest.resources.nodes,
             tags=tags,
         )
-        return parse_fleet_response(compute.create_fleet(request), subnets)
+        response = compute.create_fleet(request)
+        if failures is not None:
+            failures.extend(fleet_errors(response, subnets))
+        return parse_fleet_response(response, subnets)
 
     decision = None
     if manifest.capacity.deadline is not None:
@@ -205,9 +226,11 @@ def acquire_instance(
     Raises
     ------
     CapacityUnavailable
-        When no pool could supply an instance; the workflow waits and calls again.
-    CapacityExhausted
-        When capacity has been unavailable for longer than the timing's patience.
+        When no pool could supply an instance; the workflow waits and calls again. The record keeps the wait
+        (since when, each pool's last error), and the timeline notes its start once.
+    CapacityMaxWaitExceeded
+        When the job has waited for capacity, over all its waits, longer than the timing's patience
+        (``capacity.max_wait_minutes``); the wait stays on the record.
     CapacityQuotaExceeded, CapacityConfigurationError
         At once, without waiting, when EC2 refused the launch for a quota or the request's configuration.
     """
@@ -223,6 +246,7 @@ def acquire_instance(
     job = update_job(store, job_id, lambda current: transition(current, JobStatus.ACQUIRING, now))
     attempt = _adopt_standby(job, compute, now)
     decisions: list[Decision] = []
+    failures: list[FleetLaunchError] = []
     if attempt is None:
         try:
             attempt = launch_instance(
@@ -234,18 +258,26 @@ def acquire_instance(
                 now=now,
                 decisions=decisions,
                 assumed=ASSUMED.scaled(timing.time_scale),
+                failures=failures,
             )
         except CapacityUnavailable as exc:
-            job = update_job(store, job_id, lambda current: _record_decisions(current, decisions, now))
+            deadline_wait = bool(decisions) and decisions[-1].choice is Choice.WAIT
+            # The deadline policy's decision says why it waits; without pools' errors, the exception does.
+            note = str(exc) if deadline_wait or not failures else None
+            job = update_job(
+                store,
+                job_id,
+                lambda current: _note_wait(_record_decisions(current, decisions, now), failures, now, note),
+            )
             # A deadline's wait is bounded by the deadline itself (the policy moves to on-demand in time): the
             # patience meant for jobs without one does not end it.
-            if not (decisions and decisions[-1].choice is Choice.WAIT):
-                _note_capacity_wait(store, job, timing, now, str(exc))
-            elif job.waiting_for_capacity_since is None:
-                update_job(
-                    store,
+            if not deadline_wait and job.capacity_wait is not None:
+                check_max_wait(
+                    job.capacity_wait,
+                    job.capacity_waited_seconds,
+                    timing.capacity_patience_seconds,
+                    now,
                     job_id,
-                    lambda current: current.model_copy(update={"waiting_for_capacity_since": now}),
                 )
             raise
         store.link_instance(attempt.instance_id, job_id)
@@ -257,11 +289,19 @@ def acquire_instance(
             where += " (launched on the warning)"
         if decisions:
             where += f"; {decision_note(decisions[-1])}"
+        wait = current.capacity_wait
+        if wait is not None:
+            where += f"; after waiting {(now - wait.since).total_seconds() / 60:.1f} min for capacity"
         booting = transition(_record_decisions(current, decisions, now), JobStatus.BOOTING, now, detail=where)
         # A standby not adopted (reclaimed before this attempt) still ran: it stays in the bill.
         booting = retire_standby(booting, now, adopted=chosen.instance_id)
+        # The wait ends: its pools' errors go, its duration adds to what max_wait_minutes counts.
         return booting.model_copy(
-            update={"attempts": [*current.attempts, chosen], "waiting_for_capacity_since": None}
+            update={
+                "attempts": [*current.attempts, chosen],
+                "capacity_wait": None,
+                "capacity_waited_seconds": waited_seconds(wait, current.capacity_waited_seconds, now),
+            }
         )
 
     update_job(store, job_id, record)
@@ -343,15 +383,11 @@ def launch_standby(
     return standby
 
 
-def _note_capacity_wait(
-    store: JobStore, job: Job, timing: WorkflowTiming, now: datetime, last_error: str
-) -> None:
-    since = job.waiting_for_capacity_since or now
-    if now - since > timedelta(seconds=timing.capacity_patience_seconds):
-        raise CapacityExhausted(
-            f"no capacity for job {job.job_id} since {since.isoformat()}; giving up. Last answer: {last_error}"
-        )
-    if job.waiting_for_capacity_since is None:
-        update_job(
-            store, job.job_id, lambda current: current.model_copy(update={"waiting_for_capacity_since": now})
-        )
+def _note_wait(job: Job, failures: list[FleetLaunchError], now: datetime, note: str | None) -> Job:
+    # One more launch found no capacity: keep each pool's newest error; a new wait goes on the timeline once.
+    wait = still_waiting(job.capacity_wait, failures, now, note)
+    update: dict[str, object] = {"capacity_wait": wait}
+    if job.capacity_wait is None:
+        began = StatusChange(status=job.status, at=now, detail=f"waiting for capacity: {wait.reasons()}")
+        update |= {"timeline": [*job.timeline, began], "updated_at": now}
+    return job.model_copy(update=update)

@@ -16,6 +16,7 @@ from spotrun.control.progress import JobProgress, summary_figures
 from spotrun.control.records import job_record
 from spotrun.control.release import release_instances
 from spotrun.control.store import update_job
+from spotrun.model.capacity_wait import CapacityWaitView
 from spotrun.model.errors import JobFinished, JobNotFound
 from spotrun.model.job import (
     END_CANCELLED,
@@ -50,6 +51,9 @@ class JobSummary(BaseModel):
     recoveries: int = Field(0, description="Attempts after the first: each carried it onto a new instance.")
     cost_usd: float = Field(0.0, description="What its instances cost so far, USD.")
     duration_seconds: float = Field(0.0, description="From submission to its end, or to now while it runs.")
+    waiting_for_capacity_since: datetime | None = Field(
+        default=None, description="While it waits for capacity: since when (GET /jobs/{id} says why)."
+    )
 
 
 class JobPage(BaseModel):
@@ -87,6 +91,14 @@ class JobView(BaseModel):
     )
     progress: JobProgress | None = Field(
         default=None, description="While it runs: its step, last committed checkpoint and cost so far."
+    )
+    capacity_wait: CapacityWaitView | None = Field(
+        default=None,
+        description="While it waits for capacity (or when it ended waiting): since when, each pool's last error.",
+    )
+    capacity_waited_seconds: float = Field(
+        0.0,
+        description="Its ended waits for capacity, in seconds (capacity.max_wait_minutes counts them too).",
     )
 
 
@@ -129,6 +141,11 @@ def list_jobs(
                 {
                     **job.model_dump(include=set(JobSummary.model_fields)),
                     "error_type": job.error.type if job.error is not None else None,
+                    "waiting_for_capacity_since": (
+                        job.capacity_wait.since
+                        if job.capacity_wait is not None and not job.status.is_terminal
+                        else None
+                    ),
                     **summary_figures(job, at),
                 }
             )

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from spotrun.model.capacity_wait import wait_view
 from spotrun.model.job import Job
 
-# Never shown: the optimistic-locking counter, an internal timer, and the Step Functions task token (a secret).
-HIDDEN_FIELDS = {"version", "waiting_for_capacity_since", "task_token"}
+# Never shown: the optimistic-locking counter and the Step Functions task token (a secret).
+HIDDEN_FIELDS = {"version", "task_token"}
 
 
 def job_record(job: Job) -> dict[str, Any]:
@@ -25,8 +26,11 @@ def job_record(job: Job) -> dict[str, Any]:
     Returns
     -------
     dict
-        The job's fields in JSON mode, less :data:`HIDDEN_FIELDS`, with ``status`` as its value.
+        The job's fields in JSON mode, less :data:`HIDDEN_FIELDS`, with ``status`` as its value; a wait for capacity
+        with its reasons in one line (``capacity_wait.reasons_text``).
     """
     record = job.model_dump(mode="json", exclude=HIDDEN_FIELDS)
     record["status"] = job.status.value
+    if job.capacity_wait is not None:
+        record["capacity_wait"] = wait_view(job.capacity_wait).model_dump(mode="json")
     return record

@@ -33,10 +33,10 @@ class CapacityUnavailable(SpotrunError):
     error_name = "Capacity.Unavailable"
 
 
-class CapacityExhausted(SpotrunError):
-    """Capacity stayed unavailable for longer than the job is willing to wait."""
+class CapacityMaxWaitExceeded(SpotrunError):
+    """The job waited for capacity longer than its ``capacity.max_wait_minutes``, counted over all its waits."""
 
-    error_name = "Capacity.Exhausted"
+    error_name = "Capacity.MaxWaitExceeded"
 
 
 class CapacityQuotaExceeded(SpotrunError):

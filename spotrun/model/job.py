@@ -6,11 +6,12 @@ import hashlib
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from spotrun.model.capacity import Lifecycle
+from spotrun.model.capacity_wait import CapacityWait
 from spotrun.model.errors import InvalidTransition
 from spotrun.model.manifest import JobManifest
 from spotrun.model.pricing import CostReport, PriceSource
@@ -214,7 +215,10 @@ class Job(_Record):
     limits: LimitsReport | None = None
     model_sha256: str | None = None
     error: JobError | None = None
-    waiting_for_capacity_since: datetime | None = None
+    # While no pool can supply an instance: since when, and each pool's last error (cleared once one is acquired;
+    # kept when the job ends because of the wait). The ended waits' total counts against max_wait_minutes.
+    capacity_wait: CapacityWait | None = None
+    capacity_waited_seconds: float = 0.0
     # An instance launched on the interruption warning, adopted by the next attempt (boot overlaps the upload).
     standby: Attempt | None = None
     # Instances that ran for the job without hosting an attempt (a standby terminated unused, or one that lost a
@@ -225,6 +229,18 @@ class Job(_Record):
     # The token of the agent step in progress. Never logged, never shown: it can complete the step.
     task_token: str | None = Field(default=None, repr=False)
     version: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wait_of_an_older_record(cls, data: Any) -> Any:
+        # A record written before capacity_wait had only waiting_for_capacity_since: its wait goes on from then.
+        if (
+            isinstance(data, dict)
+            and data.get("waiting_for_capacity_since")
+            and not data.get("capacity_wait")
+        ):
+            return {**data, "capacity_wait": {"since": data["waiting_for_capacity_since"]}}
+        return data
 
     @property
     def current_attempt(self) -> Attempt | None:

@@ -79,6 +79,14 @@ class Resources(StrictModel):
 
 _FALLBACK_AFTER_DEFAULT: Final = 3
 
+# The default, and the bounds of capacity.max_wait_minutes. The default is the patience spotrun always had (an
+# hour). The maximum keeps the workflow inside Step Functions' 25,000 events per execution history
+# (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html): each retry, a minute apart, adds
+# about seven events (the failed task and the wait), so a day of waiting uses some 10,000 and leaves the rest
+# for the job's attempts.
+DEFAULT_MAX_WAIT_MINUTES: Final = 60
+MAX_WAIT_MINUTES_LIMIT: Final = 1440
+
 
 class CapacityPolicy(StrictModel):
     """How capacity is bought, and how much disruption the job accepts."""
@@ -104,6 +112,15 @@ class CapacityPolicy(StrictModel):
                     "not": {
                         "required": ["deadline", "on_demand_fallback"],
                         "properties": {"deadline": {"type": "string"}, "on_demand_fallback": {"const": True}},
+                    }
+                },
+                {
+                    "not": {
+                        "required": ["deadline", "max_wait_minutes"],
+                        "properties": {
+                            "deadline": {"type": "string"},
+                            "max_wait_minutes": {"type": "integer"},
+                        },
                     }
                 },
                 {
@@ -141,6 +158,22 @@ class CapacityPolicy(StrictModel):
     deadline: Annotated[str, AS_WRITTEN, AfterValidator(check_deadline)] | None = Field(
         None, json_schema_extra={"pattern": DEADLINE_PATTERN}, description=DEADLINE_DESCRIPTION
     )
+    # Like SageMaker's MaxWaitTimeInSeconds (spotrun.model.capacity_wait says how it differs); None is the default.
+    max_wait_minutes: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_WAIT_MINUTES_LIMIT,
+        description=f"How long the job may wait for capacity, in minutes, summed over all its waits (the first "
+        f"launch and each one after an interruption); past it the job fails Capacity.MaxWaitExceeded with each "
+        f"pool's last error. Default {DEFAULT_MAX_WAIT_MINUTES}. With on_demand_fallback, a wait happens only "
+        f"when on-demand has no capacity either. Not with deadline, whose policy decides how long to wait.",
+    )
+
+    @property
+    def max_wait_seconds(self) -> float:
+        """``max_wait_minutes`` (or its default) in seconds, unscaled."""
+        minutes = DEFAULT_MAX_WAIT_MINUTES if self.max_wait_minutes is None else self.max_wait_minutes
+        return minutes * 60.0
 
     @model_validator(mode="after")
     def _fallback_needs_spot(self) -> CapacityPolicy:
@@ -163,6 +196,11 @@ class CapacityPolicy(StrictModel):
         if self.on_demand_fallback:
             raise ValueError(
                 "deadline and on_demand_fallback exclude each other: the deadline decides when to use on-demand"
+            )
+        if self.max_wait_minutes is not None:
+            raise ValueError(
+                "deadline and max_wait_minutes exclude each other: the deadline decides how long to wait for spot "
+                "(it moves to on-demand in time)"
             )
         # Compared with the default, not looked up in model_fields_set: a stored manifest is read back with
         # every default written out.

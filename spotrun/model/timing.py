@@ -18,6 +18,7 @@ class WorkflowTiming(BaseModel):
     boot_poll_seconds: int
     boot_timeout_seconds: float
     capacity_retry_seconds: int
+    # capacity.max_wait_minutes (or its default), scaled: how long the job may wait for capacity, over all waits.
     capacity_patience_seconds: float
     heartbeat_seconds: int  # the workflow gives up on a silent agent after this long
     agent_heartbeat_seconds: float  # how often the agent reports it is alive
@@ -62,7 +63,7 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
         boot_timeout_seconds=900 * time_scale,
         ssm_registration_timeout_seconds=600 * time_scale,
         capacity_retry_seconds=max(1, round(60 * time_scale)),
-        capacity_patience_seconds=3600 * time_scale,
+        capacity_patience_seconds=manifest.capacity.max_wait_seconds * time_scale,
         heartbeat_seconds=heartbeat,
         # Five heartbeats per timeout window: one lost call does not fail the step.
         agent_heartbeat_seconds=heartbeat / 5,

@@ -11,9 +11,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from spotrun.aws.adapters import job_store
+from spotrun.cli.summary import capacity_wait_text
 from spotrun.local.chaos_plan import plan_interruptions
 from spotrun.local.demo import drop_manifest, wait_for_job
-from spotrun.model.job import JobStatus
+from spotrun.model.job import JobStatus, utc_now
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest, read_archived, run_with_chaos
 
 JOBS = 3
@@ -66,17 +67,26 @@ def test_a_job_waits_while_spot_capacity_is_exhausted_and_runs_when_it_returns(r
     pools = runtime.capacity.pools()
     for pool in pools:
         runtime.capacity.exhaust(pool.instance_type, pool.availability_zone)
-    manifest = example_manifest(**{"name: tiny-regression": "name: capacity-wait"})
+    # (a wait far shorter than the job's max_wait_minutes: 30, 36 s at this time scale)
+    manifest = example_manifest(
+        **{
+            "name: tiny-regression": "name: capacity-wait",
+            "  spot: true": "  spot: true\n  max_wait_minutes: 30",
+        }
+    )
     submitted = drop_manifest(runtime, manifest, "capacity-wait.yaml")
     store = job_store(runtime.settings.jobs_table, runtime.settings.region)
 
     # When the job has been waiting for capacity a while, and capacity comes back
     deadline = time.monotonic() + 60
-    while (job := store.get(submitted.job_id)) is None or job.waiting_for_capacity_since is None:
+    while (job := store.get(submitted.job_id)) is None or job.capacity_wait is None:
         assert time.monotonic() < deadline, "the job never waited for capacity"
         time.sleep(0.1)
     assert job.status is JobStatus.ACQUIRING
     assert job.attempts == []
+    # And the record says why, pool by pool, in EC2's words
+    assert {error.code for error in job.capacity_wait.pools} == {"InsufficientInstanceCapacity"}
+    assert "waiting for capacity since " in capacity_wait_text(job, utc_now()).plain
     for pool in pools:
         runtime.capacity.refill(pool.instance_type, pool.availability_zone)
     job = wait_for_job(runtime, submitted.job_id, timeout=180)
@@ -85,6 +95,10 @@ def test_a_job_waits_while_spot_capacity_is_exhausted_and_runs_when_it_returns(r
     assert job.status is JobStatus.SUCCEEDED, job.error
     assert [attempt.lifecycle for attempt in job.attempts] == ["spot"]
     assert _model(runtime, job) == direct_model
+    # And its wait ended with the instance, noted once on the timeline
+    assert job.capacity_wait is None
+    assert job.capacity_waited_seconds > 0
+    assert sum(1 for change in job.timeline if (change.detail or "").startswith("waiting for capacity")) == 1
 
 
 def test_on_demand_fallback_takes_over_when_spot_is_exhausted(runtime, direct_model):

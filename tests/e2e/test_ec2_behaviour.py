@@ -29,7 +29,7 @@ def test_a_spot_quota_of_zero_fails_the_job_at_once_naming_the_quota(runtime):
     assert "MaxSpotInstanceCountExceeded" in job.error.message
     assert "All G and VT Spot Instance Requests" in job.error.message
     assert job.attempts == []
-    assert job.waiting_for_capacity_since is None
+    assert job.capacity_wait is None
     # The capacity patience at this time scale is 72 s: failing fast means far less
     assert elapsed < 30
 

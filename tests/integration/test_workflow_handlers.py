@@ -68,7 +68,7 @@ def test_acquire_fails_fast_when_the_launch_template_does_not_exist(
     assert type(raised.value).__name__ == "Capacity.ConfigurationError"
     assert "InvalidLaunchTemplateName.NotFoundException" in str(raised.value)
     assert "deploy the spotrun stack" in str(raised.value)
-    assert stored(deployment, job_id).waiting_for_capacity_since is None
+    assert stored(deployment, job_id).capacity_wait is None
 
 
 def test_instance_ready_waits_for_ssm_and_raises_when_the_instance_is_gone(

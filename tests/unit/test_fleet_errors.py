@@ -8,7 +8,7 @@ from spotrun.control.instances import acquire_instance, launch_standby
 from spotrun.control.store import update_job
 from spotrun.model.errors import (
     CapacityConfigurationError,
-    CapacityExhausted,
+    CapacityMaxWaitExceeded,
     CapacityQuotaExceeded,
     CapacityUnavailable,
 )
@@ -162,7 +162,7 @@ def test_acquire_fails_fast_on_a_refusal_and_does_not_start_waiting(code: str, e
     with pytest.raises(error, match=code):
         acquire(store, compute)
     # Then the job is not marked as waiting for capacity (the workflow fails it at once, it does not retry)
-    assert store.get("tiny-1").waiting_for_capacity_since is None
+    assert store.get("tiny-1").capacity_wait is None
 
 
 def test_acquire_waits_on_capacity_and_gives_up_naming_the_last_answer() -> None:
@@ -173,9 +173,9 @@ def test_acquire_waits_on_capacity_and_gives_up_naming_the_last_answer() -> None
     # When the workflow keeps asking past its patience
     with pytest.raises(CapacityUnavailable):
         acquire(store, compute)
-    assert store.get("tiny-1").waiting_for_capacity_since == T0
+    assert store.get("tiny-1").capacity_wait.since == T0
     # Then it gives up with the codes EC2 last gave
-    with pytest.raises(CapacityExhausted, match="InsufficientInstanceCapacity"):
+    with pytest.raises(CapacityMaxWaitExceeded, match="InsufficientInstanceCapacity"):
         acquire(store, compute, now=T0 + timedelta(hours=2))
 
 
