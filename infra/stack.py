@@ -95,7 +95,7 @@ class SpotrunStack(Stack):
             "scheduler_role_arn": schedules.role.role_arn,
             "scheduled_run_arn": schedules.target.function_arn,
             "archive_buckets": options.archive_buckets,
-            "secret_references": options.secret_references,
+            "reference_patterns": options.secret_references,
             "agent_report_url": api.agent_reports_url,
             "instance_role_name": instances.role.role_name,
             "job_access_role_arn": job_access.role.role_arn,

@@ -167,7 +167,7 @@ def provision(
         "job_access_role_arn": job_access_role_arn,
         "subnet_ids": dep.subnet_ids,
         "time_scale": time_scale,
-        "secret_references": secret_references,
+        "reference_patterns": secret_references,
         **scheduling,
     }
     # Settings fields follow the shape's logical names: table "jobs" -> jobs_table, bucket "archive" -> ...

@@ -241,7 +241,7 @@ class LocalRuntime:
             self.clock.time_scale,
             self.region,
             # The job-access role's ceiling is the deployment's own list, as in the CDK app.
-            secret_references=self.settings_overrides.get("secret_references"),
+            secret_references=self.settings_overrides.get("reference_patterns"),
         )
         # Agents report through the API's agent route: the stand-in runs for every runtime, not only `local up`.
         reports = {"agent_report_url": self._start_api() + AGENT_REPORTS_PATH} if self._has_api() else {}

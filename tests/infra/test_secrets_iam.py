@@ -97,7 +97,7 @@ def test_the_submitting_functions_know_the_allowed_references(with_secrets: Synt
     # Then each has the option in its settings
     for name in ("submit", "api"):
         variables = with_secrets.properties(functions[name])["Environment"]["Variables"]
-        assert variables["SPOTRUN_SECRET_REFERENCES"] == f"{SECRETS},{PARAMETERS}"
+        assert variables["SPOTRUN_REFERENCE_PATTERNS"] == f"{SECRETS},{PARAMETERS}"
 
 
 def test_a_pattern_that_is_not_a_secrets_arn_is_refused() -> None:
