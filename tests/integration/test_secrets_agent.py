@@ -13,7 +13,7 @@ import pytest
 from spotrun.agent.runner import EXIT_REPORTED, execute
 from spotrun.agent.secrets import MASK, SecretReader
 from spotrun.model import layout
-from spotrun.model.command import SECRETS_UNAVAILABLE, TRAINING_FAILED
+from spotrun.model.command import SECRETS_UNAVAILABLE, SETUP_FAILED, TRAINING_FAILED
 from tests.integration.test_agent import command, context, failure_of, object_bytes, success_of
 
 REGION = "us-east-1"
@@ -115,3 +115,24 @@ def test_a_reference_that_cannot_be_read_is_secrets_unavailable_before_anything_
         f"training.secrets.DB: {missing} cannot be read (ResourceNotFoundException"
     )
     assert not marker.exists()
+
+
+def test_a_failing_setups_log_and_tail_mask_the_value(s3, tmp_path, secret_arn):
+    # Given a setup command that prints the value and fails
+    printing = "import os, sys; print('setup failing with', os.environ['DB']); sys.exit(2)"
+    document = secret_manifest(
+        f"{secret_arn}:password::", PRINT_AND_DIGEST, setup=[[sys.executable, "-c", printing]]
+    )
+    ctx = with_reader(context(s3, tmp_path / "nvme"))
+
+    # When the stage step runs
+    execute(command("stage", document), ctx)
+
+    # Then the Setup.Failed report's tail and the uploaded log hold the mask, not the value
+    error, cause = failure_of(ctx)
+    assert error == SETUP_FAILED
+    assert f"setup failing with {MASK}" in (cause.log_tail or "")
+    assert VALUE not in cause.model_dump_json()
+    log = object_bytes(s3, layout.log_key(JOB, 1)).decode()
+    assert f"setup failing with {MASK}" in log
+    assert VALUE not in log
