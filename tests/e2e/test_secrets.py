@@ -1,6 +1,7 @@
 """training.secrets end to end in the emulator: the value reaches the command, and appears nowhere else.
 
-One small job (the tiny-regression example, 20 steps) reads a Secrets Manager secret: its script prints the
+One small job (the tiny-regression example, 20 steps) reads a Secrets Manager secret (a second, beside it, names
+one that does not exist and ends Secrets.Unavailable): its script prints the
 value (which the agent must mask) and writes the value's sha256 to an output. The test then searches for the
 value everything that left the instance or that the control plane keeps: the job's record, every object of the
 jobs bucket (the uploaded logs among them), every CloudWatch Logs event (the live logs), the job's events on
@@ -20,7 +21,7 @@ from spotrun.local.demo import drop_manifest, wait_for_job
 from spotrun.local.runtime import LocalRuntime
 from spotrun.model import layout
 from spotrun.model.job import JobStatus
-from tests.e2e.conftest import example_manifest
+from tests.e2e.conftest import assert_nothing_left_running, example_manifest
 
 JOB_TIMEOUT = 120
 COMMAND = 'command: [python, train.py, --step-seconds, "0.02"]'
@@ -92,13 +93,28 @@ def test_a_secret_reaches_the_command_and_appears_nowhere_else(runtime: LocalRun
             COMMAND: f"command: [python, -c, {json.dumps(SCRIPT)}]\n  secrets:\n    DB_PASSWORD: {arn}",
         }
     )
+    # and a second job naming a secret that does not exist (allowed by the deployment, so admitted)
+    missing = arn.replace("spotrun/e2e-db", "spotrun/e2e-gone")
+    unreadable = example_manifest(
+        **{"name: tiny-regression": "name: secret-gone", COMMAND: f"{COMMAND}\n  secrets:\n    DB: {missing}"}
+    )
     drain = events_queue(runtime)
 
-    # When the job runs
+    # When both run (side by side)
     submitted = drop_manifest(runtime, manifest, "secret-job.yaml")
+    gone = drop_manifest(runtime, unreadable, "secret-gone.yaml")
     job = wait_for_job(runtime, submitted.job_id, timeout=JOB_TIMEOUT)
+    failed = wait_for_job(runtime, gone.job_id, timeout=JOB_TIMEOUT)
 
-    # Then it succeeded, and its command had the value: the digest it wrote is the value's
+    # Then the second ended Secrets.Unavailable naming the reference, on its one instance, which was released
+    assert failed.status is JobStatus.FAILED
+    assert failed.error is not None
+    assert failed.error.type == "Secrets.Unavailable"
+    assert f"training.secrets.DB: {missing} cannot be read" in failed.error.message
+    assert len(failed.attempts) == 1
+    assert_nothing_left_running(runtime, failed)
+
+    # and the first succeeded, and its command had the value: the digest it wrote is the value's
     assert job.status is JobStatus.SUCCEEDED, job.error
     objects = bucket_texts(runtime)
     digest = objects[f"{layout.output_prefix(job.job_id)}secret.sha256"].decode()

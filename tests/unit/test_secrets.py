@@ -15,7 +15,7 @@ from spotrun.agent.outputs import log_tail, upload_log
 from spotrun.agent.secrets import MASK, Masker, SecretReader, SecretsUnavailableError, resolve_secrets
 from spotrun.control.submission import admission_problems
 from spotrun.model import layout
-from spotrun.model.command import AgentCommand
+from spotrun.model.command import SECRETS_UNAVAILABLE, AgentCommand
 from spotrun.model.job_access import (
     ceiling_statements,
     instance_secret_denials,
@@ -25,6 +25,7 @@ from spotrun.model.job_access import (
 from spotrun.model.manifest import JobManifest
 from spotrun.model.manifest_io import manifest_json_schema
 from spotrun.model.secrets import check_pattern, is_allowed, parse_reference
+from spotrun.shape import REPO_ROOT
 
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:spotrun/db-AbCdEf"
 PARAMETER = "arn:aws:ssm:us-east-1:123456789012:parameter/spotrun/token"
@@ -344,3 +345,18 @@ def test_the_commands_environment_holds_the_values_and_the_contract_still_wins(t
     assert env["DB"] == VALUE
     assert env["PLAIN"] == "1"
     assert env["SPOTRUN_JOB_ID"] == "j-000000000001"
+
+
+def test_secrets_unavailable_from_either_step_releases_the_instance_without_another():
+    # Given the workflow
+    asl = json.loads((REPO_ROOT / "statemachines" / "job.asl.json").read_text())
+
+    # When the stage or train step fails with Secrets.Unavailable, the first catch that matches decides
+    for state in ("StageData", "Train"):
+        catches = asl["States"][state]["Catch"]
+        route = next(
+            c for c in catches if SECRETS_UNAVAILABLE in c["ErrorEquals"] or "States.ALL" in c["ErrorEquals"]
+        )
+
+        # Then it releases the capacity and records the failure: no relaunch on a new instance
+        assert route["Next"] == "ReleaseAfterFailure", state
