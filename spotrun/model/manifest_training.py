@@ -22,6 +22,7 @@ from spotrun.model.manifest_rules import (
     scalar_to_text,
 )
 from spotrun.model.secrets import EXAMPLES as SECRET_REFERENCE_EXAMPLES
+from spotrun.model.secrets import REFERENCE_PATTERN as SECRET_REFERENCE_PATTERN
 from spotrun.model.secrets import parse_reference
 
 __all__ = ["DEFAULT_MAX_INTERVAL_MINUTES", "MAX_SETUP_COMMANDS", "CheckpointPolicy", "TrainingSpec"]
@@ -157,7 +158,7 @@ class TrainingSpec(StrictModel):
         default_factory=dict,
         json_schema_extra={
             "propertyNames": {"pattern": ENV_NAME.pattern, "not": {"pattern": RESERVED_ENV_NAME.pattern}},
-            "additionalProperties": {"type": "string", "pattern": "^arn:"},
+            "additionalProperties": {"type": "string", "pattern": SECRET_REFERENCE_PATTERN},
         },
         description="Environment names mapped to references of secrets, never values: a Secrets Manager "
         f"secret or an SSM Parameter Store parameter, by ARN ({SECRET_REFERENCE_EXAMPLES}). The agent reads "

@@ -42,6 +42,11 @@ _PARAMETER_ARN: Final = re.compile(
     rf"^(?P<arn>arn:(?P<partition>{_PARTITION}):ssm:(?P<region>{_REGION}):(?P<account>[0-9]{{12}})"
     r":parameter/[A-Za-z0-9_.\-/]{1,1011})$"
 )
+# Both shapes in one pattern without named groups, for the manifest's JSON schema (ECMA-262 and Python alike).
+REFERENCE_PATTERN: Final = "|".join(
+    re.sub(r"\?P<[a-z_]+>", "", pattern.pattern).removeprefix("^").removesuffix("$")
+    for pattern in (_SECRET_ARN, _PARAMETER_ARN)
+).join(("^(?:", ")$"))
 # A deployment's pattern: an ARN of either kind whose resource part may hold IAM's wildcards.
 _PATTERN: Final = re.compile(
     rf"^arn:{_PARTITION}:(?:secretsmanager:[a-z0-9*?-]+:[0-9*?]+:secret:|ssm:[a-z0-9*?-]+:[0-9*?]+:parameter/)"

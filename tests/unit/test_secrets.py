@@ -4,9 +4,11 @@ deployment's patterns, the session policy's and the ceiling's statements, and th
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema_rs
 import pytest
 from pydantic import ValidationError
 
@@ -132,7 +134,19 @@ def test_the_schema_says_env_is_plain_and_secrets_holds_references():
     assert "training.secrets" in training["env"]["description"]
     assert "never values" in training["secrets"]["description"]
     assert training["secrets"]["propertyNames"]["not"] == {"pattern": "^SPOTRUN_"}
-    assert training["secrets"]["additionalProperties"] == {"type": "string", "pattern": "^arn:"}
+    values = training["secrets"]["additionalProperties"]
+    assert values["type"] == "string"
+    # and the references' pattern judges as the model does, in Python's and Rust's (ECMA-like) dialects
+    for reference, accepted in [
+        (SECRET, True),
+        (f"{SECRET}:password::", True),
+        (PARAMETER, True),
+        ("/spotrun/token", False),
+        ("arn:aws:secretsmanager:us-east-1:123456789012:secret:db", False),
+        (f"{SECRET}:a:b:c:d", False),
+    ]:
+        assert bool(re.search(values["pattern"], reference)) is accepted, reference
+        assert jsonschema_rs.validator_for(values).is_valid(reference) is accepted, reference
 
 
 # -- admission and IAM -------------------------------------------------------------------------------------
