@@ -12,7 +12,9 @@ So whatever the training code on the instance does with those credentials, it re
   (``training.resume_from``);
 - writes: its checkpoints (which it also prunes: the only deletes), its outputs, and this attempt's log,
   progress and output list. Never its command documents, which the control plane writes;
-- listings: the same prefixes, as ``s3:prefix`` conditions on ``s3:ListBucket``.
+- listings: the same prefixes, as ``s3:prefix`` conditions on ``s3:ListBucket``;
+- secrets: exactly the references of its ``training.secrets`` (:func:`secret_statements`), within the
+  deployment's allowed ones (:func:`secret_ceiling_statements`, the CDK option ``secret_references``).
 
 Keys come from the manifest, and ``*``, ``?`` and ``$`` would be wildcards or variables in a policy: they are
 written as IAM's literal forms ``${*}``, ``${?}`` and ``${$}``
