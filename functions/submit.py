@@ -40,6 +40,7 @@ def handler(event: S3EventNotificationEventBridgeModel, context: LambdaContext) 
         state_machine_arn=aws.settings.state_machine_arn,
         time_scale=aws.settings.time_scale,
         archive_buckets=aws.settings.allowed_archive_buckets,
+        secret_references=aws.settings.reference_patterns,
         now=utc_now(),
     )
     logger.info("manifest handled", extra={"key": key, **outcome.model_dump(exclude_none=True)})

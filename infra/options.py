@@ -11,6 +11,8 @@ from typing import Any
 
 from constructs import Node
 
+from spotrun.model.secrets import check_pattern
+
 # Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04): NVIDIA driver, CUDA, SSM agent, Python 3.12 and
 # the AWS CLI are on it, and it already assembles instance-store NVMe at /opt/dlami/nvme. Resolved by
 # CloudFormation at deploy time (an SSM-typed parameter), so synth needs no AWS call and every deploy picks up
@@ -81,6 +83,11 @@ class StackOptions:
         submission refuses a destination in any other bucket, naming the allowed ones.
     access_logs_bucket
         An existing bucket that receives S3 server access logs of both spotrun buckets.
+    secret_references
+        ARN patterns (IAM wildcards) of the Secrets Manager secrets and SSM parameters a manifest's
+        ``training.secrets`` may name, e.g. ``arn:aws:secretsmanager:us-east-1:123456789012:secret:training/*``.
+        The job-access role may read exactly these (each job's session only its own references); submission
+        refuses any other reference. Empty (the default): no job may have secrets. See ``docs/secrets.md``.
     """
 
     stack_name: str = "Spotrun"
@@ -101,9 +108,15 @@ class StackOptions:
     data_buckets: tuple[str, ...] = ()
     archive_buckets: tuple[str, ...] = ()
     access_logs_bucket: str | None = None
+    secret_references: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # The edge where a deployer's choice comes in: checked once, so the constructs take it as it is.
+        for pattern in self.secret_references:
+            try:
+                check_pattern(pattern)
+            except ValueError as exc:
+                raise OptionError(f"secret_references: {exc}") from None
         if self.ami_ssm_parameter in AMI_PRESETS:
             object.__setattr__(self, "ami_ssm_parameter", AMI_PRESETS[self.ami_ssm_parameter])
         if not _PARAMETER_NAME.fullmatch(self.ami_ssm_parameter):

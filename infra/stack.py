@@ -11,7 +11,7 @@ from infra.constructs.api import RestApi
 from infra.constructs.events import Buses, Rules
 from infra.constructs.functions import Functions
 from infra.constructs.instances import Instances
-from infra.constructs.job_access import JobAccess
+from infra.constructs.job_access import JobAccess, deny_to_instances
 from infra.constructs.monitoring import Monitoring
 from infra.constructs.network import Network
 from infra.constructs.permissions import Targets
@@ -63,6 +63,7 @@ class SpotrunStack(Stack):
             "JobAccess",
             jobs_bucket=jobs_bucket,
             data_buckets=options.data_buckets,
+            secret_references=options.secret_references,
             trusted=functions.roles["api"],
         )
         # After the API: the user data names its credentials route (the RestApi's id, not its deployment).
@@ -75,6 +76,7 @@ class SpotrunStack(Stack):
             credentials_url=api.agent_credentials_url,
         )
         instances.grant_agent_routes([api.agent_reports_arn, api.agent_credentials_arn])
+        deny_to_instances(instances.role, options.secret_references)
         bucket_names = {logical: bucket.bucket_name for logical, bucket in storage.buckets.items()}
         Rules(self, "Rules", shape=shape, bucket_names=bucket_names, functions=functions.functions)
         buses = Buses(self, "Buses", shape=shape).buses
@@ -93,6 +95,7 @@ class SpotrunStack(Stack):
             "scheduler_role_arn": schedules.role.role_arn,
             "scheduled_run_arn": schedules.target.function_arn,
             "archive_buckets": options.archive_buckets,
+            "reference_patterns": options.secret_references,
             "agent_report_url": api.agent_reports_url,
             "instance_role_name": instances.role.role_name,
             "job_access_role_arn": job_access.role.role_arn,

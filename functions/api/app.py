@@ -123,6 +123,7 @@ def submit(
             archive_buckets=aws.settings.allowed_archive_buckets,
             now=utc_now(),
             jobs_bucket=aws.settings.jobs_bucket,
+            secret_references=aws.settings.reference_patterns,
         )
         metrics.add_metric(name=f"Jobs{outcome.outcome.capitalize()}", unit=MetricUnit.Count, value=1)
         return outcome.model_dump(mode="json", include={"job_id", "execution_arn", "outcome"})

@@ -79,6 +79,7 @@ def create(
         objects=aws.objects,
         bucket=aws.settings.jobs_bucket,
         archive_buckets=aws.settings.allowed_archive_buckets,
+        secret_references=aws.settings.reference_patterns,
         now=utc_now(),
     )
     return Response(201, content_types.APPLICATION_JSON, view)

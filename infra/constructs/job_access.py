@@ -34,6 +34,8 @@ class JobAccess(Construct):
         The deployment's jobs bucket.
     data_buckets
         The deployer's buckets of training inputs and code (read only).
+    secret_references
+        The deployer's ARN patterns of secrets jobs may read (``training.secrets``); none by default.
     trusted
         The API function's role: the only principal that may assume this one.
 
@@ -51,6 +53,7 @@ class JobAccess(Construct):
         jobs_bucket: s3.IBucket,
         data_buckets: tuple[str, ...],
         trusted: iam.IRole,
+        secret_references: tuple[str, ...] = (),
     ):
         super().__init__(scope, construct_id)
         self.role = iam.Role(
@@ -70,6 +73,7 @@ class JobAccess(Construct):
                 f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{name}/*]",
                 f"read-only: the training data bucket {name}, named by the deployer (data_buckets); {_NARROWED}",
             )
+        self._secrets(secret_references)
         working = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*")
         checkpoints = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*/checkpoints/*")
         everything = jobs_bucket.arn_for_objects("*")
@@ -90,3 +94,38 @@ class JobAccess(Construct):
             f"read-only: inputs and code may sit anywhere in the jobs bucket; {_NARROWED}, whose reads name its "
             "own jobs/<job-id>/, its manifest's inputs and code, and the checkpoints of the job it resumes from",
         )
+
+    def _secrets(self, patterns: tuple[str, ...]) -> None:
+        """Read the deployer's secret references, and decrypt them only through their service."""
+        for statement in job_access.secret_ceiling_statements(patterns):
+            self.role.add_to_policy(iam.PolicyStatement.from_json(statement))
+        for pattern in patterns:
+            if "*" in pattern:
+                acknowledge(
+                    self.role,
+                    f"AwsSolutions-IAM5[Resource::{pattern}]",
+                    f"read-only: secrets the deployer allows jobs to read (secret_references); {_NARROWED}, "
+                    "which names exactly the job's own references",
+                )
+        if patterns:
+            acknowledge(
+                self.role,
+                "AwsSolutions-IAM5[Resource::*]",
+                "kms:Decrypt only through Secrets Manager or Parameter Store (kms:ViaService): the key of a "
+                "secret is not known in advance, and the service call itself is limited to the allowed "
+                f"references; {_NARROWED}",
+            )
+
+
+def deny_to_instances(instance_role: iam.IRole, secret_references: tuple[str, ...]) -> None:
+    """Refuse the instance role the allowed SSM parameters (its SSM managed policy reads every parameter).
+
+    Parameters
+    ----------
+    instance_role
+        The instances' role.
+    secret_references
+        The deployer's patterns (option ``secret_references``).
+    """
+    for statement in job_access.instance_secret_denials(secret_references):
+        instance_role.add_to_principal_policy(iam.PolicyStatement.from_json(statement))

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from spotrun.agent.gpu import MetricsPort
 from spotrun.agent.notices import NoticeWatcher
 from spotrun.agent.reporter import WorkflowReporter
+from spotrun.agent.secrets import Masker, SecretReader
 from spotrun.agent.staging import DEFAULT_WORKERS
 from spotrun.model.command import FailureCause
 from spotrun.model.job import CheckpointIntervalUsed
@@ -47,6 +48,11 @@ class StepContext:
     checkpoint_interval
         Set by the train step under ``interval_steps: auto``: the interval the script was told, which the
         heartbeats carry to the job's record.
+    secret_reader
+        Reads ``training.secrets`` with the job's credentials; None: none can be read.
+    masker
+        Set by the stage and train steps once they read the job's secrets: masks their values in what leaves
+        the instance (the uploaded log, log tails, the live log shipper's lines).
     """
 
     s3: Any
@@ -60,6 +66,8 @@ class StepContext:
     instance_id: Callable[[], str | None] = field(default=lambda: None)
     gpus_per_node: Callable[[], int] = field(default=lambda: 0)
     checkpoint_interval: CheckpointIntervalUsed | None = None
+    secret_reader: SecretReader | None = None
+    masker: Masker = field(default_factory=Masker)
 
 
 @dataclass(frozen=True)

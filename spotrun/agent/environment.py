@@ -62,6 +62,7 @@ def child_environment(
     job_layout: layout.NvmeLayout,
     base_env: Mapping[str, str],
     gpus_per_node: int = 0,
+    secrets: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment of the training command.
 
@@ -75,16 +76,19 @@ def child_environment(
         Inherited variables (the agent's environment).
     gpus_per_node
         The instance's GPUs (:func:`spotrun.agent.gpu.count_gpus`), as ``SPOTRUN_GPUS_PER_NODE``.
+    secrets
+        The values of ``training.secrets`` (:func:`spotrun.agent.secrets.resolve_secrets`), by name.
 
     Returns
     -------
     dict[str, str]
-        ``base_env``, then the manifest's ``training.env``, then the ``SPOTRUN_*`` contract (which wins), with
-        the runtime directory first on ``PYTHONPATH``.
+        ``base_env``, then the manifest's ``training.env`` and the secrets' values, then the ``SPOTRUN_*``
+        contract (which wins), with the runtime directory first on ``PYTHONPATH``.
     """
     manifest = command.manifest
     env = dict(base_env)
     env.update(manifest.training.env)
+    env.update(secrets or {})
     env.update(
         {
             training.ENV_JOB_ID: command.job_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -12,6 +13,7 @@ from typing import Any
 from spotrun.agent.checkpoints import upload_regular
 from spotrun.agent.digest import tree_digest
 from spotrun.agent.links import LinkError, open_regular, regular_files
+from spotrun.agent.secrets import Masker
 from spotrun.model import layout
 from spotrun.model.command import OutputList, OutputObject
 
@@ -146,15 +148,23 @@ def locate_model(job_id: str, model: str, outputs: list[OutputObject]) -> ModelL
     return ModelLocation(directory, tree_digest(below))
 
 
-def upload_log(s3: Any, bucket: str, job_id: str, attempt: int, path: Path) -> str | None:
+def upload_log(
+    s3: Any, bucket: str, job_id: str, attempt: int, path: Path, masker: Masker | None = None
+) -> str | None:
     """Upload the attempt's training log; returns its key, or None if it could not be uploaded.
 
     A log replaced by a symbolic link (the training command can write the log directory) is skipped with a
     warning naming it, never followed: the log only helps a human, and losing it must not change the report.
+    With a ``masker`` holding the job's secrets, the copy uploaded has every value masked (the file on the
+    instance is left as written).
     """
     key = layout.log_key(job_id, attempt)
+    extra = {"ContentType": "text/plain; charset=utf-8"}
     try:
-        upload_regular(s3, path, bucket, key, {"ContentType": "text/plain; charset=utf-8"})
+        if masker:
+            _upload_masked(s3, path, bucket, key, extra, masker)
+        else:
+            upload_regular(s3, path, bucket, key, extra)
     except LinkError as exc:
         logger.warning("training log not uploaded: %s", exc)
         return None
@@ -164,10 +174,22 @@ def upload_log(s3: Any, bucket: str, job_id: str, attempt: int, path: Path) -> s
     return key
 
 
-def log_tail(path: Path, *, max_lines: int = 40, max_bytes: int = 4096) -> str:
+def _upload_masked(s3: Any, path: Path, bucket: str, key: str, extra: dict[str, str], masker: Masker) -> None:
+    # Line by line into an anonymous file (not in the job's directories, which its commands can write): a log
+    # may be larger than memory, and each line of a value of several lines is masked on its own.
+    with open_regular(path) as source, tempfile.TemporaryFile() as masked:
+        for line in source:
+            masked.write(masker.mask_bytes(line))
+        masked.seek(0)
+        s3.upload_fileobj(masked, bucket, key, ExtraArgs=extra)
+
+
+def log_tail(path: Path, *, max_lines: int = 40, max_bytes: int = 4096, masker: Masker | None = None) -> str:
     """The end of a log: at most ``max_lines`` lines and ``max_bytes`` bytes, decoded leniently.
 
     A log replaced by a symbolic link has no tail: its target's content would travel in the failure cause.
+    With a ``masker``, secret values are masked (after the line cut at the start is dropped, so no line of a
+    value is cut in two).
     """
     try:
         with open_regular(path) as handle:
@@ -180,4 +202,6 @@ def log_tail(path: Path, *, max_lines: int = 40, max_bytes: int = 4096) -> str:
     text = data.decode("utf-8", errors="replace")
     if size > max_bytes:
         text = text.split("\n", 1)[-1]  # drop the line cut in the middle
+    if masker:
+        text = masker.mask(text)
     return "\n".join(text.splitlines()[-max_lines:])

@@ -19,6 +19,7 @@ from spotrun.agent.notices import ImdsNotices, NoticeWatcher
 from spotrun.agent.notify import deliver_notice
 from spotrun.agent.periodic import Ticker
 from spotrun.agent.reporter import ApiReporter, ReportError, TaskAbandonedError, WorkflowReporter
+from spotrun.agent.secrets import SecretReader
 from spotrun.agent.stage import run_stage
 from spotrun.agent.staging import DEFAULT_WORKERS
 from spotrun.agent.train import run_train
@@ -108,7 +109,8 @@ def execute(command: AgentCommand, ctx: StepContext) -> int:
         except Exception as exc:
             logger.exception("step %s failed", command.step)
             report = StepReport.failed(
-                STEP_ERRORS[command.step], FailureCause(message=f"{type(exc).__name__}: {exc}")
+                STEP_ERRORS[command.step],
+                FailureCause(message=ctx.masker.mask(f"{type(exc).__name__}: {exc}")),
             )
     return send_report(report, ctx.reporter)
 
@@ -309,8 +311,8 @@ def build_context(
 ) -> StepContext:
     """The production ports for ``command``: boto3 clients in its region, and the IMDS notice source.
 
-    S3 goes through ``s3_session`` (the job's credentials, :func:`job_s3_session`); CloudWatch and the reports
-    are signed with the instance role's.
+    S3 and the reads of ``training.secrets`` go through ``s3_session`` (the job's credentials,
+    :func:`job_s3_session`); CloudWatch and the reports are signed with the instance role's.
     """
     imds = ImdsClient(settings.imds_endpoint)
     notices = ImdsNotices(imds)
@@ -324,4 +326,5 @@ def build_context(
         metrics=CloudWatchMetrics(aws_client("cloudwatch", command.region)),
         instance_id=CachedInstanceId(imds),
         gpus_per_node=lambda: count_gpus(imds),
+        secret_reader=SecretReader(lambda service, region: aws_client(service, region, s3_session)),
     )

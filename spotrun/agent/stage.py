@@ -11,11 +11,19 @@ from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.environment import child_environment, install_runtime
 from spotrun.agent.links import LinkError, real_directories
 from spotrun.agent.outputs import log_tail, upload_log
+from spotrun.agent.secrets import Masker, SecretsUnavailableError, resolve_secrets
 from spotrun.agent.setup import SetupAbandonedError, SetupFailedError, SetupOverBudgetError, run_setup
 from spotrun.agent.staging import StageItem, StagingError, plan_input, stage
 from spotrun.agent.train import budget_seconds
 from spotrun.model import layout
-from spotrun.model.command import BUDGET_EXCEEDED, SETUP_FAILED, AgentCommand, FailureCause, StageResult
+from spotrun.model.command import (
+    BUDGET_EXCEEDED,
+    SECRETS_UNAVAILABLE,
+    SETUP_FAILED,
+    AgentCommand,
+    FailureCause,
+    StageResult,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -112,10 +120,17 @@ def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
     Returns
     -------
     StepReport
-        A :class:`StageResult`; ``Setup.Failed`` when a setup command failed; nothing when the workflow stopped
+        A :class:`StageResult`; ``Secrets.Unavailable`` when a reference of ``training.secrets`` cannot be read;
+        ``Setup.Failed`` when a setup command failed; nothing when the workflow stopped
         waiting during setup. Staging failures raise, and the runner reports them as ``Staging.Failed``.
     """
     started = time.monotonic()
+    # First: a reference that cannot be read ends the job before any input is copied.
+    try:
+        secret_values = resolve_secrets(command.manifest.training.secrets, ctx.secret_reader)
+    except SecretsUnavailableError as exc:
+        return StepReport.failed(SECRETS_UNAVAILABLE, FailureCause(message=str(exc)))
+    ctx.masker = Masker(secret_values.values())
     job_layout = layout.NvmeLayout(ctx.nvme_root, command.job_id)
     job_layout.create()
     items = plan_job_inputs(command, ctx, job_layout)
@@ -135,11 +150,15 @@ def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
     )
     if not command.manifest.training.setup:
         return StepReport.succeeded(result)
-    return _set_up(command, ctx, job_layout, result)
+    return _set_up(command, ctx, job_layout, result, secret_values)
 
 
 def _set_up(
-    command: AgentCommand, ctx: StepContext, job_layout: layout.NvmeLayout, result: StageResult
+    command: AgentCommand,
+    ctx: StepContext,
+    job_layout: layout.NvmeLayout,
+    result: StageResult,
+    secret_values: dict[str, str],
 ) -> StepReport:
     """Run the setup commands with the training command's environment; upload the log whatever happens."""
     training = command.manifest.training
@@ -151,27 +170,29 @@ def _set_up(
         seconds = run_setup(
             training.setup,
             job_layout.code_dir,
-            child_environment(command, job_layout, ctx.base_env),
+            child_environment(command, job_layout, ctx.base_env, secrets=secret_values),
             log_path,
             timeout_seconds=training.setup_timeout_minutes * 60.0,
             budget_seconds=budget_seconds(command),
             abandoned=ctx.abandoned.is_set,
         )
     except SetupAbandonedError:
-        upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)
+        upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path, ctx.masker)
         return StepReport()
     except SetupFailedError as exc:
         logger.warning("setup failed: %s", exc.failure.message)
-        log_key = upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)
+        log_key = upload_log(
+            ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path, ctx.masker
+        )
         cause = FailureCause(
             message=exc.failure.message,
             exit_code=exc.failure.exit_code,
-            log_tail=log_tail(log_path),
+            log_tail=log_tail(log_path, masker=ctx.masker),
             log_key=log_key,
         )
         error = BUDGET_EXCEEDED if isinstance(exc, SetupOverBudgetError) else SETUP_FAILED
         return StepReport.failed(error, cause)
     logger.info("setup done in %.1f s", seconds)
     # Now, not only when training ends: `spotrun logs` shows what setup did while the job trains.
-    upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)
+    upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path, ctx.masker)
     return StepReport.succeeded(result.model_copy(update={"setup_seconds": seconds}))

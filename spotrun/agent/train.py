@@ -26,12 +26,14 @@ from spotrun.agent.outputs import (
 )
 from spotrun.agent.periodic import Ticker
 from spotrun.agent.progress import ProgressPublisher
+from spotrun.agent.secrets import Masker, SecretsUnavailableError, resolve_secrets
 from spotrun.agent.supervisor import TrainingSupervisor, TrainOutcome, describe_exit
 from spotrun.agent.sync import CheckpointSyncer
 from spotrun.model import layout
 from spotrun.model.command import (
     BUDGET_EXCEEDED,
     MAX_RUNTIME_EXCEEDED,
+    SECRETS_UNAVAILABLE,
     SPOT_INTERRUPTED,
     TRAINING_FAILED,
     AgentCommand,
@@ -78,10 +80,17 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     Returns
     -------
     StepReport
-        TrainResult on success; ``Training.Failed``, ``Spot.Interrupted``, ``Budget.Exceeded`` (``stop_at``
+        TrainResult on success; ``Secrets.Unavailable`` (a reference of ``training.secrets`` cannot be read),
+        ``Training.Failed``, ``Spot.Interrupted``, ``Budget.Exceeded`` (``stop_at``
         passed) or ``Training.MaxRuntimeExceeded``; nothing when abandoned.
     """
     manifest = command.manifest
+    # Read afresh by each step's process: the values are never written to the instance's disk.
+    try:
+        secret_values = resolve_secrets(manifest.training.secrets, ctx.secret_reader)
+    except SecretsUnavailableError as exc:
+        return StepReport.failed(SECRETS_UNAVAILABLE, FailureCause(message=str(exc)))
+    ctx.masker = Masker(secret_values.values())
     job_layout = layout.NvmeLayout(ctx.nvme_root, command.job_id)
     job_layout.create()
     install_runtime(job_layout.runtime_dir)
@@ -98,7 +107,9 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         manifest.training.checkpoint.keep_last,
         committed=_already_committed(ctx, command),
     )
-    environment = child_environment(command, job_layout, ctx.base_env, ctx.gpus_per_node())
+    environment = child_environment(
+        command, job_layout, ctx.base_env, ctx.gpus_per_node(), secrets=secret_values
+    )
     supervisor = TrainingSupervisor(
         # No shell runs the command: its ${NAME}s (checked against the contract at validation) are expanded here.
         expand_argv(manifest.training.command, environment),
@@ -145,7 +156,9 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         # Whatever the outcome, the newest local checkpoint is worth committing: the next attempt resumes it.
         syncer.sync_quietly()
         poll_progress()
-        log_key = upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path)
+        log_key = upload_log(
+            ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path, ctx.masker
+        )
     if outcome.kind == "abandoned":
         return StepReport()
     if outcome.kind == "completed":
@@ -155,7 +168,7 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     cause = FailureCause(
         message=outcome.message,
         exit_code=outcome.exit_code,
-        log_tail=log_tail(log_path),
+        log_tail=log_tail(log_path, masker=ctx.masker),
         log_key=log_key,
         last_step=progress.last_step,
     )
@@ -220,7 +233,7 @@ def _completed(
         cause = FailureCause(
             message=str(exc),
             exit_code=0,
-            log_tail=log_tail(job_layout.log_file(command.attempt)),
+            log_tail=log_tail(job_layout.log_file(command.attempt), masker=ctx.masker),
             log_key=log_key,
             last_step=last_step,
         )

@@ -9,9 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 ENV_PREFIX = "SPOTRUN_"
 # Fields held in the environment as comma-separated lists.
-_LIST_FIELDS = frozenset({"subnet_ids", "archive_buckets"})
+_LIST_FIELDS = frozenset({"subnet_ids", "archive_buckets", "reference_patterns"})
 # Declared fields whose empty value means something: no extra archive buckets, no bus to publish on.
-_MAY_BE_EMPTY = frozenset({"archive_buckets", "event_bus_name"})
+_MAY_BE_EMPTY = frozenset({"archive_buckets", "event_bus_name", "reference_patterns"})
 
 
 class MissingSettings(RuntimeError):
@@ -34,6 +34,10 @@ class Settings(BaseModel):
     archive_bucket: str = ""
     # Further buckets a manifest's archive.destination may name (the deployer's CDK option archive_buckets).
     archive_buckets: tuple[str, ...] = ()
+    # ARN patterns of the secrets a manifest's training.secrets may name (the deployer's CDK option
+    # secret_references): the job-access role's ceiling, checked at admission. Named without "secret": the
+    # functions' environments hold no secret, and a test keeps such names out of them.
+    reference_patterns: tuple[str, ...] = ()
     state_machine_arn: str = ""
     # The EventBridge bus on which job status changes are published; empty: not published.
     event_bus_name: str = ""

@@ -106,6 +106,7 @@ def create_schedule(
     bucket: str,
     archive_buckets: Collection[str],
     now: datetime,
+    secret_references: Collection[str] = (),
 ) -> ScheduleView:
     """Validate, store the manifest, create the schedule.
 
@@ -123,7 +124,9 @@ def create_schedule(
     except InvalidExpression as exc:
         raise RequestRejected(f"invalid schedule: {exc}", [f"schedule: {exc}"]) from exc
     # The schedule's manifest is kept in the jobs bucket (bucket): its jobs must reach only themselves there.
-    problems = admission_problems(manifest, archive_buckets=archive_buckets, jobs_bucket=bucket)
+    problems = admission_problems(
+        manifest, archive_buckets=archive_buckets, jobs_bucket=bucket, secret_references=secret_references
+    )
     if problems:
         raise RequestRejected(f"{len(problems)} problem(s) in the manifest", problems)
     key = schedule_manifest_key(manifest.name, manifest_sha256(manifest)[:16])

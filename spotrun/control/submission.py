@@ -23,6 +23,7 @@ from spotrun.model.layout import is_manifest_key, rejection_report_key
 from spotrun.model.limits import admission_problems as budget_admission_problems
 from spotrun.model.manifest import JobManifest, split_s3_uri
 from spotrun.model.manifest_io import MAX_MANIFEST_BYTES, ManifestError, parse_manifest_text
+from spotrun.model.secrets import admission_problems as secret_admission_problems
 from spotrun.model.timing import workflow_timing
 
 
@@ -61,6 +62,7 @@ def admission_problems(
     jobs_bucket: str | None = None,
     now: datetime | None = None,
     time_scale: float = 1.0,
+    secret_references: Collection[str] = (),
 ) -> list[str]:
     """Problems of a valid manifest that this deployment cannot run, found before anything starts.
 
@@ -80,6 +82,9 @@ def admission_problems(
         deadline can only be a duration) pass None.
     time_scale
         The emulator's factor, which the deadline's assumed AWS durations are scaled by (1.0 on AWS).
+    secret_references
+        The ARN patterns of the secrets this deployment's jobs may read (the deployer's ``secret_references``
+        option, the job-access role's ceiling): a reference of ``training.secrets`` outside them is refused.
 
     Returns
     -------
@@ -115,6 +120,7 @@ def admission_problems(
             job_session_policy(_LONGEST_JOB_ID, 9999, manifest, jobs_bucket=jobs_bucket)
         except JobAccessRefused as exc:
             problems.append(f"data.inputs / training.code: {exc}")
+    problems += secret_admission_problems(manifest.training.secrets, secret_references)
     destination = manifest.archive.destination
     if destination is not None and split_s3_uri(destination)[0] not in archive_buckets:
         allowed = ", ".join(sorted(archive_buckets)) or "(none)"
@@ -133,13 +139,19 @@ def entry_problems(
     jobs_bucket: str | None = None,
     now: datetime,
     time_scale: float,
+    secret_references: Collection[str] = (),
 ) -> list[str]:
     """:func:`admission_problems` of a manifest that runs once now (dropped in S3 or POSTed to /jobs).
 
     A ``schedule`` there would be dropped silently: it is refused, pointing at the schedules API.
     """
     problems = admission_problems(
-        manifest, archive_buckets=archive_buckets, jobs_bucket=jobs_bucket, now=now, time_scale=time_scale
+        manifest,
+        archive_buckets=archive_buckets,
+        jobs_bucket=jobs_bucket,
+        now=now,
+        time_scale=time_scale,
+        secret_references=secret_references,
     )
     if manifest.schedule is not None:
         problems.append(SCHEDULE_REFUSED)
@@ -158,6 +170,7 @@ def submit_s3_manifest(
     time_scale: float,
     archive_buckets: Collection[str],
     now: datetime,
+    secret_references: Collection[str] = (),
 ) -> SubmitOutcome:
     """Handle a manifest dropped into the jobs bucket.
 
@@ -180,6 +193,8 @@ def submit_s3_manifest(
         The buckets an ``archive.destination`` may name.
     now
         The current time.
+    secret_references
+        The deployment's patterns of allowed ``training.secrets`` references.
 
     Returns
     -------
@@ -204,7 +219,12 @@ def submit_s3_manifest(
         return _reject(source, exc.errors, store=store, objects=objects, now=now, count=exc.count)
     # A manifest is dropped into the jobs bucket itself.
     problems = entry_problems(
-        manifest, archive_buckets=archive_buckets, jobs_bucket=source.bucket, now=now, time_scale=time_scale
+        manifest,
+        archive_buckets=archive_buckets,
+        jobs_bucket=source.bucket,
+        now=now,
+        time_scale=time_scale,
+        secret_references=secret_references,
     )
     if problems:
         return _reject(source, problems, store=store, objects=objects, now=now)
@@ -248,8 +268,9 @@ def submit_api_manifest(
     archive_buckets: Collection[str],
     now: datetime,
     jobs_bucket: str | None = None,
+    secret_references: Collection[str] = (),
 ) -> SubmitOutcome:
-    """Handle a manifest posted to the API (``jobs_bucket``: see :func:`admission_problems`).
+    """Handle a manifest posted to the API (``jobs_bucket``, ``secret_references``: see :func:`admission_problems`).
 
     Unlike a dropped manifest, a refused one leaves no trace: the caller gets the problems in the answer.
 
@@ -265,7 +286,12 @@ def submit_api_manifest(
         manifest (409); nothing is stored or started.
     """
     problems = entry_problems(
-        manifest, archive_buckets=archive_buckets, jobs_bucket=jobs_bucket, now=now, time_scale=time_scale
+        manifest,
+        archive_buckets=archive_buckets,
+        jobs_bucket=jobs_bucket,
+        now=now,
+        time_scale=time_scale,
+        secret_references=secret_references,
     )
     if problems:
         raise RequestRejected(f"{len(problems)} problem(s) in the manifest", problems)

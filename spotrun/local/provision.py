@@ -19,7 +19,8 @@ from typing import Any
 
 from spotrun.aws.settings import Settings
 from spotrun.local.catalog import DEFAULT_ZONES
-from spotrun.model.job_access import SESSION_SECONDS, ceiling_statements
+from spotrun.local.server import ACCOUNT_ID
+from spotrun.model.job_access import SESSION_SECONDS, ceiling_statements, secret_ceiling_statements
 from spotrun.shape import DeploymentShape, rule_pattern
 
 ClientFactory = Callable[[str], Any]
@@ -105,6 +106,7 @@ def provision(
     time_scale: float,
     region: str = "us-east-1",
     zones: Sequence[str] = DEFAULT_ZONES,
+    secret_references: tuple[str, ...] | None = None,
 ) -> Deployment:
     """Create every resource of ``shape`` through the emulator's API.
 
@@ -120,6 +122,9 @@ def provision(
         Carried into the settings.
     region, zones
         Where the VPC's subnets go (one per zone).
+    secret_references
+        The deployment's allowed ``training.secrets`` references (the CDK option); None:
+        :func:`local_secret_references`, the secrets and parameters named ``spotrun/...`` of the region.
 
     Returns
     -------
@@ -132,7 +137,10 @@ def provision(
     _buckets(client("s3"), shape, dep)
     _tables(client("dynamodb"), shape, dep)
     dep.role_arn = _role(client("iam"))
+    if secret_references is None:
+        secret_references = local_secret_references(region)
     job_access_role_arn = _job_access_role(client("iam"), dep.bucket_names["jobs"], dep.role_arn)
+    _secret_ceiling(client("iam"), secret_references)
     _functions(client("lambda"), shape, dep)
     definition = substitute(
         state_machine_file.read_text(),
@@ -159,6 +167,7 @@ def provision(
         "job_access_role_arn": job_access_role_arn,
         "subnet_ids": dep.subnet_ids,
         "time_scale": time_scale,
+        "reference_patterns": secret_references,
         **scheduling,
     }
     # Settings fields follow the shape's logical names: table "jobs" -> jobs_table, bucket "archive" -> ...
@@ -238,6 +247,25 @@ def _role(iam: Any) -> str:
         ],
     }
     return str(iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"])
+
+
+def local_secret_references(region: str) -> tuple[str, ...]:
+    """The emulator's default ``secret_references``: every secret and parameter whose name starts ``spotrun/``."""
+    return (
+        f"arn:aws:secretsmanager:{region}:{ACCOUNT_ID}:secret:spotrun/*",
+        f"arn:aws:ssm:{region}:{ACCOUNT_ID}:parameter/spotrun/*",
+    )
+
+
+def _secret_ceiling(iam: Any, patterns: tuple[str, ...]) -> None:
+    # As infra.constructs.job_access: the role reads the allowed references (a policy of its own, since IAM
+    # refuses a policy without statements). The instance role needs no denial here: it holds no SSM policy.
+    statements = secret_ceiling_statements(patterns)
+    if statements:
+        document = {"Version": "2012-10-17", "Statement": statements}
+        iam.put_role_policy(
+            RoleName=JOB_ACCESS_ROLE_NAME, PolicyName="secrets", PolicyDocument=json.dumps(document)
+        )
 
 
 def _job_access_role(iam: Any, jobs_bucket: str, functions_role_arn: str) -> str:

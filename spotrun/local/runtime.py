@@ -24,6 +24,7 @@ from spotrun.local import (
     lambda_patch,
     s3_access_patch,
     s3_upload_patch,
+    secrets_access_patch,
     sfn_patch,
     ssm_patch,
 )
@@ -224,6 +225,7 @@ class LocalRuntime:
         )
         ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock, self.consistency)
         s3_access_patch.install(self._patches, self.callers.is_instance_key)
+        secrets_access_patch.install(self._patches, self.callers.is_instance_key)
         s3_upload_patch.install(self._patches)
         endpoint = self._server.start()
         self._environment.set(
@@ -233,7 +235,13 @@ class LocalRuntime:
             }
         )
         deployment = provision(
-            self.client, self.shape, self.state_machine_file, self.clock.time_scale, self.region
+            self.client,
+            self.shape,
+            self.state_machine_file,
+            self.clock.time_scale,
+            self.region,
+            # The job-access role's ceiling is the deployment's own list, as in the CDK app.
+            secret_references=self.settings_overrides.get("reference_patterns"),
         )
         # Agents report through the API's agent route: the stand-in runs for every runtime, not only `local up`.
         reports = {"agent_report_url": self._start_api() + AGENT_REPORTS_PATH} if self._has_api() else {}

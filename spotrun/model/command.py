@@ -38,6 +38,9 @@ STAGING_FAILED = "Staging.Failed"
 # another instance would fail alike).
 SETUP_FAILED = "Setup.Failed"
 TRAINING_FAILED = "Training.Failed"
+# A reference of training.secrets could not be read on the instance: the job ends (another instance would read
+# it with the same grants).
+SECRETS_UNAVAILABLE = "Secrets.Unavailable"
 SPOT_INTERRUPTED = "Spot.Interrupted"
 # The step's limits ran out: the checkpoint was committed as on a warning, and the job ends (no relaunch).
 BUDGET_EXCEEDED = "Budget.Exceeded"

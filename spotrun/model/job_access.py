@@ -12,7 +12,9 @@ So whatever the training code on the instance does with those credentials, it re
   (``training.resume_from``);
 - writes: its checkpoints (which it also prunes: the only deletes), its outputs, and this attempt's log,
   progress and output list. Never its command documents, which the control plane writes;
-- listings: the same prefixes, as ``s3:prefix`` conditions on ``s3:ListBucket``.
+- listings: the same prefixes, as ``s3:prefix`` conditions on ``s3:ListBucket``;
+- secrets: exactly the references of its ``training.secrets`` (:func:`secret_statements`), within the
+  deployment's allowed ones (:func:`secret_ceiling_statements`, the CDK option ``secret_references``).
 
 Keys come from the manifest, and ``*``, ``?`` and ``$`` would be wildcards or variables in a policy: they are
 written as IAM's literal forms ``${*}``, ``${?}`` and ``${$}``
@@ -30,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from spotrun.model import layout
 from spotrun.model.manifest import JobManifest
 from spotrun.model.manifest_rules import split_s3_uri
+from spotrun.model.secrets import parse_reference
 
 POLICY_VERSION: Final = "2012-10-17"
 # STS refuses an inline session policy longer than this ("The plaintext that you use for both inline and managed
@@ -41,6 +44,9 @@ READ: Final = ("s3:GetObject",)
 WRITE: Final = ("s3:PutObject", "s3:AbortMultipartUpload")
 PRUNE: Final = ("s3:DeleteObject",)
 LIST: Final = ("s3:ListBucket",)
+SECRETSMANAGER_READ: Final = "secretsmanager:GetSecretValue"
+PARAMETER_READ: Final = "ssm:GetParameter"
+DECRYPT: Final = "kms:Decrypt"
 
 _LITERALS: Final = {"$": "${$}", "*": "${*}", "?": "${?}"}
 # A role session assumed by a role session (the API function's) lasts at most one hour ("role chaining",
@@ -176,6 +182,7 @@ def job_session_policy(
                 "Condition": {"StringLike": {"s3:prefix": list(prefixes)}},
             }
         )
+    statements += secret_statements(manifest)
     policy = {"Version": POLICY_VERSION, "Statement": statements}
     size = len(serialize(policy))
     if size > MAX_SESSION_POLICY_CHARS:
@@ -184,6 +191,81 @@ def job_session_policy(
             f"{MAX_SESSION_POLICY_CHARS}: name fewer inputs (a common prefix instead of many objects)"
         )
     return policy
+
+
+def secret_statements(manifest: JobManifest) -> list[dict[str, Any]]:
+    """The session policy's reads of ``training.secrets``: exactly the job's references, and the key's use.
+
+    ``kms:Decrypt`` is allowed only as Secrets Manager or Parameter Store calls it on the job's behalf
+    (``kms:ViaService``, https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html#conditions-kms-via-service):
+    a SecureString or a secret is decrypted with the caller's permission on its key, and the service call itself
+    is limited to the job's references by the statements before it. Empty without secrets.
+    """
+    references = [parse_reference(text) for text in manifest.training.secrets.values()]
+    statements: list[dict[str, Any]] = []
+    for sid, service, action in (
+        ("Secrets", "secretsmanager", SECRETSMANAGER_READ),
+        ("Parameters", "ssm", PARAMETER_READ),
+    ):
+        arns = list(dict.fromkeys(literal(r.arn) for r in references if r.service == service))
+        if arns:
+            statements.append({"Sid": sid, "Effect": "Allow", "Action": action, "Resource": arns})
+    if references:
+        services = sorted({f"{r.service}.{r.region}.amazonaws.com" for r in references})
+        statements.append(
+            {
+                "Sid": "Decrypt",
+                "Effect": "Allow",
+                "Action": DECRYPT,
+                "Resource": "*",
+                "Condition": {"StringEquals": {"kms:ViaService": services}},
+            }
+        )
+    return statements
+
+
+def secret_ceiling_statements(patterns: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The job-access role's reads of secrets: the deployment's ``secret_references`` patterns, nothing else.
+
+    Parameters
+    ----------
+    patterns
+        ARN patterns of Secrets Manager secrets and SSM parameters (:func:`spotrun.model.secrets.check_pattern`).
+    """
+    secrets = [p for p in patterns if p.split(":")[2] == "secretsmanager"]
+    parameters = [p for p in patterns if p.split(":")[2] == "ssm"]
+    statements: list[dict[str, Any]] = []
+    if secrets:
+        statements.append({"Effect": "Allow", "Action": SECRETSMANAGER_READ, "Resource": secrets})
+    if parameters:
+        statements.append({"Effect": "Allow", "Action": PARAMETER_READ, "Resource": parameters})
+    if patterns:
+        services = ["secretsmanager.*.amazonaws.com", "ssm.*.amazonaws.com"]
+        statements.append(
+            {
+                "Effect": "Allow",
+                "Action": DECRYPT,
+                "Resource": "*",
+                "Condition": {"StringLike": {"kms:ViaService": services}},
+            }
+        )
+    return statements
+
+
+def instance_secret_denials(patterns: tuple[str, ...]) -> list[dict[str, Any]]:
+    """What the instance role must be refused of the deployment's secret references.
+
+    The instance role carries AWS's ``AmazonSSMManagedInstanceCore`` (the SSM Agent needs it), which allows
+    ``ssm:GetParameter`` and ``ssm:GetParameters`` on every parameter; any process of an instance can use that
+    role's credentials (IMDS). An explicit Deny wins over it
+    (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html), so a job reads
+    the allowed parameters only through its own session, which names its own references. Secrets Manager needs
+    no denial: the instance role has no statement of it.
+    """
+    parameters = [p for p in patterns if p.split(":")[2] == "ssm"]
+    if not parameters:
+        return []
+    return [{"Effect": "Deny", "Action": [PARAMETER_READ, "ssm:GetParameters"], "Resource": parameters}]
 
 
 def ceiling_statements(jobs_bucket_arn: str, data_bucket_arns: tuple[str, ...] = ()) -> list[dict[str, Any]]:

@@ -21,6 +21,9 @@ from spotrun.model.manifest_rules import (
     StrictModel,
     scalar_to_text,
 )
+from spotrun.model.secrets import EXAMPLES as SECRET_REFERENCE_EXAMPLES
+from spotrun.model.secrets import REFERENCE_PATTERN as SECRET_REFERENCE_PATTERN
+from spotrun.model.secrets import parse_reference
 
 __all__ = ["DEFAULT_MAX_INTERVAL_MINUTES", "MAX_SETUP_COMMANDS", "CheckpointPolicy", "TrainingSpec"]
 
@@ -147,8 +150,23 @@ class TrainingSpec(StrictModel):
             # scalar_to_text turns numbers and booleans into text: the schema says they are accepted.
             "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]},
         },
-        description="Extra environment for the command; numbers and booleans become text. Names are "
-        "[A-Za-z_][A-Za-z0-9_]*; SPOTRUN_ ones are set by spotrun itself.",
+        description="Extra environment for the command, plain values only (they are stored with the job and "
+        "shown by the API): numbers and booleans become text. A password, token or key goes in "
+        "training.secrets instead. Names are [A-Za-z_][A-Za-z0-9_]*; SPOTRUN_ ones are set by spotrun itself.",
+    )
+    secrets: dict[Annotated[str, AS_WRITTEN], Annotated[str, AS_WRITTEN]] = Field(
+        default_factory=dict,
+        json_schema_extra={
+            "propertyNames": {"pattern": ENV_NAME.pattern, "not": {"pattern": RESERVED_ENV_NAME.pattern}},
+            "additionalProperties": {"type": "string", "pattern": SECRET_REFERENCE_PATTERN},
+        },
+        description="Environment names mapped to references of secrets, never values: a Secrets Manager "
+        f"secret or an SSM Parameter Store parameter, by ARN ({SECRET_REFERENCE_EXAMPLES}). The agent reads "
+        "each on the instance with the job's credentials when an attempt starts and puts its value in the "
+        "environment of the command and of training.setup only; the job's record, events and answers keep the "
+        "reference, and the value is masked in the logs. The deployment must allow each reference (its CDK "
+        "option secret_references). One that cannot be read ends the job with Secrets.Unavailable. Names as "
+        "in training.env, and not one of its names. See docs/secrets.md.",
     )
     checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy())
     max_runtime_minutes: int = Field(
@@ -217,6 +235,12 @@ class TrainingSpec(StrictModel):
             *((f"setup[{i}]", c) for i, c in enumerate(self.setup)),
         ]:
             for name in argv_references(argv):
+                if name in self.secrets:
+                    # An argv is readable by every process of the instance (ps), and shown in the log.
+                    raise ValueError(
+                        f"{where}: ${{{name}}} names a secret of training.secrets, which reaches the command "
+                        "only through its environment: read os.environ[...] in the script instead"
+                    )
                 if name not in CONTRACT_VARIABLES and name not in self.env:
                     raise ValueError(
                         f"{where}: ${{{name}}} names neither a SPOTRUN_ variable spotrun sets "
@@ -233,3 +257,27 @@ class TrainingSpec(StrictModel):
             if RESERVED_ENV_NAME.match(name):
                 raise ValueError(f"{name!r}: SPOTRUN_ variables are set by spotrun itself")
         return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names_and_references(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, reference in value.items():
+            if not ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
+            if RESERVED_ENV_NAME.match(name):
+                raise ValueError(f"{name!r}: SPOTRUN_ variables are set by spotrun itself")
+            try:
+                parse_reference(reference)
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _secrets_apart_from_env(self) -> TrainingSpec:
+        both = sorted(set(self.secrets) & set(self.env))
+        if both:
+            raise ValueError(
+                f"{', '.join(both)}: named in both training.env and training.secrets; a variable has one value, "
+                "plain (env) or secret (secrets)"
+            )
+        return self

@@ -73,6 +73,10 @@ VALIDATOR_ONLY_RULES = [
     r"resources: resources(: no GPU instance type in spotrun's catalog has |\.instance_types: ).+",
     r"budget\.max_usd: .+ cannot pay even .+",
     r"archive\.destination: the bucket .+ is not an archive bucket of this deployment .+",
+    # The secrets this deployment's jobs may read (its secret_references option, the job-access role's ceiling),
+    # and a name given in both training.env and training.secrets (a relation between two maps' keys).
+    r"training\.secrets\.\w+: .+ is not a reference this deployment allows .+",
+    r"training: .+: named in both training\.env and training\.secrets; .+",
     # training.workdir is a local path only the CLI resolves: every server-side entry point refuses it.
     r"training\.workdir: .+ is a directory on the machine that wrote the manifest, .+",
     # A deadline on-demand cannot meet: arithmetic on the work, the deadline and the submission time.
