@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from spotrun.aws.job_store import DynamoJobStore
 from spotrun.control.job_events import SOURCE
+from spotrun.control.ports import ObjectsUnreadable
 from spotrun.model.errors import InstanceLost
 from spotrun.model.fleet_errors import call_error_response
 from spotrun.model.job_access import SESSION_SECONDS, JobCredentials
@@ -205,6 +206,26 @@ class S3Objects:
                 return None
             raise
         return bytes(answer["Body"].read())
+
+    def first_key(self, bucket: str, prefix: str) -> str | None:
+        # One ListObjectsV2 of one key answers both questions: S3 lists keys in ascending UTF-8 order, so an
+        # object named exactly ``prefix`` comes first (https://docs.aws.amazon.com/AmazonS3/latest/API/
+        # API_ListObjectsV2.html: "Objects are returned sorted in an ascending order of the respective key
+        # names"), and only s3:ListBucket is needed, never a read of the data.
+        try:
+            answer = self._s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code == "NoSuchBucket":
+                raise ObjectsUnreadable(f"the bucket {bucket!r} does not exist") from exc
+            if code in ("AccessDenied", "AllAccessDisabled"):
+                raise ObjectsUnreadable(
+                    f"this deployment may not list the bucket {bucket!r} ({code}): have the deployer add it "
+                    "to the CDK option data_buckets"
+                ) from exc
+            raise
+        contents = answer.get("Contents") or []
+        return str(contents[0]["Key"]) if contents else None
 
     def head(self, bucket: str, key: str) -> dict[str, str] | None:
         try:

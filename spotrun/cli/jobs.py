@@ -18,6 +18,7 @@ from spotrun.cli.api import ManifestFile, as_job, jobs_table, read_manifest, res
 from spotrun.cli.client import SpotrunClient
 from spotrun.cli.code_upload import resolve_workdir, workdir_of
 from spotrun.cli.output import JsonOpt, console, emit_json, fail, show
+from spotrun.cli.plan import plan, show_plan
 from spotrun.cli.schedules import schedule_app
 from spotrun.cli.summary import final_summary, progress_text, status_text
 from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client, targeted
@@ -64,7 +65,7 @@ def _show_ended(view: dict[str, Any], as_json: bool) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the API commands to ``app``."""
-    for command in (submit, status, list_, cancel, logs, restore):
+    for command in (submit, plan, status, list_, cancel, logs, restore):
         app.command(name="list" if command is list_ else None)(targeted(command))
     app.add_typer(schedule_app, name="schedule")
 
@@ -96,6 +97,10 @@ def submit(
             show_default=False,
         ),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Show the plan (spotrun plan FILE) and submit nothing."),
+    ] = False,
     target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
@@ -103,6 +108,8 @@ def submit(
 
     With training.workdir in the manifest, or --workdir, the directory is uploaded first and submitted as
     training.code (the local runtime's directory is then --local-workdir).
+
+    --dry-run shows the plan instead (spotrun plan FILE) and submits nothing.
 
     Exit codes with --wait: 0 succeeded, 3 stopped at budget.max_usd, 4 at max_runtime_minutes, 1 otherwise.
     """
@@ -115,6 +122,12 @@ def submit(
             f"{file}: --max-workdir-mib limits a workdir, and there is none (training.workdir or --workdir)"
         )
     limit = DEFAULT_MAX_BYTES if max_workdir_mib is None else int(max_workdir_mib * MIB)
+    if dry_run:
+        if wait or idempotency_key:
+            raise fail("--dry-run submits nothing: --wait and --idempotency-key would have no job to act on")
+        with api_client(target) as client:
+            show_plan(manifest, directory, client, limit, as_json)  # exit 1 when it has problems
+        return
     with api_client(target) as client:
         if directory is not None:
             try:

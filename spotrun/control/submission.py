@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from spotrun.control.ports import JobStore, Objects, Workflows
+from spotrun.control.staged_sources import missing_sources
 from spotrun.control.store import update_job
 from spotrun.model.capacity import candidate_types
 from spotrun.model.deadline_job import ASSUMED, feasibility_problem
@@ -129,6 +130,7 @@ def admission_problems(
 def entry_problems(
     manifest: JobManifest,
     *,
+    objects: Objects,
     archive_buckets: Collection[str],
     jobs_bucket: str | None = None,
     now: datetime,
@@ -136,13 +138,18 @@ def entry_problems(
 ) -> list[str]:
     """:func:`admission_problems` of a manifest that runs once now (dropped in S3 or POSTed to /jobs).
 
-    A ``schedule`` there would be dropped silently: it is refused, pointing at the schedules API.
+    A ``schedule`` there would be dropped silently: it is refused, pointing at the schedules API. Data inputs
+    and code that do not exist are refused too (:func:`spotrun.control.staged_sources.missing_sources`):
+    the job would fail at staging, after an instance was bought for it.
     """
     problems = admission_problems(
         manifest, archive_buckets=archive_buckets, jobs_bucket=jobs_bucket, now=now, time_scale=time_scale
     )
     if manifest.schedule is not None:
         problems.append(SCHEDULE_REFUSED)
+    if manifest.training.workdir is None:
+        # A workdir is refused above; its code (none yet) is not a missing source on top of that.
+        problems += missing_sources(manifest, objects, jobs_bucket=jobs_bucket)
     return problems
 
 
@@ -204,7 +211,12 @@ def submit_s3_manifest(
         return _reject(source, exc.errors, store=store, objects=objects, now=now, count=exc.count)
     # A manifest is dropped into the jobs bucket itself.
     problems = entry_problems(
-        manifest, archive_buckets=archive_buckets, jobs_bucket=source.bucket, now=now, time_scale=time_scale
+        manifest,
+        objects=objects,
+        archive_buckets=archive_buckets,
+        jobs_bucket=source.bucket,
+        now=now,
+        time_scale=time_scale,
     )
     if problems:
         return _reject(source, problems, store=store, objects=objects, now=now)
@@ -242,6 +254,7 @@ def submit_api_manifest(
     *,
     idempotency_key: str | None,
     store: JobStore,
+    objects: Objects,
     workflows: Workflows,
     state_machine_arn: str,
     time_scale: float,
@@ -251,7 +264,8 @@ def submit_api_manifest(
 ) -> SubmitOutcome:
     """Handle a manifest posted to the API (``jobs_bucket``: see :func:`admission_problems`).
 
-    Unlike a dropped manifest, a refused one leaves no trace: the caller gets the problems in the answer.
+    ``objects`` is S3, where its data inputs and code must exist (:func:`entry_problems`). Unlike a dropped
+    manifest, a refused one leaves no trace: the caller gets the problems in the answer.
 
     Returns
     -------
@@ -265,7 +279,12 @@ def submit_api_manifest(
         manifest (409); nothing is stored or started.
     """
     problems = entry_problems(
-        manifest, archive_buckets=archive_buckets, jobs_bucket=jobs_bucket, now=now, time_scale=time_scale
+        manifest,
+        objects=objects,
+        archive_buckets=archive_buckets,
+        jobs_bucket=jobs_bucket,
+        now=now,
+        time_scale=time_scale,
     )
     if problems:
         raise RequestRejected(f"{len(problems)} problem(s) in the manifest", problems)

@@ -108,6 +108,9 @@ class FakeObjects:
         body = self.objects.get((bucket, key))
         return None if body is None else body[-max_bytes:]
 
+    def first_key(self, bucket: str, prefix: str) -> str | None:
+        return next((key for key, _size in self.list_keys(bucket, prefix)), None)
+
     def head(self, bucket: str, key: str) -> dict[str, str] | None:
         if (bucket, key) not in self.objects:
             return None
