@@ -110,13 +110,16 @@ def _first_decision(manifest: JobManifest, now: datetime, spot: bool, time_scale
 
 
 def _lifecycles(
-    manifest: JobManifest, now: datetime, time_scale: float
+    manifest: JobManifest, now: datetime, time_scale: float, has_candidates: bool
 ) -> tuple[Lifecycle | None, Lifecycle | None, str | None]:
-    """(first, fallback, deadline note), as :func:`~spotrun.control.instances.launch_instance` chooses them."""
+    """(first, fallback, deadline note), as :func:`~spotrun.control.instances.launch_instance` chooses them.
+
+    Without a candidate type (a problem already) the deadline policy has no price to decide on: no note.
+    """
     policy = manifest.capacity
     note = None
     decision = fallback_decision = None
-    if policy.deadline is not None and manifest.training.expected_hours is not None:
+    if policy.deadline is not None and manifest.training.expected_hours is not None and has_candidates:
         decision = _first_decision(manifest, now, True, time_scale)
         note = f"{decision.choice.value}, slack {decision.slack_hours:.2f} h ({decision.reason})"
         if decision.choice is Choice.WAIT:
@@ -184,12 +187,12 @@ def plan_job(
         now=now,
         time_scale=time_scale,
     )
-    first, fallback, note = _lifecycles(manifest, now, time_scale)
     nodes = manifest.resources.nodes
     try:
         candidates = candidate_types(manifest.resources)
     except ManifestInvalid:
         candidates = []  # already among the problems (resources: ...)
+    first, fallback, note = _lifecycles(manifest, now, time_scale, bool(candidates))
     pools = request_pools(candidates, compute.subnet_zones(subnet_ids)) if candidates else []
     spot_prices = {(info.name, zone): compute.spot_price(info.name, zone) for info, _subnet, zone in pools}
     planned: list[PlannedPool] = []
