@@ -180,3 +180,23 @@ def test_a_schedule_firing_whose_inputs_are_gone_starts_nothing_and_says_why(dep
         "not started: data.inputs[0].source: no object under s3://spotrun-jobs-test/data/"
     )
     assert executions(deployment) == []
+
+
+def test_plan_packs_a_workdir_and_uploads_nothing(deployment, cli, tmp_path):
+    # Given a manifest whose code is a local workdir
+    code = tmp_path / "src"
+    code.mkdir()
+    (code / "train.py").write_text("print('hi')\n")
+    document = manifest_with(deployment)
+    document["training"]["workdir"] = "src"
+    file = write(tmp_path, document)
+    # When it is planned
+    result = runner.invoke(app, ["plan", str(file), "--json"])
+    # Then the plan says what submit would upload, the workdir is no problem, and nothing reached the bucket
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert answer["ok"] is True
+    assert answer["workdir"]["files"] == 1
+    assert answer["workdir"]["bytes"] > 0
+    listed = boto3.client("s3").list_objects_v2(Bucket=deployment.jobs_bucket, Prefix="code/")
+    assert listed.get("KeyCount", 0) == 0
