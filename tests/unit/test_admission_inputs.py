@@ -87,4 +87,6 @@ def test_a_bucket_that_cannot_be_listed_is_a_problem_naming_why():
     objects.first_key = refuse  # type: ignore[method-assign]
     # Then the input is a problem that says so
     [problem] = missing_sources(manifest("s3://gone/x/"), objects, jobs_bucket=JOBS)
-    assert problem == "data.inputs[0].source: s3://gone/x/ cannot be checked: the bucket 'gone' does not exist"
+    assert (
+        problem == "data.inputs[0].source: s3://gone/x/ cannot be checked: the bucket 'gone' does not exist"
+    )

@@ -105,9 +105,7 @@ def test_pools_priced_above_max_price_are_skipped_not_tried():
     # Given a spot ceiling below two pools' prices
     plan = plan_of(document(capacity={"max_price_per_hour": 0.26}))
     # Then those pools are listed as skipped, with the limit, and not among the pools tried
-    assert [(p.instance_type, p.availability_zone) for p in plan.skipped] == [
-        ("g4dn.xlarge", "us-east-1a")
-    ]
+    assert [(p.instance_type, p.availability_zone) for p in plan.skipped] == [("g4dn.xlarge", "us-east-1a")]
     assert plan.skipped[0].limit_per_hour == 0.26
     assert ("g4dn.xlarge", "us-east-1a", "spot") not in pools(plan)
 
