@@ -14,11 +14,11 @@ from typing import Annotated, Any
 
 import typer
 
-from spotrun.cli.api import ManifestFile, as_job, jobs_table, read_manifest, restore_table
+from spotrun.cli.api import ManifestFile, as_job, jobs_table, restore_table
 from spotrun.cli.client import SpotrunClient
-from spotrun.cli.code_upload import resolve_workdir, workdir_of
+from spotrun.cli.code_upload import resolve_workdir
 from spotrun.cli.output import JsonOpt, console, emit_json, fail, show
-from spotrun.cli.plan import plan, show_plan
+from spotrun.cli.plan import MIB, manifest_and_workdir, plan, show_plan
 from spotrun.cli.schedules import schedule_app
 from spotrun.cli.summary import final_summary, progress_text, status_text
 from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client, targeted
@@ -27,7 +27,6 @@ from spotrun.model.job import JobStatus, utc_now
 from spotrun.model.limits import exit_code
 
 JobId = Annotated[str, typer.Argument(metavar="ID", help="The job's id.")]
-MIB = 1024 * 1024
 PollOpt = Annotated[float, typer.Option(min=0.05, help="Seconds between polls with --wait.")]
 
 
@@ -113,15 +112,7 @@ def submit(
 
     Exit codes with --wait: 0 succeeded, 3 stopped at budget.max_usd, 4 at max_runtime_minutes, 1 otherwise.
     """
-    manifest = read_manifest(file)
-    if workdir is not None and manifest["training"].get("code"):
-        raise fail(f"{file}: training.code is set; --workdir would replace it (remove one of the two)")
-    directory = workdir_of(manifest, file, workdir)
-    if directory is None and max_workdir_mib is not None:
-        raise fail(
-            f"{file}: --max-workdir-mib limits a workdir, and there is none (training.workdir or --workdir)"
-        )
-    limit = DEFAULT_MAX_BYTES if max_workdir_mib is None else int(max_workdir_mib * MIB)
+    manifest, directory, limit = manifest_and_workdir(file, workdir, max_workdir_mib)
     if dry_run:
         if wait or idempotency_key:
             raise fail("--dry-run submits nothing: --wait and --idempotency-key would have no job to act on")
