@@ -6,6 +6,7 @@ import json
 import os
 import threading
 import urllib.parse
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -92,6 +93,28 @@ class Ec2Compute:
         if not in_zone:
             return None
         return float(max(in_zone, key=lambda entry: entry["Timestamp"])["SpotPrice"])
+
+    def spot_prices(self, instance_types: list[str]) -> dict[tuple[str, str], float]:
+        # One paginated query for every type and zone instead of one call per pool (the plan answers within API
+        # Gateway's 29 s). With StartTime = EndTime = now, EC2 "returns the last price change before the start
+        # time, which is the effective price as of the start time" (DescribeSpotPriceHistory,
+        # https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSpotPriceHistory.html).
+        if not instance_types:
+            return {}
+        now = datetime.now(UTC)
+        latest: dict[tuple[str, str], tuple[Any, float]] = {}
+        pages = self._ec2.get_paginator("describe_spot_price_history").paginate(
+            InstanceTypes=instance_types,
+            ProductDescriptions=["Linux/UNIX"],
+            StartTime=now,
+            EndTime=now,
+        )
+        for page in pages:
+            for entry in page["SpotPriceHistory"]:
+                key = (entry["InstanceType"], entry["AvailabilityZone"])
+                if key not in latest or entry["Timestamp"] > latest[key][0]:
+                    latest[key] = (entry["Timestamp"], float(entry["SpotPrice"]))
+        return {key: price for key, (_when, price) in latest.items()}
 
     def instance_state(self, instance_id: str) -> str | None:
         try:

@@ -6,7 +6,7 @@ started. The pools come in the order acquisition would try them: the same reques
 fleet request is built from) ordered as EC2 allocates it (:func:`spotrun.model.fleet_order.try_order`), and the
 same lifecycle choice (:func:`spotrun.model.capacity.choose_lifecycle`, the deadline policy's first decision
 when ``capacity.deadline`` is set). Prices are today's: the spot price from the same source acquisition
-records an attempt's price from (``Compute.spot_price``, EC2's spot price history), the on-demand price from
+records an attempt's price from (EC2's spot price history; ``Compute.spot_prices``, one query), the on-demand price from
 :mod:`spotrun.model.pricing`'s table. The problems are every admission problem of ``POST /jobs``
 (:func:`spotrun.control.submission.entry_problems`), inputs and code that do not exist included.
 """
@@ -194,7 +194,8 @@ def plan_job(
         candidates = []  # already among the problems (resources: ...)
     first, fallback, note = _lifecycles(manifest, now, time_scale, bool(candidates))
     pools = request_pools(candidates, compute.subnet_zones(subnet_ids)) if candidates else []
-    spot_prices = {(info.name, zone): compute.spot_price(info.name, zone) for info, _subnet, zone in pools}
+    today = compute.spot_prices([info.name for info in candidates]) if pools else {}
+    spot_prices = {(info.name, zone): today.get((info.name, zone)) for info, _subnet, zone in pools}
     planned: list[PlannedPool] = []
     skipped: list[SkippedPool] = []
     max_price = manifest.capacity.max_price_per_hour

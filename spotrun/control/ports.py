@@ -27,6 +27,10 @@ class Compute(Protocol):
         """The current spot price of a pool, USD per hour."""
         ...
 
+    def spot_prices(self, instance_types: list[str]) -> dict[tuple[str, str], float]:
+        """Today's spot price of every pool of these types, USD per hour, by (type, zone); in one query."""
+        ...
+
     def instance_state(self, instance_id: str) -> str | None:
         """pending, running, shutting-down, terminated, stopping, stopped; None when EC2 does not know it.
 

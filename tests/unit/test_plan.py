@@ -27,8 +27,8 @@ SPOT = {
 class PricedCompute(FakeCompute):
     """EC2 whose pools each have their own spot price."""
 
-    def spot_price(self, instance_type: str, availability_zone: str) -> float | None:
-        return SPOT[(instance_type, availability_zone)]
+    def spot_prices(self, instance_types: list[str]) -> dict[tuple[str, str], float]:
+        return {key: price for key, price in SPOT.items() if price is not None and key[0] in instance_types}
 
 
 def document(**changes: Any) -> dict[str, Any]:
