@@ -132,6 +132,7 @@ class SpotrunStack(Stack):
                 archive_bucket_arns={
                     name: f"arn:{Aws.PARTITION}:s3:::{name}" for name in options.archive_buckets
                 },
+                data_bucket_arns={name: f"arn:{Aws.PARTITION}:s3:::{name}" for name in options.data_buckets},
             ),
             bucket_settings,
         )

@@ -279,6 +279,8 @@ SHAPE = DeploymentShape(
                 "job_access_role_arn",
                 # The deadline's move off spot sends the agent its notice (control.deadline_moves).
                 "agent_document_name",
+                # POST /plan: the pools a fleet request would offer (the subnets' zones).
+                "subnet_ids",
             ),
         ),
         FunctionSpec(

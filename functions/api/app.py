@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from functions.api.agent import router as agent_router
 from functions.api.code import router as code_router
 from functions.api.errors import ApiError, error_response, ok_response, register_error_handlers
+from functions.api.plan import router as plan_router
 from functions.api.schedules import router as schedules_router
 from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.artifacts import JobLogs, RestoreReport, job_logs, restore_status, start_restore
@@ -117,6 +118,7 @@ def submit(
             JobManifest.model_validate(request["manifest"]),
             idempotency_key=idempotency_key,
             store=aws.store,
+            objects=aws.objects,
             workflows=aws.workflows,
             state_machine_arn=aws.settings.state_machine_arn,
             time_scale=aws.settings.time_scale,
@@ -265,6 +267,7 @@ def restore_report(job_id: JOB_ID) -> RestoreReport:
 app.include_router(schedules_router)
 app.include_router(agent_router)
 app.include_router(code_router)
+app.include_router(plan_router)
 register_error_handlers(app, logger)
 
 

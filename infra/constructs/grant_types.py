@@ -29,6 +29,8 @@ class Targets:
     archive_bucket_arns: Mapping[str, str] = field(default_factory=dict)
     # The role the API function assumes for an instance's job credentials (infra.constructs.job_access).
     job_access_role_arn: str = ""
+    # The deployer's buckets of inputs and code (option data_buckets): name -> bucket ARN.
+    data_bucket_arns: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

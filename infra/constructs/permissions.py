@@ -234,6 +234,18 @@ def _assume_job_access(targets: Targets) -> list[Grant]:
     ]
 
 
+def _list_data_buckets(targets: Targets) -> list[Grant]:
+    """Admission lists each data input and code prefix (does it exist?) before a job is bought an instance."""
+    return [
+        Grant(
+            LIST,
+            (bucket_arn,),
+            f"lists keys of the data bucket {name} (does a job's input exist?); reads none",
+        )
+        for name, bucket_arn in targets.data_bucket_arns.items()
+    ]
+
+
 # Setting -> what reading it implies. Bucket settings are refined per function by BUCKET_ACCESS.
 SETTING_GRANTS: dict[str, Callable[[Targets], list[Grant]]] = {
     "jobs_table": _table("jobs"),
@@ -258,7 +270,11 @@ FUNCTION_GRANTS: dict[str, tuple[Callable[[Targets], list[Grant]], ...]] = {
     # A standby launched on the warning loses a race with a second warning: it is terminated again.
     "ec2_events": (_spot_prices, _terminate, _fail_tasks),
     # cancel: stop the workflow, terminate the job's instances; the agent route answers the workflow's tasks.
-    "api": (_stop_executions, _terminate, _answer_agent_tasks),
+    # POST /plan reads today's spot prices.
+    "api": (_stop_executions, _terminate, _answer_agent_tasks, _list_data_buckets, _spot_prices),
+    # Every entry point refuses inputs and code that do not exist (spotrun.control.staged_sources).
+    "submit": (_list_data_buckets,),
+    "scheduled_run": (_list_data_buckets,),
 }
 
 READ = ("s3:GetObject",)
@@ -270,7 +286,8 @@ COPY_WRITE = ("s3:PutObject", "s3:PutObjectTagging", "s3:AbortMultipartUpload")
 # (function, bucket) -> [(actions, key pattern)]
 BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
     # Reads the dropped manifest; writes `<key>.rejected.json` beside a manifest that fails validation.
-    ("submit", "jobs"): [(READ + WRITE, f"{MANIFEST_PREFIX}*")],
+    # Lists the keys a manifest's inputs and code name (do they exist?), anywhere in the bucket.
+    ("submit", "jobs"): [(READ + WRITE, f"{MANIFEST_PREFIX}*"), (LIST, "*")],
     # Writes the agent's command document under the job's prefix.
     ("agent_step", "jobs"): [(WRITE, f"{JOBS_PREFIX}*")],
     # Copies the trained model out of the job's outputs into the archive (any prefix a manifest chooses).
@@ -281,12 +298,14 @@ BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
     # Writes the agent's "notice" command under the job's prefix.
     ("ec2_events", "jobs"): [(WRITE, f"{JOBS_PREFIX}*")],
     # Reads the tail of the jobs' training logs, and writes the manifests of the schedules it creates.
-    # POST /code: lists code/ (is that archive there?) and signs the presigned PUT of one (s3:PutObject).
+    # POST /code: signs the presigned PUT of one archive (s3:PutObject) under code/.
     ("api", "jobs"): [
         (READ, f"{JOBS_PREFIX}*"),
         (WRITE, f"{SCHEDULES_PREFIX}*"),
         (("s3:PutObject",), f"{CODE_PREFIX}*"),
-        (LIST, f"{CODE_PREFIX}*"),
+        # Lists keys anywhere: POST /code (is that archive there?) and admission (POST /jobs, POST /plan: do
+        # the manifest's inputs and code exist?). It reads no object outside jobs/.
+        (LIST, "*"),
         # The deadline's move off spot writes the agent's "notice" command (control.deadline_moves).
         (WRITE, f"{JOBS_PREFIX}*/agent/*"),
     ],

@@ -6,6 +6,7 @@ import json
 import os
 import threading
 import urllib.parse
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -14,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from spotrun.aws.job_store import DynamoJobStore
 from spotrun.control.job_events import SOURCE
+from spotrun.control.ports import ObjectsUnreadable
 from spotrun.model.errors import InstanceLost
 from spotrun.model.fleet_errors import call_error_response
 from spotrun.model.job_access import SESSION_SECONDS, JobCredentials
@@ -91,6 +93,28 @@ class Ec2Compute:
         if not in_zone:
             return None
         return float(max(in_zone, key=lambda entry: entry["Timestamp"])["SpotPrice"])
+
+    def spot_prices(self, instance_types: list[str]) -> dict[tuple[str, str], float]:
+        # One paginated query for every type and zone instead of one call per pool (the plan answers within API
+        # Gateway's 29 s). With StartTime = EndTime = now, EC2 "returns the last price change before the start
+        # time, which is the effective price as of the start time" (DescribeSpotPriceHistory,
+        # https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSpotPriceHistory.html).
+        if not instance_types:
+            return {}
+        now = datetime.now(UTC)
+        latest: dict[tuple[str, str], tuple[Any, float]] = {}
+        pages = self._ec2.get_paginator("describe_spot_price_history").paginate(
+            InstanceTypes=instance_types,
+            ProductDescriptions=["Linux/UNIX"],
+            StartTime=now,
+            EndTime=now,
+        )
+        for page in pages:
+            for entry in page["SpotPriceHistory"]:
+                key = (entry["InstanceType"], entry["AvailabilityZone"])
+                if key not in latest or entry["Timestamp"] > latest[key][0]:
+                    latest[key] = (entry["Timestamp"], float(entry["SpotPrice"]))
+        return {key: price for key, (_when, price) in latest.items()}
 
     def instance_state(self, instance_id: str) -> str | None:
         try:
@@ -205,6 +229,26 @@ class S3Objects:
                 return None
             raise
         return bytes(answer["Body"].read())
+
+    def first_key(self, bucket: str, prefix: str) -> str | None:
+        # One ListObjectsV2 of one key answers both questions: S3 lists keys in ascending UTF-8 order, so an
+        # object named exactly ``prefix`` comes first (https://docs.aws.amazon.com/AmazonS3/latest/API/
+        # API_ListObjectsV2.html: "Objects are returned sorted in an ascending order of the respective key
+        # names"), and only s3:ListBucket is needed, never a read of the data.
+        try:
+            answer = self._s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code == "NoSuchBucket":
+                raise ObjectsUnreadable(f"the bucket {bucket!r} does not exist") from exc
+            if code in ("AccessDenied", "AllAccessDisabled"):
+                raise ObjectsUnreadable(
+                    f"this deployment may not list the bucket {bucket!r} ({code}): have the deployer add it "
+                    "to the CDK option data_buckets"
+                ) from exc
+            raise
+        contents = answer.get("Contents") or []
+        return str(contents[0]["Key"]) if contents else None
 
     def head(self, bucket: str, key: str) -> dict[str, str] | None:
         try:

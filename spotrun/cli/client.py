@@ -120,6 +120,10 @@ class SpotrunClient:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         return dict(self.request("POST", "/jobs", body=manifest, headers=headers))
 
+    def plan(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """``POST /plan``: the plan of ``manifest`` (pools, prices, estimate, ``problems``); nothing starts."""
+        return dict(self.request("POST", "/plan", body=manifest))
+
     def code_upload(self, sha256: str, size: int) -> dict[str, Any]:
         """``POST /code``: ``{uri, upload: {url, headers, expires_in} | null}`` for the archive of that digest."""
         return dict(self.request("POST", "/code", body={"sha256": sha256, "size": size}))

@@ -14,10 +14,11 @@ from typing import Annotated, Any
 
 import typer
 
-from spotrun.cli.api import ManifestFile, as_job, jobs_table, read_manifest, restore_table
+from spotrun.cli.api import ManifestFile, as_job, jobs_table, restore_table
 from spotrun.cli.attach import after_submit, follow_or_detach, latest_job_id
-from spotrun.cli.code_upload import resolve_workdir, workdir_of
+from spotrun.cli.code_upload import resolve_workdir
 from spotrun.cli.output import JsonOpt, console, emit_json, fail, show
+from spotrun.cli.plan import MIB, manifest_and_workdir, plan, show_plan
 from spotrun.cli.schedules import schedule_app
 from spotrun.cli.summary import final_summary, progress_text, status_text
 from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client, targeted
@@ -26,7 +27,6 @@ from spotrun.model.job import JobStatus, utc_now
 from spotrun.model.limits import exit_code
 
 JobId = Annotated[str, typer.Argument(metavar="ID", help="The job's id.")]
-MIB = 1024 * 1024
 PollOpt = Annotated[float, typer.Option(min=0.05, help="Seconds between polls while following the job.")]
 
 
@@ -42,7 +42,7 @@ def _show_ended(view: dict[str, Any], as_json: bool) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the API commands to ``app``."""
-    for command in (submit, attach, status, list_, cancel, logs, restore):
+    for command in (submit, plan, attach, status, list_, cancel, logs, restore):
         app.command(name="list" if command is list_ else None)(targeted(command))
     app.add_typer(schedule_app, name="schedule")
 
@@ -78,6 +78,10 @@ def submit(
             show_default=False,
         ),
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Show the plan (spotrun plan FILE) and submit nothing."),
+    ] = False,
     target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
@@ -91,20 +95,22 @@ def submit(
     With training.workdir in the manifest, or --workdir, the directory is uploaded first and submitted as
     training.code (the local runtime's directory is then --local-workdir).
 
+    --dry-run shows the plan instead (spotrun plan FILE) and submits nothing.
+
     Exit codes when following: 0 succeeded, 3 stopped at budget.max_usd, 4 at max_runtime_minutes, 1
     otherwise, 130 detached by Ctrl-C.
     """
     if wait and detach:
         raise fail("--wait follows the job and --detach returns at once: give one of the two", code=2)
-    manifest = read_manifest(file)
-    if workdir is not None and manifest["training"].get("code"):
-        raise fail(f"{file}: training.code is set; --workdir would replace it (remove one of the two)")
-    directory = workdir_of(manifest, file, workdir)
-    if directory is None and max_workdir_mib is not None:
-        raise fail(
-            f"{file}: --max-workdir-mib limits a workdir, and there is none (training.workdir or --workdir)"
-        )
-    limit = DEFAULT_MAX_BYTES if max_workdir_mib is None else int(max_workdir_mib * MIB)
+    manifest, directory, limit = manifest_and_workdir(file, workdir, max_workdir_mib)
+    if dry_run:
+        if wait or detach or idempotency_key:
+            raise fail(
+                "--dry-run submits nothing: --wait, --detach and --idempotency-key would have no job to act on"
+            )
+        with api_client(target) as client:
+            show_plan(manifest, directory, client, limit, as_json)  # exit 1 when it has problems
+        return
     with api_client(target) as client:
         if directory is not None:
             try:

@@ -27,6 +27,10 @@ class Compute(Protocol):
         """The current spot price of a pool, USD per hour."""
         ...
 
+    def spot_prices(self, instance_types: list[str]) -> dict[tuple[str, str], float]:
+        """Today's spot price of every pool of these types, USD per hour, by (type, zone); in one query."""
+        ...
+
     def instance_state(self, instance_id: str) -> str | None:
         """pending, running, shutting-down, terminated, stopping, stopped; None when EC2 does not know it.
 
@@ -55,6 +59,10 @@ class Commands(Protocol):
         ...
 
 
+class ObjectsUnreadable(Exception):
+    """A bucket that cannot be listed: it does not exist, or this function may not list it (the message says)."""
+
+
 class Objects(Protocol):
     """S3 objects."""
 
@@ -80,6 +88,13 @@ class Objects(Protocol):
 
     def get_tail(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
         """The last ``max_bytes`` of an object; None when it does not exist."""
+        ...
+
+    def first_key(self, bucket: str, prefix: str) -> str | None:
+        """The first key (in S3's ascending order) at or under ``prefix``; None when there is none.
+
+        Raises :class:`ObjectsUnreadable` when the bucket does not exist or may not be listed.
+        """
         ...
 
     def head(self, bucket: str, key: str) -> dict[str, str] | None:

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from spotrun.control.ports import JobStore, Objects, Schedules, Workflows
+from spotrun.control.staged_sources import missing_sources
 from spotrun.control.submission import admission_problems, manifest_sha256, start_job
 from spotrun.model.errors import RequestRejected, ScheduleNotFound
 from spotrun.model.job import Job, JobStatus, ManifestSource, job_id_for
@@ -219,6 +220,10 @@ def run_scheduled(
     if seen is None:
         current = fingerprint(manifest, objects)
         reason = should_skip(manifest, current, records.last_success(invocation.schedule))
+        missing = [] if reason else missing_sources(manifest, objects, jobs_bucket=bucket)
+        if missing:
+            # The run would fail at staging after buying an instance: it is not started, and says why.
+            reason = "not started: " + "; ".join(missing)
         run = RunRecord(
             schedule=invocation.schedule,
             scheduled_time=invocation.scheduled_time,

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from spotrun.control.ports import JobStore, Objects, Workflows
+from spotrun.control.staged_sources import missing_sources
 from spotrun.control.store import update_job
 from spotrun.model.capacity import candidate_types
 from spotrun.model.deadline_job import ASSUMED, feasibility_problem
@@ -135,6 +136,7 @@ def admission_problems(
 def entry_problems(
     manifest: JobManifest,
     *,
+    objects: Objects,
     archive_buckets: Collection[str],
     jobs_bucket: str | None = None,
     now: datetime,
@@ -143,7 +145,9 @@ def entry_problems(
 ) -> list[str]:
     """:func:`admission_problems` of a manifest that runs once now (dropped in S3 or POSTed to /jobs).
 
-    A ``schedule`` there would be dropped silently: it is refused, pointing at the schedules API.
+    A ``schedule`` there would be dropped silently: it is refused, pointing at the schedules API. Data inputs
+    and code that do not exist are refused too (:func:`spotrun.control.staged_sources.missing_sources`):
+    the job would fail at staging, after an instance was bought for it.
     """
     problems = admission_problems(
         manifest,
@@ -155,6 +159,9 @@ def entry_problems(
     )
     if manifest.schedule is not None:
         problems.append(SCHEDULE_REFUSED)
+    if manifest.training.workdir is None:
+        # A workdir is refused above; its code (none yet) is not a missing source on top of that.
+        problems += missing_sources(manifest, objects, jobs_bucket=jobs_bucket)
     return problems
 
 
@@ -220,6 +227,7 @@ def submit_s3_manifest(
     # A manifest is dropped into the jobs bucket itself.
     problems = entry_problems(
         manifest,
+        objects=objects,
         archive_buckets=archive_buckets,
         jobs_bucket=source.bucket,
         now=now,
@@ -262,6 +270,7 @@ def submit_api_manifest(
     *,
     idempotency_key: str | None,
     store: JobStore,
+    objects: Objects,
     workflows: Workflows,
     state_machine_arn: str,
     time_scale: float,
@@ -272,7 +281,8 @@ def submit_api_manifest(
 ) -> SubmitOutcome:
     """Handle a manifest posted to the API (``jobs_bucket``, ``secret_references``: see :func:`admission_problems`).
 
-    Unlike a dropped manifest, a refused one leaves no trace: the caller gets the problems in the answer.
+    ``objects`` is S3, where its data inputs and code must exist (:func:`entry_problems`). Unlike a dropped
+    manifest, a refused one leaves no trace: the caller gets the problems in the answer.
 
     Returns
     -------
@@ -287,6 +297,7 @@ def submit_api_manifest(
     """
     problems = entry_problems(
         manifest,
+        objects=objects,
         archive_buckets=archive_buckets,
         jobs_bucket=jobs_bucket,
         now=now,

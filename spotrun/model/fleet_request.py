@@ -73,6 +73,25 @@ def _format_price(value: float) -> str:
     return f"{value:.6f}".rstrip("0").rstrip(".")
 
 
+def request_pools(
+    candidates: Sequence[InstanceTypeInfo],
+    subnets: Mapping[str, str],
+    avoid_pools: Collection[tuple[str, str]] = (),
+) -> list[tuple[InstanceTypeInfo, str, str]]:
+    """The pools a fleet request offers EC2, in the request's order: ``(type, subnet id, zone)``.
+
+    Every candidate type (cheapest first) in every zone (one subnet per zone, the lowest id), except the
+    pools in ``avoid_pools``, unless that leaves none; at most :data:`MAX_OVERRIDES`. One home for the order:
+    :func:`build_fleet_request` sends these as its overrides, and the plan (:mod:`spotrun.control.plan`)
+    shows them.
+    """
+    zones = _one_subnet_per_zone(subnets)
+    all_pools = [(info, subnet_id, zone) for info in candidates for subnet_id, zone in zones]
+    avoided = {Pool(*pool) for pool in avoid_pools}
+    pools = [item for item in all_pools if Pool(item[0].name, item[2]) not in avoided] or all_pools
+    return pools[:MAX_OVERRIDES]
+
+
 def build_fleet_request(
     *,
     candidates: Sequence[InstanceTypeInfo],
@@ -145,13 +164,8 @@ def build_fleet_request(
             f"got {max_price}"
         )
 
-    zones = _one_subnet_per_zone(subnets)
-    all_pools = [(info, subnet_id, zone) for info in candidates for subnet_id, zone in zones]
-    avoided = {Pool(*pool) for pool in avoid_pools}
-    pools = [item for item in all_pools if Pool(item[0].name, item[2]) not in avoided] or all_pools
-
     overrides: list[dict[str, Any]] = []
-    for info, subnet_id, _zone in pools[:MAX_OVERRIDES]:
+    for info, subnet_id, _zone in request_pools(candidates, subnets, avoid_pools):
         override: dict[str, Any] = {"InstanceType": info.name, "SubnetId": subnet_id}
         if max_price is not None:
             override["MaxPrice"] = _format_price(max_price)

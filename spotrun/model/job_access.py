@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -99,22 +99,57 @@ class _Access:
         self.reads[f"{bucket_arn(self.partition, bucket)}/{literal(key)}"] = None
 
 
-def _source(access: _Access, uri: str, jobs_bucket: str, *, as_prefix: bool = False) -> None:
-    bucket, key = split_s3_uri(uri)
-    if as_prefix and key and not key.endswith("/"):
-        key += "/"  # code that is not an archive is staged as a prefix (spotrun.agent.stage)
-    is_prefix = key == "" or key.endswith("/")
-    if bucket == jobs_bucket and (
-        key.startswith(layout.JOBS_PREFIX) or (is_prefix and layout.JOBS_PREFIX.startswith(key))
-    ):
+class StagedSource(NamedTuple):
+    """One S3 source the agent stages for a job: a data input or the code, as an object or a prefix."""
+
+    field: str  # the manifest field that names it, e.g. ``data.inputs[0].source``
+    uri: str
+    bucket: str
+    key: str
+    is_prefix: bool
+
+
+def staged_sources(manifest: JobManifest) -> list[StagedSource]:
+    """The data inputs and the code a job's instance reads, each as the object or the prefix it is staged as.
+
+    One home for the rule, shared by the session policy (what the instance may read) and admission (what
+    must exist, :mod:`spotrun.control.staged_sources`): a key ending in ``/`` (or empty) is a prefix; the code
+    is one object when it is a ``.tar.gz`` archive and a prefix otherwise (``spotrun.agent.stage``).
+    """
+    named = [
+        (f"data.inputs[{index}].source", item.source, False)
+        for index, item in enumerate(manifest.data.inputs)
+    ]
+    code = manifest.training.code
+    if code is not None:
+        named.append(("training.code", code, not layout.is_code_archive_key(split_s3_uri(code)[1])))
+    sources = []
+    for field, uri, as_prefix in named:
+        bucket, key = split_s3_uri(uri)
+        if as_prefix and key and not key.endswith("/"):
+            key += "/"  # code that is not an archive is staged as a prefix (spotrun.agent.stage)
+        sources.append(StagedSource(field, uri, bucket, key, key == "" or key.endswith("/")))
+    return sources
+
+
+def overlaps_jobs(source: StagedSource, jobs_bucket: str) -> bool:
+    """Whether ``source`` lies under (or above) the jobs bucket's ``jobs/``: no job may read it."""
+    key = source.key
+    return source.bucket == jobs_bucket and (
+        key.startswith(layout.JOBS_PREFIX) or (source.is_prefix and layout.JOBS_PREFIX.startswith(key))
+    )
+
+
+def _source(access: _Access, source: StagedSource, jobs_bucket: str) -> None:
+    if overlaps_jobs(source, jobs_bucket):
         # Under (or above) jobs/, an input would open other jobs' command documents, checkpoints and outputs.
         raise JobAccessRefused(
-            f"{uri} overlaps the jobs bucket's {layout.JOBS_PREFIX}, where every job keeps its own objects"
+            f"{source.uri} overlaps the jobs bucket's {layout.JOBS_PREFIX}, where every job keeps its own objects"
         )
-    if is_prefix:
-        access.read_prefix(bucket, key)
+    if source.is_prefix:
+        access.read_prefix(source.bucket, source.key)
     else:
-        access.read_object(bucket, key)
+        access.read_object(source.bucket, source.key)
 
 
 def job_session_policy(
@@ -149,13 +184,8 @@ def job_session_policy(
     own = layout.job_prefix(layout.check_job_id(job_id))
     access = _Access(partition)
     access.read_prefix(jobs_bucket, own)
-    for data_input in manifest.data.inputs:
-        _source(access, data_input.source, jobs_bucket)
-    code = manifest.training.code
-    if code is not None:
-        # A .tar.gz is one object, read by its exact key; anything else is staged as a prefix.
-        archive = layout.is_code_archive_key(split_s3_uri(code)[1])
-        _source(access, code, jobs_bucket, as_prefix=not archive)
+    for source in staged_sources(manifest):
+        _source(access, source, jobs_bucket)
     if manifest.training.resume_from is not None:
         access.read_prefix(jobs_bucket, layout.checkpoints_prefix(manifest.training.resume_from))
     objects = bucket_arn(partition, jobs_bucket)

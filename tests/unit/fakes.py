@@ -64,6 +64,10 @@ class FakeCompute:
     def spot_price(self, instance_type: str, availability_zone: str) -> float | None:
         return self.price
 
+    def spot_prices(self, instance_types: list[str]) -> dict[tuple[str, str], float]:
+        zones = set(self.zones.values())
+        return {} if self.price is None else {(t, z): self.price for t in instance_types for z in zones}
+
     def instance_state(self, instance_id: str) -> str | None:
         return None if instance_id in self.invisible else self.states.get(instance_id)
 
@@ -107,6 +111,9 @@ class FakeObjects:
     def get_tail(self, bucket: str, key: str, max_bytes: int) -> bytes | None:
         body = self.objects.get((bucket, key))
         return None if body is None else body[-max_bytes:]
+
+    def first_key(self, bucket: str, prefix: str) -> str | None:
+        return next((key for key, _size in self.list_keys(bucket, prefix)), None)
 
     def head(self, bucket: str, key: str) -> dict[str, str] | None:
         if (bucket, key) not in self.objects:

@@ -16,7 +16,7 @@ from spotrun.model.job import JobStatus, ManifestSource, new_job
 from spotrun.model.manifest_capacity import CapacityPolicy
 from spotrun.model.manifest_io import parse_manifest_document
 from spotrun.model.timing import workflow_timing
-from tests.unit.fakes import FakeCompute, FakeWorkflows, InMemoryJobStore
+from tests.unit.fakes import FakeCompute, FakeObjects, FakeWorkflows, InMemoryJobStore
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SUBNETS = {"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}
@@ -75,6 +75,7 @@ def test_a_deadline_even_on_demand_cannot_meet_is_refused_with_the_numbers() -> 
             manifest,
             idempotency_key=None,
             store=InMemoryJobStore(),
+            objects=FakeObjects(),
             workflows=workflows,
             state_machine_arn="arn:sm",
             time_scale=1.0,

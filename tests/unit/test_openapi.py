@@ -25,7 +25,9 @@ def test_every_route_documents_its_success_and_refusals_with_an_error_body():
     # Then every operation answers 2xx and 4xx in documented shapes, and names IAM (SigV4) as its security
     assert document["security"] == [{"sigv4": []}]
     operations = [(path, method, op) for path, ops in document["paths"].items() for method, op in ops.items()]
-    assert len(operations) == 14  # the agent routes included (reports, credentials), and POST /code
+    assert (
+        len(operations) == 15
+    )  # the agent routes included (reports, credentials), POST /code and POST /plan
     for path, method, operation in operations:
         codes = set(operation["responses"])
         assert codes & SUCCESS, (method, path)

@@ -58,11 +58,13 @@ def post(
     workflows=None,
     archive=OWN_ARCHIVE,
     jobs_bucket=BUCKET,
+    objects=None,
 ):
     return submit_api_manifest(
         parse_manifest_document(document),
         idempotency_key=key,
         store=store or InMemoryJobStore(),
+        objects=objects or FakeObjects(),
         workflows=workflows or FakeWorkflows(),
         state_machine_arn="arn:sm",
         time_scale=1.0,
@@ -147,7 +149,9 @@ def test_both_entry_points_refuse_inputs_or_code_over_the_jobs_prefix():
     # When it is posted, Then it is refused; the same prefix in another bucket is admitted
     with pytest.raises(RequestRejected):
         post(INTO_JOBS)
-    assert post(INTO_JOBS, jobs_bucket="another-bucket").outcome == "started"
+    code = FakeObjects()  # the code exists there: admission lists it (spotrun.control.staged_sources)
+    code.objects[(BUCKET, "jobs/other-000000000001/train.py")] = b"print()"
+    assert post(INTO_JOBS, jobs_bucket="another-bucket", objects=code).outcome == "started"
     # and a schedule of it is refused, nothing stored
     objects = FakeObjects()
     with pytest.raises(RequestRejected) as refused:
