@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from spotrun.agent.gpu import MetricsPort
+from spotrun.agent.log_shipper import Mask, unmasked
 from spotrun.agent.notices import NoticeWatcher
 from spotrun.agent.reporter import WorkflowReporter
 from spotrun.agent.staging import DEFAULT_WORKERS
@@ -44,6 +45,11 @@ class StepContext:
         The instance's id (the ``InstanceId`` dimension of the metrics), or None when unknown.
     gpus_per_node
         Counts the instance's GPUs (``SPOTRUN_GPUS_PER_NODE``), once per train step.
+    logs
+        A boto3 CloudWatch Logs client signed with the job's credentials: the live copy of the attempt's log
+        (:mod:`spotrun.agent.log_shipper`); None: no live copy.
+    log_mask
+        Applied to every log line before it leaves the instance.
     checkpoint_interval
         Set by the train step under ``interval_steps: auto``: the interval the script was told, which the
         heartbeats carry to the job's record.
@@ -60,6 +66,8 @@ class StepContext:
     instance_id: Callable[[], str | None] = field(default=lambda: None)
     gpus_per_node: Callable[[], int] = field(default=lambda: 0)
     checkpoint_interval: CheckpointIntervalUsed | None = None
+    logs: Any = None
+    log_mask: Mask = unmasked
 
 
 @dataclass(frozen=True)

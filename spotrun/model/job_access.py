@@ -1,4 +1,4 @@
-"""What one job's instance may do in S3: the session policy of the credentials it gets for its job.
+"""What one job's instance may do in S3 and CloudWatch Logs: the session policy of the credentials it gets for its job.
 
 The agent's S3 credentials are a session of the deployment's job-access role that the API function assumes for
 one job and one attempt, with the policy built here as an inline session policy. AWS grants such a session the
@@ -12,7 +12,9 @@ So whatever the training code on the instance does with those credentials, it re
   (``training.resume_from``);
 - writes: its checkpoints (which it also prunes: the only deletes), its outputs, and this attempt's log,
   progress and output list. Never its command documents, which the control plane writes;
-- listings: the same prefixes, as ``s3:prefix`` conditions on ``s3:ListBucket``.
+- listings: the same prefixes, as ``s3:prefix`` conditions on ``s3:ListBucket``;
+- CloudWatch Logs: this attempt's log stream only (:func:`spotrun.model.layout.log_stream`), created and written
+  (the live log, :mod:`spotrun.agent.log_shipper`).
 
 Keys come from the manifest, and ``*``, ``?`` and ``$`` would be wildcards or variables in a policy: they are
 written as IAM's literal forms ``${*}``, ``${?}`` and ``${$}``
@@ -41,6 +43,9 @@ READ: Final = ("s3:GetObject",)
 WRITE: Final = ("s3:PutObject", "s3:AbortMultipartUpload")
 PRUNE: Final = ("s3:DeleteObject",)
 LIST: Final = ("s3:ListBucket",)
+
+# The live log: the agent creates its attempt's stream and writes to it, and nothing else of CloudWatch Logs.
+LOG: Final = ("logs:CreateLogStream", "logs:PutLogEvents")
 
 _LITERALS: Final = {"$": "${$}", "*": "${*}", "?": "${?}"}
 # A role session assumed by a role session (the API function's) lasts at most one hour ("role chaining",
@@ -75,6 +80,12 @@ def literal(text: str) -> str:
 def bucket_arn(partition: str, bucket: str) -> str:
     """The ARN of a bucket (``s3:ListBucket``'s resource)."""
     return f"arn:{partition}:s3:::{bucket}"
+
+
+def log_stream_arn(partition: str, jobs_bucket: str, job_id: str, attempt: int) -> str:
+    """The ARN of one attempt's log stream, any region and account (the role's ceiling pins them)."""
+    group = layout.log_group(jobs_bucket)
+    return f"arn:{partition}:logs:*:*:log-group:{group}:log-stream:{layout.log_stream(job_id, attempt)}"
 
 
 class _Access:
@@ -132,7 +143,8 @@ def job_session_policy(
     Returns
     -------
     dict
-        An IAM policy document: one read statement, one write, one prune, and one listing statement per bucket.
+        An IAM policy document: one read statement, one write, one prune, one listing statement per bucket,
+        and one of its log stream.
 
     Raises
     ------
@@ -176,6 +188,9 @@ def job_session_policy(
                 "Condition": {"StringLike": {"s3:prefix": list(prefixes)}},
             }
         )
+    # Region and account are the role's to pin (the ceiling names the deployment's group): kept short here.
+    log = log_stream_arn(partition, jobs_bucket, job_id, attempt)
+    statements.append({"Sid": "Log", "Effect": "Allow", "Action": list(LOG), "Resource": log})
     policy = {"Version": POLICY_VERSION, "Statement": statements}
     size = len(serialize(policy))
     if size > MAX_SESSION_POLICY_CHARS:
@@ -186,7 +201,9 @@ def job_session_policy(
     return policy
 
 
-def ceiling_statements(jobs_bucket_arn: str, data_bucket_arns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def ceiling_statements(
+    jobs_bucket_arn: str, data_bucket_arns: tuple[str, ...] = (), *, log_group_arn: str
+) -> list[dict[str, Any]]:
     """The job-access role's own policy: the union of what any job's session policy may name.
 
     No session holds it as it is; each is narrowed to one job by :func:`job_session_policy`, and AWS grants the
@@ -198,8 +215,12 @@ def ceiling_statements(jobs_bucket_arn: str, data_bucket_arns: tuple[str, ...] =
         The jobs bucket's ARN (a CDK token in the app).
     data_bucket_arns
         The deployer's buckets of inputs and code: read only.
+    log_group_arn
+        The deployment's log group of training logs (``arn:...:log-group:<name>``, without ``:*``): its
+        streams may be created and written.
     """
     statements: list[dict[str, Any]] = [
+        {"Effect": "Allow", "Action": list(LOG), "Resource": f"{log_group_arn}:log-stream:*"},
         # Writes under jobs/ only; deletes of checkpoints only (the agent prunes old ones).
         {"Effect": "Allow", "Action": list(WRITE), "Resource": f"{jobs_bucket_arn}/{layout.JOBS_PREFIX}*"},
         {
