@@ -1,0 +1,152 @@
+"""The agent's live log: batches within PutLogEvents' limits, in order, retried, masked, only new lines."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from spotrun.agent.log_shipper import (
+    EVENT_OVERHEAD_BYTES,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_EVENTS,
+    MAX_EVENT_BYTES,
+    LogShipper,
+    batches,
+    event_size,
+    live_log,
+)
+
+GROUP = "/spotrun/jobs-bucket"
+STREAM = "tiny-0123456789ab/attempt-001"
+
+
+class FakeLogs:
+    """A CloudWatch Logs client that records what it is sent, and fails the next ``failures`` puts."""
+
+    def __init__(self, *, stream_exists: bool = False, failures: int = 0):
+        self.streams: set[str] = {STREAM} if stream_exists else set()
+        self.batches: list[list[dict[str, Any]]] = []
+        self.failures = failures
+
+    def create_log_stream(self, logGroupName: str, logStreamName: str) -> None:  # noqa: N803 - boto3's names
+        if logStreamName in self.streams:
+            error = {"Error": {"Code": "ResourceAlreadyExistsException", "Message": "exists"}}
+            raise ClientError(error, "CreateLogStream")  # type: ignore[arg-type]
+        self.streams.add(logStreamName)
+
+    def put_log_events(self, logGroupName: str, logStreamName: str, logEvents: list[Any]) -> None:  # noqa: N803
+        assert logStreamName in self.streams
+        if self.failures:
+            self.failures -= 1
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "x"}}, "PutLogEvents")  # type: ignore[arg-type]
+        self.batches.append(list(logEvents))
+
+    @property
+    def messages(self) -> list[str]:
+        return [event["message"] for batch in self.batches for event in batch]
+
+
+def shipper(logs: FakeLogs, path: Path, **options: Any) -> LogShipper:
+    return LogShipper(logs, GROUP, STREAM, path, interval_seconds=3600, **options)
+
+
+def test_batches_stay_within_the_count_and_size_limits_in_order():
+    # Given more events than one batch may hold, then events big enough to fill one by size
+    small = [{"timestamp": 1, "message": f"line {n}"} for n in range(MAX_BATCH_EVENTS + 5)]
+    big = [{"timestamp": 2, "message": "x" * (MAX_EVENT_BYTES)} for _ in range(5)]
+
+    # When they are cut into batches
+    found = batches(small + big)
+
+    # Then no batch passes 10,000 events or 1,048,576 bytes, and the events keep their order
+    assert all(len(batch) <= MAX_BATCH_EVENTS for batch in found)
+    assert all(sum(event_size(event) for event in batch) <= MAX_BATCH_BYTES for batch in found)
+    assert [event for batch in found for event in batch] == small + big
+    assert len(found[0]) == MAX_BATCH_EVENTS
+    assert event_size(big[0]) == MAX_EVENT_BYTES + EVENT_OVERHEAD_BYTES
+
+
+def test_only_lines_written_after_start_are_shipped_and_a_partial_line_waits(tmp_path: Path):
+    # Given a log that already holds setup's lines when the shipper starts
+    log = tmp_path / "attempt-001.log"
+    log.write_bytes(b"setup line\n")
+    logs = FakeLogs(stream_exists=True)
+    live = shipper(logs, log).start()
+    try:
+        # When the command writes a line and half of another
+        with log.open("ab") as handle:
+            handle.write(b"step 1\n\nstep 2 hal")
+        live.ship()
+
+        # Then the complete lines are shipped (a blank one as a space: CloudWatch refuses empty messages)
+        assert logs.messages == ["step 1", " "]
+    finally:
+        # And the partial line goes with the final flush
+        live.stop()
+    assert logs.messages == ["step 1", " ", "step 2 hal"]
+
+
+def test_a_refused_batch_is_retried_on_the_next_tick_without_loss_or_reordering(tmp_path: Path):
+    # Given CloudWatch that fails the first put
+    log = tmp_path / "attempt-001.log"
+    log.touch()
+    logs = FakeLogs(failures=1)
+    live = shipper(logs, log).start()
+    with log.open("ab") as handle:
+        handle.write(b"a\nb\n")
+
+    # When the shipper ships twice, more lines coming in between
+    assert live.ship() == 0  # failed, never raised
+    with log.open("ab") as handle:
+        handle.write(b"c\n")
+    sent = live.ship()
+    live.stop()
+
+    # Then every line arrives once, in order; the stream was created on the first try
+    assert sent == 3
+    assert logs.messages == ["a", "b", "c"]
+    assert logs.streams == {STREAM}
+
+
+def test_every_line_is_masked_before_it_leaves_and_an_oversized_one_is_cut(tmp_path: Path):
+    # Given a mask and a line over the 256 KB event limit
+    log = tmp_path / "attempt-001.log"
+    log.touch()
+    logs = FakeLogs()
+    live = shipper(logs, log, mask=lambda text: text.replace("hunter2", "***")).start()
+    with log.open("ab") as handle:
+        handle.write(b"token=hunter2\n" + b"y" * (300 * 1024) + b"\n")
+
+    # When it ships
+    live.stop()
+
+    # Then the secret never left, and the long line was cut to the limit
+    assert logs.messages[0] == "token=***"
+    assert len(logs.messages[1].encode()) == MAX_EVENT_BYTES
+
+
+def test_the_thread_ships_within_its_interval_and_an_existing_stream_is_reused(tmp_path: Path):
+    # Given a stream the stage step created, and a shipper ticking every 50 ms
+    log = tmp_path / "attempt-001.log"
+    log.touch()
+    logs = FakeLogs(stream_exists=True)
+    with live_log(logs, "jobs-bucket", "tiny-0123456789ab", 1, log) as live:
+        live._interval = 0.05
+        # When a line is written
+        with log.open("ab") as handle:
+            handle.write(b"epoch 1\n")
+        deadline = time.monotonic() + 5
+        while not logs.messages and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # Then it is shipped without waiting for the end, to the attempt's stream in the deployment's group
+        assert logs.messages == ["epoch 1"]
+        assert (live.group, live.stream) == (GROUP, STREAM)
+
+
+def test_without_a_logs_client_nothing_is_shipped(tmp_path: Path):
+    # Given no CloudWatch Logs client, When the live log is asked for, Then it is a no-op block
+    with live_log(None, "jobs-bucket", "tiny-0123456789ab", 1, tmp_path / "x.log") as live:
+        assert live is None
