@@ -69,23 +69,33 @@ def test_the_follower_reads_the_tail_then_only_what_follows_with_a_header_per_ne
     assert follower.render(second) == ["c", "== attempt 2: j/attempt-002 (live)", "d"]
 
 
+class EndingJob(ScriptedClient):
+    """A job that writes its last line as it ends: the line is there once its FAILED status can be read."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.views_read = 0
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        self.views_read += 1
+        if self.views_read == 1:
+            return {"job_id": job_id, "status": "TRAINING"}
+        return {"job_id": job_id, "status": "FAILED", "error": {"type": "Budget.Exceeded"}}
+
+    def logs(self, job_id: str, **query: Any) -> dict[str, Any]:
+        written = ["step 1"] + (["stopped"] if self.views_read >= 2 else [])
+        start = 0 if query.get("next_token") is None else int(query["next_token"])
+        return {"job_id": job_id, "logs": [_entry(1, written[start:])], "next_token": str(len(written))}
+
+
 def test_follow_prints_until_the_job_ends_and_answers_its_exit_code(capsys: pytest.CaptureFixture[str]):
-    # Given a job training, then ended at its budget, whose last lines come in the poll after it ended
-    client = ScriptedClient(
-        [
-            {"job_id": "j", "logs": [_entry(1, ["step 1"])], "next_token": "t1"},
-            {"job_id": "j", "logs": [_entry(1, ["stopped"])], "next_token": "t2"},
-        ],
-        views=[
-            {"job_id": "j", "status": "TRAINING"},
-            {"job_id": "j", "status": "FAILED", "error": {"type": "Budget.Exceeded"}},
-        ],
-    )
+    # Given a job training, that then ends at its budget with a last line
+    client = EndingJob()
 
     # When it is followed
     code = follow(client, LogFollower(client, "j"), poll_seconds=0.01)  # type: ignore[arg-type]
 
-    # Then every line was printed, the last one too, and the exit code is the budget's
+    # Then every line was printed, the one written as it ended too, and the exit code is the budget's
     assert capsys.readouterr().out.splitlines()[-2:] == ["step 1", "stopped"]
     assert code == 3
 
