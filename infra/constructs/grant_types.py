@@ -29,6 +29,8 @@ class Targets:
     archive_bucket_arns: Mapping[str, str] = field(default_factory=dict)
     # The role the API function assumes for an instance's job credentials (infra.constructs.job_access).
     job_access_role_arn: str = ""
+    # The deployment's log group of live training logs (its ARN without ":*"; spotrun.model.layout.log_group).
+    training_logs_arn: str = ""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ class JobAccess(Construct):
     ----------
     jobs_bucket
         The deployment's jobs bucket.
+    training_logs_arn
+        The log group of live training logs (``infra.constructs.training_logs``): its streams are written.
     data_buckets
         The deployer's buckets of training inputs and code (read only).
     trusted
@@ -49,6 +51,7 @@ class JobAccess(Construct):
         construct_id: str,
         *,
         jobs_bucket: s3.IBucket,
+        training_logs_arn: str,
         data_buckets: tuple[str, ...],
         trusted: iam.IRole,
     ):
@@ -62,7 +65,10 @@ class JobAccess(Construct):
             max_session_duration=Duration.seconds(job_access.SESSION_SECONDS),
         )
         data_bucket_arns = tuple(f"arn:{Aws.PARTITION}:s3:::{name}" for name in data_buckets)
-        for statement in job_access.ceiling_statements(jobs_bucket.bucket_arn, data_bucket_arns):
+        ceiling = job_access.ceiling_statements(
+            jobs_bucket.bucket_arn, data_bucket_arns, log_group_arn=training_logs_arn
+        )
+        for statement in ceiling:
             self.role.add_to_policy(iam.PolicyStatement.from_json(statement))
         for name in data_buckets:
             acknowledge(
@@ -70,6 +76,12 @@ class JobAccess(Construct):
                 f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{name}/*]",
                 f"read-only: the training data bucket {name}, named by the deployer (data_buckets); {_NARROWED}",
             )
+        acknowledge(
+            self.role,
+            wildcard_resource_finding(self.role, f"{training_logs_arn}:log-stream:*"),
+            f"creates and writes streams of the deployment's training log group only; {_NARROWED}, which names "
+            "its own attempt's stream",
+        )
         working = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*")
         checkpoints = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*/checkpoints/*")
         everything = jobs_bucket.arn_for_objects("*")

@@ -234,6 +234,17 @@ def _assume_job_access(targets: Targets) -> list[Grant]:
     ]
 
 
+def _read_training_logs(targets: Targets) -> list[Grant]:
+    return [
+        Grant(
+            ("logs:GetLogEvents",),
+            (f"{targets.training_logs_arn}:log-stream:*",),
+            "reads the live training logs (GET /jobs/{id}/logs): the streams of the deployment's training log "
+            "group, and of no other group",
+        )
+    ]
+
+
 # Setting -> what reading it implies. Bucket settings are refined per function by BUCKET_ACCESS.
 SETTING_GRANTS: dict[str, Callable[[Targets], list[Grant]]] = {
     "jobs_table": _table("jobs"),
@@ -258,7 +269,7 @@ FUNCTION_GRANTS: dict[str, tuple[Callable[[Targets], list[Grant]], ...]] = {
     # A standby launched on the warning loses a race with a second warning: it is terminated again.
     "ec2_events": (_spot_prices, _terminate, _fail_tasks),
     # cancel: stop the workflow, terminate the job's instances; the agent route answers the workflow's tasks.
-    "api": (_stop_executions, _terminate, _answer_agent_tasks),
+    "api": (_stop_executions, _terminate, _answer_agent_tasks, _read_training_logs),
 }
 
 READ = ("s3:GetObject",)
