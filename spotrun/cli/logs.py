@@ -11,6 +11,7 @@ for an interrupt. ``--follow --json`` is refused: ``--json`` prints one object, 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -118,15 +119,29 @@ def latest_job_id(client: SpotrunClient) -> str:
     return str(newest[0]["job_id"])
 
 
-def follow(client: SpotrunClient, follower: LogFollower, poll_seconds: float) -> int:
+def follow(
+    client: SpotrunClient,
+    follower: LogFollower,
+    poll_seconds: float,
+    emit: Callable[[str], None] = typer.echo,
+) -> int:
     """Print the job's lines as they come until it ends; returns its exit code.
 
     The job's status is read before each poll, so the poll after it ended prints every line it wrote.
+
+    Parameters
+    ----------
+    client, follower
+        The API client, and the follower of the job's log.
+    poll_seconds
+        Between two polls.
+    emit
+        Prints one line (a follow view can draw it elsewhere).
     """
     while True:
         view = client.get_job(follower.job_id)
         for text in follower.render(follower.poll()):
-            typer.echo(text)
+            emit(text)
         if JobStatus(view["status"]).is_terminal:
             return exit_code(view["status"], (view.get("error") or {}).get("type"))
         time.sleep(poll_seconds)
