@@ -222,8 +222,8 @@ def _after(job: Job, numbers: list[int], group: str, log_events: LogEvents, curs
                 token = following
                 break
             token = following
-        if lines or number == cursor.attempt or found:
-            logs.append(_entry(job.job_id, number, "live" if found else "none", lines, False))
+        if found:  # an attempt whose stream does not exist yet is left out until it does
+            logs.append(_entry(job.job_id, number, "live", lines, False))
         cursor = LogCursor(a=number, t=token)
         if budget <= 0:
             break  # the rest next time, from this cursor
