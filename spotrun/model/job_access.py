@@ -82,10 +82,10 @@ def bucket_arn(partition: str, bucket: str) -> str:
     return f"arn:{partition}:s3:::{bucket}"
 
 
-def log_stream_arn(partition: str, jobs_bucket: str, job_id: str, attempt: int) -> str:
-    """The ARN of one attempt's log stream, any region and account (the role's ceiling pins them)."""
-    group = layout.log_group(jobs_bucket)
-    return f"arn:{partition}:logs:*:*:log-group:{group}:log-stream:{layout.log_stream(job_id, attempt)}"
+def log_stream_arn(partition: str, job_id: str, attempt: int) -> str:
+    """The ARN of one attempt's log stream in any group, region and account: the role's ceiling pins all three
+    to the deployment's group (:func:`ceiling_statements`), and the session policy stays short."""
+    return f"arn:{partition}:logs:*:*:log-group:*:log-stream:{layout.log_stream(job_id, attempt)}"
 
 
 class _Access:
@@ -188,8 +188,7 @@ def job_session_policy(
                 "Condition": {"StringLike": {"s3:prefix": list(prefixes)}},
             }
         )
-    # Region and account are the role's to pin (the ceiling names the deployment's group): kept short here.
-    log = log_stream_arn(partition, jobs_bucket, job_id, attempt)
+    log = log_stream_arn(partition, job_id, attempt)
     statements.append({"Sid": "Log", "Effect": "Allow", "Action": list(LOG), "Resource": log})
     policy = {"Version": POLICY_VERSION, "Statement": statements}
     size = len(serialize(policy))

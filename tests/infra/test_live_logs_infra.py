@@ -39,12 +39,7 @@ def test_the_log_group_is_named_after_the_jobs_bucket_and_expires(synthesized: S
 
 def test_a_job_writes_its_own_attempts_stream_and_no_other(synthesized: Synthesized) -> None:
     # Given the role's statements and the session policy of JOB's attempt 1, named in the template's terms
-    group = flat(training_logs(synthesized)["LogGroupName"])
-    own = renamed(
-        session(synthesized),
-        "arn:aws:logs:*:*:log-group:/spotrun/placeholder",
-        f"arn:<AWS::Partition>:logs:*:*:log-group:{group}",
-    )
+    own = renamed(session(synthesized), "arn:aws:logs:", "arn:<AWS::Partition>:logs:")
     policies = [role_statements(synthesized, job_access_role(synthesized)), own]
 
     # Then its own stream is created and written, another job's or attempt's is not
@@ -52,6 +47,11 @@ def test_a_job_writes_its_own_attempts_stream_and_no_other(synthesized: Synthesi
         assert allowed_by_all(policies, action, stream(synthesized, f"{JOB}/attempt-001"))
         assert not allowed_by_all(policies, action, stream(synthesized, f"{OTHER}/attempt-001"))
         assert not allowed_by_all(policies, action, stream(synthesized, f"{JOB}/attempt-002"))
+        # the session names the stream in any group: the role's ceiling keeps it to the deployment's
+        elsewhere = (
+            f"arn:<AWS::Partition>:logs:{REGION_ACCOUNT}:log-group:/aws/other:log-stream:{JOB}/attempt-001"
+        )
+        assert not allowed_by_all(policies, action, elsewhere)
 
 
 def test_the_api_reads_the_training_streams_and_writes_none(synthesized: Synthesized) -> None:
