@@ -133,17 +133,22 @@ def test_the_thread_ships_within_its_interval_and_an_existing_stream_is_reused(t
     log = tmp_path / "attempt-001.log"
     log.touch()
     logs = FakeLogs(stream_exists=True)
-    with live_log(logs, "jobs-bucket", "tiny-0123456789ab", 1, log) as live:
-        live._interval = 0.05
+    with LogShipper(logs, GROUP, STREAM, log, interval_seconds=0.05):
         # When a line is written
         with log.open("ab") as handle:
             handle.write(b"epoch 1\n")
         deadline = time.monotonic() + 5
         while not logs.messages and time.monotonic() < deadline:
             time.sleep(0.02)
-        # Then it is shipped without waiting for the end, to the attempt's stream in the deployment's group
+        # Then it is shipped without waiting for the end
         assert logs.messages == ["epoch 1"]
-        assert (live.group, live.stream) == (GROUP, STREAM)
+
+
+def test_the_attempts_live_log_goes_to_its_stream_in_the_deployments_group(tmp_path: Path):
+    # When the live log of attempt 1 is asked for, Then it ships to the layout's group and stream
+    live = live_log(FakeLogs(), "jobs-bucket", "tiny-0123456789ab", 1, tmp_path / "x.log")
+    assert isinstance(live, LogShipper)
+    assert (live.group, live.stream) == (GROUP, STREAM)
 
 
 def test_without_a_logs_client_nothing_is_shipped(tmp_path: Path):
