@@ -79,8 +79,8 @@ class JobAccess(Construct):
         acknowledge(
             self.role,
             wildcard_resource_finding(self.role, f"{training_logs_arn}:log-stream:*"),
-            f"creates and writes streams of the deployment's training log group only; {_NARROWED}, which names "
-            "its own attempt's stream",
+            f"writes streams of the deployment's training log group only; {_NARROWED}, which names its own "
+            "attempt's stream",
         )
         working = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*")
         checkpoints = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*/checkpoints/*")

@@ -234,14 +234,22 @@ def _assume_job_access(targets: Targets) -> list[Grant]:
     ]
 
 
-def _read_training_logs(targets: Targets) -> list[Grant]:
+def _training_logs(targets: Targets) -> list[Grant]:
     return [
         Grant(
             ("logs:GetLogEvents",),
             (f"{targets.training_logs_arn}:log-stream:*",),
             "reads the live training logs (GET /jobs/{id}/logs): the streams of the deployment's training log "
             "group, and of no other group",
-        )
+        ),
+        # Judged on the group, in either of its ARN forms
+        # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/iam-access-control-overview-cwl.html).
+        Grant(
+            ("logs:CreateLogStream",),
+            (targets.training_logs_arn, f"{targets.training_logs_arn}:*"),
+            "creates each attempt's stream in the deployment's training log group when it issues the job's "
+            "credentials (which may write the stream, not create it)",
+        ),
     ]
 
 
@@ -269,7 +277,7 @@ FUNCTION_GRANTS: dict[str, tuple[Callable[[Targets], list[Grant]], ...]] = {
     # A standby launched on the warning loses a race with a second warning: it is terminated again.
     "ec2_events": (_spot_prices, _terminate, _fail_tasks),
     # cancel: stop the workflow, terminate the job's instances; the agent route answers the workflow's tasks.
-    "api": (_stop_executions, _terminate, _answer_agent_tasks, _read_training_logs),
+    "api": (_stop_executions, _terminate, _answer_agent_tasks, _training_logs),
 }
 
 READ = ("s3:GetObject",)

@@ -116,7 +116,6 @@ class LogShipper:
         self._offset = 0
         self._partial = b""
         self._pending: list[dict[str, Any]] = []
-        self._stream_ready = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # one shipment at a time: the thread's and the final flush
@@ -189,25 +188,30 @@ class LogShipper:
             del self._pending[:dropped]
 
     def _send(self) -> int:
-        if not self._pending:
-            return 0
-        if not self._stream_ready:
-            self._create_stream()
         sent = 0
         for batch in batches(list(self._pending)):
-            self._logs.put_log_events(logGroupName=self.group, logStreamName=self.stream, logEvents=batch)
+            self._put(batch)
             del self._pending[: len(batch)]
             sent += len(batch)
         return sent
+
+    def _put(self, batch: list[dict[str, Any]]) -> None:
+        try:
+            self._logs.put_log_events(logGroupName=self.group, logStreamName=self.stream, logEvents=batch)
+        except Exception as exc:
+            if _error_code(exc) != "ResourceNotFoundException":
+                raise
+            # The control plane creates the stream when it issues the job's credentials, which may not create
+            # it; without those (off EC2), or if that failed, the agent's own credentials may.
+            self._create_stream()
+            self._logs.put_log_events(logGroupName=self.group, logStreamName=self.stream, logEvents=batch)
 
     def _create_stream(self) -> None:
         try:
             self._logs.create_log_stream(logGroupName=self.group, logStreamName=self.stream)
         except Exception as exc:
-            # The stage step made it already (the same attempt's stream): that is what is wanted.
             if _error_code(exc) != "ResourceAlreadyExistsException":
                 raise
-        self._stream_ready = True
 
 
 def _error_code(exc: Exception) -> str:

@@ -255,10 +255,17 @@ class S3Objects:
 
 
 class CloudWatchLogEvents:
-    """:class:`spotrun.control.ports.LogEvents` on CloudWatch Logs' GetLogEvents."""
+    """:class:`spotrun.control.ports.LogEvents` on CloudWatch Logs' CreateLogStream and GetLogEvents."""
 
     def __init__(self, region: str):
         self._logs = client("logs", region)
+
+    def create_stream(self, group: str, stream: str) -> None:
+        try:
+            self._logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceAlreadyExistsException":
+                raise
 
     def read(
         self, group: str, stream: str, *, token: str | None, limit: int, from_head: bool

@@ -98,7 +98,12 @@ class Objects(Protocol):
 
 
 class LogEvents(Protocol):
-    """CloudWatch Logs: the live copy of the training logs, read."""
+    """CloudWatch Logs: the live copy of the training logs (the agent writes it; the control plane opens each
+    attempt's stream and reads them)."""
+
+    def create_stream(self, group: str, stream: str) -> None:
+        """Create the stream ``stream`` in ``group``; one that exists already is left as it is."""
+        ...
 
     def read(
         self, group: str, stream: str, *, token: str | None, limit: int, from_head: bool

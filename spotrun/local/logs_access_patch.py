@@ -5,11 +5,13 @@ is written with the job's credentials, a session of the job-access role whose pe
 of the role's policy and the session policy
 (https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies.html#policies_session), which names only the
 attempt's stream (:func:`spotrun.model.job_access.job_session_policy`). The emulator judges the two write
-actions the same way, with :mod:`spotrun.local.policy_eval`: ``logs:CreateLogStream`` and ``logs:PutLogEvents``
-on the stream's ARN, ``arn:aws:logs:<region>:<account>:log-group:<group>:log-stream:<stream>``
-(https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/iam-access-control-overview-cwl.html). An instance's own
-role session is refused outright (the instance role holds no CloudWatch Logs statement); a session past its
-expiry is refused too. A refusal is CloudWatch Logs' ``AccessDeniedException``, HTTP 400
+actions the same way, with :mod:`spotrun.local.policy_eval`: ``logs:PutLogEvents`` on the stream's ARN,
+``arn:aws:logs:<region>:<account>:log-group:<group>:log-stream:<stream>``, and ``logs:CreateLogStream`` on the
+group's, ``arn:aws:logs:<region>:<account>:log-group:<group>``
+(https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/iam-access-control-overview-cwl.html; each action's
+resource type: https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatchlogs.html).
+An instance's own role session is refused outright (the instance role holds no CloudWatch Logs statement); a
+session past its expiry is refused too. A refusal is CloudWatch Logs' ``AccessDeniedException``, HTTP 400
 (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/CommonErrors.html). Every other caller
 (the functions', the runtime's, the tests') is served as before.
 """
@@ -26,13 +28,20 @@ from spotrun.local.policy_eval import allowed_by_all
 from spotrun.local.s3_access_patch import IsInstanceKey, _access_key, _role_statements, _session
 from spotrun.local.server import ACCOUNT_ID
 
-# The LogsResponse handlers judged, and the IAM action each is.
-JUDGED = {"create_log_stream": "logs:CreateLogStream", "put_log_events": "logs:PutLogEvents"}
+# The LogsResponse handlers judged, the IAM action each is, and whether IAM judges it on the stream (else on its
+# group): "CreateLogStream: log-group*", "PutLogEvents: log-stream*" in the Service Authorization Reference
+# (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatchlogs.html).
+JUDGED = {"create_log_stream": ("logs:CreateLogStream", False), "put_log_events": ("logs:PutLogEvents", True)}
+
+
+def group_arn(region: str, group: str) -> str:
+    """The ARN IAM judges a group's actions against (the Service Authorization Reference's log-group)."""
+    return f"arn:aws:logs:{region}:{ACCOUNT_ID}:log-group:{group}"
 
 
 def stream_arn(region: str, group: str, stream: str) -> str:
     """The ARN IAM judges a stream's writes against."""
-    return f"arn:aws:logs:{region}:{ACCOUNT_ID}:log-group:{group}:log-stream:{stream}"
+    return f"{group_arn(region, group)}:log-stream:{stream}"
 
 
 def _refused(action: str, resource: str) -> Exception:
@@ -43,10 +52,13 @@ def _refused(action: str, resource: str) -> Exception:
     )
 
 
-def _judge(response: Any, action: str, is_instance_key: IsInstanceKey) -> None:
+def _judge(response: Any, action: str, on_stream: bool, is_instance_key: IsInstanceKey) -> None:
     access_key = _access_key(response.headers, {})
-    resource = stream_arn(
-        response.region, response._get_param("logGroupName"), response._get_param("logStreamName")
+    group = response._get_param("logGroupName")
+    resource = (
+        stream_arn(response.region, group, response._get_param("logStreamName"))
+        if on_stream
+        else group_arn(response.region, group)
     )
     if access_key is not None and is_instance_key(access_key):
         raise _refused(action, resource)
@@ -74,11 +86,16 @@ def install(patches: PatchSet, is_instance_key: IsInstanceKey) -> None:
     """
     from moto.logs.responses import LogsResponse
 
-    for name, action in JUDGED.items():
+    for name, (action, on_stream) in JUDGED.items():
         original: Callable[[Any], str] = getattr(LogsResponse, name)
 
-        def judged(self: Any, _original: Callable[[Any], str] = original, _action: str = action) -> str:
-            _judge(self, _action, is_instance_key)
+        def judged(
+            self: Any,
+            _original: Callable[[Any], str] = original,
+            _action: str = action,
+            _on_stream: bool = on_stream,
+        ) -> str:
+            _judge(self, _action, _on_stream, is_instance_key)
             return _original(self)
 
         patches.add(LogsResponse, name, judged)

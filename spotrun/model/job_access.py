@@ -13,8 +13,8 @@ So whatever the training code on the instance does with those credentials, it re
 - writes: its checkpoints (which it also prunes: the only deletes), its outputs, and this attempt's log,
   progress and output list. Never its command documents, which the control plane writes;
 - listings: the same prefixes, as ``s3:prefix`` conditions on ``s3:ListBucket``;
-- CloudWatch Logs: this attempt's log stream only (:func:`spotrun.model.layout.log_stream`), created and written
-  (the live log, :mod:`spotrun.agent.log_shipper`).
+- CloudWatch Logs: this attempt's log stream only (:func:`spotrun.model.layout.log_stream`), written (the live
+  log, :mod:`spotrun.agent.log_shipper`); the control plane creates it.
 
 Keys come from the manifest, and ``*``, ``?`` and ``$`` would be wildcards or variables in a policy: they are
 written as IAM's literal forms ``${*}``, ``${?}`` and ``${$}``
@@ -44,8 +44,12 @@ WRITE: Final = ("s3:PutObject", "s3:AbortMultipartUpload")
 PRUNE: Final = ("s3:DeleteObject",)
 LIST: Final = ("s3:ListBucket",)
 
-# The live log: the agent creates its attempt's stream and writes to it, and nothing else of CloudWatch Logs.
-LOG: Final = ("logs:CreateLogStream", "logs:PutLogEvents")
+# The live log: the agent writes its attempt's stream, and nothing else of CloudWatch Logs. The control plane
+# creates the stream (spotrun.control.job_credentials): IAM judges logs:CreateLogStream on the log group, not the
+# stream ("CreateLogStream: log-group*", PutLogEvents: "log-stream*" in
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatchlogs.html), so a job
+# allowed to create its stream could create any stream of the group.
+LOG: Final = ("logs:PutLogEvents",)
 
 _LITERALS: Final = {"$": "${$}", "*": "${*}", "?": "${?}"}
 # A role session assumed by a role session (the API function's) lasts at most one hour ("role chaining",
@@ -216,7 +220,7 @@ def ceiling_statements(
         The deployer's buckets of inputs and code: read only.
     log_group_arn
         The deployment's log group of training logs (``arn:...:log-group:<name>``, without ``:*``): its
-        streams may be created and written.
+        streams may be written.
     """
     statements: list[dict[str, Any]] = [
         {"Effect": "Allow", "Action": list(LOG), "Resource": f"{log_group_arn}:log-stream:*"},

@@ -22,19 +22,24 @@ def training_logs(synthesized: Synthesized) -> dict[str, Any]:
     return group
 
 
+def group(synthesized: Synthesized) -> str:
+    """The training log group's ARN (CreateLogStream's resource), flattened as the template's are."""
+    name = flat(training_logs(synthesized)["LogGroupName"])
+    return f"arn:<AWS::Partition>:logs:{REGION_ACCOUNT}:log-group:{name}"
+
+
 def stream(synthesized: Synthesized, name: str) -> str:
     """A stream's ARN of the deployment's training log group, flattened as the template's are."""
-    group = flat(training_logs(synthesized)["LogGroupName"])
-    return f"arn:<AWS::Partition>:logs:{REGION_ACCOUNT}:log-group:{group}:log-stream:{name}"
+    return f"{group(synthesized)}:log-stream:{name}"
 
 
 def test_the_log_group_is_named_after_the_jobs_bucket_and_expires(synthesized: Synthesized) -> None:
     # Given the template's training log group
-    group = training_logs(synthesized)
+    found = training_logs(synthesized)
 
     # Then it is /spotrun/<jobs bucket>, as the agent and the API name it, kept the shape's days
-    assert flat(group["LogGroupName"]) == f"/spotrun/<{jobs_bucket(synthesized)}>"
-    assert group["RetentionInDays"] == LOG_RETENTION_DAYS
+    assert flat(found["LogGroupName"]) == f"/spotrun/<{jobs_bucket(synthesized)}>"
+    assert found["RetentionInDays"] == LOG_RETENTION_DAYS
 
 
 def test_a_job_writes_its_own_attempts_stream_and_no_other(synthesized: Synthesized) -> None:
@@ -42,24 +47,29 @@ def test_a_job_writes_its_own_attempts_stream_and_no_other(synthesized: Synthesi
     own = renamed(session(synthesized), "arn:aws:logs:", "arn:<AWS::Partition>:logs:")
     policies = [role_statements(synthesized, job_access_role(synthesized)), own]
 
-    # Then its own stream is created and written, another job's or attempt's is not
-    for action in ("logs:CreateLogStream", "logs:PutLogEvents"):
-        assert allowed_by_all(policies, action, stream(synthesized, f"{JOB}/attempt-001"))
-        assert not allowed_by_all(policies, action, stream(synthesized, f"{OTHER}/attempt-001"))
-        assert not allowed_by_all(policies, action, stream(synthesized, f"{JOB}/attempt-002"))
-        # the session names the stream in any group: the role's ceiling keeps it to the deployment's
-        elsewhere = (
-            f"arn:<AWS::Partition>:logs:{REGION_ACCOUNT}:log-group:/aws/other:log-stream:{JOB}/attempt-001"
-        )
-        assert not allowed_by_all(policies, action, elsewhere)
+    # Then its own stream is written, another job's or attempt's is not
+    write = "logs:PutLogEvents"
+    assert allowed_by_all(policies, write, stream(synthesized, f"{JOB}/attempt-001"))
+    assert not allowed_by_all(policies, write, stream(synthesized, f"{OTHER}/attempt-001"))
+    assert not allowed_by_all(policies, write, stream(synthesized, f"{JOB}/attempt-002"))
+    # the session names the stream in any group: the role's ceiling keeps it to the deployment's
+    elsewhere = (
+        f"arn:<AWS::Partition>:logs:{REGION_ACCOUNT}:log-group:/aws/other:log-stream:{JOB}/attempt-001"
+    )
+    assert not allowed_by_all(policies, write, elsewhere)
+    # and it creates no stream (judged on the group): the control plane does
+    assert not allowed_by_all(policies, "logs:CreateLogStream", group(synthesized))
 
 
-def test_the_api_reads_the_training_streams_and_writes_none(synthesized: Synthesized) -> None:
+def test_the_api_reads_the_training_streams_opens_them_and_writes_none(synthesized: Synthesized) -> None:
     # Given the API function's statements
     api = role_statements(synthesized, function_role(synthesized, "api"))
 
-    # Then it reads any job's stream of the group, and writes none
+    # Then it reads any job's stream of the group, creates streams in it (either ARN form), and writes none
     assert allowed(api, "logs:GetLogEvents", stream(synthesized, f"{JOB}/attempt-001"))
+    assert allowed(api, "logs:CreateLogStream", group(synthesized))
+    assert allowed(api, "logs:CreateLogStream", f"{group(synthesized)}:*")
     assert not allowed(api, "logs:PutLogEvents", stream(synthesized, f"{JOB}/attempt-001"))
-    other_group = f"arn:<AWS::Partition>:logs:{REGION_ACCOUNT}:log-group:/aws/other:log-stream:x"
-    assert not allowed(api, "logs:GetLogEvents", other_group)
+    other_group = f"arn:<AWS::Partition>:logs:{REGION_ACCOUNT}:log-group:/aws/other"
+    assert not allowed(api, "logs:GetLogEvents", f"{other_group}:log-stream:x")
+    assert not allowed(api, "logs:CreateLogStream", other_group)

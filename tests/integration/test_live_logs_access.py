@@ -69,23 +69,24 @@ def _code(call: Any) -> str:
 
 
 def test_a_job_writes_its_attempts_stream_and_no_other(judged):
-    # Given the deployment's log group, another job's stream in it, and job JOB's attempt-1 credentials
+    # Given the deployment's log group, JOB's attempt-1 stream and another job's, opened by the control plane,
+    # and JOB's attempt-1 credentials
     group = log_group(JOBS)
     admin = boto3.client("logs", region_name=REGION)
     admin.create_log_group(logGroupName=group)
-    admin.create_log_stream(logGroupName=group, logStreamName=log_stream(OTHER, 1))
+    for job in (JOB, OTHER):
+        admin.create_log_stream(logGroupName=group, logStreamName=log_stream(job, 1))
     logs = _job_logs_client(1)
     event = [{"timestamp": int(time.time() * 1000), "message": "hello"}]
 
-    # When it creates and writes its own stream
-    logs.create_log_stream(logGroupName=group, logStreamName=log_stream(JOB, 1))
+    # When it writes its own stream
     logs.put_log_events(logGroupName=group, logStreamName=log_stream(JOB, 1), logEvents=event)
 
     # Then the line is there
     own = admin.get_log_events(logGroupName=group, logStreamName=log_stream(JOB, 1))["events"]
     assert [e["message"] for e in own] == ["hello"]
 
-    # And another job's stream, or another attempt's, is refused as AWS would
+    # And another job's stream is refused as AWS would, and so is creating any stream (judged on the group)
     assert (
         _code(
             lambda: logs.put_log_events(
@@ -99,6 +100,14 @@ def test_a_job_writes_its_attempts_stream_and_no_other(judged):
         == "AccessDeniedException"
     )
     assert admin.get_log_events(logGroupName=group, logStreamName=log_stream(OTHER, 1))["events"] == []
+    # and so is the job's next attempt's stream, once there is one
+    admin.create_log_stream(logGroupName=group, logStreamName=log_stream(JOB, 2))
+    assert (
+        _code(
+            lambda: logs.put_log_events(logGroupName=group, logStreamName=log_stream(JOB, 2), logEvents=event)
+        )
+        == "AccessDeniedException"
+    )
 
 
 def test_an_instances_own_role_session_writes_no_stream(judged):

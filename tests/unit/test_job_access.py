@@ -101,7 +101,7 @@ def test_the_policy_names_exactly_the_jobs_reads_writes_prunes_and_listings():
             {
                 "Sid": "Log",
                 "Effect": "Allow",
-                "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                "Action": ["logs:PutLogEvents"],
                 "Resource": f"arn:aws:logs:*:*:log-group:*:log-stream:{JOB}/attempt-002",
             },
         ],

@@ -23,25 +23,34 @@ GROUP = "/spotrun/jobs-bucket"
 STREAM = "tiny-0123456789ab/attempt-001"
 
 
+def _error(code: str, operation: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": code}}, operation)  # type: ignore[arg-type]
+
+
 class FakeLogs:
     """A CloudWatch Logs client that records what it is sent, and fails the next ``failures`` puts."""
 
-    def __init__(self, *, stream_exists: bool = False, failures: int = 0):
+    def __init__(self, *, stream_exists: bool = False, failures: int = 0, may_create: bool = True):
         self.streams: set[str] = {STREAM} if stream_exists else set()
         self.batches: list[list[dict[str, Any]]] = []
         self.failures = failures
+        self.may_create = may_create
+        self.creates = 0
 
     def create_log_stream(self, logGroupName: str, logStreamName: str) -> None:  # noqa: N803 - boto3's names
+        self.creates += 1
+        if not self.may_create:
+            raise _error("AccessDeniedException", "CreateLogStream")
         if logStreamName in self.streams:
-            error = {"Error": {"Code": "ResourceAlreadyExistsException", "Message": "exists"}}
-            raise ClientError(error, "CreateLogStream")  # type: ignore[arg-type]
+            raise _error("ResourceAlreadyExistsException", "CreateLogStream")
         self.streams.add(logStreamName)
 
     def put_log_events(self, logGroupName: str, logStreamName: str, logEvents: list[Any]) -> None:  # noqa: N803
-        assert logStreamName in self.streams
+        if logStreamName not in self.streams:
+            raise _error("ResourceNotFoundException", "PutLogEvents")
         if self.failures:
             self.failures -= 1
-            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "x"}}, "PutLogEvents")  # type: ignore[arg-type]
+            raise _error("ServiceUnavailable", "PutLogEvents")
         self.batches.append(list(logEvents))
 
     @property
@@ -105,10 +114,24 @@ def test_a_refused_batch_is_retried_on_the_next_tick_without_loss_or_reordering(
     sent = live.ship()
     live.stop()
 
-    # Then every line arrives once, in order; the stream was created on the first try
+    # Then every line arrives once, in order; the missing stream was created once, on the first try
     assert sent == 3
     assert logs.messages == ["a", "b", "c"]
-    assert logs.streams == {STREAM}
+    assert (logs.streams, logs.creates) == ({STREAM}, 1)
+
+
+def test_a_stream_the_control_plane_opened_is_written_without_creating_it(tmp_path: Path):
+    # Given the attempt's stream made when the job's credentials were issued, which may not create streams
+    log = tmp_path / "attempt-001.log"
+    log.touch()
+    logs = FakeLogs(stream_exists=True, may_create=False)
+    live = shipper(logs, log).start()
+    with log.open("ab") as handle:
+        handle.write(b"a\n")
+
+    # When it ships, Then the line is written, and no stream creation was even tried
+    live.stop()
+    assert (logs.messages, logs.creates) == (["a"], 0)
 
 
 def test_every_line_is_masked_before_it_leaves_and_an_oversized_one_is_cut(tmp_path: Path):
