@@ -5,7 +5,7 @@ lines written since the last one (the first answers each attempt's tail), throug
 (``GET /jobs/{id}/logs?next_token=``), with a header where another attempt's lines begin;
 :meth:`LogFollower.render` makes them printable lines. ``--follow`` polls it until the job ends and exits with the
 job's exit code (:func:`spotrun.model.limits.exit_code`); Ctrl-C stops it quietly with 130, the shell's code
-for an interrupt. ``--follow --json`` is refused: ``--json`` prints one object, and a stream is not one.
+for an interrupt (typer's handling of ``KeyboardInterrupt``). ``--follow --json`` is refused: ``--json`` prints one object, and a stream is not one.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client
 from spotrun.model.job import JobStatus
 from spotrun.model.limits import exit_code
 
-INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 DEFAULT_POLL_SECONDS = 2.0
 
 
@@ -183,9 +182,7 @@ def logs(
                 for line in entry["lines"]:
                     typer.echo(line)
             return
-        try:
-            code = follow(client, follower, poll)
-        except KeyboardInterrupt:
-            raise typer.Exit(code=INTERRUPTED_EXIT) from None
+        # Ctrl-C: typer ends the command quietly with 130 (128 + SIGINT), the job untouched.
+        code = follow(client, follower, poll)
     if code:
         raise typer.Exit(code=code)

@@ -128,3 +128,24 @@ def test_without_an_id_the_newest_job_is_read(monkeypatch: pytest.MonkeyPatch):
     assert result.exit_code == 0, result.output
     assert client.job_ids == ["newest-0123456789ab"]
     assert result.stdout.splitlines() == ["== attempt 1: j/attempt-001 (live)", "x"]
+
+
+def test_ctrl_c_stops_following_quietly_with_the_interrupt_exit_code(monkeypatch: pytest.MonkeyPatch):
+    # Given a follow that the user interrupts while it waits
+    client = ScriptedClient([{"job_id": "j", "logs": [], "next_token": "t"}])
+
+    def interrupted(job_id: str) -> dict[str, Any]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(client, "get_job", interrupted)
+
+    @contextlib.contextmanager
+    def fake_client(target: Any) -> Iterator[ScriptedClient]:
+        yield client
+
+    monkeypatch.setattr("spotrun.cli.logs.api_client", fake_client)
+
+    # When Ctrl-C comes, Then the command ends with 130 and prints nothing (no traceback)
+    result = CliRunner().invoke(app, ["logs", "j-0123456789ab", "--follow"])
+    assert result.exit_code == 130
+    assert result.output == ""
