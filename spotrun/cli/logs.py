@@ -5,7 +5,8 @@ lines written since the last one (the first answers each attempt's tail), throug
 (``GET /jobs/{id}/logs?next_token=``), with a header where another attempt's lines begin;
 :meth:`LogFollower.render` makes them printable lines. ``--follow`` polls it until the job ends and exits with the
 job's exit code (:func:`spotrun.model.limits.exit_code`); Ctrl-C stops it quietly with 130, the shell's code
-for an interrupt (typer's handling of ``KeyboardInterrupt``). ``--follow --json`` is refused: ``--json`` prints one object, and a stream is not one.
+for an interrupt (typer's handling of ``KeyboardInterrupt``). ``--follow --json`` is refused: ``--json`` prints
+one object, and a stream is not one.
 """
 
 from __future__ import annotations
