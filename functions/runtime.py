@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools import Logger, Metrics, Tracer
 
 from spotrun.aws.adapters import (
+    CloudWatchLogEvents,
     Ec2Compute,
     S3Objects,
     SsmCommands,
@@ -32,7 +33,16 @@ from spotrun.aws.adapters import (
 )
 from spotrun.aws.schedules import DynamoRunRecords, SchedulerSchedules
 from spotrun.aws.settings import Settings
-from spotrun.control.ports import Commands, Compute, JobAccess, JobStore, Objects, Schedules, Workflows
+from spotrun.control.ports import (
+    Commands,
+    Compute,
+    JobAccess,
+    JobStore,
+    LogEvents,
+    Objects,
+    Schedules,
+    Workflows,
+)
 from spotrun.control.schedules import RunRecords
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, SHAPE
 
@@ -79,6 +89,11 @@ class Ports:
     def objects(self) -> Objects:
         """S3."""
         return S3Objects(self.settings.region)
+
+    @cached_property
+    def log_events(self) -> LogEvents:
+        """CloudWatch Logs: the live training logs."""
+        return CloudWatchLogEvents(self.settings.region)
 
     @cached_property
     def workflows(self) -> Workflows:

@@ -17,6 +17,7 @@ from infra.constructs.network import Network
 from infra.constructs.permissions import Targets
 from infra.constructs.schedules import ScheduleGroup
 from infra.constructs.storage import Storage
+from infra.constructs.training_logs import TrainingLogs
 from infra.constructs.workflow import Workflow
 from infra.options import StackOptions
 from spotrun.aws.settings import Settings
@@ -58,10 +59,12 @@ class SpotrunStack(Stack):
             self, "Workflow", shape=shape, definition_file=STATE_MACHINE_FILE, functions=functions.functions
         )
         api = RestApi(self, "Api", function=functions.functions["api"])
+        training_logs = TrainingLogs(self, "TrainingLogs", jobs_bucket=jobs_bucket)
         job_access = JobAccess(
             self,
             "JobAccess",
             jobs_bucket=jobs_bucket,
+            training_logs_arn=training_logs.arn,
             data_buckets=options.data_buckets,
             secret_references=options.secret_references,
             trusted=functions.roles["api"],
@@ -125,6 +128,7 @@ class SpotrunStack(Stack):
                 launch_template_id=instances.launch_template.launch_template_id or "",
                 instance_role_arn=instances.role.role_arn,
                 job_access_role_arn=job_access.role.role_arn,
+                training_logs_arn=training_logs.arn,
                 subnet_ids=tuple(subnet.subnet_id for subnet in network.subnets),
                 bus_arns={setting: bus.event_bus_arn for setting, bus in buses.items()},
                 schedule_group=schedules.group_name,

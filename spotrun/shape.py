@@ -42,6 +42,9 @@ AGENT_COMMAND_URI_PATTERN = (
     rf"(?:{'|'.join(get_args(AgentStep))})\.json$"
 )
 METRICS_NAMESPACE = "spotrun"
+# How long the live copy of the training logs stays in CloudWatch Logs (spotrun.model.layout.log_group); the
+# S3 copy of each attempt's log stays with the job's other objects.
+LOG_RETENTION_DAYS = 30
 
 
 @dataclass(frozen=True)

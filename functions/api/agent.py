@@ -126,6 +126,7 @@ def credentials(
         partition=aws.settings.job_access_role_arn.split(":")[1],
         store=aws.store,
         access=aws.job_access,
+        logs=aws.log_events,
     )
     # Who got what, never the secret.
     logger.info(

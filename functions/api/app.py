@@ -204,9 +204,12 @@ def cancel(job_id: JOB_ID) -> CancelResult:
 
 @app.get(
     "/jobs/<job_id>/logs",
-    summary="Tail the training logs",
+    summary="Tail and follow the training logs",
+    description="Read live from CloudWatch Logs while an attempt runs (its S3 copy once the stream is gone); "
+    "next_token gives only what came after.",
     responses={
-        **ok_response(JobLogs, "The tail of each attempt's log."),
+        **ok_response(JobLogs, "The tail of each attempt's log, or the lines after next_token."),
+        **error_response(400, "next_token is not a cursor of this job's logs."),
         **error_response(404, "No such job or attempt."),
         **INVALID,
     },
@@ -214,12 +217,28 @@ def cancel(job_id: JOB_ID) -> CancelResult:
 def logs(
     job_id: JOB_ID,
     attempt: Annotated[int | None, Query(ge=1, le=10_000, description="Only this attempt.")] = None,
-    tail: Annotated[int, Query(ge=1, le=5_000, description="Lines from the end of each log.")] = 200,
+    tail: Annotated[
+        int, Query(ge=1, le=5_000, description="Lines from the end of each log (without next_token).")
+    ] = 200,
+    next_token: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=4096,
+            description="A cursor from an earlier answer: only the lines written since, across attempts.",
+        ),
+    ] = None,
 ) -> JobLogs:
     aws = ports("api")
     job = get_job(aws.store, job_id)
     return job_logs(
-        job, objects=aws.objects, jobs_bucket=aws.settings.jobs_bucket, attempt=attempt, tail=tail
+        job,
+        objects=aws.objects,
+        log_events=aws.log_events,
+        jobs_bucket=aws.settings.jobs_bucket,
+        attempt=attempt,
+        tail=tail,
+        next_token=next_token,
     )
 
 

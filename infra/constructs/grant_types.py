@@ -31,6 +31,8 @@ class Targets:
     job_access_role_arn: str = ""
     # The deployer's buckets of inputs and code (option data_buckets): name -> bucket ARN.
     data_bucket_arns: Mapping[str, str] = field(default_factory=dict)
+    # The deployment's log group of live training logs (its ARN without ":*"; spotrun.model.layout.log_group).
+    training_logs_arn: str = ""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ class JobAccess(Construct):
     ----------
     jobs_bucket
         The deployment's jobs bucket.
+    training_logs_arn
+        The log group of live training logs (``infra.constructs.training_logs``): its streams are written.
     data_buckets
         The deployer's buckets of training inputs and code (read only).
     secret_references
@@ -51,6 +53,7 @@ class JobAccess(Construct):
         construct_id: str,
         *,
         jobs_bucket: s3.IBucket,
+        training_logs_arn: str,
         data_buckets: tuple[str, ...],
         trusted: iam.IRole,
         secret_references: tuple[str, ...] = (),
@@ -65,7 +68,10 @@ class JobAccess(Construct):
             max_session_duration=Duration.seconds(job_access.SESSION_SECONDS),
         )
         data_bucket_arns = tuple(f"arn:{Aws.PARTITION}:s3:::{name}" for name in data_buckets)
-        for statement in job_access.ceiling_statements(jobs_bucket.bucket_arn, data_bucket_arns):
+        ceiling = job_access.ceiling_statements(
+            jobs_bucket.bucket_arn, data_bucket_arns, log_group_arn=training_logs_arn
+        )
+        for statement in ceiling:
             self.role.add_to_policy(iam.PolicyStatement.from_json(statement))
         for name in data_buckets:
             acknowledge(
@@ -74,6 +80,12 @@ class JobAccess(Construct):
                 f"read-only: the training data bucket {name}, named by the deployer (data_buckets); {_NARROWED}",
             )
         self._secrets(secret_references)
+        acknowledge(
+            self.role,
+            wildcard_resource_finding(self.role, f"{training_logs_arn}:log-stream:*"),
+            f"writes streams of the deployment's training log group only; {_NARROWED}, which names its own "
+            "attempt's stream",
+        )
         working = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*")
         checkpoints = jobs_bucket.arn_for_objects(f"{JOBS_PREFIX}*/checkpoints/*")
         everything = jobs_bucket.arn_for_objects("*")

@@ -246,6 +246,25 @@ def _list_data_buckets(targets: Targets) -> list[Grant]:
     ]
 
 
+def _training_logs(targets: Targets) -> list[Grant]:
+    return [
+        Grant(
+            ("logs:GetLogEvents",),
+            (f"{targets.training_logs_arn}:log-stream:*",),
+            "reads the live training logs (GET /jobs/{id}/logs): the streams of the deployment's training log "
+            "group, and of no other group",
+        ),
+        # Judged on the group, in either of its ARN forms
+        # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/iam-access-control-overview-cwl.html).
+        Grant(
+            ("logs:CreateLogStream",),
+            (targets.training_logs_arn, f"{targets.training_logs_arn}:*"),
+            "creates each attempt's stream in the deployment's training log group when it issues the job's "
+            "credentials (which may write the stream, not create it)",
+        ),
+    ]
+
+
 # Setting -> what reading it implies. Bucket settings are refined per function by BUCKET_ACCESS.
 SETTING_GRANTS: dict[str, Callable[[Targets], list[Grant]]] = {
     "jobs_table": _table("jobs"),
@@ -271,7 +290,14 @@ FUNCTION_GRANTS: dict[str, tuple[Callable[[Targets], list[Grant]], ...]] = {
     "ec2_events": (_spot_prices, _terminate, _fail_tasks),
     # cancel: stop the workflow, terminate the job's instances; the agent route answers the workflow's tasks.
     # POST /plan reads today's spot prices.
-    "api": (_stop_executions, _terminate, _answer_agent_tasks, _list_data_buckets, _spot_prices),
+    "api": (
+        _stop_executions,
+        _terminate,
+        _answer_agent_tasks,
+        _list_data_buckets,
+        _spot_prices,
+        _training_logs,
+    ),
     # Every entry point refuses inputs and code that do not exist (spotrun.control.staged_sources).
     "submit": (_list_data_buckets,),
     "scheduled_run": (_list_data_buckets,),

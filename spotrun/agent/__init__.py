@@ -9,6 +9,9 @@
   checkpoints and the step it reached (:mod:`spotrun.agent.progress`) as they appear, publish GPU metrics
   (:mod:`spotrun.agent.gpu`), watch IMDS for a spot notice, and upload the outputs when it succeeds.
 
+Both ship the attempt's log to CloudWatch Logs as it is written (:mod:`spotrun.agent.log_shipper`): setup's
+output, then the command's; the S3 copy is uploaded when each ends.
+
 Either way it heartbeats while it works and reports the step's result once, to the API's agent route, signed
 with the instance's own role credentials; the control plane answers the workflow (:mod:`spotrun.agent.reporter`).
 

@@ -45,6 +45,9 @@ class StepContext:
         The instance's id (the ``InstanceId`` dimension of the metrics), or None when unknown.
     gpus_per_node
         Counts the instance's GPUs (``SPOTRUN_GPUS_PER_NODE``), once per train step.
+    logs
+        A boto3 CloudWatch Logs client signed with the job's credentials: the live copy of the attempt's log
+        (:mod:`spotrun.agent.log_shipper`); None: no live copy.
     checkpoint_interval
         Set by the train step under ``interval_steps: auto``: the interval the script was told, which the
         heartbeats carry to the job's record.
@@ -68,6 +71,7 @@ class StepContext:
     checkpoint_interval: CheckpointIntervalUsed | None = None
     secret_reader: SecretReader | None = None
     masker: Masker = field(default_factory=Masker)
+    logs: Any = None
 
 
 @dataclass(frozen=True)

@@ -311,13 +311,15 @@ def build_context(
 ) -> StepContext:
     """The production ports for ``command``: boto3 clients in its region, and the IMDS notice source.
 
-    S3 and the reads of ``training.secrets`` go through ``s3_session`` (the job's credentials,
-    :func:`job_s3_session`); CloudWatch and the reports are signed with the instance role's.
+    S3, the live log and the reads of ``training.secrets`` go through ``s3_session`` (the job's credentials,
+    :func:`job_s3_session`); CloudWatch metrics and the reports are signed with the instance role's.
     """
     imds = ImdsClient(settings.imds_endpoint)
     notices = ImdsNotices(imds)
     return StepContext(
         s3=aws_client("s3", command.region, s3_session),
+        # The job's credentials write only this attempt's stream (spotrun.model.job_access).
+        logs=aws_client("logs", command.region, s3_session),
         reporter=api_reporter(command),
         nvme_root=settings.nvme_root,
         base_env=dict(environ),

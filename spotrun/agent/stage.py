@@ -10,6 +10,7 @@ from spotrun.agent.code_archive import plan_code, unpack_code
 from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.environment import child_environment, install_runtime
 from spotrun.agent.links import LinkError, real_directories
+from spotrun.agent.log_shipper import live_log
 from spotrun.agent.outputs import log_tail, upload_log
 from spotrun.agent.secrets import Masker, SecretsUnavailableError, resolve_secrets
 from spotrun.agent.setup import SetupAbandonedError, SetupFailedError, SetupOverBudgetError, run_setup
@@ -166,16 +167,20 @@ def _set_up(
     # Setup may run `python -c "from spotrun import training"` as the command would: the same runtime, the same env.
     install_runtime(job_layout.runtime_dir)
     logger.info("running %d setup command(s) for job %s", len(training.setup), command.job_id)
+    shipper = live_log(
+        ctx.logs, command.jobs_bucket, command.job_id, command.attempt, log_path, mask=ctx.masker.mask
+    )
     try:
-        seconds = run_setup(
-            training.setup,
-            job_layout.code_dir,
-            child_environment(command, job_layout, ctx.base_env, secrets=secret_values),
-            log_path,
-            timeout_seconds=training.setup_timeout_minutes * 60.0,
-            budget_seconds=budget_seconds(command),
-            abandoned=ctx.abandoned.is_set,
-        )
+        with shipper:  # setup's lines open the attempt's live log; the train step's follow them
+            seconds = run_setup(
+                training.setup,
+                job_layout.code_dir,
+                child_environment(command, job_layout, ctx.base_env, secrets=secret_values),
+                log_path,
+                timeout_seconds=training.setup_timeout_minutes * 60.0,
+                budget_seconds=budget_seconds(command),
+                abandoned=ctx.abandoned.is_set,
+            )
     except SetupAbandonedError:
         upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path, ctx.masker)
         return StepReport()

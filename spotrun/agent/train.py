@@ -13,6 +13,7 @@ from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.environment import child_environment, install_runtime
 from spotrun.agent.gpu import GpuMonitor, metrics_interval
 from spotrun.agent.interval import IntervalAdvisor
+from spotrun.agent.log_shipper import live_log
 from spotrun.agent.notices import Notice
 from spotrun.agent.notify import NoticeChannel
 from spotrun.agent.outputs import (
@@ -149,8 +150,11 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
 
     ctx.watcher.on_rebalance = on_rebalance
     logger.info("training job %s attempt %d: %s", command.job_id, command.attempt, manifest.training.command)
+    shipper = live_log(
+        ctx.logs, command.jobs_bucket, command.job_id, command.attempt, log_path, mask=ctx.masker.mask
+    )
     with channel:
-        with sync_ticker, progress_ticker, ctx.watcher, _gpu_metrics(command, ctx):
+        with shipper, sync_ticker, progress_ticker, ctx.watcher, _gpu_metrics(command, ctx):
             outcome = supervisor.run()
         logger.info("training ended: %s (%s)", outcome.kind, outcome.message)
         # Whatever the outcome, the newest local checkpoint is worth committing: the next attempt resumes it.

@@ -298,6 +298,39 @@ class S3Objects:
         return url, {name: values[name] for name in signed if name in values}
 
 
+class CloudWatchLogEvents:
+    """:class:`spotrun.control.ports.LogEvents` on CloudWatch Logs' CreateLogStream and GetLogEvents."""
+
+    def __init__(self, region: str):
+        self._logs = client("logs", region)
+
+    def create_stream(self, group: str, stream: str) -> None:
+        try:
+            self._logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceAlreadyExistsException":
+                raise
+
+    def read(
+        self, group: str, stream: str, *, token: str | None, limit: int, from_head: bool
+    ) -> tuple[list[str], str] | None:
+        arguments: dict[str, Any] = {
+            "logGroupName": group,
+            "logStreamName": stream,
+            "limit": limit,
+            "startFromHead": from_head,
+        }
+        if token:
+            arguments["nextToken"] = token
+        try:
+            answer = self._logs.get_log_events(**arguments)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ResourceNotFoundException":  # not created yet, or expired
+                return None
+            raise
+        return [str(event["message"]) for event in answer["events"]], str(answer["nextForwardToken"])
+
+
 class StsJobAccess:
     """:class:`spotrun.control.ports.JobAccess` on STS: the job-access role, narrowed by a session policy.
 

@@ -146,8 +146,9 @@ def status_line(view: dict[str, Any]) -> Text:
 def log_tail(client: SpotrunClient, job_id: str, lines: int = TAIL_LINES) -> list[str]:
     """The last ``lines`` lines of the job's training log, over its attempts (the newest last).
 
-    The one place the view reads the log: it polls ``GET /jobs/{id}/logs?tail=N``. A log that cannot be read
-    now leaves the tail empty, never ends the view.
+    The one place the view reads the log: it polls ``GET /jobs/{id}/logs?tail=N``, which reads the attempts'
+    live streams (the agent ships each line within a second or two). A log that cannot be read now leaves the
+    tail empty, never ends the view.
     """
     try:
         answer = client.logs(job_id, tail=lines)
@@ -267,11 +268,3 @@ def after_submit(
     else:
         typer.echo(f"job {job_id} {accepted['outcome']}")
     return None
-
-
-def latest_job_id(client: SpotrunClient) -> str:
-    """The id of the most recent job (what ``status`` and ``attach`` mean without an id)."""
-    newest = client.list_jobs(limit=1)["jobs"]
-    if not newest:
-        raise fail("no jobs yet")
-    return str(newest[0]["job_id"])

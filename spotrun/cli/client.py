@@ -147,9 +147,16 @@ class SpotrunClient:
         """``DELETE /jobs/{id}``: ``{job, execution_stopped, instances_terminated}``."""
         return dict(self.request("DELETE", f"/jobs/{_quote(job_id)}"))
 
-    def logs(self, job_id: str, attempt: int | None = None, tail: int | None = None) -> dict[str, Any]:
-        """``GET /jobs/{id}/logs``: ``{job_id, logs: [{attempt, key, found, lines, truncated}]}``."""
-        query = {"attempt": attempt, "tail": tail}
+    def logs(
+        self,
+        job_id: str,
+        attempt: int | None = None,
+        tail: int | None = None,
+        next_token: str | None = None,
+    ) -> dict[str, Any]:
+        """``GET /jobs/{id}/logs``: ``{job_id, logs: [{attempt, key, stream, source, found, lines, truncated}],
+        next_token}``; with ``next_token``, only the lines written since the answer that gave it."""
+        query = {"attempt": attempt, "tail": tail, "next_token": next_token}
         return dict(self.request("GET", f"/jobs/{_quote(job_id)}/logs", query=query))
 
     def start_restore(self, job_id: str, days: int | None = None) -> dict[str, Any]:

@@ -15,8 +15,9 @@ from typing import Annotated, Any
 import typer
 
 from spotrun.cli.api import ManifestFile, as_job, jobs_table, restore_table
-from spotrun.cli.attach import after_submit, follow_or_detach, latest_job_id
+from spotrun.cli.attach import after_submit, follow_or_detach
 from spotrun.cli.code_upload import resolve_workdir
+from spotrun.cli.logs import latest_job_id, logs
 from spotrun.cli.output import JsonOpt, console, emit_json, fail, show
 from spotrun.cli.plan import MIB, manifest_and_workdir, plan, show_plan
 from spotrun.cli.schedules import schedule_app
@@ -202,27 +203,6 @@ def cancel(
     terminated = ", ".join(answer["instances_terminated"]) or "none"
     console().print(f"job {job_id} ", status_text(JobStatus(answer["job"]["status"])), end="")
     console().print(f"; instances terminated: {terminated}")
-
-
-def logs(
-    job_id: JobId,
-    attempt: Annotated[int | None, typer.Option(min=1, help="Only this attempt.")] = None,
-    tail: Annotated[int, typer.Option(min=1, max=5000, help="Lines from the end of each log.")] = 200,
-    target: ApiTarget = DEFAULT_TARGET,
-    as_json: JsonOpt = False,
-) -> None:
-    """Print the tail of each attempt's training log."""
-    with api_client(target) as client:
-        answer = client.logs(job_id, attempt=attempt, tail=tail)
-    if as_json:
-        emit_json(answer)
-        return
-    for entry in answer["logs"]:
-        note = "" if entry["found"] else " (no log yet)"
-        more = ", earlier lines left out" if entry["truncated"] else ""
-        typer.echo(f"== attempt {entry['attempt']}: {entry['key']}{note}{more}")
-        for line in entry["lines"]:
-            typer.echo(line)
 
 
 def restore(

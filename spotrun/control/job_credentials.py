@@ -10,12 +10,16 @@ role's policy and that session policy, so training code holding them reaches onl
 
 from __future__ import annotations
 
+import logging
+
 from pydantic import BaseModel, Field
 
 from spotrun.control.agent_reports import CallerIdentity, ReportNotWaited, caller_open_attempt
-from spotrun.control.ports import JobAccess, JobStore
+from spotrun.control.ports import JobAccess, JobStore, LogEvents
 from spotrun.model.job_access import JobCredentials, job_session_policy, serialize
-from spotrun.model.layout import JOB_ID_PATTERN
+from spotrun.model.layout import JOB_ID_PATTERN, log_group, log_stream
+
+logger = logging.getLogger(__name__)
 
 
 class CredentialsRequest(BaseModel):
@@ -34,6 +38,7 @@ def issue_job_credentials(
     partition: str,
     store: JobStore,
     access: JobAccess,
+    logs: LogEvents,
 ) -> JobCredentials:
     """Credentials that reach ``request.job_id``'s objects, for the instance of its open attempt only.
 
@@ -49,6 +54,10 @@ def issue_job_credentials(
         Where the job's objects are, and the partition of their ARNs.
     store, access
         The job store, and STS for the job-access role.
+    logs
+        CloudWatch Logs: the attempt's log stream is created here, since the job's credentials may write to it
+        but not create it (IAM judges ``logs:CreateLogStream`` on the log group, which would let a job create
+        any stream of it).
 
     Returns
     -------
@@ -72,5 +81,13 @@ def issue_job_credentials(
     policy = job_session_policy(
         job.job_id, attempt.number, job.require_manifest(), jobs_bucket=jobs_bucket, partition=partition
     )
+    _open_stream(logs, jobs_bucket, job.job_id, attempt.number)
     # The session's name is the job's (at most 61 characters, within STS's 64): CloudTrail shows whose it was.
     return access.credentials(job.job_id, serialize(policy))
+
+
+def _open_stream(logs: LogEvents, jobs_bucket: str, job_id: str, attempt: int) -> None:
+    try:
+        logs.create_stream(log_group(jobs_bucket), log_stream(job_id, attempt))
+    except Exception as exc:  # the live log only helps a human: the credentials still go out
+        logger.warning("could not create the log stream of job %s attempt %d: %s", job_id, attempt, exc)

@@ -112,6 +112,25 @@ class Objects(Protocol):
         ...
 
 
+class LogEvents(Protocol):
+    """CloudWatch Logs: the live copy of the training logs (the agent writes it; the control plane opens each
+    attempt's stream and reads them)."""
+
+    def create_stream(self, group: str, stream: str) -> None:
+        """Create the stream ``stream`` in ``group``; one that exists already is left as it is."""
+        ...
+
+    def read(
+        self, group: str, stream: str, *, token: str | None, limit: int, from_head: bool
+    ) -> tuple[list[str], str] | None:
+        """Up to ``limit`` messages of a stream and the token of what follows them; None: no such stream.
+
+        After ``token`` when given; else from the stream's head, or its last ``limit`` (``from_head`` False).
+        At the stream's end the token answered is the one given.
+        """
+        ...
+
+
 class Workflows(Protocol):
     """Step Functions."""
 

@@ -20,8 +20,9 @@ from typing import Any
 from spotrun.aws.settings import Settings
 from spotrun.local.catalog import DEFAULT_ZONES
 from spotrun.local.server import ACCOUNT_ID
+from spotrun.model import layout
 from spotrun.model.job_access import SESSION_SECONDS, ceiling_statements, secret_ceiling_statements
-from spotrun.shape import DeploymentShape, rule_pattern
+from spotrun.shape import LOG_RETENTION_DAYS, DeploymentShape, rule_pattern
 
 ClientFactory = Callable[[str], Any]
 
@@ -139,7 +140,10 @@ def provision(
     dep.role_arn = _role(client("iam"))
     if secret_references is None:
         secret_references = local_secret_references(region)
-    job_access_role_arn = _job_access_role(client("iam"), dep.bucket_names["jobs"], dep.role_arn)
+    log_group_arn = _log_group(client("logs"), dep.bucket_names["jobs"], region)
+    job_access_role_arn = _job_access_role(
+        client("iam"), dep.bucket_names["jobs"], dep.role_arn, log_group_arn
+    )
     _secret_ceiling(client("iam"), secret_references)
     _functions(client("lambda"), shape, dep)
     definition = substitute(
@@ -268,7 +272,15 @@ def _secret_ceiling(iam: Any, patterns: tuple[str, ...]) -> None:
         )
 
 
-def _job_access_role(iam: Any, jobs_bucket: str, functions_role_arn: str) -> str:
+def _log_group(logs: Any, jobs_bucket: str, region: str) -> str:
+    """The deployment's log group of training logs, as infra.constructs.storage makes it; returns its ARN."""
+    name = layout.log_group(jobs_bucket)
+    logs.create_log_group(logGroupName=name)
+    logs.put_retention_policy(logGroupName=name, retentionInDays=LOG_RETENTION_DAYS)
+    return f"arn:aws:logs:{region}:{ACCOUNT_ID}:log-group:{name}"
+
+
+def _job_access_role(iam: Any, jobs_bucket: str, functions_role_arn: str, log_group_arn: str) -> str:
     # As infra.constructs.job_access: trusted by the functions' role (one role for every function locally),
     # holding the ceiling that each session policy narrows to one job.
     trust = {
@@ -282,7 +294,10 @@ def _job_access_role(iam: Any, jobs_bucket: str, functions_role_arn: str) -> str
         AssumeRolePolicyDocument=json.dumps(trust),
         MaxSessionDuration=SESSION_SECONDS,
     )["Role"]
-    ceiling = {"Version": "2012-10-17", "Statement": ceiling_statements(f"arn:aws:s3:::{jobs_bucket}")}
+    ceiling = {
+        "Version": "2012-10-17",
+        "Statement": ceiling_statements(f"arn:aws:s3:::{jobs_bucket}", log_group_arn=log_group_arn),
+    }
     iam.put_role_policy(
         RoleName=JOB_ACCESS_ROLE_NAME, PolicyName="ceiling", PolicyDocument=json.dumps(ceiling)
     )

@@ -22,6 +22,7 @@ from spotrun.local import (
     ec2_patch,
     events_patch,
     lambda_patch,
+    logs_access_patch,
     s3_access_patch,
     s3_upload_patch,
     secrets_access_patch,
@@ -226,6 +227,7 @@ class LocalRuntime:
         ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock, self.consistency)
         s3_access_patch.install(self._patches, self.callers.is_instance_key)
         secrets_access_patch.install(self._patches, self.callers.is_instance_key)
+        logs_access_patch.install(self._patches, self.callers.is_instance_key)
         s3_upload_patch.install(self._patches)
         endpoint = self._server.start()
         self._environment.set(

@@ -1,4 +1,4 @@
-"""What one job's instance may do in S3: the session policy of the credentials it gets for its job.
+"""What one job's instance may do in S3 and CloudWatch Logs: the session policy of the credentials it gets for its job.
 
 The agent's S3 credentials are a session of the deployment's job-access role that the API function assumes for
 one job and one attempt, with the policy built here as an inline session policy. AWS grants such a session the
@@ -15,6 +15,8 @@ So whatever the training code on the instance does with those credentials, it re
 - listings: the same prefixes, as ``s3:prefix`` conditions on ``s3:ListBucket``;
 - secrets: exactly the references of its ``training.secrets`` (:func:`secret_statements`), within the
   deployment's allowed ones (:func:`secret_ceiling_statements`, the CDK option ``secret_references``).
+- CloudWatch Logs: this attempt's log stream only (:func:`spotrun.model.layout.log_stream`), written (the live
+  log, :mod:`spotrun.agent.log_shipper`); the control plane creates it.
 
 Keys come from the manifest, and ``*``, ``?`` and ``$`` would be wildcards or variables in a policy: they are
 written as IAM's literal forms ``${*}``, ``${?}`` and ``${$}``
@@ -47,6 +49,13 @@ LIST: Final = ("s3:ListBucket",)
 SECRETSMANAGER_READ: Final = "secretsmanager:GetSecretValue"
 PARAMETER_READ: Final = "ssm:GetParameter"
 DECRYPT: Final = "kms:Decrypt"
+
+# The live log: the agent writes its attempt's stream, and nothing else of CloudWatch Logs. The control plane
+# creates the stream (spotrun.control.job_credentials): IAM judges logs:CreateLogStream on the log group, not the
+# stream ("CreateLogStream: log-group*", PutLogEvents: "log-stream*" in
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatchlogs.html), so a job
+# allowed to create its stream could create any stream of the group.
+LOG: Final = ("logs:PutLogEvents",)
 
 _LITERALS: Final = {"$": "${$}", "*": "${*}", "?": "${?}"}
 # A role session assumed by a role session (the API function's) lasts at most one hour ("role chaining",
@@ -81,6 +90,12 @@ def literal(text: str) -> str:
 def bucket_arn(partition: str, bucket: str) -> str:
     """The ARN of a bucket (``s3:ListBucket``'s resource)."""
     return f"arn:{partition}:s3:::{bucket}"
+
+
+def log_stream_arn(partition: str, job_id: str, attempt: int) -> str:
+    """The ARN of one attempt's log stream in any group, region and account: the role's ceiling pins all three
+    to the deployment's group (:func:`ceiling_statements`), and the session policy stays short."""
+    return f"arn:{partition}:logs:*:*:log-group:*:log-stream:{layout.log_stream(job_id, attempt)}"
 
 
 class _Access:
@@ -173,7 +188,8 @@ def job_session_policy(
     Returns
     -------
     dict
-        An IAM policy document: one read statement, one write, one prune, and one listing statement per bucket.
+        An IAM policy document: one read statement, one write, one prune, one listing statement per bucket,
+        and one of its log stream.
 
     Raises
     ------
@@ -213,6 +229,8 @@ def job_session_policy(
             }
         )
     statements += secret_statements(manifest)
+    log = log_stream_arn(partition, job_id, attempt)
+    statements.append({"Sid": "Log", "Effect": "Allow", "Action": list(LOG), "Resource": log})
     policy = {"Version": POLICY_VERSION, "Statement": statements}
     size = len(serialize(policy))
     if size > MAX_SESSION_POLICY_CHARS:
@@ -298,7 +316,9 @@ def instance_secret_denials(patterns: tuple[str, ...]) -> list[dict[str, Any]]:
     return [{"Effect": "Deny", "Action": [PARAMETER_READ, "ssm:GetParameters"], "Resource": parameters}]
 
 
-def ceiling_statements(jobs_bucket_arn: str, data_bucket_arns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def ceiling_statements(
+    jobs_bucket_arn: str, data_bucket_arns: tuple[str, ...] = (), *, log_group_arn: str
+) -> list[dict[str, Any]]:
     """The job-access role's own policy: the union of what any job's session policy may name.
 
     No session holds it as it is; each is narrowed to one job by :func:`job_session_policy`, and AWS grants the
@@ -310,8 +330,12 @@ def ceiling_statements(jobs_bucket_arn: str, data_bucket_arns: tuple[str, ...] =
         The jobs bucket's ARN (a CDK token in the app).
     data_bucket_arns
         The deployer's buckets of inputs and code: read only.
+    log_group_arn
+        The deployment's log group of training logs (``arn:...:log-group:<name>``, without ``:*``): its
+        streams may be written.
     """
     statements: list[dict[str, Any]] = [
+        {"Effect": "Allow", "Action": list(LOG), "Resource": f"{log_group_arn}:log-stream:*"},
         # Writes under jobs/ only; deletes of checkpoints only (the agent prunes old ones).
         {"Effect": "Allow", "Action": list(WRITE), "Resource": f"{jobs_bucket_arn}/{layout.JOBS_PREFIX}*"},
         {

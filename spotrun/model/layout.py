@@ -208,6 +208,24 @@ def log_key(job_id: str, attempt: int) -> str:
     return f"{job_prefix(job_id)}logs/attempt-{attempt:03d}.log"
 
 
+# The live copy of the training logs: one CloudWatch Logs group per deployment, named after its jobs bucket (unique
+# per deployment, known to the agent, the API and the IAM policies without another setting), and one stream per
+# attempt. Group names take letters, digits and ``_-/.#``, which a bucket name's characters are; stream names
+# take anything but ``:`` and ``*``
+# (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_CreateLogGroup.html).
+LOG_GROUP_PREFIX = "/spotrun/"
+
+
+def log_group(jobs_bucket: str) -> str:
+    """Name of the deployment's CloudWatch Logs group of training logs (``/spotrun/<jobs-bucket>``)."""
+    return f"{LOG_GROUP_PREFIX}{jobs_bucket}"
+
+
+def log_stream(job_id: str, attempt: int) -> str:
+    """Name of one attempt's log stream in :func:`log_group` (``<job-id>/attempt-001``)."""
+    return f"{job_id}/attempt-{attempt:03d}"
+
+
 def progress_key(job_id: str, attempt: int) -> str:
     """Key of the latest step one attempt's training reached: ``{"step": n, "updated_at": "<ISO 8601>"}``."""
     return f"{job_prefix(job_id)}progress/attempt-{attempt:03d}.json"

@@ -84,20 +84,27 @@ def _attempt(number: int) -> Attempt:
     )
 
 
+class _NoStreams:
+    """CloudWatch Logs without any stream: the S3 copies are read."""
+
+    def read(self, group: str, stream: str, **_: object) -> None:
+        return None
+
+
 def test_logs_give_the_last_lines_of_each_attempt():
     # Given a job with two attempts, the first of which wrote a log
     job = a_job("j-1").model_copy(update={"attempts": [_attempt(1), _attempt(2)]})
     objects = FakeObjects()
     objects.objects[("jobs", log_key("j-1", 1))] = b"one\ntwo\nthree\n"
     # When the last two lines are asked for
-    logs = job_logs(job, objects=objects, jobs_bucket="jobs", attempt=None, tail=2)
+    logs = job_logs(job, objects=objects, log_events=_NoStreams(), jobs_bucket="jobs", attempt=None, tail=2)
     # Then attempt 1 gives them and attempt 2 has no log yet; an unknown attempt is refused
     assert [(log.attempt, log.found, log.lines, log.truncated) for log in logs.logs] == [
         (1, True, ["two", "three"], True),
         (2, False, [], False),
     ]
     with pytest.raises(RequestRejected, match="no attempt 3"):
-        job_logs(job, objects=objects, jobs_bucket="jobs", attempt=3, tail=2)
+        job_logs(job, objects=objects, log_events=_NoStreams(), jobs_bucket="jobs", attempt=3, tail=2)
 
 
 def test_restore_states_follow_the_storage_class_and_restore_header():

@@ -98,6 +98,12 @@ def test_the_policy_names_exactly_the_jobs_reads_writes_prunes_and_listings():
                 "Resource": "arn:aws:s3:::data-bucket",
                 "Condition": {"StringLike": {"s3:prefix": ["sets/train/*"]}},
             },
+            {
+                "Sid": "Log",
+                "Effect": "Allow",
+                "Action": ["logs:PutLogEvents"],
+                "Resource": f"arn:aws:logs:*:*:log-group:*:log-stream:{JOB}/attempt-002",
+            },
         ],
     }
 

@@ -69,6 +69,13 @@ def job(document: JobManifest | None = None, attempts: int = 1) -> Job:
     )
 
 
+class NoLogs:
+    """CloudWatch Logs that opens every stream asked for (the live log's own tests check which)."""
+
+    def create_stream(self, group: str, stream: str) -> None:
+        return None
+
+
 def caller(instance_id: str) -> CallerIdentity:
     return CallerIdentity(
         user_arn=f"arn:aws:sts::{ACCOUNT}:assumed-role/{ROLE}/{instance_id}", account_id=ACCOUNT
@@ -86,6 +93,7 @@ def issue(
         partition="aws",
         store=store,
         access=access,
+        logs=NoLogs(),
     )
 
 
