@@ -70,7 +70,10 @@ def test_concurrent_distinct_submissions_each_get_their_own_job(deployment):
     ]
     assert crossed == []
     assert len(set(job_ids)) == REQUESTS
-    assert repeat == answers[0]
+    # (the same job and execution; its outcome says that this request started nothing)
+    assert repeat[0] == answers[0][0] == 202  # type: ignore[index]
+    assert repeat[1] == {**answers[0][1], "outcome": "duplicate"}  # type: ignore[index]
+    assert answers[0][1]["outcome"] == "started"  # type: ignore[index]
     # and the function ran in several environments, up to the emulator's bound
     environments = registry.resolve("spotrun-api", "functions.api.app.handler").created  # type: ignore[attr-defined]
     assert 1 < environments <= MAX_ENVIRONMENTS

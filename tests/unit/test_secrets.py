@@ -219,7 +219,12 @@ def test_the_ceiling_reads_the_patterns_and_the_instance_role_is_denied_their_pa
     ]
     # and without patterns nothing is added to either
     assert secret_ceiling_statements(()) == [] == instance_secret_denials(())
-    assert all("secretsmanager" not in json.dumps(s) for s in ceiling_statements("arn:aws:s3:::b"))
+    assert all(
+        "secretsmanager" not in json.dumps(s)
+        for s in ceiling_statements(
+            "arn:aws:s3:::b", log_group_arn="arn:aws:logs:us-east-1:123456789012:log-group:/spotrun/b"
+        )
+    )
 
 
 # -- the agent ---------------------------------------------------------------------------------------------
