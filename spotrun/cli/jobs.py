@@ -19,11 +19,11 @@ from spotrun.cli.attach import after_submit, follow_or_detach
 from spotrun.cli.code_upload import resolve_workdir
 from spotrun.cli.logs import latest_job_id, logs
 from spotrun.cli.output import JsonOpt, console, emit_json, fail, show
-from spotrun.cli.plan import MIB, manifest_and_workdir, plan, show_plan
+from spotrun.cli.plan import MaxWorkdirMibOpt, manifest_and_workdir, plan, show_plan
 from spotrun.cli.schedules import schedule_app
 from spotrun.cli.summary import final_summary, progress_text, status_text
 from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client, targeted
-from spotrun.cli.workdir import DEFAULT_MAX_BYTES, WorkdirError
+from spotrun.cli.workdir import WorkdirError
 from spotrun.model.job import JobStatus, utc_now
 from spotrun.model.limits import exit_code
 
@@ -71,14 +71,7 @@ def submit(
             "uploaded once per content and run as training.code. Overrides the manifest's training.workdir.",
         ),
     ] = None,
-    max_workdir_mib: Annotated[
-        float | None,
-        typer.Option(
-            min=0.001,
-            help=f"Refuse a workdir holding more than this, MiB unpacked (default {DEFAULT_MAX_BYTES // MIB}).",
-            show_default=False,
-        ),
-    ] = None,
+    max_workdir_mib: MaxWorkdirMibOpt = None,
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="Show the plan (spotrun plan FILE) and submit nothing."),

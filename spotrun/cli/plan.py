@@ -29,6 +29,14 @@ from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client
 from spotrun.cli.workdir import DEFAULT_MAX_BYTES, WorkdirError, packed
 
 MIB = 1024 * 1024
+MaxWorkdirMibOpt = Annotated[
+    float | None,
+    typer.Option(
+        min=0.001,
+        help=f"Refuse a workdir holding more than this, MiB unpacked (default {DEFAULT_MAX_BYTES // MIB}).",
+        show_default=False,
+    ),
+]
 
 
 def _price(value: float | None) -> str:
@@ -145,14 +153,7 @@ def plan(
             help="The job's code, as for submit: packed (not uploaded) to say how much submit would upload.",
         ),
     ] = None,
-    max_workdir_mib: Annotated[
-        float | None,
-        typer.Option(
-            min=0.001,
-            help=f"Refuse a workdir holding more than this, MiB unpacked (default {DEFAULT_MAX_BYTES // MIB}).",
-            show_default=False,
-        ),
-    ] = None,
+    max_workdir_mib: MaxWorkdirMibOpt = None,
     target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:

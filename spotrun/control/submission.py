@@ -18,7 +18,7 @@ from spotrun.model.capacity import candidate_types
 from spotrun.model.deadline_job import ASSUMED, feasibility_problem
 from spotrun.model.deadline_spec import is_absolute
 from spotrun.model.errors import ManifestInvalid, RequestRejected
-from spotrun.model.job import Job, JobError, ManifestSource, job_id_for, new_job, rejected_job
+from spotrun.model.job import Job, JobError, ManifestSource, job_id_for, job_id_shape, new_job, rejected_job
 from spotrun.model.job_access import JobAccessRefused, job_session_policy
 from spotrun.model.layout import is_manifest_key, rejection_report_key
 from spotrun.model.limits import admission_problems as budget_admission_problems
@@ -52,8 +52,6 @@ WORKDIR_REFUSED = (
 
 _ANY_INSTANT = datetime(2000, 1, 1, tzinfo=UTC)
 
-# The longest job id the control plane mints (48 characters of name, '-', 12 hex digits).
-_LONGEST_JOB_ID = "a" * 48 + "-" + "0" * 12
 
 
 def admission_problems(
@@ -117,8 +115,9 @@ def admission_problems(
         problems.append(WORKDIR_REFUSED.format(workdir=manifest.training.workdir))
     if jobs_bucket:
         try:
-            # The job id and attempt change nothing of what is refused: the largest of each stands in.
-            job_session_policy(_LONGEST_JOB_ID, 9999, manifest, jobs_bucket=jobs_bucket)
+            # The policy's length is what is refused: an id as long as the job's will be, and the largest
+            # attempt number, stand in.
+            job_session_policy(job_id_shape(manifest.name), 9999, manifest, jobs_bucket=jobs_bucket)
         except JobAccessRefused as exc:
             problems.append(f"data.inputs / training.code: {exc}")
     problems += secret_admission_problems(manifest.training.secrets, secret_references)

@@ -18,14 +18,11 @@ session past its expiry is refused too. A refusal is CloudWatch Logs' ``AccessDe
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from spotrun.local.patches import PatchSet
-from spotrun.local.policy_eval import allowed_by_all
-from spotrun.local.s3_access_patch import IsInstanceKey, _access_key, _role_statements, _session
+from spotrun.local.s3_access_patch import IsInstanceKey, Verdict, _access_key, judge_session
 from spotrun.local.server import ACCOUNT_ID
 
 # The LogsResponse handlers judged, the IAM action each is, and whether IAM judges it on the stream (else on its
@@ -62,15 +59,12 @@ def _judge(response: Any, action: str, on_stream: bool, is_instance_key: IsInsta
     )
     if access_key is not None and is_instance_key(access_key):
         raise _refused(action, resource)
-    session = _session(access_key) if access_key else None
-    if session is None or not session.policy:
-        return
-    if datetime.now(UTC) > session.expiration.replace(tzinfo=UTC):
+    verdict = judge_session(access_key, action, lambda: [resource])
+    if verdict is Verdict.EXPIRED:
         from moto.core.exceptions import JsonRESTError
 
         raise JsonRESTError("ExpiredTokenException", "The security token included in the request is expired")
-    policies = [_role_statements(session.role_arn), json.loads(session.policy)["Statement"]]
-    if not allowed_by_all(policies, action, resource):
+    if verdict is Verdict.DENIED:
         raise _refused(action, resource)
 
 

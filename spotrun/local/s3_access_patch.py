@@ -27,6 +27,7 @@ import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
+from enum import Enum
 from typing import Any
 
 from spotrun.local.patches import PatchSet
@@ -65,6 +66,38 @@ def _session(access_key: str) -> Any:
     return sts_backends[ACCOUNT_ID]["aws"].get_assumed_role_from_access_key(access_key)
 
 
+class Verdict(Enum):
+    """How a request's credentials fare under :func:`judge_session`."""
+
+    UNJUDGED = "unjudged"  # not a job's session: the runtime's, the functions', the tests' (served as before)
+    EXPIRED = "expired"
+    ALLOWED = "allowed"
+    DENIED = "denied"
+
+
+def judge_session(
+    access_key: str | None,
+    action: str,
+    resources: Callable[[], list[str]],
+    context: dict[str, str] | None = None,
+) -> Verdict:
+    """Judge a request signed by a session of the job-access role: the role's policy and the session's, both.
+
+    A session's permissions are the intersection of the two
+    (https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies.html#policies_session); every resource
+    must be allowed. ``resources`` is called only for a job's session. The one home of that rule for each
+    service the emulator judges (S3 here, CloudWatch Logs, Secrets Manager and Parameter Store).
+    """
+    session = _session(access_key) if access_key else None
+    if session is None or not session.policy:
+        return Verdict.UNJUDGED
+    if datetime.now(UTC) > session.expiration.replace(tzinfo=UTC):
+        return Verdict.EXPIRED
+    policies = [_role_statements(session.role_arn), json.loads(session.policy)["Statement"]]
+    allowed = all(allowed_by_all(policies, action, resource, context or {}) for resource in resources())
+    return Verdict.ALLOWED if allowed else Verdict.DENIED
+
+
 def _deleted_keys(body: bytes) -> list[str]:
     import xmltodict
 
@@ -91,27 +124,26 @@ def install(patches: PatchSet, is_instance_key: IsInstanceKey) -> None:
         access_key = _access_key(self.headers, self.querystring)
         if access_key is not None and is_instance_key(access_key):
             raise BucketAccessDeniedError(bucket=bucket_name) if bucket_name else S3AccessDeniedError()
-        session = _session(access_key) if access_key else None
-        if session is None or not session.policy:
-            original(self, bucket_name=bucket_name, key_name=key_name)
-            return
-        if datetime.now(UTC) > session.expiration.replace(tzinfo=UTC):
-            from moto.s3.exceptions import S3ClientError
-
-            raise S3ClientError("ExpiredToken", "The provided token has expired.")
         # moto's S3 handlers name the IAM action in data["Action"] (its ACTION_MAP) before calling this.
         action = f"s3:{self.data.get('Action') or self._get_action()}"
         bucket_arn = f"arn:aws:s3:::{bucket_name}"
-        if key_name:
-            resources = [f"{bucket_arn}/{key_name}"]
-        elif action == "s3:DeleteObject":
-            resources = [f"{bucket_arn}/{key}" for key in _deleted_keys(self.body)]
-        else:
-            resources = [bucket_arn]
+
+        def resources() -> list[str]:
+            if key_name:
+                return [f"{bucket_arn}/{key_name}"]
+            if action == "s3:DeleteObject":
+                return [f"{bucket_arn}/{key}" for key in _deleted_keys(self.body)]
+            return [bucket_arn]
+
         prefix = self.querystring.get("prefix")
-        context = {"s3:prefix": prefix[0]} if prefix else {}
-        policies = [_role_statements(session.role_arn), json.loads(session.policy)["Statement"]]
-        if not all(allowed_by_all(policies, action, resource, context) for resource in resources):
+        verdict = judge_session(access_key, action, resources, {"s3:prefix": prefix[0]} if prefix else None)
+        if verdict is Verdict.UNJUDGED:
+            original(self, bucket_name=bucket_name, key_name=key_name)
+        elif verdict is Verdict.EXPIRED:
+            from moto.s3.exceptions import S3ClientError
+
+            raise S3ClientError("ExpiredToken", "The provided token has expired.")
+        elif verdict is Verdict.DENIED:
             raise BucketAccessDeniedError(bucket=bucket_name) if bucket_name else S3AccessDeniedError()
 
     patches.add(S3Response, "_authenticate_and_authorize_s3_action", authorize)

@@ -26,13 +26,10 @@ Anything else (the runtime's, the functions' and the tests' own credentials) is 
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
 from typing import Any
 
 from spotrun.local.patches import PatchSet
-from spotrun.local.policy_eval import allowed_by_all
-from spotrun.local.s3_access_patch import IsInstanceKey, _access_key, _role_statements, _session
+from spotrun.local.s3_access_patch import IsInstanceKey, Verdict, _access_key, _session, judge_session
 from spotrun.local.server import ACCOUNT_ID
 
 # What an instance's own role may not do: any Secrets Manager action (it has no statement of it), and the
@@ -94,17 +91,15 @@ def install(patches: PatchSet, is_instance_key: IsInstanceKey) -> None:
             target = resources[action](self) if action in resources else "*"
             if access_key is not None and is_instance_key(access_key) and _instance_denied(action):
                 raise _denied("the instance role", action, target)
-            session = _session(access_key) if access_key else None
-            if session is None or not session.policy:
+            verdict = judge_session(access_key, action, lambda: [target])
+            if verdict is Verdict.UNJUDGED:
                 original(self, resource)
-                return
-            if datetime.now(UTC) > session.expiration.replace(tzinfo=UTC):
+            elif verdict is Verdict.EXPIRED:
                 raise JsonRESTError(
                     "ExpiredTokenException", "The security token included in the request is expired"
                 )
-            policies = [_role_statements(session.role_arn), json.loads(session.policy)["Statement"]]
-            if not allowed_by_all(policies, action, target):
-                raise _denied(session.arn, action, target)
+            elif verdict is Verdict.DENIED and access_key is not None:
+                raise _denied(_session(access_key).arn, action, target)
 
         return authorize
 

@@ -224,13 +224,13 @@ def test_finalize_records_the_training_failure_with_exit_code_and_log_tail(
 def test_finalize_reports_a_lambda_error_by_its_message(deployment, job_id, lambda_context):
     # Given a job that failed in a Lambda step
     error = {
-        "Error": "Capacity.Exhausted",
-        "Cause": json.dumps({"errorType": "Capacity.Exhausted", "errorMessage": "no capacity"}),
+        "Error": "Capacity.MaxWaitExceeded",
+        "Cause": json.dumps({"errorType": "Capacity.MaxWaitExceeded", "errorMessage": "no capacity"}),
     }
     # When the failure is recorded
     finalize.handler({"job_id": job_id, "outcome": "FAILED", "error": error}, lambda_context)
     # Then the message is the Lambda's, not the raw JSON
     job = stored(deployment, job_id)
     assert job.status is JobStatus.FAILED
-    assert job.error.type == "Capacity.Exhausted"
+    assert job.error.type == "Capacity.MaxWaitExceeded"
     assert job.error.message == "no capacity"

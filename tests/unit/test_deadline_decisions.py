@@ -160,7 +160,7 @@ def test_with_slack_and_no_spot_the_job_waits_for_spot_past_the_patience() -> No
     for now in (T0, T0 + timedelta(hours=2)):
         with pytest.raises(CapacityUnavailable, match="deadline: wait"):
             acquire(store, compute, now)
-    # Then it only ever asked for spot, recorded the wait once, and did not give up (no CapacityExhausted)
+    # Then it only ever asked for spot, recorded the wait once, and did not give up (no CapacityMaxWaitExceeded)
     assert set(lifecycles(compute)) == {"spot"}
     assert [d.choice for d in store.get("tiny-1").deadline_decisions] == ["wait"]
 

@@ -234,3 +234,25 @@ def test_a_short_text_that_is_too_long_as_json_is_refused_before_anything_is_sto
     assert workflows.started == {}
     assert "once written out as JSON; at most 262144 (256 KiB)" in report["errors"][0]
     assert job.manifest is None
+
+
+def test_the_session_policy_is_sized_with_an_id_as_long_as_the_jobs_own():
+    # Given the same inputs under a short name and under the longest name, as many as the short name's policy
+    # still fits within STS's limit (the job id appears in every one of the job's own resources)
+    def named(name: str, inputs: int) -> dict:
+        sources = [{"source": f"s3://data/part-{n:03d}.bin", "destination": f"p{n}"} for n in range(inputs)]
+        return {**TINY, "name": name, "data": {"inputs": sources}}
+
+    def problems(name: str, inputs: int) -> list[str]:
+        manifest = parse_manifest_document(named(name, inputs))
+        return admission_problems(manifest, archive_buckets=OWN_ARCHIVE, jobs_bucket=BUCKET)
+
+    inputs = next(n for n in range(1, 200) if problems("ab", n + 1))
+
+    # When both are admitted
+    short, longest = problems("ab", inputs), problems("a" * 48, inputs)
+
+    # Then the short name's job is admitted and the longest one's refused, naming the policy's size
+    assert short == []
+    [line] = longest
+    assert line.startswith("data.inputs / training.code: job " + "a" * 48 + "-000000000000's S3 access takes")
