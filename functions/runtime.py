@@ -23,7 +23,6 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from spotrun.aws.adapters import (
     CloudWatchLogEvents,
     Ec2Compute,
-    S3Objects,
     SsmCommands,
     StepFunctionsWorkflows,
     StsJobAccess,
@@ -31,6 +30,7 @@ from spotrun.aws.adapters import (
     forget_clients,
     job_store,
 )
+from spotrun.aws.objects import S3Objects
 from spotrun.aws.schedules import DynamoRunRecords, SchedulerSchedules
 from spotrun.aws.settings import Settings
 from spotrun.control.ports import (

@@ -26,7 +26,8 @@ from spotrun.model.deadline_job import ASSUMED, decide_for_job
 from spotrun.model.errors import ManifestInvalid
 from spotrun.model.fleet_order import try_order
 from spotrun.model.fleet_request import request_pools
-from spotrun.model.job import job_id_for, new_job
+from spotrun.model.job import new_job
+from spotrun.model.job_ids import job_id_for
 from spotrun.model.manifest import JobManifest
 from spotrun.model.pricing import InstanceTypeInfo, on_demand_price, region_of_zone
 

@@ -20,7 +20,8 @@ from spotrun.control.ports import JobStore, Objects, Schedules, Workflows
 from spotrun.control.staged_sources import missing_sources
 from spotrun.control.submission import admission_problems, manifest_sha256, start_job
 from spotrun.model.errors import RequestRejected, ScheduleNotFound
-from spotrun.model.job import Job, JobStatus, ManifestSource, job_id_for
+from spotrun.model.job import Job, JobStatus, ManifestSource
+from spotrun.model.job_ids import job_id_for
 from spotrun.model.layout import schedule_manifest_key
 from spotrun.model.manifest import JobManifest, split_s3_uri
 from spotrun.model.manifest_io import parse_manifest_text

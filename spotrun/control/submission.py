@@ -18,8 +18,9 @@ from spotrun.model.capacity import candidate_types
 from spotrun.model.deadline_job import ASSUMED, feasibility_problem
 from spotrun.model.deadline_spec import is_absolute
 from spotrun.model.errors import ManifestInvalid, RequestRejected
-from spotrun.model.job import Job, JobError, ManifestSource, job_id_for, job_id_shape, new_job, rejected_job
+from spotrun.model.job import Job, JobError, ManifestSource, new_job, rejected_job
 from spotrun.model.job_access import JobAccessRefused, job_session_policy
+from spotrun.model.job_ids import job_id_for, job_id_shape
 from spotrun.model.layout import is_manifest_key, rejection_report_key
 from spotrun.model.limits import admission_problems as budget_admission_problems
 from spotrun.model.manifest import JobManifest, split_s3_uri
@@ -51,7 +52,6 @@ WORKDIR_REFUSED = (
 
 
 _ANY_INSTANT = datetime(2000, 1, 1, tzinfo=UTC)
-
 
 
 def admission_problems(

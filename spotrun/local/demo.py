@@ -26,7 +26,8 @@ from spotrun.agent.checkpoints import latest_committed
 from spotrun.aws.adapters import job_store
 from spotrun.local.injector import Progress, ProgressSource
 from spotrun.local.runtime import LocalRuntime
-from spotrun.model.job import Job, JobStatus, ManifestSource, job_id_for
+from spotrun.model.job import Job, JobStatus, ManifestSource
+from spotrun.model.job_ids import job_id_for
 from spotrun.model.layout import MANIFEST_PREFIX, progress_key
 from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.shape import REPO_ROOT, SERVICE_NAME

@@ -39,7 +39,7 @@ KIND_ATTRIBUTE = "kind"
 JOB_ID_TAG = "spotrun:job-id"
 ATTEMPT_TAG = "spotrun:attempt"
 
-# The shape of every job id the control plane mints (spotrun.model.job.job_id_for): a slug of the manifest's
+# The shape of every job id the control plane mints (spotrun.model.job_ids.job_id_for): a slug of the manifest's
 # name (lower-case letters, digits and '-', at most 48, starting with a letter or digit), '-', 12 hex digits.
 # It is what keeps a job's keys under its own prefix and its directories under the NVMe root: no '/', no '.'.
 JOB_ID_PATTERN = r"[a-z0-9][a-z0-9-]{0,47}-[0-9a-f]{12}"

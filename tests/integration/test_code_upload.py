@@ -13,7 +13,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from functions.runtime import reset
-from spotrun.aws.adapters import S3Objects
+from spotrun.aws.objects import S3Objects
 from spotrun.control.code_upload import CodeUploadRequest, request_code_upload
 from spotrun.local import s3_upload_patch
 from spotrun.local.patches import PatchSet

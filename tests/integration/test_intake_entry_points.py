@@ -9,7 +9,8 @@ import json
 import boto3
 
 from functions import submit
-from spotrun.aws.adapters import S3Objects, job_store
+from spotrun.aws.adapters import job_store
+from spotrun.aws.objects import S3Objects
 from spotrun.control.submission import SCHEDULE_REFUSED
 from tests.integration.api_client import TINY, call
 from tests.integration.test_submit_handler import executions, put, s3_event

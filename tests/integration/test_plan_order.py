@@ -16,7 +16,8 @@ if str(HERE) not in sys.path:
 
 import fixtures_handlers as handlers  # noqa: E402
 
-from spotrun.aws.adapters import Ec2Compute, S3Objects  # noqa: E402
+from spotrun.aws.adapters import Ec2Compute  # noqa: E402
+from spotrun.aws.objects import S3Objects  # noqa: E402
 from spotrun.control.instances import launch_instance  # noqa: E402
 from spotrun.control.plan import JobPlan, plan_job  # noqa: E402
 from spotrun.local import LocalRuntime, Pool  # noqa: E402

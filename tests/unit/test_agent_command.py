@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from spotrun.model import layout
 from spotrun.model.command import AgentCommand, check_relative_path
-from spotrun.model.job import ManifestSource, job_id_for
+from spotrun.model.job import ManifestSource
+from spotrun.model.job_ids import job_id_for
 
 GOOD_ID = "tiny-0123456789ab"
 

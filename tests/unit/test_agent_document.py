@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spotrun.local.ssm_patch import check_parameters
-from spotrun.model.job import ManifestSource, job_id_for
+from spotrun.model.job import ManifestSource
+from spotrun.model.job_ids import job_id_for
 from spotrun.model.layout import agent_command_key
 from spotrun.shape import AGENT_COMMAND_URI_PATTERN, AGENT_COMMAND_VARIABLE, SHAPE
 
