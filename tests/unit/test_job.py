@@ -11,11 +11,11 @@ from spotrun.model.job import (
     JobStatus,
     ManifestSource,
     can_transition,
-    job_id_for,
     new_job,
     timeline_durations,
     transition,
 )
+from spotrun.model.job_ids import job_id_for
 from spotrun.model.manifest import JobManifest
 from spotrun.model.manifest_io import parse_manifest_text
 
