@@ -2,7 +2,8 @@
 
 A function's :attr:`~spotrun.shape.FunctionSpec.settings` say what it touches (``jobs_table`` -> item access to
 that table, ``state_machine_arn`` -> starting executions, ...). Some calls follow from the code rather than from
-a setting (``release`` terminates instances); :data:`FUNCTION_GRANTS` lists those, and :data:`BUCKET_ACCESS` says
+a setting (``release`` terminates instances); :data:`FUNCTION_GRANTS` lists those, and
+:data:`infra.constructs.bucket_access.BUCKET_ACCESS` says
 which keys of a bucket a function reads or writes. A function that names a bucket setting without an entry in
 :data:`BUCKET_ACCESS` stops the synth: every new function declares its S3 access here, on purpose.
 """
@@ -13,9 +14,10 @@ from collections.abc import Callable, Mapping
 
 from aws_cdk import Aws
 
+from infra.constructs.bucket_access import BUCKET_ACCESS, LIST, bucket_grant
 from infra.constructs.grant_types import Grant, Targets, arn_of
 from infra.constructs.grants_scheduling import manage_schedules, pass_scheduler_role, put_events
-from spotrun.model.layout import CODE_PREFIX, JOB_ID_TAG, JOBS_PREFIX, MANIFEST_PREFIX, SCHEDULES_PREFIX
+from spotrun.model.layout import JOB_ID_TAG
 from spotrun.shape import FunctionSpec
 
 INSTANCES = arn_of("ec2", "instance/*")
@@ -303,62 +305,6 @@ FUNCTION_GRANTS: dict[str, tuple[Callable[[Targets], list[Grant]], ...]] = {
     "scheduled_run": (_list_data_buckets,),
 }
 
-READ = ("s3:GetObject",)
-LIST = ("s3:ListBucket",)  # granted on the bucket, with the pattern as an s3:prefix condition
-WRITE = ("s3:PutObject", "s3:AbortMultipartUpload")
-COPY_READ = ("s3:GetObject", "s3:GetObjectTagging")
-COPY_WRITE = ("s3:PutObject", "s3:PutObjectTagging", "s3:AbortMultipartUpload")
-
-# (function, bucket) -> [(actions, key pattern)]
-BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
-    # Reads the dropped manifest; writes `<key>.rejected.json` beside a manifest that fails validation.
-    # Lists the keys a manifest's inputs and code name (do they exist?), anywhere in the bucket.
-    ("submit", "jobs"): [(READ + WRITE, f"{MANIFEST_PREFIX}*"), (LIST, "*")],
-    # Writes the agent's command document under the job's prefix.
-    ("agent_step", "jobs"): [(WRITE, f"{JOBS_PREFIX}*")],
-    # Copies the trained model out of the job's outputs into the archive (any prefix a manifest chooses).
-    ("archive", "jobs"): [(COPY_READ, f"{JOBS_PREFIX}*")],
-    ("archive", "archive"): [(COPY_WRITE, "*")],
-    # Reads the attempt's last reported progress and lists its committed checkpoints (the work lost).
-    ("interrupted", "jobs"): [(READ, f"{JOBS_PREFIX}*"), (LIST, f"{JOBS_PREFIX}*")],
-    # Writes the agent's "notice" command under the job's prefix.
-    ("ec2_events", "jobs"): [(WRITE, f"{JOBS_PREFIX}*")],
-    # Reads the tail of the jobs' training logs, and writes the manifests of the schedules it creates.
-    # POST /code: signs the presigned PUT of one archive (s3:PutObject) under code/.
-    ("api", "jobs"): [
-        (READ, f"{JOBS_PREFIX}*"),
-        (WRITE, f"{SCHEDULES_PREFIX}*"),
-        (("s3:PutObject",), f"{CODE_PREFIX}*"),
-        # Lists keys anywhere: POST /code (is that archive there?) and admission (POST /jobs, POST /plan: do
-        # the manifest's inputs and code exist?). It reads no object outside jobs/.
-        (LIST, "*"),
-        # The deadline's move off spot writes the agent's "notice" command (control.deadline_moves).
-        (WRITE, f"{JOBS_PREFIX}*/agent/*"),
-    ],
-    # Reads a schedule's manifest; lists the inputs and code it names (the fingerprint of "data changed").
-    ("scheduled_run", "jobs"): [(READ, f"{SCHEDULES_PREFIX}*"), (LIST, "*")],
-    # Reads archived objects' state (HeadObject) and restores them from Glacier.
-    ("api", "archive"): [(("s3:GetObject", "s3:RestoreObject"), "*")],
-    # Knows the archive buckets' names only to check a manifest's archive.destination: no access.
-    ("submit", "archive"): [],
-}
-
-
-def _bucket_grant(actions: tuple[str, ...], pattern: str, logical: str, bucket_arn: str) -> Grant:
-    if actions == LIST:
-        return Grant(
-            LIST,
-            (bucket_arn,),
-            f"lists keys under '{pattern}' of the {logical} bucket only",
-            {"StringLike": {"s3:prefix": [pattern]}},
-        )
-    where = (
-        f"any object of the {logical} bucket (a manifest chooses the keys) and of no other bucket"
-        if pattern == "*"
-        else f"objects under '{pattern}' of the {logical} bucket only"
-    )
-    return Grant(actions, (f"{bucket_arn}/{pattern}",), where)
-
 
 def grants_for(spec: FunctionSpec, targets: Targets, bucket_settings: Mapping[str, str]) -> list[Grant]:
     """Every statement the function ``spec`` gets.
@@ -389,15 +335,15 @@ def grants_for(spec: FunctionSpec, targets: Targets, bucket_settings: Mapping[st
             if (spec.name, logical) not in BUCKET_ACCESS:
                 raise KeyError(
                     f"function {spec.name!r} reads {setting}: declare its S3 access in BUCKET_ACCESS "
-                    "(infra/constructs/permissions.py)"
+                    "(infra/constructs/bucket_access.py)"
                 )
             for actions, pattern in BUCKET_ACCESS[(spec.name, logical)]:
-                grants.append(_bucket_grant(actions, pattern, logical, targets.bucket_arns[logical]))
+                grants.append(bucket_grant(actions, pattern, logical, targets.bucket_arns[logical]))
         elif setting == "archive_buckets":
             # The deployer's extra archive buckets: exactly the access the function has on the deployment's own.
             for name, bucket_arn in targets.archive_bucket_arns.items():
                 for actions, pattern in BUCKET_ACCESS.get((spec.name, "archive"), []):
-                    grants.append(_bucket_grant(actions, pattern, f"archive ({name})", bucket_arn))
+                    grants.append(bucket_grant(actions, pattern, f"archive ({name})", bucket_arn))
         elif setting in SETTING_GRANTS:
             grants += SETTING_GRANTS[setting](targets)
     for extra in FUNCTION_GRANTS.get(spec.name, ()):

@@ -9,6 +9,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from spotrun.local.server import FAKE_CREDENTIALS
+from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME
+
 
 class ProcessEnvironment:
     """Variables set in ``os.environ`` with their previous values remembered."""
@@ -42,3 +45,21 @@ class ProcessEnvironment:
                 os.environ[key] = value
         self._saved.clear()
         self._values.clear()
+
+
+def emulator_environment(region: str) -> dict[str, str | None]:
+    """What the emulator's process runs under: fake credentials, the region, Powertools' names (None: unset).
+
+    Set before moto is imported (by the patches): it builds a boto3 session at import time.
+    """
+    return {
+        **FAKE_CREDENTIALS,
+        "AWS_SESSION_TOKEN": None,
+        "AWS_PROFILE": None,  # a profile missing from ~/.aws would break every client
+        "AWS_DEFAULT_PROFILE": None,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_REGION": region,
+        "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+        "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }

@@ -37,21 +37,19 @@ from spotrun.local.chaos import Chaos
 from spotrun.local.clients import EmulatorClients
 from spotrun.local.clock import Clock
 from spotrun.local.consistency import Ec2Consistency
-from spotrun.local.environment import ProcessEnvironment
+from spotrun.local.environment import ProcessEnvironment, emulator_environment
 from spotrun.local.events_patch import Dispatcher
 from spotrun.local.executions import stop_running_executions
 from spotrun.local.instances import InstanceManager, SimulatedInstance
 from spotrun.local.patches import PatchSet
 from spotrun.local.provision import INSTANCE_ROLE_NAME, Deployment, function_name, provision
 from spotrun.local.scheduler import LocalScheduler
-from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS, EmbeddedServer
+from spotrun.local.server import ACCOUNT_ID, EmbeddedServer
 from spotrun.local.trace_pools import TracePools
 from spotrun.model.command import AGENT_REPORTS_PATH
 from spotrun.model.traces import Trace
 from spotrun.shape import (
     AGENT_COMMAND_VARIABLE,
-    METRICS_NAMESPACE,
-    SERVICE_NAME,
     SHAPE,
     DeploymentShape,
 )
@@ -201,19 +199,7 @@ class LocalRuntime:
             raise FileNotFoundError(f"no state machine file at {self.state_machine_file}")
         self.workdir.mkdir(parents=True, exist_ok=True)
         # Before moto is imported (by the patches): it builds a boto3 session at import time.
-        self._environment.set(
-            {
-                **FAKE_CREDENTIALS,
-                "AWS_SESSION_TOKEN": None,
-                "AWS_PROFILE": None,  # a profile missing from ~/.aws would break every client
-                "AWS_DEFAULT_PROFILE": None,
-                "AWS_DEFAULT_REGION": self.region,
-                "AWS_REGION": self.region,
-                "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
-                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
-                "POWERTOOLS_TRACE_DISABLED": "true",
-            }
-        )
+        self._environment.set(emulator_environment(self.region))
         lambda_patch.install(self._patches, self.handlers)
         sfn_patch.install(self._patches)
         events_patch.install(self._patches, self._dispatcher)
