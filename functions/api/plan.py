@@ -65,6 +65,7 @@ def plan(
         jobs_bucket=settings.jobs_bucket,
         now=utc_now(),
         time_scale=settings.time_scale,
+        secret_references=settings.reference_patterns,
     )
     logger.info("plan", extra={"job_name": manifest.name, "ok": answer.ok, "problems": len(answer.problems)})
     return answer

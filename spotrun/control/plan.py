@@ -159,6 +159,7 @@ def plan_job(
     jobs_bucket: str,
     now: datetime,
     time_scale: float,
+    secret_references: Collection[str] = (),
 ) -> JobPlan:
     """The plan of a validated manifest: pools in order, prices, the estimate and every admission problem.
 
@@ -172,7 +173,7 @@ def plan_job(
         Port to S3: do the inputs and the code exist (listed only)?
     subnet_ids
         The deployment's subnets, which fleet requests name.
-    archive_buckets, jobs_bucket, now, time_scale
+    archive_buckets, jobs_bucket, now, time_scale, secret_references
         As for :func:`spotrun.control.submission.submit_api_manifest`.
 
     Returns
@@ -187,6 +188,7 @@ def plan_job(
         jobs_bucket=jobs_bucket,
         now=now,
         time_scale=time_scale,
+        secret_references=secret_references,
     )
     nodes = manifest.resources.nodes
     try:

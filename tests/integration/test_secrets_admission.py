@@ -1,5 +1,5 @@
 """Every entry point refuses a training.secrets reference outside the deployment's allowed ones, from the settings
-the functions read (the S3 drop, POST /jobs, POST /schedules), and admits one inside them."""
+the functions read (the S3 drop, POST /jobs, POST /schedules, and POST /plan says so), and admits one inside them."""
 
 from __future__ import annotations
 
@@ -50,3 +50,18 @@ def test_each_entry_point_refuses_a_reference_outside_the_deployments_and_admits
     job = job_store(deployment.jobs_table, deployment.region).get(admitted.body["job_id"])
     assert job is not None
     assert job.require_manifest().training.secrets == {"DB": INSIDE}
+
+
+def test_the_plan_judges_a_secret_by_the_deployments_allowed_references(deployment, lambda_context, monkeypatch):
+    # Given a deployment allowing the secrets under training/ (the API function's setting)
+    monkeypatch.setenv("SPOTRUN_REFERENCE_PATTERNS", ALLOWED)
+    reset()
+
+    # When manifests naming a secret inside and one outside are planned
+    inside = call(lambda_context, "POST", "/plan", with_secret(INSIDE))
+    outside = call(lambda_context, "POST", "/plan", with_secret(OUTSIDE))
+
+    # Then the plan finds no secrets problem with the one inside, and names the one outside, as POST /jobs would
+    assert inside.status == outside.status == 200
+    assert not any(line.startswith("training.secrets") for line in inside.body["problems"]), inside.body
+    assert any(line.startswith(REFUSED) for line in outside.body["problems"])

@@ -42,7 +42,9 @@ def document(**changes: Any) -> dict[str, Any]:
     return base
 
 
-def plan_of(doc: dict[str, Any], objects: FakeObjects | None = None) -> JobPlan:
+def plan_of(
+    doc: dict[str, Any], objects: FakeObjects | None = None, secret_references: tuple[str, ...] = ()
+) -> JobPlan:
     return plan_job(
         parse_manifest_document(doc),
         compute=PricedCompute(ZONES),
@@ -52,6 +54,7 @@ def plan_of(doc: dict[str, Any], objects: FakeObjects | None = None) -> JobPlan:
         jobs_bucket="jobs",
         now=T0,
         time_scale=1.0,
+        secret_references=secret_references,
     )
 
 
@@ -169,3 +172,19 @@ def test_a_manifest_no_type_matches_is_planned_with_its_problem_and_no_pool():
     # Then the answer is the problem, without pools, estimate prices or a decision
     assert plan.problems[0].startswith("resources: ")
     assert (plan.pools, plan.first_pool, plan.deadline) == ([], None, None)
+
+
+def test_a_secret_the_deployment_allows_is_no_problem_and_one_it_does_not_is():
+    # Given a manifest naming a secret, and a deployment that allows the secrets under training/
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:training/db-AbCdEf"
+    doc = document(training={"secrets": {"DB_PASSWORD": arn}})
+    allowed = ("arn:aws:secretsmanager:us-east-1:123456789012:secret:training/*",)
+
+    # When it is planned with and without that pattern among the allowed references
+    granted, refused = plan_of(doc, secret_references=allowed), plan_of(doc)
+
+    # Then, as POST /jobs would, the plan admits it where the deployment allows it, and only there
+    assert granted.problems == []
+    assert granted.ok
+    assert not refused.ok
+    assert any(problem.startswith("training.secrets") for problem in refused.problems)
