@@ -52,7 +52,9 @@ def test_each_entry_point_refuses_a_reference_outside_the_deployments_and_admits
     assert job.require_manifest().training.secrets == {"DB": INSIDE}
 
 
-def test_the_plan_judges_a_secret_by_the_deployments_allowed_references(deployment, lambda_context, monkeypatch):
+def test_the_plan_judges_a_secret_by_the_deployments_allowed_references(
+    deployment, lambda_context, monkeypatch
+):
     # Given a deployment allowing the secrets under training/ (the API function's setting)
     monkeypatch.setenv("SPOTRUN_REFERENCE_PATTERNS", ALLOWED)
     reset()
