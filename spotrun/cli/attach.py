@@ -4,7 +4,7 @@ The view polls the job and prints, one line each with its time, what happened si
 changes, each attempt's start, EC2's rebalance recommendation and interruption warning, each attempt's end (the
 steps it lost). Below them, redrawn in place on a terminal, the log tail and where the job stands (its step and
 its cost so far). The events are computed by plain functions over two successive job views (:func:`job_events`),
-the log tail comes from one function (:func:`log_tail`); Ctrl-C detaches (the job keeps running) and says how
+the log tail comes from one place (:class:`LogTail`); Ctrl-C detaches (the job keeps running) and says how
 to come back.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from rich.live import Live
 from rich.text import Text
 
 from spotrun.cli.client import ApiError, SpotrunClient
+from spotrun.cli.logs import LogFollower, LogLine
 from spotrun.cli.output import console, emit_json, error_console, fail, json_requested
 from spotrun.cli.summary import progress_text, status_text
 from spotrun.model.job import INTERRUPTION_REASONS, JobStatus, utc_now
@@ -143,19 +145,31 @@ def status_line(view: dict[str, Any]) -> Text:
     return line
 
 
-def log_tail(client: SpotrunClient, job_id: str, lines: int = TAIL_LINES) -> list[str]:
-    """The last ``lines`` lines of the job's training log, over its attempts (the newest last).
+class LogTail:
+    """The last ``lines`` lines of the job's training log, over its attempts (the newest last), kept current.
 
-    The one place the view reads the log: it polls ``GET /jobs/{id}/logs?tail=N``, which reads the attempts'
-    live streams (the agent ships each line within a second or two). A log that cannot be read now leaves the
-    tail empty, never ends the view.
+    The one place the view reads the log: the first :meth:`poll` reads each attempt's tail, later ones only what
+    was written since (the logs cursor of :class:`spotrun.cli.logs.LogFollower`), from the attempts' live
+    streams. A log that cannot be read now leaves the tail as it was, never ends the view.
     """
-    try:
-        answer = client.logs(job_id, tail=lines)
-    except ApiError:
-        return []
-    found = [line for entry in answer.get("logs", []) if entry.get("found") for line in entry["lines"]]
-    return found[-lines:]
+
+    def __init__(self, client: SpotrunClient, job_id: str, lines: int = TAIL_LINES):
+        self._follower = LogFollower(client, job_id, tail=lines)
+        self._lines: deque[str] = deque(maxlen=lines)
+
+    def poll(self) -> list[str]:
+        """The tail, after reading what is new."""
+        try:
+            items = self._follower.poll()
+        except ApiError:
+            return list(self._lines)
+        self._lines.extend(item.text for item in items if isinstance(item, LogLine))
+        return list(self._lines)
+
+
+def log_tail(client: SpotrunClient, job_id: str, lines: int = TAIL_LINES) -> list[str]:
+    """The job's log tail once (:class:`LogTail`'s first poll)."""
+    return LogTail(client, job_id, lines).poll()
 
 
 def live_view(view: dict[str, Any], tail: list[str]) -> Group:
@@ -178,13 +192,14 @@ def follow(client: SpotrunClient, job_id: str, out: Console, poll: float) -> dic
     """
     before: dict[str, Any] | None = None
     view = client.get_job(job_id)
+    tail = LogTail(client, job_id)
     with Live(live_view(view, []), console=out, transient=True, auto_refresh=False) as live:
         while True:
             for event in job_events(before, view):
                 live.console.print(event.line())
             if JobStatus(view["status"]).is_terminal:
                 return view
-            live.update(live_view(view, log_tail(client, job_id)), refresh=True)
+            live.update(live_view(view, tail.poll()), refresh=True)
             pause(poll)
             before, view = view, client.get_job(job_id)
 
