@@ -161,15 +161,22 @@ def logs(
             help="Keep printing new lines, across attempts, until the job ends; exit with its exit code.",
         ),
     ] = False,
-    poll: Annotated[float, typer.Option(min=0.05, help="Seconds between polls with --follow.")] = (
-        DEFAULT_POLL_SECONDS
-    ),
+    poll: Annotated[
+        float | None,
+        typer.Option(
+            min=0.05,
+            help=f"Seconds between polls with --follow (default {DEFAULT_POLL_SECONDS:g}).",
+            show_default=False,
+        ),
+    ] = None,
     target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
     """Print each attempt's training log (read live while it runs); --follow streams it until the job ends."""
     if follow_ and as_json:
         raise fail("--follow streams lines and --json prints one object: use one of them", code=2)
+    if poll is not None and not follow_:
+        raise fail("--poll sets how often --follow reads new lines: give --follow too", code=2)
     with api_client(target) as client:
         job_id = job_id or latest_job_id(client)
         follower = LogFollower(client, job_id, attempt=attempt, tail=tail)
@@ -184,6 +191,6 @@ def logs(
                     typer.echo(line)
             return
         # Ctrl-C: typer ends the command quietly with 130 (128 + SIGINT), the job untouched.
-        code = follow(client, follower, poll)
+        code = follow(client, follower, DEFAULT_POLL_SECONDS if poll is None else poll)
     if code:
         raise typer.Exit(code=code)

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from spotrun.cli.app import app
-from spotrun.cli.logs import AttemptHeader, LogFollower, LogLine, follow
+from spotrun.cli.logs import DEFAULT_POLL_SECONDS, AttemptHeader, LogFollower, LogLine, follow
 
 
 def _entry(attempt: int, lines: list[str], source: str = "live") -> dict[str, Any]:
@@ -149,3 +149,35 @@ def test_ctrl_c_stops_following_quietly_with_the_interrupt_exit_code(monkeypatch
     result = CliRunner().invoke(app, ["logs", "j-0123456789ab", "--follow"])
     assert result.exit_code == 130
     assert result.output == ""
+
+
+def test_follow_takes_the_attempt_tail_and_poll_given_and_poll_alone_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # Given an API client, and a follow that records what it was given
+    client = ScriptedClient([])
+    given: list[tuple[str, int | None, int, float]] = []
+
+    @contextlib.contextmanager
+    def fake_client(target: Any) -> Iterator[ScriptedClient]:
+        yield client
+
+    def recorded(client: Any, follower: LogFollower, poll_seconds: float) -> int:
+        given.append((follower.job_id, follower.attempt, follower.tail, poll_seconds))
+        return 0
+
+    monkeypatch.setattr("spotrun.cli.logs.api_client", fake_client)
+    monkeypatch.setattr("spotrun.cli.logs.follow", recorded)
+
+    # When logs are followed with each option, then with the default poll, then --poll is given without --follow
+    chosen = CliRunner().invoke(
+        app, ["logs", "j-0123456789ab", "-f", "--attempt", "2", "--tail", "7", "--poll", "0.25"]
+    )
+    default = CliRunner().invoke(app, ["logs", "j-0123456789ab", "--follow"])
+    alone = CliRunner().invoke(app, ["logs", "j-0123456789ab", "--poll", "0.25"])
+
+    # Then the follow got them, or the default poll; --poll alone is a usage error naming --follow
+    assert chosen.exit_code == default.exit_code == 0, chosen.output
+    assert given == [("j-0123456789ab", 2, 7, 0.25), ("j-0123456789ab", None, 200, DEFAULT_POLL_SECONDS)]
+    assert alone.exit_code == 2
+    assert "--follow" in alone.output
