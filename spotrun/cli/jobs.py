@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from spotrun.cli.api import ManifestFile, as_job, jobs_table, restore_table
-from spotrun.cli.attach import after_submit, follow_or_detach
+from spotrun.cli.attach import after_submit, follow_or_detach, should_follow
 from spotrun.cli.code_upload import resolve_workdir
 from spotrun.cli.logs import latest_job_id, logs
 from spotrun.cli.output import JsonOpt, console, emit_json, fail, show
@@ -28,6 +28,7 @@ from spotrun.model.job import JobStatus, utc_now
 from spotrun.model.limits import exit_code
 
 JobId = Annotated[str, typer.Argument(metavar="ID", help="The job's id.")]
+FOLLOW_POLL_SECONDS = 1.0
 PollOpt = Annotated[float, typer.Option(min=0.05, help="Seconds between polls while following the job.")]
 
 
@@ -61,7 +62,14 @@ def submit(
     detach: Annotated[
         bool, typer.Option("--detach", help="Print the job id and return, even on a terminal.")
     ] = False,
-    poll: PollOpt = 1.0,
+    poll: Annotated[
+        float | None,
+        typer.Option(
+            min=0.05,
+            help=f"Seconds between polls while following the job (default {FOLLOW_POLL_SECONDS:g}).",
+            show_default=False,
+        ),
+    ] = None,
     workdir: Annotated[
         Path | None,
         typer.Option(
@@ -96,6 +104,12 @@ def submit(
     """
     if wait and detach:
         raise fail("--wait follows the job and --detach returns at once: give one of the two", code=2)
+    if poll is not None and (dry_run or not should_follow(wait=wait, detach=detach, as_json=as_json)):
+        raise fail(
+            "--poll sets how often a followed job is read, and this submit does not follow it "
+            "(--detach, --dry-run, --json or no terminal): add --wait to follow it",
+            code=2,
+        )
     manifest, directory, limit = manifest_and_workdir(file, workdir, max_workdir_mib)
     if dry_run:
         if wait or detach or idempotency_key:
@@ -112,7 +126,15 @@ def submit(
             except WorkdirError as exc:
                 raise fail(exc) from None
         accepted = client.submit(manifest, idempotency_key)
-        view = after_submit(client, accepted, file, wait=wait, detach=detach, as_json=as_json, poll=poll)
+        view = after_submit(
+            client,
+            accepted,
+            file,
+            wait=wait,
+            detach=detach,
+            as_json=as_json,
+            poll=FOLLOW_POLL_SECONDS if poll is None else poll,
+        )
     if view is not None:
         _show_ended(view, as_json)
 

@@ -188,3 +188,20 @@ def test_ctrl_c_under_json_answers_one_object_with_the_way_back(capsys) -> None:
     error = json.loads(capsys.readouterr().out)["error"]
     assert error["exit_code"] == 130
     assert "spotrun attach tiny-1" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--detach"], ["--dry-run"], ["--json"], []],  # [] off a terminal: submit prints the id and returns
+)
+def test_poll_is_refused_where_submit_does_not_follow_the_job(monkeypatch, tmp_path, options) -> None:
+    # Given no terminal and no API to talk to
+    monkeypatch.setattr(attach, "on_terminal", lambda: False)
+    monkeypatch.setattr(target, "resolve_client", lambda _target: pytest.fail("a client was made"))
+    file = tmp_path / "job.yaml"
+    file.write_text("name: tiny\ntraining: {command: [python, train.py]}\n")
+    # When --poll is given to a submit that would not follow the job
+    result = CliRunner().invoke(app, ["submit", str(file), "--poll", "0.5", *options])
+    # Then it is a usage error (2) naming --wait, before anything is sent
+    assert result.exit_code == 2
+    assert "--wait" in result.output
