@@ -1,114 +1,362 @@
-"""Recovery time after a spot interruption warning, with and without the replacement launched on the warning.
+"""Recovery after a spot interruption: the warning -> the first training step of the resumed attempt.
 
-Recovery is measured from the warning (``notice_at`` of the interrupted attempt, set when EventBridge delivered
-it) to training resumed (the next attempt entering TRAINING), through the real code path: the state machine,
-the handlers and the agent in the embedded runtime. Boot delay and checkpoint upload time are configured: the
-boot delay on the emulator's pools, the upload time through the size of the checkpoint the script writes.
+One measurement (``python -m bench.recovery --once --overlap yes|no``, a fresh process each) runs the example
+job through the real code path in the embedded runtime (state machine, handlers, agents as subprocesses), with
+the replacement's boot at 120 s on AWS's clock (6 s at the time scale 0.05) and a 96 MiB checkpoint. Once the
+first checkpoint is committed (its marker in S3), the instance is interrupted; the job must end SUCCEEDED.
+
+How the times are taken. A probe thread in the measuring process polls, every :data:`POLL_SECONDS`, what the
+emulator exposes and what the instances write, and records the wall-clock time it first sees each event:
+
+- the warning: the interrupted instance's IMDS ``spot/instance-action`` document becoming set (the emulator
+  publishes the notice and the EventBridge warning together; the notice's ``time`` field has whole seconds
+  only, so it is the moment the probe sees it, within one poll);
+- the end: the modification time of the resumed attempt's progress file (``SPOTRUN_PROGRESS_FILE``) when it
+  first appears. The training script writes that file at its first step after the restore (the first write
+  is never held back) and rewrites it at most every 0.1 s, so the first file the probe sees (polling 100
+  times as often) carries the first step, and its mtime is the real time of that step, not the probe's. The
+  step it holds is recorded and checked against the restored step + 1. Status TRAINING in the job record
+  would come before the script has loaded the checkpoint; the S3 progress document comes after the agent's
+  next poll.
+- the parts: the replacement's launch (the emulator's instance appears) and reachability (booted and its SSM
+  agent registered: the control plane can send it a command); the upload of the checkpoint the replacement
+  restored, from its directory complete on the old instance's disk to its commit marker in S3 (the marker's
+  own LastModified, read from moto's in-process backend); the restore, from the first entry in the
+  replacement's checkpoint directory (the restore's temporary directory) to the checkpoint complete there.
+
+Both configurations run interleaved (A B A B ...): the replacement launched on the warning
+(``overlap_replacement`` true) and launched only once the old instance is gone (false).
 """
 
 from __future__ import annotations
 
-import statistics
+import argparse
+import json
+import sys
 import tempfile
+import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
+from typing import Any
 
-from spotrun.aws.adapters import job_store
-from spotrun.local.catalog import DEFAULT_ZONES, Pool
-from spotrun.local.demo import EXAMPLE_DIR, control_plane_logs, drop_manifest, upload_example, wait_for_job
-from spotrun.local.runtime import LocalRuntime
-from spotrun.model.job import Job, JobStatus
+from bench.common import TIMES, MeasurementError, fmt, interleaved, run_once, stats, verdict
+from bench.recovery_timeline import IncompleteTimeline, RecoveryFigures, Timeline, recovery_figures
+
+POLL_SECONDS = 0.01
+# The issue's targets: warning -> first resumed step within 1.3x the limit, and 0.6x the same job without overlap
+LIMIT_TARGET = 1.3
+BASELINE_TARGET = 0.6
 
 
 @dataclass(frozen=True)
 class RecoveryConfig:
-    """What one benchmark run is made of."""
+    """What one measurement is made of."""
 
     time_scale: float = 0.05
     boot_delay_seconds: float = 120.0  # on AWS's clock; the emulator waits boot_delay x time_scale
-    checkpoint_padding_mb: int = 96  # extra bytes in each checkpoint, to give the upload a duration
-    interrupt_after_seconds: float = 3.0  # of training, before the warning
-    runs: int = 2
+    checkpoint_padding_mb: int = 96  # extra MiB in each checkpoint, so that upload and restore take time
+    step_seconds: float = 0.02
+    steps: int = 400
+    timeout_seconds: float = 180.0
+
+    def args(self) -> list[str]:
+        return [
+            f"--time-scale={self.time_scale}",
+            f"--boot-delay={self.boot_delay_seconds}",
+            f"--padding-mb={self.checkpoint_padding_mb}",
+            f"--step-seconds={self.step_seconds}",
+            f"--steps={self.steps}",
+        ]
 
 
-@dataclass(frozen=True)
-class RecoveryRun:
-    """One measured interruption."""
-
-    overlap: bool
-    recovery_seconds: float
-    boot_seconds: float  # the replacement's BOOTING state, as the timeline saw it
-    steps_lost: int | None
+# -- the measurement (in the child process) ---------------------------------------------------------------
 
 
-def _pools(config: RecoveryConfig) -> list[Pool]:
-    return [
-        Pool(
-            "g4dn.xlarge", zone, 0.18 + index / 100, capacity=4, boot_delay_seconds=config.boot_delay_seconds
-        )
-        for index, zone in enumerate(DEFAULT_ZONES)
-    ]
+class Probe:
+    """Polls the runtime's instances and S3 and fills a :class:`Timeline` (see the module docstring)."""
+
+    def __init__(self, runtime: Any, job_id: str):
+        from moto.s3.models import s3_backends
+
+        from spotrun.local.server import ACCOUNT_ID
+
+        self.runtime = runtime
+        self.job_id = job_id
+        self.bucket = runtime.settings.jobs_bucket
+        self._s3 = s3_backends[ACCOUNT_ID]["aws"]
+        self.timeline = Timeline()
+        self.old: Any = None
+        self.replacement: Any = None
+        self.first_commit = threading.Event()
+        self.error: Exception | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="recovery-probe", daemon=True)
+
+    def __enter__(self) -> Probe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            try:
+                self.poll(time.time())
+            except Exception as exc:  # a probe that died would leave a timeline that lies: stop the run
+                self.error = exc
+                self.first_commit.set()
+                raise
+
+    def _paths(self, sim: Any) -> Any:
+        from spotrun.model.layout import NvmeLayout
+
+        return NvmeLayout(sim.nvme_dir, self.job_id)
+
+    def _committed_at(self, step: int) -> float | None:
+        from spotrun.model.layout import commit_marker_key
+
+        bucket = self._s3.buckets.get(self.bucket)
+        key = commit_marker_key(self.job_id, step)
+        if bucket is None or key not in bucket.keys:
+            return None
+        stamp = getattr(bucket.keys[key], "last_modified", None)  # moto: naive UTC, microseconds
+        return stamp.replace(tzinfo=UTC).timestamp() if stamp is not None else time.time()
+
+    def poll(self, now: float) -> None:
+        """Record what changed since the last poll."""
+        from spotrun.agent.progress import read_progress
+        from spotrun.model.layout import local_checkpoints
+
+        t = self.timeline
+        sims = self.runtime.instances
+        if self.old is None:
+            for sim in sims:
+                if local_checkpoints(self._paths(sim).checkpoint_dir):
+                    self.old = sim
+        if self.old is None:
+            return
+        for step, _ in local_checkpoints(self._paths(self.old).checkpoint_dir):
+            t.old_saved.setdefault(step, now)
+        for step in t.old_saved:
+            if step not in t.old_committed and (at := self._committed_at(step)) is not None:
+                t.old_committed[step] = at
+                self.first_commit.set()
+        for progress_file in self._paths(self.old).runtime_dir.glob("progress-attempt-*"):
+            if (progress := read_progress(progress_file)) is not None:
+                t.old_last_step = progress.step
+        if t.warning is None:
+            if self.old.metadata.instance_action is not None:
+                t.warning = now
+            return
+        if self.replacement is None:
+            later = [sim for sim in sims if sim is not self.old]
+            if not later:
+                return
+            self.replacement = later[0]
+            t.launched = now
+        sim = self.replacement
+        if t.reachable is None and sim.managed:
+            t.reachable = now
+        checkpoint_dir = self._paths(sim).checkpoint_dir
+        if t.restore_started is None and checkpoint_dir.is_dir() and any(checkpoint_dir.iterdir()):
+            t.restore_started = now
+        for step, _ in local_checkpoints(checkpoint_dir):
+            t.restored.setdefault(step, now)
+        if t.first_step is None:
+            for progress_file in self._paths(sim).runtime_dir.glob("progress-attempt-*"):
+                if (progress := read_progress(progress_file)) is not None:
+                    t.first_step = (progress.step, progress.updated_at.timestamp())
 
 
 def _manifest(config: RecoveryConfig) -> bytes:
+    from spotrun.local.demo import EXAMPLE_DIR
+
     text = (EXAMPLE_DIR / "manifest.yaml").read_text()
     command = '--step-seconds, "0.02"]'
-    padded = f'--step-seconds, "0.02", --checkpoint-padding-mb, "{config.checkpoint_padding_mb}"]'
+    assert command in text, "the example's command changed: update the recovery bench's manifest"
+    padded = (
+        f'--step-seconds, "{config.step_seconds}", --steps, "{config.steps}", '
+        f'--checkpoint-padding-mb, "{config.checkpoint_padding_mb}"]'
+    )
     return text.replace(command, padded).replace("name: tiny-regression", "name: recovery-bench").encode()
 
 
-def _recovery(job: Job) -> tuple[float, float]:
-    interrupted = job.attempts[0]
-    assert interrupted.notice_at is not None, "the warning was not recorded"
-    after = [change for change in job.timeline if change.at > interrupted.notice_at]
-    resumed = next(change.at for change in after if change.status is JobStatus.TRAINING)
-    booting = next(change.at for change in after if change.status is JobStatus.BOOTING)
-    staging = next(change.at for change in after if change.status is JobStatus.STAGING)
-    return (resumed - interrupted.notice_at).total_seconds(), (staging - booting).total_seconds()
+def measure_once(config: RecoveryConfig, overlap: bool, workdir: Path) -> dict[str, Any]:
+    """Run the example job once in this process's emulator, interrupt it once, and return what was seen."""
+    from spotrun.local.catalog import DEFAULT_ZONES, Pool
+    from spotrun.local.demo import control_plane_logs, drop_manifest, upload_example, wait_for_job
+    from spotrun.local.runtime import LocalRuntime
+    from spotrun.model.job import JobStatus
 
-
-def measure_once(config: RecoveryConfig, overlap: bool, workdir: Path) -> RecoveryRun:
-    """Run the example job once in a fresh emulator, interrupt it once, and measure the recovery."""
+    pools = [
+        Pool("g4dn.xlarge", zone, 0.18 + i / 100, capacity=4, boot_delay_seconds=config.boot_delay_seconds)
+        for i, zone in enumerate(DEFAULT_ZONES)
+    ]
     runtime = LocalRuntime(
         workdir,
         time_scale=config.time_scale,
-        pools=_pools(config),
+        pools=pools,
         settings_overrides={"overlap_replacement": overlap},
     )
     with control_plane_logs(workdir / "control-plane.log"), runtime:
         upload_example(runtime)
         submitted = drop_manifest(runtime, _manifest(config), "recovery-bench.yaml")
-        store = job_store(runtime.settings.jobs_table, runtime.settings.region)
-        deadline = time.monotonic() + 120
-        while (job := store.get(submitted.job_id)) is None or job.status is not JobStatus.TRAINING:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the job never started training")
-            time.sleep(0.05)
-        time.sleep(config.interrupt_after_seconds)
-        runtime.interrupt(job.attempts[0].instance_id)
-        finished = wait_for_job(runtime, submitted.job_id, timeout=300)
+        with Probe(runtime, submitted.job_id) as probe:
+            if not probe.first_commit.wait(config.timeout_seconds) or probe.error is not None:
+                raise RuntimeError(f"no checkpoint was committed (probe error: {probe.error!r})")
+            runtime.interrupt(probe.old.instance_id)
+            finished = wait_for_job(runtime, submitted.job_id, timeout=config.timeout_seconds)
+            if probe.error is not None:
+                raise RuntimeError(f"the probe failed: {probe.error!r}")
     if finished.status is not JobStatus.SUCCEEDED:
         raise RuntimeError(f"benchmark job ended {finished.status}: {finished.error}")
-    recovery, boot = _recovery(finished)
-    return RecoveryRun(overlap, round(recovery, 3), round(boot, 3), finished.attempts[0].steps_lost)
-
-
-def measure(config: RecoveryConfig) -> dict[str, object]:
-    """Alternate runs with and without overlap; report the medians and their ratio."""
-    runs: list[RecoveryRun] = []
-    with tempfile.TemporaryDirectory(prefix="spotrun-bench-") as scratch:
-        for index in range(config.runs):
-            for overlap in (True, False):
-                runs.append(measure_once(config, overlap, Path(scratch) / f"{index}-{overlap}"))
-    with_overlap = statistics.median(run.recovery_seconds for run in runs if run.overlap)
-    without = statistics.median(run.recovery_seconds for run in runs if not run.overlap)
     return {
-        "benchmark": "recovery after a spot interruption warning (warning -> training resumed)",
-        "config": asdict(config),
-        "emulated_boot_delay_seconds": config.boot_delay_seconds * config.time_scale,
-        "runs": [asdict(run) for run in runs],
-        "median_recovery_seconds_with_overlap": with_overlap,
-        "median_recovery_seconds_without_overlap": without,
-        "speedup_without_over_with": round(without / with_overlap, 2),
+        "overlap": overlap,
+        "timeline": probe.timeline.as_dict(),
+        "attempts": len(finished.attempts),
+        "recorded_steps_lost": finished.attempts[0].steps_lost,
     }
+
+
+def _child(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.recovery")
+    parser.add_argument("--once", action="store_true", required=True)
+    parser.add_argument("--overlap", choices=("yes", "no"), required=True)
+    parser.add_argument("--time-scale", type=float, default=RecoveryConfig.time_scale)
+    parser.add_argument("--boot-delay", type=float, default=RecoveryConfig.boot_delay_seconds)
+    parser.add_argument("--padding-mb", type=int, default=RecoveryConfig.checkpoint_padding_mb)
+    parser.add_argument("--step-seconds", type=float, default=RecoveryConfig.step_seconds)
+    parser.add_argument("--steps", type=int, default=RecoveryConfig.steps)
+    args = parser.parse_args(argv)
+    config = RecoveryConfig(args.time_scale, args.boot_delay, args.padding_mb, args.step_seconds, args.steps)
+    with tempfile.TemporaryDirectory(prefix="spotrun-bench-recovery-") as scratch:
+        result = measure_once(config, args.overlap == "yes", Path(scratch))
+    print(json.dumps(result), flush=True)
+
+
+# -- the section (in the parent process) ------------------------------------------------------------------
+
+
+def summarize(measured: list[dict[str, Any]], config: RecoveryConfig) -> dict[str, Any]:
+    """The figures of every measurement, their statistics per configuration, and the verdicts."""
+    per: dict[bool, list[RecoveryFigures]] = {True: [], False: []}
+    runs = []
+    for item in measured:
+        figures = recovery_figures(Timeline.from_dict(item["timeline"]))
+        per[bool(item["overlap"])].append(figures)
+        runs.append({**item, "figures": figures.as_dict()})
+    parts = ("recovery", "boot", "upload", "restore", "limit", "ratio_to_limit")
+    summary = {
+        ("overlap" if overlap else "baseline"): {
+            part: stats(getattr(f, part) for f in figures).as_dict() for part in parts
+        }
+        for overlap, figures in per.items()
+        if figures
+    }
+    verdicts: dict[str, Any] = {}
+    if "overlap" in summary:
+        ratio = summary["overlap"]["ratio_to_limit"]["median"]
+        verdicts["recovery_over_limit"] = {
+            "value": ratio,
+            "target": LIMIT_TARGET,
+            "met": ratio <= LIMIT_TARGET,
+        }
+    if "overlap" in summary and "baseline" in summary:
+        ratio = summary["overlap"]["recovery"]["median"] / summary["baseline"]["recovery"]["median"]
+        verdicts["overlap_over_baseline"] = {
+            "value": ratio,
+            "target": BASELINE_TARGET,
+            "met": ratio <= BASELINE_TARGET,
+        }
+    return {"config": config.__dict__, "runs": runs, "summary": summary, "verdicts": verdicts}
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The section's table: medians [ranges] per configuration side by side, the verdicts, the config."""
+    summary, config = results["summary"], results["config"]
+    columns = [name for name in ("overlap", "baseline") if name in summary]
+    heads = {"overlap": "replacement on the warning", "baseline": "replacement after the old one is gone"}
+    rows = [
+        ("warning → first resumed step", "recovery", " s"),
+        ("boot (launch → reachable)", "boot", " s"),
+        ("upload of the restored checkpoint", "upload", " s"),
+        ("restore", "restore", " s"),
+        ("limit max(boot, upload) + restore", "limit", " s"),
+        ("recovery ÷ limit", "ratio_to_limit", TIMES),
+    ]
+    lines = [
+        "| | " + " | ".join(heads[c] for c in columns) + " |",
+        "| --- |" + " ---: |" * len(columns),
+    ]
+    for label, part, unit in rows:
+        cells = [fmt(_stats(summary[c][part]), unit, 2 if unit == TIMES else 1) for c in columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lost = {
+        c: [r["figures"]["steps_lost"] for r in results["runs"] if r["overlap"] == (c == "overlap")]
+        for c in columns
+    }
+    lines.append(
+        "| steps lost (each run) | " + " | ".join(", ".join(map(str, lost[c])) for c in columns) + " |"
+    )
+    lines.append("")
+    verdicts = results["verdicts"]
+    if "recovery_over_limit" in verdicts:
+        v = verdicts["recovery_over_limit"]
+        lines.append(
+            f"- Recovery ≤ {LIMIT_TARGET} \u00d7 the limit (medians of the ratio per run): {v['value']:.2f}\u00d7 "
+            f"{verdict(v['met'])}."
+        )
+    if "overlap_over_baseline" in verdicts:
+        v = verdicts["overlap_over_baseline"]
+        lines.append(
+            f"- Recovery ≤ {BASELINE_TARGET} \u00d7 the no-overlap baseline (ratio of medians): {v['value']:.2f}\u00d7 "
+            f"{verdict(v['met'])}."
+        )
+    n = {c: summary[c]["recovery"]["n"] for c in columns}
+    lines += [
+        "",
+        f"Config: boot {config['boot_delay_seconds']:g} s on AWS's clock at time scale {config['time_scale']:g} "
+        f"(= {config['boot_delay_seconds'] * config['time_scale']:g} s), checkpoint padding "
+        f"{config['checkpoint_padding_mb']} MiB, {config['steps']} steps of {config['step_seconds']:g} s, "
+        f"checkpoint every 50 steps, interrupted once the first checkpoint is committed; "
+        f"{' and '.join(f'{n[c]} {c}' for c in columns)} runs, interleaved, each in a fresh process. "
+        "Medians [min\u2013max]. The machine (2 cores) was shared with other work: ranges are wide.",
+    ]
+    return "\n".join(lines)
+
+
+def _stats(d: dict[str, Any]) -> Any:
+    from bench.common import Stats
+
+    return Stats(d["median"], d["min"], d["max"], d["n"])
+
+
+def run(runs: int, config: RecoveryConfig | None = None) -> dict[str, Any]:
+    """Measure ``runs`` interruptions with overlap and ``runs`` without, interleaved, each in a fresh process."""
+    config = config or RecoveryConfig()
+    measured = []
+    for index, overlap in interleaved((True, False), runs):
+        print(f"   recovery run {index + 1}/{runs}, overlap {'yes' if overlap else 'no'}", flush=True)
+        item = run_once(
+            "bench.recovery", ["--overlap", "yes" if overlap else "no", *config.args()], timeout=900
+        )
+        try:
+            recovery_figures(Timeline.from_dict(item["timeline"]))
+        except IncompleteTimeline as exc:
+            raise MeasurementError(f"recovery run {index + 1} (overlap {overlap}): {exc}: {item}") from exc
+        measured.append(item)
+    results = summarize(measured, config)
+    return {
+        "name": "recovery",
+        "title": "Recovery: spot warning → first training step of the resumed attempt",
+        "markdown": markdown(results),
+        "results": results,
+    }
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1:])

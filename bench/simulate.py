@@ -1,24 +1,22 @@
 """The deadline bench: every policy and the optimum over every shared spot trace, 50 start times each.
 
-Writes ``bench/results/simulate.json`` and ``simulate.md``. The table's header line states, measured, what issue 13
-asks: spotrun's policy meets every deadline the optimum meets, costs no more than Uniform Progress on any trace,
-its cost as a ratio to the optimum (the aim: within 1.10x), and the ``auto`` interval's lost work against the
-Young/Daly expectation (the aim: within 1.10x).
+A section of ``make bench`` (``bench/results/simulate.json``, and ``README.md`` there). The table's header line
+states, measured, what issue 13 asks: spotrun's policy meets every deadline the optimum meets, costs no more
+than Uniform Progress on any trace, its cost as a ratio to the optimum (the aim: within 1.10x), and the
+``auto`` interval's lost work against the Young/Daly expectation (the aim: within 1.10x).
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.common import git_state
 from spotrun.model.simulation import SimJob
 from spotrun.model.simulation_runs import OPTIMUM, TraceReport, overall, simulate_trace
 from spotrun.model.traces import load_traces
 
-RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parents[1]
 AIM = 1.10
 
@@ -58,23 +56,6 @@ def find_traces(start: Path = REPO) -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"no shared/traces beside {start} or any folder above it")
-
-
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=REPO
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "spotrun", "bench"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=REPO,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
 def _verdicts(reports: list[TraceReport]) -> dict[str, object]:
@@ -168,21 +149,18 @@ def table(result: dict[str, object], commit: str) -> list[str]:
     return lines
 
 
-def main() -> None:
-    """Measure each job of :data:`CONFIGS`, write ``simulate.json`` and ``simulate.md``, print the tables."""
-    commit = _git_commit()
+def run(runs: int = 1) -> dict[str, object]:
+    """The section of ``make bench``: every job of :data:`CONFIGS` (deterministic, so ``runs`` is not used)."""
+    commit, dirty = git_state()
     jobs = [measure(config) for config in CONFIGS]
-    result = {
-        "benchmark": "deadline policies over the shared spot traces (issue 13)",
-        "commit": commit,
-        "jobs": jobs,
+    lines = [line for job in jobs for line in [*table(job, commit + ("+dirty" if dirty else "")), ""]]
+    return {
+        "name": "simulate",
+        "title": "Deadline policies over the shared spot traces (issue 13)",
+        "markdown": "\n".join(lines),
+        "results": {"benchmark": "deadline policies over the shared spot traces (issue 13)", "jobs": jobs},
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "simulate.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = [line for job in jobs for line in [*table(job, commit), ""]]
-    (RESULTS / "simulate.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
 
 
 if __name__ == "__main__":
-    main()
+    print(run()["markdown"])
