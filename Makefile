@@ -49,8 +49,9 @@ synth: $(STAMP)
 openapi: $(STAMP)
 	$(BIN)/python -m functions.api.openapi
 
+## bench: the benchmarks (docs/bench.md); e.g. make bench BENCH_ARGS='--only recovery --runs 3'
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache cdk.out .spotrun

@@ -43,11 +43,8 @@ def last_json_line(stdout: str) -> dict[str, Any]:
         When no line is a JSON object.
     """
     for line in reversed(stdout.strip().splitlines()):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
         try:
-            value = json.loads(line)
+            value = json.loads(line.strip())
         except json.JSONDecodeError:
             continue
         if isinstance(value, dict):

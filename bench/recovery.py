@@ -2,8 +2,9 @@
 
 One measurement (``python -m bench.recovery --once --overlap yes|no``, a fresh process each) runs the example
 job through the real code path in the embedded runtime (state machine, handlers, agents as subprocesses), with
-the replacement's boot at 120 s on AWS's clock (6 s at the time scale 0.05) and a 96 MiB checkpoint. Once the
-first checkpoint is committed (its marker in S3), the instance is interrupted; the job must end SUCCEEDED.
+the replacement's boot at 120 s on AWS's clock (6 s at the time scale 0.05) and a 96 MiB checkpoint every 10 s
+of training. Once the first checkpoint is committed (its marker in S3), the instance is interrupted; the
+measurement ends when the resumed attempt has trained its first step (a job that ends first is an error).
 
 How the times are taken. A probe thread in the measuring process polls, every :data:`POLL_SECONDS`, what the
 emulator exposes and what the instances write, and records the wall-clock time it first sees each event:
@@ -58,7 +59,10 @@ class RecoveryConfig:
     boot_delay_seconds: float = 120.0  # on AWS's clock; the emulator waits boot_delay x time_scale
     checkpoint_padding_mb: int = 96  # extra MiB in each checkpoint, so that upload and restore take time
     step_seconds: float = 0.02
-    steps: int = 400
+    # A checkpoint every 10 s of training: longer than a 96 MiB upload takes here even under load, so the save on
+    # the warning is never queued behind an earlier checkpoint's upload (the agent uploads one at a time).
+    checkpoint_interval_steps: int = 500
+    steps: int = 5000  # never reached: the measurement ends at the resumed attempt's first step
     timeout_seconds: float = 180.0
 
     def args(self) -> list[str]:
@@ -67,6 +71,7 @@ class RecoveryConfig:
             f"--boot-delay={self.boot_delay_seconds}",
             f"--padding-mb={self.checkpoint_padding_mb}",
             f"--step-seconds={self.step_seconds}",
+            f"--interval-steps={self.checkpoint_interval_steps}",
             f"--steps={self.steps}",
         ]
 
@@ -90,6 +95,7 @@ class Probe:
         self.old: Any = None
         self.replacement: Any = None
         self.first_commit = threading.Event()
+        self.resumed = threading.Event()  # the resumed attempt's first step was seen
         self.error: Exception | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="recovery-probe", daemon=True)
@@ -109,6 +115,7 @@ class Probe:
             except Exception as exc:  # a probe that died would leave a timeline that lies: stop the run
                 self.error = exc
                 self.first_commit.set()
+                self.resumed.set()
                 raise
 
     def _paths(self, sim: Any) -> Any:
@@ -170,14 +177,17 @@ class Probe:
             for progress_file in self._paths(sim).runtime_dir.glob("progress-attempt-*"):
                 if (progress := read_progress(progress_file)) is not None:
                     t.first_step = (progress.step, progress.updated_at.timestamp())
+                    self.resumed.set()
 
 
 def _manifest(config: RecoveryConfig) -> bytes:
     from spotrun.local.demo import EXAMPLE_DIR
 
     text = (EXAMPLE_DIR / "manifest.yaml").read_text()
-    command = '--step-seconds, "0.02"]'
-    assert command in text, "the example's command changed: update the recovery bench's manifest"
+    command, interval = '--step-seconds, "0.02"]', "interval_steps: 50\n"
+    if command not in text or interval not in text:
+        raise RuntimeError("the example's manifest changed: update the recovery bench's edits of it")
+    text = text.replace(interval, f"interval_steps: {config.checkpoint_interval_steps}\n")
     padded = (
         f'--step-seconds, "{config.step_seconds}", --steps, "{config.steps}", '
         f'--checkpoint-padding-mb, "{config.checkpoint_padding_mb}"]'
@@ -186,11 +196,15 @@ def _manifest(config: RecoveryConfig) -> bytes:
 
 
 def measure_once(config: RecoveryConfig, overlap: bool, workdir: Path) -> dict[str, Any]:
-    """Run the example job once in this process's emulator, interrupt it once, and return what was seen."""
+    """Run the example job in this process's emulator, interrupt it once, and return what was seen.
+
+    The measurement ends at the resumed attempt's first step: the rest of the job (its other checkpoints, its
+    outputs) measures nothing here and would double the run. A job that ends before that is an error.
+    """
+    from spotrun.aws.adapters import job_store
     from spotrun.local.catalog import DEFAULT_ZONES, Pool
-    from spotrun.local.demo import control_plane_logs, drop_manifest, upload_example, wait_for_job
+    from spotrun.local.demo import control_plane_logs, drop_manifest, upload_example
     from spotrun.local.runtime import LocalRuntime
-    from spotrun.model.job import JobStatus
 
     pools = [
         Pool("g4dn.xlarge", zone, 0.18 + i / 100, capacity=4, boot_delay_seconds=config.boot_delay_seconds)
@@ -209,16 +223,21 @@ def measure_once(config: RecoveryConfig, overlap: bool, workdir: Path) -> dict[s
             if not probe.first_commit.wait(config.timeout_seconds) or probe.error is not None:
                 raise RuntimeError(f"no checkpoint was committed (probe error: {probe.error!r})")
             runtime.interrupt(probe.old.instance_id)
-            finished = wait_for_job(runtime, submitted.job_id, timeout=config.timeout_seconds)
+            store = job_store(runtime.settings.jobs_table, runtime.settings.region)
+            deadline = time.monotonic() + config.timeout_seconds
+            while not probe.resumed.wait(1.0):
+                job = store.get(submitted.job_id)
+                if job is not None and job.status.is_terminal:
+                    raise RuntimeError(f"the job ended {job.status} before it resumed: {job.error}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the job never resumed training")
             if probe.error is not None:
                 raise RuntimeError(f"the probe failed: {probe.error!r}")
-    if finished.status is not JobStatus.SUCCEEDED:
-        raise RuntimeError(f"benchmark job ended {finished.status}: {finished.error}")
+            job = store.get(submitted.job_id)
     return {
         "overlap": overlap,
         "timeline": probe.timeline.as_dict(),
-        "attempts": len(finished.attempts),
-        "recorded_steps_lost": finished.attempts[0].steps_lost,
+        "recorded_steps_lost": job.attempts[0].steps_lost if job is not None and job.attempts else None,
     }
 
 
@@ -230,9 +249,12 @@ def _child(argv: list[str]) -> None:
     parser.add_argument("--boot-delay", type=float, default=RecoveryConfig.boot_delay_seconds)
     parser.add_argument("--padding-mb", type=int, default=RecoveryConfig.checkpoint_padding_mb)
     parser.add_argument("--step-seconds", type=float, default=RecoveryConfig.step_seconds)
+    parser.add_argument("--interval-steps", type=int, default=RecoveryConfig.checkpoint_interval_steps)
     parser.add_argument("--steps", type=int, default=RecoveryConfig.steps)
     args = parser.parse_args(argv)
-    config = RecoveryConfig(args.time_scale, args.boot_delay, args.padding_mb, args.step_seconds, args.steps)
+    config = RecoveryConfig(
+        args.time_scale, args.boot_delay, args.padding_mb, args.step_seconds, args.interval_steps, args.steps
+    )
     with tempfile.TemporaryDirectory(prefix="spotrun-bench-recovery-") as scratch:
         result = measure_once(config, args.overlap == "yes", Path(scratch))
     print(json.dumps(result), flush=True)
@@ -321,8 +343,8 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Config: boot {config['boot_delay_seconds']:g} s on AWS's clock at time scale {config['time_scale']:g} "
         f"(= {config['boot_delay_seconds'] * config['time_scale']:g} s), checkpoint padding "
-        f"{config['checkpoint_padding_mb']} MiB, {config['steps']} steps of {config['step_seconds']:g} s, "
-        f"checkpoint every 50 steps, interrupted once the first checkpoint is committed; "
+        f"{config['checkpoint_padding_mb']} MiB, steps of {config['step_seconds']:g} s and a checkpoint every "
+        f"{config['checkpoint_interval_steps']} steps, interrupted once the first checkpoint is committed; "
         f"{' and '.join(f'{n[c]} {c}' for c in columns)} runs, interleaved, each in a fresh process. "
         "Medians [min\u2013max]. The machine (2 cores) was shared with other work: ranges are wide.",
     ]

@@ -53,6 +53,7 @@ class Timeline:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Timeline:
         """The inverse of :meth:`as_dict`, after a JSON round trip (whose object keys are strings)."""
+
         def steps(name: str) -> dict[int, float]:
             return {int(step): float(at) for step, at in (data.get(name) or {}).items()}
 
