@@ -47,7 +47,7 @@ from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, SHAPE
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
-    from spotrun.control.schedules import RunRecords
+    from spotrun.control.run_records import RunRecords
 
 # Only the library the functions call AWS through is patched for X-Ray. Tracer's default (patch_all) imports, at
 # every cold start, each library the X-Ray SDK can patch that is installed (requests, sqlite3, httpx, mysql...);
