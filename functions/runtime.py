@@ -31,6 +31,7 @@ from spotrun.aws.adapters import (
     job_store,
 )
 from spotrun.aws.objects import S3Objects
+from spotrun.aws.schedules import DynamoRunRecords, SchedulerSchedules
 from spotrun.aws.settings import Settings
 from spotrun.control.ports import (
     Commands,
@@ -42,12 +43,11 @@ from spotrun.control.ports import (
     Schedules,
     Workflows,
 )
+from spotrun.control.run_records import RunRecords
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, SHAPE
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-
-    from spotrun.control.run_records import RunRecords
 
 # Only the library the functions call AWS through is patched for X-Ray. Tracer's default (patch_all) imports, at
 # every cold start, each library the X-Ray SDK can patch that is installed (requests, sqlite3, httpx, mysql...);
@@ -115,17 +115,11 @@ class Ports:
     @cached_property
     def run_records(self) -> RunRecords:
         """The schedules' firings, in the jobs table."""
-        # Imported here, as the next one: only the API and scheduled_run use the schedules, whose use cases
-        # import the manifest reader (YAML) and the submission; the other functions' cold starts skip them.
-        from spotrun.aws.schedules import DynamoRunRecords
-
         return DynamoRunRecords(self.settings.jobs_table, self.settings.region)
 
     @cached_property
     def schedules(self) -> Schedules:
         """The deployment's EventBridge Scheduler group."""
-        from spotrun.aws.schedules import SchedulerSchedules
-
         settings = self.settings
         return SchedulerSchedules(
             settings.schedule_group, settings.scheduled_run_arn, settings.scheduler_role_arn, settings.region
