@@ -32,7 +32,11 @@ for module in sys.argv[1:]:
         os.close(read)
         importlib.import_module(module)
         import botocore.client
-        traced = hasattr(botocore.client.BaseClient._make_api_call, "__wrapped__")
+        # The X-Ray SDK wraps the call with wrapt (aws_xray_sdk.ext.botocore.patch); botocore's own decorator
+        # leaves a functools wrapper, which is not one.
+        import wrapt
+
+        traced = isinstance(vars(botocore.client.BaseClient)["_make_api_call"], wrapt.FunctionWrapper)
         os.write(write, json.dumps({"modules": sorted(sys.modules), "botocore_traced": traced}).encode())
         os._exit(0)
     os.close(write)
