@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.finalize import finalize_job
-from spotrun.control.schedules import promote_success
+from spotrun.control.run_records import promote_success
 from spotrun.model.job import utc_now
 
 

@@ -43,14 +43,21 @@ from spotrun.control.ports import (
     Schedules,
     Workflows,
 )
-from spotrun.control.schedules import RunRecords
+from spotrun.control.run_records import RunRecords
 from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, SHAPE
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
+# Only the library the functions call AWS through is patched for X-Ray. Tracer's default (patch_all) imports, at
+# every cold start, each library the X-Ray SDK can patch that is installed (requests, sqlite3, httpx, mysql...);
+# nothing here uses them, and every AWS call goes through botocore, so every call is still traced. Patching
+# "boto3" means patching botocore (aws_xray_sdk.core.patcher.patch). Powertools documents the narrowing:
+# https://docs.aws.amazon.com/powertools/python/latest/core/tracer/, "Patching modules".
+TRACED_MODULES = ("botocore",)
+
 logger = Logger(service=SERVICE_NAME)
-tracer = Tracer(service=SERVICE_NAME)
+tracer = Tracer(service=SERVICE_NAME, patch_modules=TRACED_MODULES)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 
 _ports: dict[str, Ports] = {}

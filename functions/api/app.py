@@ -10,7 +10,6 @@ import base64
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.openapi.models import Example
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
@@ -20,6 +19,7 @@ from pydantic import BaseModel, Field
 from functions.api.agent import router as agent_router
 from functions.api.code import router as code_router
 from functions.api.errors import ApiError, error_response, ok_response, register_error_handlers
+from functions.api.examples import example
 from functions.api.plan import router as plan_router
 from functions.api.schedules import router as schedules_router
 from functions.runtime import logger, metrics, ports, tracer
@@ -46,7 +46,7 @@ JOB_ID = Annotated[
     Path(
         pattern=r"^[A-Za-z0-9._-]{1,128}$",
         description="The job's id.",
-        openapi_examples={"job": Example(summary="A job id", value=EXAMPLE_JOB_ID)},
+        openapi_examples={"job": example("A job id", value=EXAMPLE_JOB_ID)},
     ),
 ]
 
@@ -95,7 +95,7 @@ def submit(
         JobManifest,
         Body(
             description="The job manifest (see `spotrun schema`).",
-            openapi_examples={"tiny": Example(summary="A small job", value=EXAMPLE_MANIFEST)},
+            openapi_examples={"tiny": example("A small job", value=EXAMPLE_MANIFEST)},
         ),
     ],
     idempotency_key: Annotated[

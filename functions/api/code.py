@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.models import Example
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from functions.api.errors import error_response, ok_response
+from functions.api.examples import example
 from functions.runtime import logger, ports
 from spotrun.control.code_upload import CodeUpload, CodeUploadRequest, request_code_upload
 
@@ -41,7 +41,7 @@ def create_upload(
         CodeUploadRequest,
         Body(
             description="The archive to upload.",
-            openapi_examples={"archive": Example(summary="A 4 KiB archive", value=EXAMPLE)},
+            openapi_examples={"archive": example("A 4 KiB archive", value=EXAMPLE)},
         ),
     ],
 ) -> CodeUpload:

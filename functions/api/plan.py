@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.models import Example
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from functions.api.errors import error_response, ok_response
+from functions.api.examples import example
 from functions.runtime import logger, ports
 from spotrun.control.plan import JobPlan, plan_job
 from spotrun.model.job import utc_now
@@ -50,7 +50,7 @@ def plan(
         JobManifest,
         Body(
             description="The job manifest (see `spotrun schema`), as for POST /jobs.",
-            openapi_examples={"tiny": Example(summary="A small job", value=EXAMPLE)},
+            openapi_examples={"tiny": example("A small job", value=EXAMPLE)},
         ),
     ],
 ) -> JobPlan:

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.models import Example
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 from pydantic import BaseModel
 
 from functions.api.errors import error_response, ok_response
+from functions.api.examples import example
 from functions.runtime import ports
 from spotrun.control.schedules import (
     RunRecord,
@@ -68,7 +68,7 @@ def create(
         JobManifest,
         Body(
             description="A job manifest with a `schedule`.",
-            openapi_examples={"nightly": Example(summary="Weekdays at 03:00", value=EXAMPLE)},
+            openapi_examples={"nightly": example("Weekdays at 03:00", value=EXAMPLE)},
         ),
     ],
 ) -> Response[ScheduleView]:

@@ -8,7 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from spotrun.aws.adapters import client, dynamodb_table
-from spotrun.control.schedules import RunRecord
+from spotrun.control.run_records import RunRecord
 
 
 class SchedulerSchedules:

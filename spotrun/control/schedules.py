@@ -12,15 +12,16 @@ import hashlib
 import json
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from pydantic import BaseModel
 
 from spotrun.control.ports import JobStore, Objects, Schedules, Workflows
+from spotrun.control.run_records import RunRecord, RunRecords
 from spotrun.control.staged_sources import missing_sources
 from spotrun.control.submission import admission_problems, manifest_sha256, start_job
 from spotrun.model.errors import RequestRejected, ScheduleNotFound
-from spotrun.model.job import Job, JobStatus, ManifestSource
+from spotrun.model.job import ManifestSource
 from spotrun.model.job_ids import job_id_for
 from spotrun.model.layout import schedule_manifest_key
 from spotrun.model.manifest import JobManifest, split_s3_uri
@@ -34,42 +35,6 @@ CONTEXT = {
     "execution_id": "<aws.scheduler.execution-id>",
     "attempt_number": "<aws.scheduler.attempt-number>",
 }
-
-
-class RunRecord(BaseModel):
-    """One firing of a schedule: the job it started, or why it was skipped."""
-
-    schedule: str
-    scheduled_time: str
-    recorded_at: datetime
-    outcome: Literal["started", "skipped"]
-    job_id: str | None = None
-    reason: str | None = None
-    fingerprint: str
-
-
-class RunRecords(Protocol):
-    """Where firings and the last successful run of each schedule are kept."""
-
-    def add_run(self, run: RunRecord) -> bool:
-        """Record a firing; False (nothing written) when that scheduled time is recorded already."""
-        ...
-
-    def get_run(self, schedule: str, scheduled_time: str) -> RunRecord | None:
-        """The firing of ``schedule`` at ``scheduled_time``, if recorded."""
-        ...
-
-    def runs(self, schedule: str) -> list[RunRecord]:
-        """Every recorded firing, newest first."""
-        ...
-
-    def last_success(self, schedule: str) -> RunRecord | None:
-        """The run whose job succeeded last (by scheduled time)."""
-        ...
-
-    def set_last_success(self, run: RunRecord) -> None:
-        """Make ``run`` the last successful one unless a later one is recorded."""
-        ...
 
 
 class ScheduleView(BaseModel):
@@ -249,12 +214,3 @@ def run_scheduled(
             now=now,
         )
     return seen
-
-
-def promote_success(job: Job, records: RunRecords) -> None:
-    """When a scheduled job succeeded, its run's fingerprint becomes the schedule's last successful one."""
-    if job.status is not JobStatus.SUCCEEDED or job.source.kind != "schedule" or job.source.key is None:
-        return
-    run = records.get_run(job.source.key, job.source.etag or "")
-    if run is not None:
-        records.set_last_success(run)

@@ -4,7 +4,6 @@ person can act on (one line per problem, each naming its field), and the JSON Sc
 
 from __future__ import annotations
 
-import difflib
 import json
 import shlex
 import types
@@ -107,6 +106,9 @@ def _field_names(annotation: Any, path: Sequence[int | str]) -> list[str]:
 
 def _unknown_field(loc: Sequence[int | str]) -> str:
     """``unknown field; did you mean 'command'?``: the closest field of the same model, when one is close."""
+    # Imported here: only a refused manifest needs it, and the functions that read manifests skip its import.
+    import difflib
+
     names = _field_names(JobManifest, loc[:-1]) if loc and isinstance(loc[-1], str) else []
     close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6) if names else []
     hint = f"did you mean {close[0]!r}?" if close else "check the spelling"

@@ -1,0 +1,142 @@
+"""What each Lambda handler loads at import, its cold start: only what it uses (docs/cold-start.md).
+
+Each handler is imported in a fresh interpreter of its own, as Lambda does, with the environment a deployed
+function has at init: ``LAMBDA_TASK_ROOT`` set makes Powertools' Tracer and the X-Ray SDK act as on Lambda with
+active tracing (infra/constructs/functions.py sets ``Tracing.ACTIVE``), so tracing is on here as it is there.
+This venv holds requests, sqlite3's patcher targets, rich, typer and moto, so a handler that reached for any of
+them would show it. No time is measured: ``make bench`` does that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from spotrun.shape import REPO_ROOT, SHAPE
+
+# One interpreter loads boto3 and pydantic, which every handler uses and none of the modules checked below comes
+# from, then forks one child per handler: each child imports its handler alone, so what a child holds is what
+# that handler's import loaded on top of the two, at a fraction of the cost of a fresh interpreter each.
+_PROBE = """
+import importlib, json, os, sys
+import boto3, pydantic
+children = []
+for module in sys.argv[1:]:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        importlib.import_module(module)
+        import botocore.client
+        # The X-Ray SDK wraps the call with wrapt (aws_xray_sdk.ext.botocore.patch); botocore's own decorator
+        # leaves a functools wrapper, which is not one.
+        import wrapt
+
+        traced = isinstance(vars(botocore.client.BaseClient)["_make_api_call"], wrapt.FunctionWrapper)
+        os.write(write, json.dumps({"modules": sorted(sys.modules), "botocore_traced": traced}).encode())
+        os._exit(0)
+    os.close(write)
+    children.append((module, pid, read))
+results = {}
+for module, pid, read in children:
+    with os.fdopen(read, "rb") as pipe:
+        out = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    results[module] = json.loads(out) if status == 0 and out else None
+print(json.dumps(results))
+"""
+
+# The handler module of each function, by function name.
+HANDLERS = {spec.name: spec.handler.rpartition(".")[0] for spec in SHAPE.functions}
+# The functions whose use cases read manifests (YAML) and submit jobs.
+SUBMITTING = {"submit", "api", "scheduled_run"}
+
+
+def lambda_init_environment(tmp: str) -> dict[str, str]:
+    """The variables a deployed function has at init: Lambda's own and those infra sets."""
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(REPO_ROOT),
+        "PYTHONNOUSERSITE": "1",
+        "LAMBDA_TASK_ROOT": str(REPO_ROOT),
+        "AWS_LAMBDA_FUNCTION_NAME": "spotrun-probe",
+        "AWS_REGION": "us-east-1",
+        "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR",
+        "POWERTOOLS_SERVICE_NAME": "spotrun",
+        "POWERTOOLS_METRICS_NAMESPACE": "spotrun",
+        # The X-Ray SDK drops its "initialized" file under the temporary directory, as Lambda's /tmp.
+        "TMPDIR": tmp,
+    }
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Function name -> what importing its handler loaded, each in an interpreter of its own."""
+    env = lambda_init_environment(str(tmp_path_factory.mktemp("lambda-tmp")))
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *HANDLERS.values()],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    by_module = json.loads(done.stdout.strip().splitlines()[-1])
+    failed = [module for module, result in by_module.items() if result is None]
+    assert failed == [], done.stderr
+    return {
+        name: {
+            "modules": set(by_module[module]["modules"]),
+            "botocore_traced": by_module[module]["botocore_traced"],
+        }
+        for name, module in HANDLERS.items()
+    }
+
+
+def _loading(loaded: dict[str, dict], *modules: str) -> set[str]:
+    """The functions whose handler import loaded any of ``modules`` (a package or one of its submodules)."""
+    return {
+        name
+        for name, result in loaded.items()
+        if any(m == wanted or m.startswith(wanted + ".") for m in result["modules"] for wanted in modules)
+    }
+
+
+def test_tracing_stays_on_and_patches_only_botocore(loaded):
+    # Given every handler imported as on Lambda with active tracing
+    # Then each traces its AWS calls (botocore's API call is wrapped by the X-Ray SDK)
+    assert {name for name, result in loaded.items() if not result["botocore_traced"]} == set()
+    # And none imported the other libraries X-Ray can patch, which Tracer's default patch_all imports to patch
+    assert _loading(loaded, "requests", "sqlite3", "httpx") == set()
+
+
+def test_no_handler_loads_the_openapi_document_models(loaded):
+    # Given every handler imported, the API's included
+    # Then none built Powertools' OpenAPI document models: only the document generator needs them
+    assert _loading(loaded, "aws_lambda_powertools.event_handler.openapi.models") == set()
+
+
+def test_only_the_api_loads_the_rest_resolver_and_idempotency(loaded):
+    # Given every handler imported
+    # Then the resolver and Powertools' idempotency are the API's alone
+    assert _loading(loaded, "aws_lambda_powertools.event_handler") == {"api"}
+    assert _loading(loaded, "aws_lambda_powertools.utilities.idempotency") == {"api"}
+
+
+def test_only_the_functions_that_submit_load_the_submission_and_the_manifest_reader(loaded):
+    # Given every handler imported
+    # Then the submission, the manifest reader and YAML are loaded by the functions that submit jobs only
+    assert _loading(loaded, "spotrun.control.submission", "spotrun.model.manifest_io", "yaml") == SUBMITTING
+    # And the schedules' use cases by the two that manage or fire schedules (finalize reads run records only)
+    assert _loading(loaded, "spotrun.control.schedules") == {"api", "scheduled_run"}
+
+
+def test_no_handler_loads_what_only_a_refusal_or_a_person_needs(loaded):
+    # Given every handler imported
+    # Then none loaded the "did you mean" matcher (a refused manifest imports it), the CLI or the emulator
+    assert _loading(loaded, "difflib", "rich", "typer", "moto", "spotrun.local", "spotrun.cli") == set()
