@@ -47,8 +47,14 @@ def _cpu() -> tuple[float, float]:
 def measure_once(jobs: int, seed: int) -> dict[str, Any]:
     """Run ``jobs`` concurrent example jobs, each interrupted once, in this process; return the figures."""
     from spotrun.local.chaos_plan import InterruptionSchedule, plan_interruptions
-    from spotrun.local.demo import EXAMPLE_DIR, drop_manifest, job_progress, local_runtime, upload_example
-    from spotrun.local.demo import wait_for_job
+    from spotrun.local.demo import (
+        EXAMPLE_DIR,
+        drop_manifest,
+        job_progress,
+        local_runtime,
+        upload_example,
+        wait_for_job,
+    )
     from spotrun.local.injector import Injector
 
     text = (EXAMPLE_DIR / "manifest.yaml").read_text()
@@ -148,7 +154,7 @@ def _extract(commit: str, into: Path) -> Path:
 
 
 def _range(values: list[float], digits: int = 1) -> str:
-    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}–{max(values):.{digits}f}]"
+    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}\N{EN DASH}{max(values):.{digits}f}]"
 
 
 def run(runs: int, jobs: int = JOBS, baseline: str | None = "main") -> dict[str, Any]:
@@ -193,7 +199,7 @@ def run(runs: int, jobs: int = JOBS, baseline: str | None = "main") -> dict[str,
         [
             f"## {jobs} concurrent jobs, each interrupted once",
             "",
-            f"Medians [min–max] of {runs} run(s) per side, interleaved, each in a fresh process; the machine's "
+            f"Medians [min\N{EN DASH}max] of {runs} run(s) per side, interleaved, each in a fresh process; the machine's "
             f"{os.cpu_count()} cores were shared with other work. CPU is per job, after the runtime started.",
             "",
             "| tree | wall (s) | emulator + control plane CPU-s/job | instances CPU-s/job | SUCCEEDED "
