@@ -199,8 +199,8 @@ def run(runs: int, jobs: int = JOBS, baseline: str | None = "main") -> dict[str,
         [
             f"## {jobs} concurrent jobs, each interrupted once",
             "",
-            f"Medians [min\N{EN DASH}max] of {runs} run(s) per side, interleaved, each in a fresh process; the machine's "
-            f"{os.cpu_count()} cores were shared with other work. CPU is per job, after the runtime started.",
+            f"Medians [min\N{EN DASH}max] of {runs} run(s) per side, interleaved, each in a fresh process; the "
+            f"machine's {os.cpu_count()} cores were shared with other work. CPU is per job, after the runtime started.",
             "",
             "| tree | wall (s) | emulator + control plane CPU-s/job | instances CPU-s/job | SUCCEEDED "
             "| interruptions taken effect / planned | identical models |",
