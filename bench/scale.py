@@ -83,8 +83,25 @@ def measure_once(jobs: int, seed: int) -> dict[str, Any]:
                 )
                 with injector:
                     job = wait_for_job(rt, submitted.job_id, timeout=JOB_TIMEOUT)
+                by_number = {attempt.number: attempt for attempt in job.attempts}
+                # A planned interruption took effect when the attempt it was decided for got the warning (its
+                # notice recorded) and ended on it, not by completing its training.
+                effects = [
+                    (
+                        hit.attempt,
+                        by_number[hit.attempt].notice_at is not None,
+                        by_number[hit.attempt].end_reason,
+                    )
+                    if hit.attempt in by_number
+                    else (hit.attempt, False, None)
+                    for hit in schedule.hits
+                ]
                 return {
                     "job_id": job.job_id,
+                    "effects": effects,
+                    "taken_effect": sum(
+                        1 for _n, noticed, reason in effects if noticed and reason not in (None, "completed")
+                    ),
                     "status": job.status.value,
                     "model_sha256": job.model_sha256,
                     "planned": 1,
@@ -120,7 +137,7 @@ def summarize(once: dict[str, Any]) -> dict[str, Any]:
         "succeeded": sum(1 for result in results if result["status"] == "SUCCEEDED"),
         "identical_models": len(digests) == 1 and None not in digests,
         "planned": sum(result["planned"] for result in results),
-        "taken_effect": sum(min(result["interrupted_attempts"], result["planned"]) for result in results),
+        "taken_effect": sum(result["taken_effect"] for result in results),
         "control_plane_cpu_per_job": once["control_plane_cpu_seconds"] / once["jobs"],
         "instances_cpu_per_job": once["instances_cpu_seconds"] / once["jobs"],
     }

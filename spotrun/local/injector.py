@@ -50,7 +50,8 @@ class Injector:
         (unknown instance, on-demand instance, ...) are reported to ``on_interrupt`` as an error: the planned
         step is used up either way.
     poll_seconds
-        Real seconds between polls.
+        Real seconds between polls. The thread stops polling once every planned step is used up, unless
+        ``on_progress`` listens.
     on_interrupt
         Called after each interruption was sent (error None) or refused (error message).
     on_progress
@@ -111,8 +112,15 @@ class Injector:
             self._on_interrupt(hit, error)
         return hit
 
+    @property
+    def finished(self) -> bool:
+        """Whether polling has nothing left to do: no planned step is pending and nobody listens to progress."""
+        return not self.schedule.pending and self._on_progress is None
+
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_seconds):
+        # Each poll reads the job store and S3 through the emulator (three requests): with several jobs at once,
+        # polls that can decide nothing more would be a good part of the emulator's load.
+        while not self.finished and not self._stop.wait(self.poll_seconds):
             try:
                 self.poll_once()
             except Exception:  # a listener failed; keep watching
