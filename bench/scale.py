@@ -101,9 +101,6 @@ def measure_once(jobs: int, seed: int) -> dict[str, Any]:
                 return {
                     "job_id": job.job_id,
                     "effects": effects,
-                    "taken_effect": sum(
-                        1 for _n, noticed, reason in effects if noticed and reason not in (None, "completed")
-                    ),
                     "status": job.status.value,
                     "model_sha256": job.model_sha256,
                     "planned": 1,
@@ -131,6 +128,11 @@ def measure_once(jobs: int, seed: int) -> dict[str, Any]:
     }
 
 
+def took_effect(noticed: bool, end_reason: str | None) -> bool:
+    """Whether an interruption took effect: its attempt got the warning and ended on it, not by completing."""
+    return noticed and end_reason not in (None, "completed")
+
+
 def summarize(once: dict[str, Any]) -> dict[str, Any]:
     """The verdicts of one measurement: all succeeded, one model, every planned interruption taken effect."""
     results = once["results"]
@@ -139,7 +141,9 @@ def summarize(once: dict[str, Any]) -> dict[str, Any]:
         "succeeded": sum(1 for result in results if result["status"] == "SUCCEEDED"),
         "identical_models": len(digests) == 1 and None not in digests,
         "planned": sum(result["planned"] for result in results),
-        "taken_effect": sum(result["taken_effect"] for result in results),
+        "taken_effect": sum(
+            took_effect(noticed, reason) for r in results for _n, noticed, reason in r["effects"]
+        ),
         "recorded_interrupted": sum(
             sum(1 for _n, noticed, reason in result["effects"] if noticed and reason == "interrupted")
             for result in results

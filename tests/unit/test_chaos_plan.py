@@ -265,3 +265,10 @@ def test_the_injector_stops_reading_progress_once_nothing_is_left_to_inject() ->
     assert runtime.interrupted == ["i-1"]
     assert reads == 1
     assert injector.finished
+
+
+def test_the_injector_polls_four_times_a_second_by_default() -> None:
+    # Given an injector built with the defaults (the demo's and the e2e tests')
+    injector = Injector(InterruptionSchedule([5]), ScriptedProgress(None), FakeRuntime().interrupt)
+    # Then it polls every 0.25 s: a three-request poll ten times a second per job loaded the emulator
+    assert injector.poll_seconds == 0.25
