@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,20 +181,47 @@ def send_report(report: StepReport, reporter: WorkflowReporter) -> int:
     return EXIT_REPORTED
 
 
-def aws_client(service: str, region: str, session: Any = None) -> Any:
-    """A boto3 client with a connection pool sized for parallel transfers and patient retries.
+# What a session and client read from the environment when they are made: a test (or a new emulator) that
+# changes one of these gets new ones.
+_CLIENT_ENVIRONMENT = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+_clients_lock = threading.Lock()
+# Typed Any on purpose: with boto3-stubs installed, client() only accepts literal service names.
+_machine_sessions: dict[tuple[str, tuple[str | None, ...]], Any] = {}
+_clients: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, tuple[str | None, ...]], Any]] = (
+    weakref.WeakKeyDictionary()
+)
 
-    Created per call (never at import), from ``session`` or a new one of this machine's credentials, so that
-    it can be shared between threads. ``AWS_ENDPOINT_URL`` in the environment (the emulator) is honoured by
-    boto3 itself.
+
+def aws_client(service: str, region: str, session: Any = None) -> Any:
+    """A boto3 client with a connection pool sized for parallel transfers and patient retries, made once.
+
+    Made on first use (never at import) from ``session``, or from this process's one session of the machine's
+    credentials, and then kept for that session, service and region: a client is thread-safe and costs tens of
+    ms to make (its service model, the session's event hooks copied), a session is not thread-safe, so clients
+    are only made under a lock. ``AWS_ENDPOINT_URL`` in the environment (the emulator) is honoured by boto3
+    itself.
     """
     import boto3
     from botocore.config import Config
 
-    config = Config(max_pool_connections=64, retries={"mode": "standard", "max_attempts": 8})
-    # Typed Any on purpose: with boto3-stubs installed, client() only accepts literal service names.
-    chosen: Any = session if session is not None else boto3.session.Session(region_name=region)
-    return chosen.client(service, config=config, region_name=region)
+    where = tuple(os.environ.get(name) for name in _CLIENT_ENVIRONMENT)
+    with _clients_lock:
+        if session is None:
+            if (region, where) not in _machine_sessions:
+                _machine_sessions[region, where] = boto3.session.Session(region_name=region)
+            session = _machine_sessions[region, where]
+        # Keyed weakly by the session: a session dropped (a finished step's job credentials) takes its clients.
+        made = _clients.setdefault(session, {})
+        if (service, region, where) not in made:
+            config = Config(max_pool_connections=64, retries={"mode": "standard", "max_attempts": 8})
+            made[service, region, where] = session.client(service, config=config, region_name=region)
+        return made[service, region, where]
 
 
 def job_s3_session(command_uri: str, settings: AgentSettings, region: str) -> Any:

@@ -21,6 +21,10 @@ from spotrun.model.job_access import SESSION_SECONDS, JobCredentials
 _sessions: dict[str | None, boto3.session.Session] = {}
 _clients: dict[tuple[str, str, str | None, str | None], Any] = {}
 _lock = threading.Lock()
+# Per thread: boto3 resources are not thread-safe (dynamodb_table). A thread's cache is dropped when the
+# generation it was made in is no longer the current one (forget_clients cannot reach other threads' locals).
+_thread_resources = threading.local()
+_generation = [0]
 # SendTask* answers these when the task already ended (reported, timed out, or its execution stopped).
 _CLOSED_TASK_CODES = frozenset({"TaskDoesNotExist", "TaskTimedOut", "InvalidToken"})
 _RETRIES = Config(retries={"max_attempts": 5, "mode": "standard"})
@@ -51,11 +55,23 @@ def client(service: str, region: str, *, signature_version: str | None = None) -
 
 
 def dynamodb_table(name: str, region: str) -> Any:
-    """A DynamoDB ``Table`` resource, new on each call (resources are not thread-safe), from the cached session."""
+    """A DynamoDB ``Table`` resource on this thread's DynamoDB service resource, made once per thread.
+
+    A service resource makes a client of its own (tens of ms, and a copy of the session's event hooks), and
+    "resource instances are not thread safe and should not be shared across threads or processes"
+    (https://boto3.amazonaws.com/v1/documentation/api/latest/guide/resources.html#multithreading-or-multiprocessing-with-resources):
+    so one per thread, endpoint and region, and a new (cheap) ``Table`` on each call.
+    """
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
-    with _lock:
-        resource = _session(endpoint).resource("dynamodb", region_name=region, config=_RETRIES)
-    return resource.Table(name)
+    if getattr(_thread_resources, "generation", None) != _generation[0]:  # forget_clients ran since
+        _thread_resources.generation = _generation[0]
+        _thread_resources.dynamodb = {}
+    resources: dict[tuple[str, str | None], Any] = _thread_resources.dynamodb
+    key = (region, endpoint)
+    if key not in resources:
+        with _lock:
+            resources[key] = _session(endpoint).resource("dynamodb", region_name=region, config=_RETRIES)
+    return resources[key].Table(name)
 
 
 class Ec2Compute:
@@ -320,3 +336,4 @@ def forget_clients() -> None:
     with _lock:
         _clients.clear()
         _sessions.clear()
+        _generation[0] += 1

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from spotrun.aws.settings import Settings
 from spotrun.local import (
+    dispatch_patch,
     ec2_patch,
     events_patch,
     lambda_patch,
@@ -215,6 +216,7 @@ class LocalRuntime:
         secrets_access_patch.install(self._patches, self.callers.is_instance_key)
         logs_access_patch.install(self._patches, self.callers.is_instance_key)
         s3_upload_patch.install(self._patches)
+        dispatch_patch.install(self._patches)
         endpoint = self._server.start()
         self._environment.set(
             {

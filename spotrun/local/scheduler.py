@@ -24,7 +24,13 @@ from spotrun.local.clock import Clock, rfc3339
 from spotrun.model.schedule_expressions import InvalidExpression, next_fire
 
 logger = logging.getLogger(__name__)
-POLL_SECONDS = 0.1  # real seconds between looks at the schedules
+POLL_SECONDS = 0.1  # real seconds: the shortest wait between looks at the schedules
+# Simulated seconds between looks: a quarter of what AWS promises, as "all schedule types on EventBridge Scheduler
+# invoke their targets with 60 second precision" (https://docs.aws.amazon.com/scheduler/latest/UserGuide/schedule-types.html).
+# Each look is a ListSchedules call (and a GetSchedule per schedule) through the emulator: at 0.1 s whatever the
+# time scale, an idle runtime made ten a second.
+SIMULATED_POLL_SECONDS = 15.0
+MAX_POLL_SECONDS = 1.0  # real seconds: the longest wait, so that a runtime at real time stops promptly
 
 
 @dataclass
@@ -74,8 +80,13 @@ class LocalScheduler:
         if self._thread is not None:
             self._thread.join(timeout=30)
 
+    @property
+    def poll_seconds(self) -> float:
+        """Real seconds between looks at the schedules: 15 simulated seconds, within 0.1 and 1 real second."""
+        return min(MAX_POLL_SECONDS, max(POLL_SECONDS, self._clock.scaled(SIMULATED_POLL_SECONDS)))
+
     def _run(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
+        while not self._stop.wait(self.poll_seconds):
             try:
                 self.tick()
             except Exception:

@@ -235,3 +235,40 @@ def test_the_injector_thread_polls_until_stopped_and_reports_progress_changes() 
     # Then the instance was interrupted once, and the unchanged progress was reported once
     assert runtime.interrupted == ["i-1"]
     assert seen == [Progress(1, "i-1", 7)]
+
+
+class CountedProgress(ScriptedProgress):
+    """A scripted progress source that counts how often it is read."""
+
+    def __init__(self, *observations: Progress | None):
+        super().__init__(*observations)
+        self.reads = 0
+
+    def __call__(self) -> Progress | None:
+        self.reads += 1
+        return super().__call__()
+
+
+def test_the_injector_stops_reading_progress_once_nothing_is_left_to_inject() -> None:
+    # Given a job past its one planned step, and nobody listening to its progress
+    runtime = FakeRuntime()
+    progress = CountedProgress(Progress(1, "i-1", 7))
+    injector = Injector(InterruptionSchedule([5]), progress, runtime.interrupt, poll_seconds=0.01)
+
+    # When its thread runs for many poll intervals after the interruption
+    with injector:
+        assert runtime.called.wait(2)
+        threading.Event().wait(0.2)
+        reads = progress.reads
+
+    # Then it read the progress once: the poll that decided the interruption
+    assert runtime.interrupted == ["i-1"]
+    assert reads == 1
+    assert injector.finished
+
+
+def test_the_injector_polls_four_times_a_second_by_default() -> None:
+    # Given an injector built with the defaults (the demo's and the e2e tests')
+    injector = Injector(InterruptionSchedule([5]), ScriptedProgress(None), FakeRuntime().interrupt)
+    # Then it polls every 0.25 s: a three-request poll ten times a second per job loaded the emulator
+    assert injector.poll_seconds == 0.25

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from typing import Any
 
 import pytest
@@ -107,3 +108,40 @@ def test_the_emulators_scheduler_fires_a_cron_at_its_time_in_the_schedules_zone(
 
     # Then it fired once, for 03:00 in Tokyo
     assert fired == [dt.datetime(2026, 12, 1, 3, 0, tzinfo=dt.timezone(dt.timedelta(hours=9)))]
+
+
+@pytest.mark.parametrize(("time_scale", "expected"), [(0.02, 0.3), (0.001, 0.1), (1.0, 1.0)])
+def test_the_emulators_scheduler_looks_every_15_simulated_seconds_within_bounds(time_scale, expected):
+    # Given the emulator's scheduler at a time scale
+    scheduler = LocalScheduler(Clock(time_scale), lambda service: None, "spotrun")
+    # When it waits between looks at the schedules
+    # Then it waits 15 simulated seconds (well within AWS's 60-second precision), never under 0.1 s nor over 1 s
+    assert scheduler.poll_seconds == pytest.approx(expected)
+
+
+class CountingScheduler:
+    """A Scheduler API with one group and no schedule, counting the ListSchedules calls."""
+
+    def __init__(self) -> None:
+        self.lists = 0
+
+    def list_schedule_groups(self) -> dict[str, Any]:
+        return {"ScheduleGroups": [{"Name": "spotrun"}]}
+
+    def list_schedules(self, GroupName: str) -> dict[str, Any]:  # noqa: N803 - boto3's parameter name
+        self.lists += 1
+        return {"Schedules": []}
+
+
+def test_the_emulators_scheduler_thread_waits_its_poll_between_looks():
+    # Given the emulator's scheduler at the e2e tests' time scale (a look every 0.3 s)
+    api = CountingScheduler()
+    scheduler = LocalScheduler(Clock(0.02), lambda service: api, "spotrun")
+    # When its thread runs for half a second
+    scheduler.start()
+    try:
+        threading.Event().wait(0.5)
+    finally:
+        scheduler.close()
+    # Then it looked once or twice, not five times (as at 0.1 s)
+    assert 1 <= api.lists <= 2
