@@ -47,7 +47,10 @@ def test_the_script_reads_the_uri_from_the_environment_quoted_and_never_as_text(
     script = _script()
     assert "{{" not in script
     assert f'--command-uri "${AGENT_COMMAND_VARIABLE}"' in script
-    assert re.findall(r"\$\{?SSM_commandUri", script) == ["${SSM_commandUri", "$SSM_commandUri"]
+    # every expansion is quoted: the test of the first line, then only ever "$SSM_commandUri"
+    expansions = re.findall(r'.?\$\{?SSM_commandUri.?', script)
+    assert expansions[0] == '"${SSM_commandUri:'
+    assert set(expansions[1:]) == {'"$SSM_commandUri"'}
     assert script.splitlines()[0].startswith(f'test -n "${{{AGENT_COMMAND_VARIABLE}:-}}" || {{')
 
 
