@@ -87,7 +87,9 @@ class Served:
     def wait_for(self, condition: Any, what: str, timeout: float = 20.0) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
-            assert self.proc.poll() is None or what == "exit", f"the resident agent died: {self.log.read_text()}"
+            assert self.proc.poll() is None or what == "exit", (
+                f"the resident agent died: {self.log.read_text()}"
+            )
             assert time.monotonic() < deadline, f"timed out waiting for {what}: {self.log.read_text()}"
             time.sleep(0.02)
 
@@ -219,7 +221,9 @@ def test_a_wake_signal_takes_the_command_at_once(tmp_path: Path) -> None:
         resident.stop()
 
 
-def test_a_stopped_resident_agent_leaves_its_running_step_alone_and_frees_its_directory(tmp_path: Path) -> None:
+def test_a_stopped_resident_agent_leaves_its_running_step_alone_and_frees_its_directory(
+    tmp_path: Path,
+) -> None:
     # Given a resident agent running a long step
     resident = Served(tmp_path, poll_seconds=0.2)
     try:
@@ -287,7 +291,9 @@ for service in ("s3", "logs", "cloudwatch"):
 print(len(reads))
 """
     # When it makes new sessions and clients, as a step child does
-    reads = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    reads = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
 
     # Then none of them reads botocore's JSON again
     assert reads.stdout.split() == ["0"]
