@@ -150,6 +150,8 @@ def warm(services: Iterable[str] = STEP_SERVICES) -> None:
     import botocore.loaders
     import botocore.session
 
+    import spotrun.agent.runner  # noqa: F401  (every step's modules: `spotrun-agent run` imports them first)
+
     search_path = os.environ.get("AWS_DATA_PATH")
     loader = botocore.loaders.create_loader(search_path)
     session = botocore.session.Session()

@@ -176,21 +176,27 @@ def test_a_bad_inbox_file_is_dropped_and_the_parent_serves_on(served: Served, co
 
 
 def test_entries_that_are_no_regular_file_are_dropped(served: Served) -> None:
-    # Given a directory, a symlink to a good command and a FIFO published in the inbox
+    # Given a directory, a symlink to a good command and a FIFO holding one, published in the inbox
     target = served.out / "elsewhere"
     target.write_text("s3://jobs/agent/through-symlink\n")
     (served.run_dir.inbox / "a-directory").mkdir()
     (served.run_dir.inbox / "a-symlink").symlink_to(target)
     os.mkfifo(served.run_dir.inbox / "a-fifo")
-    os.kill(served.proc.pid, WAKE_SIGNAL)
+    pipe = os.open(served.run_dir.inbox / "a-fifo", os.O_RDWR)  # Linux: opens without a reader
+    try:
+        os.write(pipe, b"s3://jobs/agent/through-fifo\n")
+        os.kill(served.proc.pid, WAKE_SIGNAL)
 
-    # When a good command follows
-    served.publish("good-after-odd-entries")
+        # When a good command follows
+        served.publish("good-after-odd-entries")
 
-    # Then none of them ran anything, all are gone, and the parent served the good one
-    assert served.record("good-after-odd-entries")["ppid"] == served.proc.pid
-    assert not (served.out / "through-symlink.json").exists()
-    served.wait_for(lambda: list(served.run_dir.inbox.iterdir()) == [], "the inbox emptied")
+        # Then none of them ran anything, all are gone, and the parent served the good one
+        assert served.record("good-after-odd-entries")["ppid"] == served.proc.pid
+        assert not (served.out / "through-symlink.json").exists()
+        assert not (served.out / "through-fifo.json").exists()
+        served.wait_for(lambda: list(served.run_dir.inbox.iterdir()) == [], "the inbox emptied")
+    finally:
+        os.close(pipe)
 
 
 def test_a_notice_sent_through_another_command_reaches_the_train_step_child(served: Served) -> None:
@@ -237,9 +243,13 @@ def test_a_stopped_resident_agent_leaves_its_running_step_alone_and_frees_its_di
         # Then its pid file is gone, the step still runs, and another resident agent can serve the directory
         assert not resident.run_dir.pid_file.exists()
         assert process_start_time(step["pid"]) is not None
+        # ...which drops what an earlier parent had claimed but maybe not run (a step never runs twice)
+        (resident.run_dir.inbox / ".claimed-stale").write_text("s3://jobs/agent/stale\n")
         successor = Served(tmp_path / "successor", poll_seconds=0.2, run_dir=resident.run_dir.root)
         successor.publish("exit-0")
         assert successor.record("exit-0")["ppid"] == successor.proc.pid
+        assert not (resident.run_dir.inbox / ".claimed-stale").exists()
+        assert not (successor.out / "stale.json").exists()
         successor.stop()
     finally:
         resident.stop()
