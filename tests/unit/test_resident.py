@@ -246,11 +246,13 @@ def test_a_stopped_resident_agent_leaves_its_running_step_alone_and_frees_its_di
         # ...which drops what an earlier parent had claimed but maybe not run (a step never runs twice)
         (resident.run_dir.inbox / ".claimed-stale").write_text("s3://jobs/agent/stale\n")
         successor = Served(tmp_path / "successor", poll_seconds=0.2, run_dir=resident.run_dir.root)
-        successor.publish("exit-0")
-        assert successor.record("exit-0")["ppid"] == successor.proc.pid
-        assert not (resident.run_dir.inbox / ".claimed-stale").exists()
-        assert not (successor.out / "stale.json").exists()
-        successor.stop()
+        try:
+            successor.publish("exit-0")
+            assert successor.record("exit-0")["ppid"] == successor.proc.pid
+            assert not (resident.run_dir.inbox / ".claimed-stale").exists()
+            assert not (successor.out / "stale.json").exists()
+        finally:
+            successor.stop()
     finally:
         resident.stop()
         os.kill(step["pid"], signal.SIGKILL)
