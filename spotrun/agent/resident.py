@@ -173,7 +173,10 @@ def share_loader(session_module: Any, loader: Any, search_path: str | None) -> N
     ``botocore.session.Session`` builds its loader lazily with ``botocore.loaders.create_loader(data_path)``,
     imported into ``botocore.session``; a session with another data path still gets a loader of its own.
     """
-    original = session_module.create_loader
+    original = getattr(session_module, "create_loader", None)
+    if original is None:  # another botocore: every session then loads its own, as without a resident agent
+        logger.warning("botocore.session has no create_loader: sessions will not share the warmed loader")
+        return
 
     def create_loader(search_path_string: str | None = None) -> Any:
         if search_path_string == search_path:
