@@ -309,3 +309,26 @@ print(len(reads))
 
     # Then none of them reads botocore's JSON again
     assert reads.stdout.split() == ["0"]
+
+
+def test_the_shared_loader_serves_only_its_own_data_path_and_a_botocore_without_the_hook_is_left_alone() -> (
+    None
+):
+    # Given a stand-in of botocore.session and a warmed loader
+    from types import SimpleNamespace
+
+    from spotrun.agent.resident import share_loader
+
+    module = SimpleNamespace(create_loader=lambda search_path_string=None: ("fresh", search_path_string))
+    warmed = object()
+
+    # When the loader is shared for the default data path
+    share_loader(module, warmed, None)
+
+    # Then sessions of that path get it, sessions of another path a loader of their own
+    assert module.create_loader(None) is warmed
+    assert module.create_loader("/elsewhere") == ("fresh", "/elsewhere")
+    # ...and a module without the hook is left as it is
+    bare = SimpleNamespace()
+    share_loader(bare, warmed, None)
+    assert vars(bare) == {}
