@@ -1,9 +1,10 @@
 #!/bin/bash
 # spotrun instance bootstrap (cloud-init runs it once, as root, at first boot).
 #   1. a wrapper /usr/local/bin/spotrun-agent, first, so a step that SSM delivers early waits for the install;
-#   2. the instance-store NVMe volumes as one filesystem at @NVME_ROOT@ (RAID 0 when there are several);
-#   3. the agent from its S3 asset into a virtualenv;
-#   4. the job's interpreter on the PATH the training command and setup get, then the ready marker.
+#   2. the resident agent's systemd unit, started at once (its wrapper waits for the install, then it serves);
+#   3. the instance-store NVMe volumes as one filesystem at @NVME_ROOT@ (RAID 0 when there are several);
+#   4. the agent from its S3 asset into a virtualenv;
+#   5. the job's interpreter on the PATH the training command and setup get, then the ready marker.
 # @...@ markers are filled in by infra/constructs/instances.py (@CREDENTIALS_URL@: the API's route where the
 # agent gets its job's S3 credentials; the instance role reaches nothing of the jobs bucket).
 set -euo pipefail
@@ -26,6 +27,35 @@ set -a; . /opt/spotrun/agent.env; set +a
 exec /opt/spotrun/venv/bin/spotrun-agent "$@"
 WRAPPER
 chmod 0755 /usr/local/bin/spotrun-agent
+
+# --- the resident agent --------------------------------------------------------------------------------------
+# `spotrun-agent serve` (spotrun/agent/resident.py) forks a child per step the SSM document hands it through
+# /run/spotrun/inbox, so no step pays for starting Python; while it is not serving, the document starts
+# `spotrun-agent run` instead. Started now, as early in boot as it can be: the wrapper waits for the install.
+# KillMode=process, as the SSM Agent's own unit: a restart of the parent never kills a running step, which
+# shutdown still reaches. HOME as SSM Run Command gives its commands (the training command inherits it).
+cat > /etc/systemd/system/spotrun-agent.service <<'UNIT'
+[Unit]
+Description=spotrun resident agent: runs each step SSM hands it in a forked child
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Type=simple
+ExecStart=/usr/local/bin/spotrun-agent serve
+Restart=always
+RestartSec=1
+KillMode=process
+Environment=HOME=/root
+StandardOutput=append:/var/log/spotrun-agent.log
+StandardError=append:/var/log/spotrun-agent.log
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+# --no-block: cloud-init runs this script from a unit of its own, which must not wait on another start.
+systemctl enable --now --no-block spotrun-agent.service
 
 # --- instance-store NVMe --------------------------------------------------------------------------------------
 mkdir -p "$NVME_ROOT"

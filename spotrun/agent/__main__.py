@@ -1,4 +1,9 @@
-"""Command line of the agent: ``spotrun-agent run --command-uri s3://bucket/key``."""
+"""Command line of the agent: ``spotrun-agent run --command-uri s3://bucket/key``, and ``spotrun-agent serve``.
+
+``run`` runs one step in this process. ``serve`` is the instance's resident agent
+(:mod:`spotrun.agent.resident`): it forks a child per command handed to it, which runs exactly what ``run``
+runs.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,13 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 from spotrun.agent.imds import ImdsClient
 from spotrun.agent.notices import Notice
 from spotrun.agent.notify import install_notice_handler
+from spotrun.agent.resident import RunDirectory, serve
 from spotrun.agent.runner import (
     EXIT_BAD_COMMAND,
     AgentSettings,
@@ -34,7 +41,10 @@ logger = logging.getLogger("spotrun.agent")
 def configure_logging(level: str = "INFO") -> None:
     """Plain, timestamped lines on stderr (SSM Run Command and the emulator capture them)."""
     handler = logging.StreamHandler(sys.stderr)
-    formatter = logging.Formatter("%(asctime)sZ %(levelname)s %(name)s [%(threadName)s] %(message)s")
+    # The pid tells apart the steps the resident agent's children run at once, all in the same log.
+    formatter = logging.Formatter(
+        "%(asctime)sZ %(levelname)s %(name)s [%(process)d %(threadName)s] %(message)s"
+    )
     formatter.converter = time.gmtime
     handler.setFormatter(formatter)
     root = logging.getLogger()
@@ -53,18 +63,37 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     run = commands.add_parser("run", help="Run the step described by an AgentCommand document in S3.")
     run.add_argument("--command-uri", required=True, help="s3://bucket/key of the AgentCommand JSON.")
     run.add_argument("--log-level", default=os.environ.get("SPOTRUN_AGENT_LOG_LEVEL", "INFO"))
+    resident = commands.add_parser(
+        "serve",
+        help="Be the instance's resident agent: run each command handed to the inbox in a forked child.",
+    )
+    resident.add_argument(
+        "--run-dir",
+        type=Path,
+        default=RunDirectory().root,
+        help="Its inbox, pid file and lock (default: %(default)s).",
+    )
+    resident.add_argument("--log-level", default=os.environ.get("SPOTRUN_AGENT_LOG_LEVEL", "INFO"))
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``spotrun-agent``; returns the process exit status.
 
-    Exit status: 0 the step's result was reported (for a ``notice``: it was handed on, or nothing runs to hand
-    it to); 1 it could not be reported; 2 the command document could not be read (nothing can be reported
-    without its report route); 3 the workflow had abandoned the task.
+    Exit status of ``run`` (and of each step child of ``serve``): 0 the step's result was reported (for a
+    ``notice``: it was handed on, or nothing runs to hand it to); 1 it could not be reported; 2 the command
+    document could not be read (nothing can be reported without its report route); 3 the workflow had abandoned
+    the task. ``serve`` exits 0 when stopped, 1 when it cannot serve its directory.
     """
     args = parse_args(argv)
     configure_logging(args.log_level)
+    if args.action == "serve":
+        # A notice signal that reaches the parent (not a step) must not end it.
+        install_notice_handler()
+        level = args.log_level
+        return serve(
+            RunDirectory(args.run_dir), lambda uri: main(["run", "--command-uri", uri, "--log-level", level])
+        )
     # From the start: a notice signal that comes before (or after) the train step must not end the process.
     install_notice_handler()
     settings = AgentSettings.from_env()

@@ -5,6 +5,12 @@ moto keeps an instance's record (id, type, subnet, state); :class:`InstanceManag
 runs the agent processes SSM starts, and on termination kills them and frees the slot. State changes are
 published as ``EC2 Instance State-change Notification`` events, as EC2 does.
 
+At boot, before the SSM agent registers, each instance starts its own resident agent (``python -m spotrun.agent
+serve``, what the user data's systemd unit starts on EC2) with its inbox under the instance's directory; SSM
+delivery plays the agent document's own script, with the instance's directory standing in for ``/run/spotrun``
+and ``/var/log``, so a step is handed to the resident agent when it is alive and started as a fresh process
+otherwise (:func:`spotrun.shape.agent_script`).
+
 Its SSM agent registers some time after EC2 reports ``running`` (the agent starts late in the boot, then
 registers with the SSM endpoint): until then SSM does not list the instance as a managed node and
 SendCommand answers ``InvalidInstanceId``, whose documented causes include "SSM Agent isn't registered with
@@ -16,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +37,7 @@ from spotrun.local.clock import Clock
 from spotrun.local.imds import ImdsServer, InstanceMetadata, RoleCredentials
 from spotrun.model.capacity import Lifecycle
 from spotrun.model.ec2 import STATE_CHANGE
+from spotrun.shape import AGENT_LOG_LINE, AGENT_PROGRAM, AGENT_RUN_DIR_LINE, SHAPE
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +52,40 @@ DEFAULT_SSM_REGISTRATION_DELAY_SECONDS = 60.0
 
 # (source, detail-type, detail, resources) -> None
 Publisher = Callable[[str, str, dict[str, Any], list[str]], None]
+# The environment the instance's resident agent starts with (what the user data gives its systemd unit).
+ResidentEnvironment = Callable[["SimulatedInstance"], Mapping[str, str]]
+
+
+def resident_agent_argv(run_dir: Path) -> list[str]:
+    """The resident agent of a simulated instance: the dev venv's ``spotrun-agent serve`` on its directory."""
+    return [sys.executable, "-m", "spotrun.agent", "serve", "--run-dir", str(run_dir)]
+
+
+def instance_agent_script(run_dir: Path, log_path: Path) -> str:
+    """The agent document's script as a simulated instance runs it: its paths mapped onto the instance's.
+
+    ``/run/spotrun`` becomes ``run_dir``, the log ``log_path``, and the fallback's ``spotrun-agent run
+    --command-uri`` the script's own arguments (``"$@"``: the runtime's agent command), never text of it; the
+    rest is the document's text. A trailing ``wait`` keeps the shell the parent of a detached agent until it
+    ends, as init reaps it on EC2 (nothing else here would).
+
+    Raises
+    ------
+    ValueError
+        When the document no longer holds exactly one of each line mapped (the emulator would drift from it).
+    """
+    (step,) = SHAPE.agent_document()["mainSteps"]
+    script = "\n".join(step["inputs"]["runCommand"])
+    mapped = {
+        AGENT_RUN_DIR_LINE: f"spotrun_run={shlex.quote(str(run_dir))}",
+        AGENT_LOG_LINE: f"spotrun_log={shlex.quote(str(log_path))}",
+        AGENT_PROGRAM: '"$@"',
+    }
+    for original, replacement in mapped.items():
+        if script.count(original) != 1:
+            raise ValueError(f"the agent document's script no longer holds {original!r} exactly once")
+        script = script.replace(original, replacement)
+    return f"{script}\nwait\n"
 
 
 class SimulatedInstance:
@@ -64,6 +107,7 @@ class SimulatedInstance:
         self.directory = root / self.instance_id
         self.nvme_dir = self.directory / "nvme"
         self.log_path = self.directory / "agent.log"
+        self.run_dir = self.directory / "run"  # /run/spotrun: the resident agent's inbox and pid file
         self.nvme_dir.mkdir(parents=True, exist_ok=True)
         self.metadata = InstanceMetadata(
             instance_id=self.instance_id,
@@ -160,21 +204,35 @@ class SimulatedInstance:
     def run_agent_script(
         self, agent_argv: Sequence[str], variable: str, env: Mapping[str, str]
     ) -> subprocess.Popen[bytes]:
-        """Run the agent document's step as the SSM Agent does with an ``ENV_VAR`` parameter: a shell script whose
-        text is fixed and which reads the value only from the environment variable ``variable``, quoted.
+        """Run the agent document's script as the SSM Agent does with an ``ENV_VAR`` parameter: its text fixed,
+        the value only in the environment variable ``variable``, which the script expands only quoted.
 
-        The script has the form of the document's (:meth:`spotrun.shape.DeploymentShape.agent_document`): refuse
-        an unset variable, then start the agent with ``"$<variable>"`` as its last argument. The emulator's agent
-        command (``agent_argv``) stands in for ``spotrun-agent run --command-uri`` as the script's arguments,
-        never its text; a value holding shell syntax therefore reaches the agent as one argument, unexpanded.
+        The script is the document's own (:func:`instance_agent_script`): it hands the URI to the instance's
+        resident agent when that is alive, and otherwise starts ``agent_argv`` (standing in for ``spotrun-agent
+        run --command-uri``) with the URI appended; a value holding shell syntax reaches either as one argument,
+        unexpanded.
+
+        Raises
+        ------
+        RuntimeError
+            When the instance is not running.
+        ValueError
+            When the document's script does not read its value from ``variable``.
+        """
+        script = instance_agent_script(self.run_dir, self.log_path)
+        if f'"${variable}"' not in script:
+            raise ValueError(f"the agent document's script does not read {variable}")
+        return self.start_process(["/bin/sh", "-c", script, "sh", *agent_argv], env)
+
+    def start_resident_agent(self, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+        """Start the instance's resident agent, as its user data's systemd unit does at boot.
 
         Raises
         ------
         RuntimeError
             When the instance is not running.
         """
-        script = f'test -n "${{{variable}:-}}" || exit 1; exec "$@" "${variable}"'
-        return self.start_process(["/bin/sh", "-c", script, "sh", *agent_argv], env)
+        return self.start_process(resident_agent_argv(self.run_dir), env)
 
     def kill_processes(self, grace_seconds: float) -> None:
         """End every process of the instance: SIGTERM, then SIGKILL after ``grace_seconds`` (0: at once)."""
@@ -248,6 +306,9 @@ class InstanceManager:
     on_credentials
         Told ``(instance_id, credentials)`` of each instance's own role session, which its IMDS serves, so
         that the API stand-in can authenticate what the instance signs with them.
+    resident_environment
+        The environment of each instance's resident agent, started at boot; None: no resident agent (every
+        step then starts a process of its own: for a stand-in agent command, which cannot serve).
     """
 
     def __init__(
@@ -261,8 +322,10 @@ class InstanceManager:
         ssm_registration_delay_seconds: float = DEFAULT_SSM_REGISTRATION_DELAY_SECONDS,
         instance_role: str = "",
         on_credentials: Callable[[str, RoleCredentials], None] | None = None,
+        resident_environment: ResidentEnvironment | None = None,
     ):
         self.root = root
+        self.resident_environment = resident_environment
         self.instance_role = instance_role
         self.on_credentials = on_credentials
         self.ssm_registration_delay_seconds = ssm_registration_delay_seconds
@@ -311,6 +374,12 @@ class InstanceManager:
             sim.model._state.name, sim.model._state.code = "running", 16
             sim.booted.set()
         self._state_change(sim, "running")
+        if self.resident_environment is not None:
+            # The user data's unit starts it as early in boot as it can: before the SSM agent registers.
+            try:
+                sim.start_resident_agent(self.resident_environment(sim))
+            except RuntimeError as exc:  # it ended meanwhile
+                logger.info("no resident agent on %s: %s", sim.instance_id, exc)
         self.clock.call_later(self.ssm_registration_delay_seconds, sim.registered.set)
 
     def managed_nodes(self) -> dict[str, str]:

@@ -132,6 +132,8 @@ class LocalRuntime:
             region,
             instance_role=INSTANCE_ROLE_NAME,
             on_credentials=self.callers.register_instance,
+            # The real agent serves as each instance's resident agent; a stand-in agent command cannot.
+            resident_environment=None if agent_argv is not None else self._resident_environment,
         )
         terminate = functools.partial(ec2_patch.terminate_instance, ACCOUNT_ID, region)
         self.chaos = Chaos(self.manager, self.clock, self.publish_event, terminate, ACCOUNT_ID, seed)
@@ -384,6 +386,9 @@ class LocalRuntime:
     def _can_receive(self, instance_id: str) -> bool:
         sim = self.manager.get(instance_id)
         return sim is not None and sim.managed
+
+    def _resident_environment(self, sim: SimulatedInstance) -> dict[str, str]:
+        return agent_environment(sim, {**os.environ, **self._environment.values}, self.api_url or "", "", {})
 
     def _start_agent(self, instance_id: str, parameters: dict[str, str], command_id: str) -> None:
         sim = self.instance(instance_id)

@@ -53,6 +53,14 @@ BUCKET_NAME_PATTERN = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
 # user (root, through SSM Run Command), and nobody else on the instance needs to read a job's data or outputs.
 DIRECTORY_MODE = 0o700
 
+# The resident agent of an instance (spotrun.agent.resident) and the SSM document's script that hands it each
+# command: its runtime directory (tmpfs, root only), the inbox in it where each command URI arrives as a file,
+# its pid file ("<pid> <start time>"), and the log every agent process of the instance appends to.
+AGENT_RUN_DIR = "/run/spotrun"
+AGENT_INBOX = "inbox"
+AGENT_PID_FILE = "agent.pid"
+AGENT_LOG_FILE = "/var/log/spotrun-agent.log"
+
 CHECKPOINT_DIR_PREFIX = "step-"
 COMMIT_MARKER = "_COMMITTED.json"
 # Anything in the local checkpoint directory whose name starts with this is work in progress (a checkpoint

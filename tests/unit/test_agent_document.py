@@ -1,19 +1,33 @@
-"""The agent's SSM document: a strict pattern for its one parameter, and no shell interpolation of the value."""
+"""The agent's SSM document: a strict pattern for its one parameter, no shell interpolation of the value, and
+exactly one of its two ways (hand the URI to the resident agent, or start ``spotrun-agent run``) runs a step."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spotrun.agent.notify import process_start_time
 from spotrun.local.ssm_patch import check_parameters
 from spotrun.model.job import ManifestSource
 from spotrun.model.job_ids import job_id_for
-from spotrun.model.layout import agent_command_key
-from spotrun.shape import AGENT_COMMAND_URI_PATTERN, AGENT_COMMAND_VARIABLE, SHAPE
+from spotrun.model.layout import AGENT_INBOX, AGENT_PID_FILE, agent_command_key
+from spotrun.shape import (
+    AGENT_COMMAND_URI_PATTERN,
+    AGENT_COMMAND_VARIABLE,
+    AGENT_LOG_LINE,
+    AGENT_RUN_DIR_LINE,
+    SHAPE,
+    agent_script,
+)
 
 GOOD = "s3://spotrun-jobs-000000000000/" + agent_command_key("tiny-0123456789ab", 1, "train")
 HOSTILE = [
@@ -47,7 +61,11 @@ def test_the_script_reads_the_uri_from_the_environment_quoted_and_never_as_text(
     script = _script()
     assert "{{" not in script
     assert f'--command-uri "${AGENT_COMMAND_VARIABLE}"' in script
-    assert re.findall(r"\$\{?SSM_commandUri", script) == ["${SSM_commandUri", "$SSM_commandUri"]
+    # every expansion is quoted: the test of the first line, then only ever "$SSM_commandUri"
+    expansions = re.findall(r".?\$\{?SSM_commandUri.?", script)
+    assert expansions[0] == '"${SSM_commandUri:'
+    assert set(expansions[1:]) == {'"$SSM_commandUri"'}
+    assert len(expansions) == 3  # the test, the hand-over, the fallback
     assert script.splitlines()[0].startswith(f'test -n "${{{AGENT_COMMAND_VARIABLE}:-}}" || {{')
 
 
@@ -96,3 +114,141 @@ def test_a_valid_uri_becomes_the_scripts_environment_and_undeclared_or_missing_p
     plain = json.loads(json.dumps(document))
     del plain["parameters"]["commandUri"]["interpolationType"]
     assert check_parameters(plain, {"commandUri": [GOOD]}) == {}
+
+
+# -- the script's two ways, played with /bin/sh against a fake spotrun-agent and a temporary inbox -----------------
+
+FAKE_AGENT = """#!/bin/sh
+printf '%s\\n' "$@" > "$(dirname "$0")/../fallback.args"
+"""
+# A stand-in resident agent: it records the wake signal (whose default action would ignore it).
+STAND_IN_RESIDENT = """
+import signal, sys, time
+from pathlib import Path
+signal.signal(signal.SIGWINCH, lambda *_: Path(sys.argv[1], "woken").touch())
+Path(sys.argv[1], "ready").touch()
+time.sleep(60)
+"""
+
+
+class Instance:
+    """A temporary instance: its run directory, its log, a fake spotrun-agent on PATH."""
+
+    def __init__(self, root: Path, inbox: bool = True):
+        self.root = root
+        self.run = root / "run"
+        self.inbox = self.run / AGENT_INBOX
+        (self.inbox if inbox else self.run).mkdir(parents=True)
+        (root / "bin").mkdir()
+        fake = root / "bin" / "spotrun-agent"
+        fake.write_text(FAKE_AGENT)
+        fake.chmod(0o755)
+        self.resident: subprocess.Popen[bytes] | None = None
+
+    def start_resident(self, start_time: int | None = None) -> int:
+        self.resident = subprocess.Popen([sys.executable, "-c", STAND_IN_RESIDENT, str(self.root)])
+        deadline = time.monotonic() + 20
+        while not (self.root / "ready").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        pid = self.resident.pid
+        recorded = process_start_time(pid) if start_time is None else start_time
+        (self.run / AGENT_PID_FILE).write_text(f"{pid} {recorded}\n")
+        return pid
+
+    def play(self, uri: str) -> None:
+        script = "\n".join(agent_script())
+        script = script.replace(AGENT_RUN_DIR_LINE, f"spotrun_run={self.run}")
+        script = script.replace(AGENT_LOG_LINE, f"spotrun_log={self.root / 'agent.log'}")
+        env = {"PATH": f"{self.root / 'bin'}:/usr/bin:/bin", AGENT_COMMAND_VARIABLE: uri}
+        subprocess.run(["/bin/sh", "-c", script], env=env, check=True, timeout=20, cwd=self.root)
+
+    def fallback_args(self, expected: bool) -> list[str] | None:
+        path = self.root / "fallback.args"
+        if expected:  # it runs detached: wait for it
+            deadline = time.monotonic() + 20
+            while not path.exists():
+                assert time.monotonic() < deadline, "the fallback never ran"
+                time.sleep(0.02)
+        return path.read_text().splitlines() if path.exists() else None
+
+    def inbox_files(self) -> dict[str, str]:
+        if not self.inbox.is_dir():
+            return {}
+        return {entry.name: entry.read_text() for entry in self.inbox.iterdir()}
+
+    def close(self) -> None:
+        if self.resident is not None:
+            self.resident.kill()
+            self.resident.wait()
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> Iterator[Instance]:
+    made = Instance(tmp_path)
+    yield made
+    made.close()
+
+
+def test_a_live_resident_agent_gets_the_uri_in_its_inbox_and_nothing_else_starts(instance: Instance) -> None:
+    # Given a live resident agent named by its pid file
+    instance.start_resident()
+
+    # When the document's script runs
+    instance.play(GOOD)
+
+    # Then exactly one published file holds the URI (no temporary left), it was woken, and no fallback ran
+    files = instance.inbox_files()
+    assert list(files.values()) == [GOOD + "\n"]
+    assert not next(iter(files)).startswith(".")
+    assert instance.fallback_args(expected=False) is None
+    deadline = time.monotonic() + 20
+    while not (instance.root / "woken").exists():
+        assert time.monotonic() < deadline, "the resident agent was never woken"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("case", ["no-pid-file", "recycled-pid", "dead-pid", "no-inbox"])
+def test_without_a_live_resident_agent_the_script_starts_spotrun_agent_run_and_hands_over_nothing(
+    tmp_path: Path, case: str
+) -> None:
+    # Given no resident agent: no pid file, a pid file naming another process (its start time differs), one
+    # naming a process that ended, or a live agent without an inbox to hand over to
+    instance = Instance(tmp_path, inbox=case != "no-inbox")
+    try:
+        if case == "recycled-pid":
+            instance.start_resident(start_time=1)
+        elif case == "dead-pid":
+            ended = subprocess.run(["/bin/sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+            (instance.run / AGENT_PID_FILE).write_text(f"{ended.stdout.strip()} 1\n")
+        elif case == "no-inbox":
+            instance.start_resident()
+
+        # When the document's script runs
+        instance.play(GOOD)
+
+        # Then the fallback ran the step, with the URI as one argument, and nothing was left in the inbox
+        assert instance.fallback_args(expected=True) == ["run", "--command-uri", GOOD]
+        assert instance.inbox_files() == {}
+    finally:
+        instance.close()
+
+
+@pytest.mark.parametrize("resident", [True, False], ids=["handed-over", "fallback"])
+def test_shell_syntax_in_the_value_reaches_either_way_as_one_unexpanded_argument(
+    instance: Instance, resident: bool
+) -> None:
+    # Given a value SendCommand's pattern would refuse (the script must not depend on that)
+    hostile = GOOD + "$(touch pwned); touch pwned `touch pwned`"
+    if resident:
+        instance.start_resident()
+
+    # When the document's script runs with it
+    instance.play(hostile)
+
+    # Then it arrived verbatim, and nothing of it was executed
+    if resident:
+        assert list(instance.inbox_files().values()) == [hostile + "\n"]
+    else:
+        assert instance.fallback_args(expected=True) == ["run", "--command-uri", hostile]
+    assert not (instance.root / "pwned").exists()
