@@ -24,6 +24,7 @@ from spotrun.local import (
     lambda_patch,
     logs_access_patch,
     s3_access_patch,
+    s3_range_patch,
     s3_upload_patch,
     secrets_access_patch,
     sfn_patch,
@@ -215,6 +216,7 @@ class LocalRuntime:
         secrets_access_patch.install(self._patches, self.callers.is_instance_key)
         logs_access_patch.install(self._patches, self.callers.is_instance_key)
         s3_upload_patch.install(self._patches)
+        s3_range_patch.install(self._patches)
         endpoint = self._server.start()
         self._environment.set(
             {
