@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from spotrun.agent.links import LinkError, open_regular, real_directories, regular_files
-from spotrun.agent.staging import LinkStagingError, StageItem, iter_objects, stage
+from spotrun.agent.staging import DEFAULT_WORKERS, LinkStagingError, StageItem, iter_objects, stage
 from spotrun.agent.upload import PartUploader, upload_file
 from spotrun.model import layout
 from spotrun.model.checkpoints import (
@@ -155,7 +155,7 @@ def upload_checkpoint(
     directory: Path,
     *,
     attempt: int | None = None,
-    max_workers: int = 8,
+    max_workers: int = DEFAULT_WORKERS,
 ) -> CommittedCheckpoint:
     """Upload a local checkpoint directory, then write its commit marker.
 
@@ -229,7 +229,13 @@ def upload_checkpoint(
 
 
 def download_checkpoint(
-    s3: S3Client, bucket: str, job_id: str, step: int, checkpoint_dir: Path, *, max_workers: int = 8
+    s3: S3Client,
+    bucket: str,
+    job_id: str,
+    step: int,
+    checkpoint_dir: Path,
+    *,
+    max_workers: int = DEFAULT_WORKERS,
 ) -> RestoredCheckpoint:
     """Copy a committed checkpoint into ``checkpoint_dir / step-<step>``, every file verified.
 

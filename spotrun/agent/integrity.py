@@ -20,6 +20,7 @@ feeds them each range once all the ranges before it have landed.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import threading
@@ -76,7 +77,7 @@ def expectation_for(response: dict[str, Any], sha256_hex: str | None = None) -> 
     return Expectation(size, "size")
 
 
-def _gf2_times(matrix: list[int], vector: int) -> int:
+def _gf2_times(matrix: list[int] | tuple[int, ...], vector: int) -> int:
     total = 0
     row = 0
     while vector:
@@ -89,6 +90,24 @@ def _gf2_times(matrix: list[int], vector: int) -> int:
 
 def _gf2_square(matrix: list[int]) -> list[int]:
     return [_gf2_times(matrix, matrix[row]) for row in range(32)]
+
+
+@functools.lru_cache(maxsize=64)
+def _zeros_operator(length: int) -> tuple[int, ...]:
+    """The GF(2) matrix that moves a CRC-32 past ``length`` zero bytes (ranges share a few lengths: cached)."""
+    # By repeated squaring of the one-zero-bit operator, composing the powers of two that make up the length.
+    power = [_CRC32_POLYNOMIAL] + [1 << row for row in range(31)]  # one zero bit
+    for _ in range(3):
+        power = _gf2_square(power)  # now one zero byte
+    result: list[int] | None = None
+    while length:
+        if length & 1:
+            result = power if result is None else [_gf2_times(power, column) for column in result]
+        length >>= 1
+        if length:
+            power = _gf2_square(power)
+    assert result is not None
+    return tuple(result)
 
 
 def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
@@ -110,24 +129,8 @@ def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
     """
     if length2 <= 0:
         return crc1
-    # Appending len(b) zero bytes to a is a linear operator on its CRC: apply it by repeated squaring.
-    odd = [_CRC32_POLYNOMIAL] + [1 << row for row in range(31)]  # one zero bit
-    even = _gf2_square(odd)  # two zero bits
-    odd = _gf2_square(even)  # four zero bits
-    while True:
-        even = _gf2_square(odd)
-        if length2 & 1:
-            crc1 = _gf2_times(even, crc1)
-        length2 >>= 1
-        if not length2:
-            break
-        odd = _gf2_square(even)
-        if length2 & 1:
-            crc1 = _gf2_times(odd, crc1)
-        length2 >>= 1
-        if not length2:
-            break
-    return crc1 ^ crc2
+    # Appending len(b) zero bytes to a is a linear operator on its CRC; then b's CRC is added (xor).
+    return _gf2_times(_zeros_operator(length2), crc1) ^ crc2
 
 
 def problems(expected: Expectation, size: int, digest: bytes | int | None) -> list[str]:

@@ -14,6 +14,7 @@ from spotrun.agent.checkpoints import upload_regular
 from spotrun.agent.digest import tree_digest
 from spotrun.agent.links import LinkError, open_regular, regular_files
 from spotrun.agent.secrets import Masker
+from spotrun.agent.staging import DEFAULT_WORKERS
 from spotrun.agent.upload import PartUploader
 from spotrun.model import layout
 from spotrun.model.command import OutputList, OutputObject
@@ -44,7 +45,7 @@ def _upload(s3: Any, bucket: str, key: str, path: Path, parts: PartUploader) -> 
 
 
 def upload_outputs(
-    s3: Any, bucket: str, job_id: str, output_dir: Path, *, workers: int = 8
+    s3: Any, bucket: str, job_id: str, output_dir: Path, *, workers: int = DEFAULT_WORKERS
 ) -> list[OutputObject]:
     """Upload every file of ``output_dir`` under :func:`spotrun.model.layout.output_prefix`.
 
