@@ -111,8 +111,8 @@ def install(patches: PatchSet) -> None:
     from moto.s3.models import FakeKey
     from moto.s3.responses import S3Response
 
-    value_property = FakeKey.value
-    etag_property = FakeKey.etag
+    value_property: Any = vars(FakeKey)["value"]  # the property objects, for their getter and setter
+    etag_property: Any = vars(FakeKey)["etag"]
     original_get_object = S3Response.get_object
     original_key_response = S3Response.key_response
 
