@@ -15,7 +15,7 @@ from spotrun.model import layout
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 
 JOB = "j-000000000001"
-SIZE = 40 * MIB + 777  # 8 MiB parts: six of them
+SIZE = 16 * MIB + 777  # 8 MiB parts: three of them
 BODY = random.Random(3).randbytes(SIZE)
 
 
@@ -48,19 +48,19 @@ def a_checkpoint(tmp_path, step: int):
 
 
 def test_a_large_checkpoint_file_is_a_multipart_upload_and_its_marker_sha256_matches(s3, tmp_path):
-    # Given a checkpoint of one 40 MiB file and one small file
+    # Given a checkpoint of one 16 MiB file and one small file
     client = Recording(s3)
     directory = a_checkpoint(tmp_path / "local", 100)
 
     # When it is uploaded
     checkpoints.upload_checkpoint(client, BUCKET, JOB, 100, directory, attempt=1)
 
-    # Then the large file went as six parts of the expected sizes, the small one (and the marker) as one PUT
+    # Then the large file went as three parts of the expected sizes, the small one (and the marker) as one PUT
     prefix = layout.checkpoint_prefix(JOB, 100)
     assert sorted(p for p in client.parts if p[0] == prefix + "weights.bin") == [
         (prefix + "weights.bin", n, length) for n, (_, length) in enumerate(ranges_of(SIZE), start=1)
     ]
-    assert len(client.parts) == 6
+    assert len(client.parts) == 3
     assert sorted(client.puts) == [prefix + "_COMMITTED.json", prefix + "meta.json"]
     # and the marker lists the file's SHA-256, S3 keeps a full-object CRC-32 of it
     marker = checkpoints.read_marker(s3, BUCKET, JOB, 100)
