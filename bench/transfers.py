@@ -37,7 +37,7 @@ MIB = 1024 * 1024
 DATASETS: dict[str, tuple[int, int]] = {"small": (1000, MIB), "large": (4, 256 * MIB)}
 CASES = ("stage", "upload")
 CEILING_WORKERS = (16, 32)
-SPOTRUN_WORKERS = 16
+SPOTRUN_WORKERS = 32  # the agent default (spotrun.agent.staging.DEFAULT_WORKERS)
 TARGET_OF_CEILING = 0.9
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
 

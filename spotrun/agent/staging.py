@@ -79,7 +79,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 CHUNK_BYTES = 1024 * 1024
-DEFAULT_WORKERS = 16
+DEFAULT_WORKERS = 32  # files at once, and ranges at once: with 64 pooled connections (runner.aws_client)
 MIB = 1024 * 1024
 RANGED_THRESHOLD = 16 * MIB
 MIN_PART = 8 * MIB
