@@ -20,7 +20,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from spotrun.agent.links import LinkError, open_regular, real_directories, regular_files
-from spotrun.agent.staging import LinkStagingError, StageItem, iter_objects, stage
+from spotrun.agent.staging import DEFAULT_WORKERS, LinkStagingError, StageItem, iter_objects, stage
+from spotrun.agent.upload import PartUploader, upload_file
 from spotrun.model import layout
 from spotrun.model.checkpoints import (
     CheckpointFile,
@@ -47,7 +48,15 @@ class S3Client(Protocol):
 
     def delete_objects(self, **kwargs: Any) -> dict[str, Any]: ...
 
-    def upload_fileobj(self, fileobj: Any, bucket: str, key: str, **kwargs: Any) -> None: ...
+    def create_multipart_upload(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def upload_part(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def complete_multipart_upload(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def abort_multipart_upload(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def head_object(self, **kwargs: Any) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -88,23 +97,19 @@ def file_sha256(path: Path) -> str:
         return handle_sha256(handle)
 
 
-def upload_regular(s3: Any, path: Path, bucket: str, key: str, extra: dict[str, str]) -> tuple[int, str]:
+def upload_regular(
+    s3: Any, path: Path, bucket: str, key: str, extra: dict[str, str], parts: PartUploader | None = None
+) -> tuple[int, str]:
     """Upload one regular file, never a link's target; returns its size and SHA-256.
 
-    The size, the digest and the upload all come from one descriptor opened with ``O_NOFOLLOW``, so a file
-    swapped for a link after it was listed is refused rather than followed.
+    :func:`spotrun.agent.upload.upload_file`: one read of the file feeds its SHA-256 and S3's checksum.
 
     Raises
     ------
     LinkError
         When ``path`` is a symbolic link or not a regular file.
     """
-    with open_regular(path) as handle:
-        sha256 = handle_sha256(handle)
-        size = handle.tell()
-        handle.seek(0)
-        s3.upload_fileobj(handle, bucket, key, ExtraArgs=extra)
-    return size, sha256
+    return upload_file(s3, path, bucket, key, extra, parts=parts)
 
 
 # -- S3 --------------------------------------------------------------------------------
@@ -130,10 +135,13 @@ def read_marker(s3: S3Client, bucket: str, job_id: str, step: int) -> CommitMark
     return CommitMarker.model_validate_json(response["Body"].read())
 
 
-def _upload_one(s3: S3Client, bucket: str, prefix: str, relative: str, path: Path) -> CheckpointFile:
+def _upload_one(
+    s3: S3Client, bucket: str, prefix: str, relative: str, path: Path, parts: PartUploader
+) -> CheckpointFile:
     try:
-        # S3 computes and keeps a SHA-256 too, so staging can verify the object without the marker.
-        size, sha256 = upload_regular(s3, path, bucket, prefix + relative, {"ChecksumAlgorithm": "SHA256"})
+        # S3 checks and keeps a checksum too (SHA-256, or CRC-32 for multipart), so staging can verify the
+        # object without the marker.
+        size, sha256 = upload_regular(s3, path, bucket, prefix + relative, {}, parts)
     except FileNotFoundError as exc:
         raise CheckpointVanishedError(str(path)) from exc
     return CheckpointFile(path=relative, size=size, sha256=sha256)
@@ -147,7 +155,7 @@ def upload_checkpoint(
     directory: Path,
     *,
     attempt: int | None = None,
-    max_workers: int = 8,
+    max_workers: int = DEFAULT_WORKERS,
 ) -> CommittedCheckpoint:
     """Upload a local checkpoint directory, then write its commit marker.
 
@@ -191,8 +199,13 @@ def upload_checkpoint(
     files = local_files(directory)
     if not files and not directory.is_dir():
         raise CheckpointVanishedError(str(directory))
-    with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="ckpt-up") as pool:
-        futures = [pool.submit(_upload_one, s3, bucket, prefix, relative, path) for relative, path in files]
+    with (
+        PartUploader() as parts,
+        ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="ckpt-up") as pool,
+    ):
+        futures = [
+            pool.submit(_upload_one, s3, bucket, prefix, relative, path, parts) for relative, path in files
+        ]
         listed = [future.result() for future in futures]
     marker = CommitMarker(
         job_id=job_id,
@@ -216,7 +229,13 @@ def upload_checkpoint(
 
 
 def download_checkpoint(
-    s3: S3Client, bucket: str, job_id: str, step: int, checkpoint_dir: Path, *, max_workers: int = 8
+    s3: S3Client,
+    bucket: str,
+    job_id: str,
+    step: int,
+    checkpoint_dir: Path,
+    *,
+    max_workers: int = DEFAULT_WORKERS,
 ) -> RestoredCheckpoint:
     """Copy a committed checkpoint into ``checkpoint_dir / step-<step>``, every file verified.
 
@@ -253,7 +272,9 @@ def download_checkpoint(
         if relative.is_absolute() or ".." in relative.parts:
             raise ValueError(f"checkpoint step {step}: marker lists an unsafe path {entry.path!r}")
         items.append(
-            StageItem(bucket, prefix + entry.path, temporary.joinpath(*relative.parts), entry.sha256)
+            StageItem(
+                bucket, prefix + entry.path, temporary.joinpath(*relative.parts), entry.sha256, entry.size
+            )
         )
     try:
         real_directories(checkpoint_dir, checkpoint_dir)

@@ -14,6 +14,8 @@ from spotrun.agent.checkpoints import upload_regular
 from spotrun.agent.digest import tree_digest
 from spotrun.agent.links import LinkError, open_regular, regular_files
 from spotrun.agent.secrets import Masker
+from spotrun.agent.staging import DEFAULT_WORKERS
+from spotrun.agent.upload import PartUploader
 from spotrun.model import layout
 from spotrun.model.command import OutputList, OutputObject
 
@@ -36,13 +38,14 @@ class OutputLinkError(RuntimeError):
     """The output directory is, or holds, a symbolic link: nothing of it is uploaded."""
 
 
-def _upload(s3: Any, bucket: str, key: str, path: Path) -> OutputObject:
-    size, sha256 = upload_regular(s3, path, bucket, key, {"ChecksumAlgorithm": "SHA256"})
+def _upload(s3: Any, bucket: str, key: str, path: Path, parts: PartUploader) -> OutputObject:
+    # One read of the file gives the SHA-256 listed here and the checksum S3 checks (spotrun.agent.upload).
+    size, sha256 = upload_regular(s3, path, bucket, key, {}, parts)
     return OutputObject(key=key, size=size, sha256=sha256)
 
 
 def upload_outputs(
-    s3: Any, bucket: str, job_id: str, output_dir: Path, *, workers: int = 8
+    s3: Any, bucket: str, job_id: str, output_dir: Path, *, workers: int = DEFAULT_WORKERS
 ) -> list[OutputObject]:
     """Upload every file of ``output_dir`` under :func:`spotrun.model.layout.output_prefix`.
 
@@ -76,8 +79,13 @@ def upload_outputs(
         files = regular_files(output_dir)
     except LinkError as exc:
         raise OutputLinkError(f"outputs refused, nothing uploaded: {exc}") from None
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="output-up") as pool:
-        futures = [pool.submit(_upload, s3, bucket, prefix + relative, path) for relative, path in files]
+    with (
+        PartUploader() as parts,
+        ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="output-up") as pool,
+    ):
+        futures = [
+            pool.submit(_upload, s3, bucket, prefix + relative, path, parts) for relative, path in files
+        ]
         try:
             return sorted((future.result() for future in futures), key=lambda item: item.key)
         except LinkError as exc:  # a file swapped for a link after the listing

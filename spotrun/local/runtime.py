@@ -25,6 +25,7 @@ from spotrun.local import (
     lambda_patch,
     logs_access_patch,
     s3_access_patch,
+    s3_range_patch,
     s3_upload_patch,
     secrets_access_patch,
     sfn_patch,
@@ -219,6 +220,7 @@ class LocalRuntime:
         logs_access_patch.install(self._patches, self.callers.is_instance_key)
         s3_upload_patch.install(self._patches)
         dispatch_patch.install(self._patches)
+        s3_range_patch.install(self._patches)
         endpoint = self._server.start()
         self._environment.set(
             {

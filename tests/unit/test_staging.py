@@ -25,7 +25,7 @@ BUCKET = "spotrun-jobs-test"
 
 
 class FakeS3:
-    """The two calls staging makes, over a dict; bodies can be corrupted for the first N reads."""
+    """The calls staging makes, over a dict (ranged GETs too); bodies can be corrupted for the first N reads."""
 
     def __init__(self, page_size: int = 1000):
         self.objects: dict[str, bytes] = {}
@@ -33,6 +33,9 @@ class FakeS3:
         self.corrupt_reads: dict[str, int] = {}
         self.truncate_reads: dict[str, int] = {}
         self.gets: dict[str, int] = {}
+        self.ranges: dict[str, list[tuple[int, int]]] = {}
+        self.heads = 0
+        self._computed: dict[str, tuple[bytes, dict[str, Any]]] = {}  # headers, computed once per body
         self.page_size = page_size
         self._lock = threading.Lock()
 
@@ -49,9 +52,30 @@ class FakeS3:
             response.update(IsTruncated=True, NextContinuationToken=str(start + self.page_size))
         return response
 
+    def _headers(self, key: str) -> dict[str, Any]:
+        body = self.objects[key]
+        cached = self._computed.get(key)
+        if cached is not None and cached[0] is body:
+            return dict(cached[1])
+        response: dict[str, Any] = {
+            "ContentLength": len(body),
+            "ETag": '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"',
+        }
+        if self.checksum[key] == "sha256":
+            response["ChecksumSHA256"] = base64.b64encode(hashlib.sha256(body).digest()).decode()
+        elif self.checksum[key] == "crc32":
+            response["ChecksumCRC32"] = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+        self._computed[key] = (body, response)
+        return dict(response)
+
+    def head_object(self, **kwargs: Any) -> dict[str, Any]:
+        assert kwargs.get("ChecksumMode") == "ENABLED"
+        with self._lock:
+            self.heads += 1
+        return self._headers(kwargs["Key"])
+
     def get_object(self, **kwargs: Any) -> dict[str, Any]:
         key = kwargs["Key"]
-        assert kwargs.get("ChecksumMode") == "ENABLED"
         body = self.objects[key]
         with self._lock:
             self.gets[key] = self.gets.get(key, 0) + 1
@@ -61,14 +85,17 @@ class FakeS3:
                 self.corrupt_reads[key] -= 1
             if truncate:
                 self.truncate_reads[key] -= 1
-        response: dict[str, Any] = {
-            "ContentLength": len(body),
-            "ETag": '"' + hashlib.md5(body, usedforsecurity=False).hexdigest() + '"',
-        }
-        if self.checksum[key] == "sha256":
-            response["ChecksumSHA256"] = base64.b64encode(hashlib.sha256(body).digest()).decode()
-        elif self.checksum[key] == "crc32":
-            response["ChecksumCRC32"] = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+        response = self._headers(key)
+        if "Range" in kwargs:
+            # As S3: the range's bytes, no full-object checksum, and 412 when IfMatch names another ETag.
+            assert kwargs["IfMatch"] == response["ETag"]
+            first, last = (int(part) for part in kwargs["Range"].removeprefix("bytes=").split("-"))
+            with self._lock:
+                self.ranges.setdefault(key, []).append((first, last))
+            body = body[first : last + 1]
+            response = {"ContentLength": len(body), "ETag": response["ETag"]}
+        else:
+            assert kwargs.get("ChecksumMode") == "ENABLED"
         sent = body
         if corrupt:
             sent = bytes([body[0] ^ 0xFF]) + body[1:]  # same size, one bit pattern off

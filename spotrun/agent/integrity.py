@@ -1,0 +1,267 @@
+"""Which check a downloaded object gets, and the digests that check it in one pass over its bytes.
+
+The check is the strongest one the object allows, in this order:
+
+1. a SHA-256 known in advance (a checkpoint's commit marker lists one per file);
+2. S3's full-object ``ChecksumSHA256`` (objects uploaded in one PUT with ``ChecksumAlgorithm="SHA256"``);
+3. S3's full-object ``ChecksumCRC32`` (what recent SDKs add by default, and multipart uploads of type
+   ``FULL_OBJECT``);
+4. the MD5 in a single-part ETag (not for SSE-KMS / SSE-C objects, whose ETag is not an MD5);
+
+and always the size against ``ContentLength``. A composite checksum (``...-N``: a checksum of the parts'
+checksums) is not reproducible from the bytes, so it is not used
+(https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.html).
+
+Every byte is hashed once. A CRC32 is computed per range, in parallel, and the ranges' CRCs combined
+(:func:`crc32_combine`, as zlib's ``crc32_combine``); SHA-256 and MD5 are sequential, so :class:`OrderedDigest`
+feeds them each range once all the ranges before it have landed.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import os
+import threading
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from spotrun.agent.staging_plan import Algorithm
+
+_CRC32_POLYNOMIAL = 0xEDB88320  # zlib's CRC-32, reflected
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a downloaded body must match: its size, and a digest when one is known."""
+
+    size: int
+    algorithm: Algorithm
+    s3_value: str | None = None  # as S3 reports it: base64 for checksums, hex for an ETag's MD5
+    sha256_hex: str | None = None
+
+
+def expectation_for(response: dict[str, Any], sha256_hex: str | None = None) -> Expectation:
+    """Choose the check for a ``get_object`` / ``head_object`` response (pure: reads only its headers).
+
+    Parameters
+    ----------
+    response
+        The response of ``get_object(..., ChecksumMode="ENABLED")`` or ``head_object`` with the same.
+    sha256_hex
+        A SHA-256 known in advance, if any.
+
+    Returns
+    -------
+    Expectation
+        The strongest check available; ``algorithm="size"`` when only the size can be checked.
+    """
+    size = int(response["ContentLength"])
+    composite = response.get("ChecksumType") == "COMPOSITE"
+    sha256 = response.get("ChecksumSHA256")
+    if sha256 and not composite and "-" not in sha256:
+        return Expectation(size, "sha256", sha256, sha256_hex)
+    if sha256_hex:
+        return Expectation(size, "sha256", None, sha256_hex)
+    crc32 = response.get("ChecksumCRC32")
+    if crc32 and not composite and "-" not in crc32:
+        return Expectation(size, "crc32", crc32)
+    etag = str(response.get("ETag", "")).strip('"')
+    encrypted_with_key = response.get("ServerSideEncryption") == "aws:kms" or response.get(
+        "SSECustomerAlgorithm"
+    )
+    if etag and "-" not in etag and len(etag) == 32 and not encrypted_with_key:
+        return Expectation(size, "md5", etag.lower())
+    return Expectation(size, "size")
+
+
+def _gf2_times(matrix: list[int] | tuple[int, ...], vector: int) -> int:
+    total = 0
+    row = 0
+    while vector:
+        if vector & 1:
+            total ^= matrix[row]
+        vector >>= 1
+        row += 1
+    return total
+
+
+def _gf2_square(matrix: list[int]) -> list[int]:
+    return [_gf2_times(matrix, matrix[row]) for row in range(32)]
+
+
+@functools.lru_cache(maxsize=64)
+def _zeros_operator(length: int) -> tuple[int, ...]:
+    """The GF(2) matrix that moves a CRC-32 past ``length`` zero bytes (ranges share a few lengths: cached)."""
+    # By repeated squaring of the one-zero-bit operator, composing the powers of two that make up the length.
+    power = [_CRC32_POLYNOMIAL] + [1 << row for row in range(31)]  # one zero bit
+    for _ in range(3):
+        power = _gf2_square(power)  # now one zero byte
+    result: list[int] | None = None
+    while length:
+        if length & 1:
+            result = power if result is None else [_gf2_times(power, column) for column in result]
+        length >>= 1
+        if length:
+            power = _gf2_square(power)
+    assert result is not None
+    return tuple(result)
+
+
+def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
+    """CRC-32 of ``a + b`` from ``crc32(a)``, ``crc32(b)`` and ``len(b)`` (zlib's ``crc32_combine``).
+
+    Parameters
+    ----------
+    crc1
+        ``zlib.crc32(a)``.
+    crc2
+        ``zlib.crc32(b)``.
+    length2
+        ``len(b)``.
+
+    Returns
+    -------
+    int
+        ``zlib.crc32(a + b)``.
+    """
+    if length2 <= 0:
+        return crc1
+    # Appending len(b) zero bytes to a is a linear operator on its CRC; then b's CRC is added (xor).
+    return _gf2_times(_zeros_operator(length2), crc1) ^ crc2
+
+
+def problems(expected: Expectation, size: int, digest: bytes | int | None) -> list[str]:
+    """What is wrong with a body of ``size`` bytes and ``digest`` (the expectation's algorithm) (empty: none).
+
+    Parameters
+    ----------
+    expected
+        The check.
+    size
+        Bytes received.
+    digest
+        The SHA-256 or MD5 digest (bytes) or the CRC-32 (int) of those bytes; None for a size-only check.
+
+    Returns
+    -------
+    list[str]
+        One line per mismatch.
+    """
+    found = []
+    if size != expected.size:
+        found.append(f"size {size} != ContentLength {expected.size}")
+    if expected.algorithm == "sha256":
+        assert isinstance(digest, bytes)
+        if expected.s3_value and base64.b64encode(digest).decode() != expected.s3_value:
+            found.append("SHA-256 differs from the object's ChecksumSHA256")
+        if expected.sha256_hex and digest.hex() != expected.sha256_hex.lower():
+            found.append("SHA-256 differs from the expected digest")
+    elif expected.algorithm == "crc32":
+        assert isinstance(digest, int)
+        if base64.b64encode(digest.to_bytes(4, "big")).decode() != expected.s3_value:
+            found.append("CRC32 differs from the object's ChecksumCRC32")
+    elif expected.algorithm == "md5":
+        assert isinstance(digest, bytes)
+        if digest.hex() != expected.s3_value:
+            found.append("MD5 differs from the ETag")
+    return found
+
+
+def new_hash(algorithm: Algorithm) -> Any:
+    """A hashlib object for a sequential algorithm (``sha256`` / ``md5``), None for ``crc32`` / ``size``."""
+    if algorithm == "sha256":
+        return hashlib.sha256()
+    if algorithm == "md5":
+        return hashlib.md5(usedforsecurity=False)
+    return None
+
+
+class StreamDigest:
+    """The one digest an :class:`Expectation` needs, over a body read front to back in chunks."""
+
+    def __init__(self, expectation: Expectation):
+        self.expectation = expectation
+        self.size = 0
+        self._crc = 0
+        self._hash = new_hash(expectation.algorithm)
+
+    def update(self, chunk: bytes) -> None:
+        """Add the next chunk."""
+        self.size += len(chunk)
+        if self._hash is not None:
+            self._hash.update(chunk)
+        elif self.expectation.algorithm == "crc32":
+            self._crc = zlib.crc32(chunk, self._crc)
+
+    def problems(self) -> list[str]:
+        """What is wrong with the bytes seen (empty: nothing)."""
+        digest = self._crc if self.expectation.algorithm == "crc32" else None
+        if self._hash is not None:
+            digest = self._hash.digest()
+        return problems(self.expectation, self.size, digest)
+
+
+class OrderedDigest:
+    """A sequential digest (SHA-256, MD5) over a file written by ranges that land in any order.
+
+    Each range, once written, is reported with :meth:`landed`; the thread that completes the contiguous prefix
+    reads the newly contiguous ranges back (``os.pread``: from the page cache, just written) and hashes them,
+    so hashing overlaps the download and each byte is hashed once.
+
+    Parameters
+    ----------
+    algorithm
+        ``sha256`` or ``md5``.
+    descriptor
+        The file being written (opened for reading too).
+    ranges
+        The ``(offset, length)`` of every range, in file order.
+    """
+
+    _READ = 8 * 1024 * 1024
+
+    def __init__(self, algorithm: Algorithm, descriptor: int, ranges: list[tuple[int, int]]):
+        self._hash = new_hash(algorithm)
+        self._descriptor = descriptor
+        self._ranges = ranges
+        self._landed = [False] * len(ranges)
+        self._next = 0
+        self._hashing = False
+        self._lock = threading.Lock()
+        self.hashed = 0
+
+    def landed(self, index: int) -> None:
+        """Range ``index`` is written: hash it, and those after it that are, if it completes the prefix."""
+        with self._lock:
+            self._landed[index] = True
+            if self._hashing:
+                return  # the thread hashing now will reach it
+            self._hashing = True
+        while True:
+            with self._lock:
+                if self._next >= len(self._ranges) or not self._landed[self._next]:
+                    self._hashing = False
+                    return
+                offset, length = self._ranges[self._next]
+            self._hash_range(offset, length)
+            with self._lock:
+                self._next += 1
+
+    def _hash_range(self, offset: int, length: int) -> None:
+        end = offset + length
+        while offset < end:
+            chunk = os.pread(self._descriptor, min(self._READ, end - offset), offset)
+            if not chunk:
+                raise OSError(f"short read of a staged file at offset {offset}")
+            self._hash.update(chunk)
+            self.hashed += len(chunk)
+            offset += len(chunk)
+
+    def digest(self) -> bytes:
+        """The digest of every range (all must have landed)."""
+        if self._next != len(self._ranges):
+            raise RuntimeError("not every range of the file has been hashed")
+        return bytes(self._hash.digest())
