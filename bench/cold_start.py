@@ -55,6 +55,9 @@ def handlers() -> list[str]:
 
 def build_package(out: Path) -> Path:
     """Build the Lambda package into ``out`` as CDK does (local bundling: a copy)."""
+    # infra.app sets jsii's environment (its package cache in the project, Node's end-of-life banner silenced)
+    # before the first CDK module starts jsii, as `make synth` has it.
+    import infra.app  # noqa: F401
     from infra.constructs.bundling import CopyBundler, lambda_trees
 
     if not CopyBundler(lambda_trees()).try_bundle(str(out)):
