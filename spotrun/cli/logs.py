@@ -83,13 +83,16 @@ class LogFollower:
         self.attempt = attempt
         self.tail = tail
         self.next_token: str | None = None
-        self._seen: set[int] = set()
+        # Each attempt's header is printed once, and once more when an attempt that had no log yet gets one
+        # (the follower may start while the first instance still boots).
+        self._headed: dict[int, bool] = {}
 
     def poll(self) -> list[AttemptHeader | LogLine]:
         """What was written since the last call, in order: an attempt's header where its lines begin.
 
         The first call answers each attempt's last ``tail`` lines; later ones only the new lines, and the
-        header of each attempt seen for the first time (a new attempt's, once the job retried).
+        header of each attempt seen for the first time (a new attempt's, once the job retried), and again
+        when an attempt announced with no log yet starts having one.
         """
         if self.next_token is None:
             answer = self.client.logs(self.job_id, attempt=self.attempt, tail=self.tail)
@@ -99,8 +102,9 @@ class LogFollower:
         found: list[AttemptHeader | LogLine] = []
         for entry in answer["logs"]:
             number = entry["attempt"]
-            if number not in self._seen:
-                self._seen.add(number)
+            readable = entry.get("source", "s3") != "none"
+            if number not in self._headed or (readable and not self._headed[number]):
+                self._headed[number] = readable
                 found.append(describe_entry(entry))
             found += [LogLine(number, text) for text in entry["lines"]]
         return found

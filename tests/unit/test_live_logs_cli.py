@@ -69,6 +69,30 @@ def test_the_follower_reads_the_tail_then_only_what_follows_with_a_header_per_ne
     assert follower.render(second) == ["c", "== attempt 2: j/attempt-002 (live)", "d"]
 
 
+def test_an_attempt_followed_before_its_log_exists_gets_its_header_again_once_it_has_one():
+    # Given a follower started while attempt 1 still boots: no log yet, then its live stream, then its upload
+    client = ScriptedClient(
+        [
+            {"job_id": "j", "logs": [_entry(1, [], source="none")], "next_token": "t1"},
+            {"job_id": "j", "logs": [_entry(1, [], source="none")], "next_token": "t2"},
+            {"job_id": "j", "logs": [_entry(1, ["a"])], "next_token": "t3"},
+            {"job_id": "j", "logs": [_entry(1, ["b"], source="s3")], "next_token": "t4"},
+        ]
+    )
+    follower = LogFollower(client, "j")  # type: ignore[arg-type]
+
+    # When it polls four times
+    printed = [line for _ in range(4) for line in follower.render(follower.poll())]
+
+    # Then "no log yet" is said once, the live header comes where the lines begin, and the upload adds none
+    assert printed == [
+        "== attempt 1: jobs/j/logs/attempt-001.log (no log yet)",
+        "== attempt 1: j/attempt-001 (live)",
+        "a",
+        "b",
+    ]
+
+
 class EndingJob(ScriptedClient):
     """A job that writes its last line as it ends: the line is there once its FAILED status can be read."""
 
