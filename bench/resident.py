@@ -1,7 +1,7 @@
 """Time from SSM delivery to a step's code running: the resident agent's forked child against a fresh process.
 
 Each measurement runs in a fresh process (``python -m bench.resident --once MODE``) that plays the agent
-document's own script (:func:`spotrun.local.instances.instance_agent_script`, as a simulated instance runs it)
+document's own script (:func:`spotrun.local.instance_agent.instance_agent_script`, as a simulated instance runs it)
 on a temporary instance directory, and times from just before the script starts to the moment the step's code
 runs. ``resident``: a resident agent (``serve``, warmed as on an instance) is alive, the script hands it the URI
 and it forks. ``fresh``: none is, the script starts ``spotrun-agent run``'s stand-in as a new process.
@@ -61,8 +61,8 @@ def _environment(out: Path) -> dict[str, str]:
 
 def once(mode: str) -> dict[str, Any]:
     """One measurement in this process: the seconds from delivery to the probe step running."""
-    from spotrun.local.instances import instance_agent_script
-    from spotrun.shape import AGENT_COMMAND_VARIABLE
+    from spotrun.local.instance_agent import instance_agent_script
+    from spotrun.model.agent_document import AGENT_COMMAND_VARIABLE
 
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)

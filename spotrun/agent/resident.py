@@ -3,7 +3,7 @@
 ``spotrun-agent serve`` starts with the instance (a systemd unit the user data writes, ``Restart=always``),
 imports the agent and warms what a step needs (:func:`warm`), then waits on its inbox
 (``/run/spotrun/inbox``, root only). The SSM document's script hands it a step by publishing a file there that
-holds the step's command URI (:func:`spotrun.shape.agent_script`), and wakes it. For each file it forks a
+holds the step's command URI (:func:`spotrun.model.agent_document.agent_script`), and wakes it. For each file it forks a
 child that runs exactly what ``spotrun-agent run --command-uri URI`` runs and exits with that status; the
 step starts in milliseconds instead of paying a fresh interpreter, the imports and botocore's models.
 

@@ -1,8 +1,9 @@
-"""What a simulated instance's agent process is started with: its argv and its environment, as on EC2.
+"""What a simulated instance's agent process is started with: its environment, as on EC2.
 
 On EC2 the SSM Agent runs the document's script with the instance's environment; the agent finds its role
 session through the instance metadata service and its job's credentials route in the environment the user data
-writes. The emulator gives each agent subprocess the same view, pointing at that instance's own IMDS.
+writes. The emulator gives each agent subprocess the same view, pointing at that instance's own IMDS. The
+programs it starts are :mod:`spotrun.local.instance_agent`'s.
 """
 
 from __future__ import annotations
@@ -12,17 +13,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from spotrun.local.instances import SimulatedInstance
+from spotrun.local.simulated_instance import SimulatedInstance
 from spotrun.model.command import AGENT_CREDENTIALS_PATH
 from spotrun.shape import REPO_ROOT
 
 # The runtime's own credentials: an agent must not inherit them, since it acts as its instance only.
 _RUNTIME_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
-
-
-def default_agent_argv() -> list[str]:
-    """The real agent; the command URI is appended."""
-    return [sys.executable, "-m", "spotrun.agent", "run", "--command-uri"]
 
 
 def agent_environment(

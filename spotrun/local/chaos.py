@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 from spotrun.local.capacity import CapacityModel
 from spotrun.local.clock import Clock, rfc3339, utc_now
-from spotrun.local.instances import InstanceManager, Publisher, SimulatedInstance
+from spotrun.local.instances import InstanceManager, Publisher
+from spotrun.local.simulated_instance import SimulatedInstance
 from spotrun.model.ec2 import REBALANCE, SPOT_WARNING
 
 logger = logging.getLogger(__name__)

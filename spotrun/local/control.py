@@ -32,9 +32,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from spotrun.local.instances import SimulatedInstance
 from spotrun.local.loopback import LoopbackServer
 from spotrun.local.runtime import LocalRuntime
+from spotrun.local.simulated_instance import SimulatedInstance
 from spotrun.model.capacity import Lifecycle
 from spotrun.model.fleet_errors import classify
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,7 +30,7 @@ from spotrun.local import (
     sfn_patch,
     ssm_patch,
 )
-from spotrun.local.agent_environment import agent_environment, default_agent_argv
+from spotrun.local.agent_delivery import AgentDelivery
 from spotrun.local.api_gateway import ApiServer, Callers, ProxyApp
 from spotrun.local.capacity import CapacityModel
 from spotrun.local.catalog import Pool, default_pools
@@ -42,19 +41,16 @@ from spotrun.local.consistency import Ec2Consistency
 from spotrun.local.environment import ProcessEnvironment, emulator_environment
 from spotrun.local.events_patch import Dispatcher
 from spotrun.local.executions import stop_running_executions
-from spotrun.local.instances import InstanceManager, SimulatedInstance
+from spotrun.local.instances import InstanceManager
 from spotrun.local.patches import PatchSet
 from spotrun.local.provision import INSTANCE_ROLE_NAME, Deployment, function_name, provision
 from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import ACCOUNT_ID, EmbeddedServer
+from spotrun.local.simulated_instance import SimulatedInstance
 from spotrun.local.trace_pools import TracePools
 from spotrun.model.command import AGENT_REPORTS_PATH
 from spotrun.model.traces import Trace
-from spotrun.shape import (
-    AGENT_COMMAND_VARIABLE,
-    SHAPE,
-    DeploymentShape,
-)
+from spotrun.shape import SHAPE, DeploymentShape
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +109,9 @@ class LocalRuntime:
         self.workdir = Path(workdir)
         self.shape = shape
         self.state_machine_file = state_machine_file or STATE_MACHINE_FILE
-        self.agent_argv = list(agent_argv) if agent_argv is not None else default_agent_argv()
+        self._environment = ProcessEnvironment()
+        self.agents = AgentDelivery(self.instance, agent_argv, self._environment, self._api_url)
+        self.agent_argv = self.agents.argv
         self.region = region
         self.settings_overrides = dict(settings_overrides or {})
         self.clock = Clock(time_scale)
@@ -134,7 +132,7 @@ class LocalRuntime:
             instance_role=INSTANCE_ROLE_NAME,
             on_credentials=self.callers.register_instance,
             # The real agent serves as each instance's resident agent; a stand-in agent command cannot.
-            resident_environment=None if agent_argv is not None else self._resident_environment,
+            resident_environment=self.agents.resident_environment if self.agents.serves else None,
         )
         terminate = functools.partial(ec2_patch.terminate_instance, ACCOUNT_ID, region)
         self.chaos = Chaos(self.manager, self.clock, self.publish_event, terminate, ACCOUNT_ID, seed)
@@ -154,7 +152,6 @@ class LocalRuntime:
         self._patches = PatchSet()
         self._dispatcher = Dispatcher()
         self._ec2_lock = threading.RLock()
-        self._environment = ProcessEnvironment()
         self._deployment: Deployment | None = None
         self._api: ApiServer | None = None
         self.api_url: str | None = None  # the REST API stand-in, for every runtime whose shape has the API
@@ -210,8 +207,8 @@ class LocalRuntime:
         ssm_patch.install(
             self._patches,
             self.shape.agent_document_name,
-            self._can_receive,
-            self._start_agent,
+            self.manager.can_receive,
+            self.agents.deliver,
             self.manager.managed_nodes,
         )
         ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock, self.consistency)
@@ -257,6 +254,9 @@ class LocalRuntime:
         self._api = ApiServer(ProxyApp(handler, name, self.callers))
         self.api_url = self._api.start()
         return self.api_url
+
+    def _api_url(self) -> str:
+        return self.api_url or ""
 
     def _stop_api(self) -> None:
         if self._api is not None:
@@ -382,20 +382,3 @@ class LocalRuntime:
     ) -> None:
         """Put an event on the emulator's default bus (rules deliver it asynchronously)."""
         events_patch.publish(ACCOUNT_ID, self.region, source, detail_type, detail, resources)
-
-    # --------------------------------------------------------------------------------- patch callbacks
-
-    def _can_receive(self, instance_id: str) -> bool:
-        sim = self.manager.get(instance_id)
-        return sim is not None and sim.managed
-
-    def _resident_environment(self, sim: SimulatedInstance) -> dict[str, str]:
-        return agent_environment(sim, {**os.environ, **self._environment.values}, self.api_url or "", "", {})
-
-    def _start_agent(self, instance_id: str, parameters: dict[str, str], command_id: str) -> None:
-        sim = self.instance(instance_id)
-        env = agent_environment(
-            sim, {**os.environ, **self._environment.values}, self.api_url or "", command_id, parameters
-        )
-        proc = sim.run_agent_script(self.agent_argv, AGENT_COMMAND_VARIABLE, env)
-        logger.info("agent pid %s started on %s for %s", proc.pid, instance_id, parameters)

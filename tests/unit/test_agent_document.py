@@ -17,17 +17,17 @@ from hypothesis import strategies as st
 
 from spotrun.agent.notify import process_start_time
 from spotrun.local.ssm_patch import check_parameters
-from spotrun.model.job import ManifestSource
-from spotrun.model.job_ids import job_id_for
-from spotrun.model.layout import AGENT_INBOX, AGENT_PID_FILE, agent_command_key
-from spotrun.shape import (
+from spotrun.model.agent_document import (
     AGENT_COMMAND_URI_PATTERN,
     AGENT_COMMAND_VARIABLE,
     AGENT_LOG_LINE,
     AGENT_RUN_DIR_LINE,
-    SHAPE,
     agent_script,
 )
+from spotrun.model.job import ManifestSource
+from spotrun.model.job_ids import job_id_for
+from spotrun.model.layout import AGENT_INBOX, AGENT_PID_FILE, agent_command_key
+from spotrun.shape import SHAPE
 
 GOOD = "s3://spotrun-jobs-000000000000/" + agent_command_key("tiny-0123456789ab", 1, "train")
 HOSTILE = [
