@@ -111,6 +111,16 @@ class DeploymentShape:
 
 # Every function that writes jobs publishes their status changes on the events bus.
 _ALL_STORE = ("jobs_table", "event_bus_name")
+# What submitting a job reads, from a dropped manifest (submit) or POST /jobs (api): both run the same use case.
+_SUBMISSION = (
+    "idempotency_table",
+    "jobs_bucket",
+    "archive_bucket",
+    "archive_buckets",
+    "reference_patterns",
+    "state_machine_arn",
+    "time_scale",
+)
 
 
 def rule_pattern(rule: RuleSpec, bucket_names: dict[str, str]) -> dict[str, Any]:
@@ -140,16 +150,7 @@ SHAPE = DeploymentShape(
             "submit",
             "functions.submit.handler",
             "Validates a dropped manifest, records the job once and starts its workflow.",
-            settings=(
-                *_ALL_STORE,
-                "idempotency_table",
-                "jobs_bucket",
-                "archive_bucket",
-                "archive_buckets",
-                "reference_patterns",
-                "state_machine_arn",
-                "time_scale",
-            ),
+            settings=(*_ALL_STORE, *_SUBMISSION),
         ),
         FunctionSpec(
             "acquire",
@@ -209,13 +210,7 @@ SHAPE = DeploymentShape(
             timeout_seconds=29,  # API Gateway's integration timeout
             settings=(
                 *_ALL_STORE,
-                "idempotency_table",
-                "jobs_bucket",
-                "archive_bucket",
-                "archive_buckets",
-                "reference_patterns",
-                "state_machine_arn",
-                "time_scale",
+                *_SUBMISSION,
                 "schedule_group",
                 "scheduler_role_arn",
                 "scheduled_run_arn",
