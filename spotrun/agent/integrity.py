@@ -179,18 +179,68 @@ def new_hash(algorithm: Algorithm) -> Any:
     return None
 
 
-class StreamDigest:
-    """The one digest an :class:`Expectation` needs, over a body read front to back in chunks."""
+def sdk_checksum(body: Any, algorithm: Algorithm) -> Any:
+    """The running checksum botocore keeps over ``body``, when it is of ``algorithm``; None otherwise.
 
-    def __init__(self, expectation: Expectation):
+    botocore validates a ``GetObject`` body against the ``x-amz-checksum-*`` header it chose
+    (``response_checksum_validation``, "when_supported" by default, or ``ChecksumMode="ENABLED"``): its
+    ``StreamingChecksumBody`` feeds every byte read to a checksum object, exposed as ``body.checksum``
+    (https://docs.aws.amazon.com/sdkref/latest/guide/feature-dataintegrity.html). When that checksum is of the
+    algorithm staging's :class:`Expectation` names, its digest is the one staging needs: taking it saves a
+    second pass over the same bytes. botocore prefers a CRC to a SHA-256 when an object has both, so the types
+    are compared, never assumed.
+
+    Parameters
+    ----------
+    body
+        A ``get_object`` response's ``Body``.
+    algorithm
+        The expectation's algorithm.
+
+    Returns
+    -------
+    Any
+        An object with ``digest() -> bytes`` (a CRC-32 as 4 big-endian bytes), or None.
+    """
+    if algorithm not in ("sha256", "crc32"):
+        return None
+    from botocore import httpchecksum
+
+    if not isinstance(body, httpchecksum.StreamingChecksumBody):
+        return None
+    checksum = body.checksum
+    if algorithm == "sha256":
+        kinds: tuple[type, ...] = (httpchecksum.Sha256Checksum,)
+    else:
+        kinds = (httpchecksum.Crc32Checksum, httpchecksum.CrtCrc32Checksum)
+    return checksum if isinstance(checksum, kinds) else None
+
+
+class StreamDigest:
+    """The one digest an :class:`Expectation` needs, over a body read front to back in chunks.
+
+    Parameters
+    ----------
+    expectation
+        The check.
+    shared
+        A running checksum of the expectation's algorithm that sees the same bytes as they are read (botocore's,
+        from :func:`sdk_checksum`): its digest is used, and the bytes are not hashed a second time. None: they
+        are hashed here.
+    """
+
+    def __init__(self, expectation: Expectation, shared: Any = None):
         self.expectation = expectation
         self.size = 0
         self._crc = 0
-        self._hash = new_hash(expectation.algorithm)
+        self._shared = shared
+        self._hash = None if shared is not None else new_hash(expectation.algorithm)
 
     def update(self, chunk: bytes) -> None:
         """Add the next chunk."""
         self.size += len(chunk)
+        if self._shared is not None:
+            return  # the shared checksum has seen this chunk already
         if self._hash is not None:
             self._hash.update(chunk)
         elif self.expectation.algorithm == "crc32":
@@ -198,8 +248,11 @@ class StreamDigest:
 
     def problems(self) -> list[str]:
         """What is wrong with the bytes seen (empty: nothing)."""
-        digest = self._crc if self.expectation.algorithm == "crc32" else None
-        if self._hash is not None:
+        digest: bytes | int | None = self._crc if self.expectation.algorithm == "crc32" else None
+        if self._shared is not None:
+            raw = bytes(self._shared.digest())
+            digest = int.from_bytes(raw, "big") if self.expectation.algorithm == "crc32" else raw
+        elif self._hash is not None:
             digest = self._hash.digest()
         return problems(self.expectation, self.size, digest)
 

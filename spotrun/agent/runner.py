@@ -208,7 +208,8 @@ def aws_client(service: str, region: str, session: Any = None) -> Any:
     itself.
     """
     import boto3
-    from botocore.config import Config
+
+    from spotrun.agent.staging_client import transfer_config
 
     where = tuple(os.environ.get(name) for name in _CLIENT_ENVIRONMENT)
     with _clients_lock:
@@ -219,7 +220,7 @@ def aws_client(service: str, region: str, session: Any = None) -> Any:
         # Keyed weakly by the session: a session dropped (a finished step's job credentials) takes its clients.
         made = _clients.setdefault(session, {})
         if (service, region, where) not in made:
-            config = Config(max_pool_connections=64, retries={"mode": "standard", "max_attempts": 8})
+            config = transfer_config()
             made[service, region, where] = session.client(service, config=config, region_name=region)
         return made[service, region, where]
 

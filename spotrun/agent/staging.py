@@ -38,6 +38,7 @@ from spotrun.agent.integrity import (
     expectation_for,
     new_hash,
     problems,
+    sdk_checksum,
 )
 from spotrun.agent.links import LinkError, real_directories
 from spotrun.agent.staging_plan import (
@@ -137,9 +138,9 @@ class _Result:
 def _download_whole(s3: S3Reader, item: StageItem) -> _Result:
     response = s3.get_object(Bucket=item.bucket, Key=item.key, ChecksumMode="ENABLED")
     expectation = expectation_for(response, item.sha256)
-    digest = StreamDigest(expectation)
-    partial = _partial_name(item)
     body = response["Body"]
+    digest = StreamDigest(expectation, shared=sdk_checksum(body, expectation.algorithm))
+    partial = _partial_name(item)
     try:
         with os.fdopen(os.open(partial, os.O_WRONLY | _CREATE, 0o600), "wb") as handle:
             while chunk := body.read(CHUNK_BYTES):

@@ -1,0 +1,107 @@
+"""Staging takes botocore's running checksum of a body it validates instead of hashing the bytes again."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import random
+import zlib
+from typing import Any
+
+import pytest
+from botocore import httpchecksum
+
+from spotrun.agent import integrity
+from spotrun.agent.integrity import Expectation, StreamDigest, sdk_checksum
+from spotrun.agent.staging import StageItem, StagingError, download_verified
+from spotrun.agent.upload import upload_file
+from tests.integration.conftest import AGENT_BUCKET as BUCKET
+
+BODY = random.Random(12).randbytes(3 * 1024 * 1024 + 5)
+
+
+@pytest.fixture
+def hashed(monkeypatch) -> list[str]:
+    """The algorithms staging itself starts a hash of (``integrity.new_hash``)."""
+    started: list[str] = []
+    real = integrity.new_hash
+
+    def counting(algorithm: Any) -> Any:
+        made = real(algorithm)
+        if made is not None:
+            started.append(algorithm)
+        return made
+
+    monkeypatch.setattr(integrity, "new_hash", counting)
+    return started
+
+
+def test_a_whole_get_is_verified_from_botocores_digest_without_a_second_hash(s3, tmp_path, hashed):
+    # Given an object uploaded as the agent uploads it (one PUT carrying its SHA-256)
+    source = tmp_path / "weights.bin"
+    source.write_bytes(BODY)
+    upload_file(s3, source, BUCKET, "data/weights.bin")
+    item = StageItem(BUCKET, "data/weights.bin", tmp_path / "out" / "weights.bin", size=len(BODY))
+    item.destination.parent.mkdir()
+
+    # When it is staged (one GET: under the ranged threshold)
+    staged = download_verified(s3, item, root=tmp_path / "out")
+
+    # Then it is checked against its SHA-256, and staging started no hash of its own: botocore's was used
+    assert staged.algorithm == "sha256"
+    assert item.destination.read_bytes() == BODY
+    assert hashed == []
+
+
+def test_a_marker_digest_is_still_checked_against_botocores_digest(s3, tmp_path, hashed):
+    # Given an object S3 agrees with, and a commit marker's SHA-256 that differs from its bytes
+    source = tmp_path / "weights.bin"
+    source.write_bytes(BODY)
+    upload_file(s3, source, BUCKET, "data/weights.bin")
+    wrong = hashlib.sha256(b"another file").hexdigest()
+    item = StageItem(BUCKET, "data/weights.bin", tmp_path / "out" / "weights.bin", sha256=wrong)
+    item.destination.parent.mkdir()
+
+    # When it is staged, Then the marker's digest fails it, with no file left
+    with pytest.raises(StagingError, match="expected digest"):
+        download_verified(s3, item, root=tmp_path / "out")
+    assert not item.destination.exists()
+
+
+def _botocore_body(data: bytes, checksum: Any, expected: str) -> Any:
+    return httpchecksum.StreamingChecksumBody(io.BytesIO(data), len(data), checksum, expected)
+
+
+def test_a_botocore_checksum_of_another_algorithm_is_not_taken_for_the_expected_one(hashed):
+    # Given a body botocore validates by its CRC-32, and an expectation of the object's SHA-256
+    crc = base64.b64encode(zlib.crc32(BODY).to_bytes(4, "big")).decode()
+    body = _botocore_body(BODY, httpchecksum.Crc32Checksum(), crc)
+    sha = base64.b64encode(hashlib.sha256(BODY).digest()).decode()
+    expectation = Expectation(len(BODY), "sha256", sha)
+
+    # When staging asks for a shared checksum, Then there is none: it hashes the bytes itself, and they pass
+    shared = sdk_checksum(body, "sha256")
+    assert shared is None
+    digest = StreamDigest(expectation, shared=shared)
+    while chunk := body.read(1024 * 1024):
+        digest.update(chunk)
+    assert hashed == ["sha256"]
+    assert digest.problems() == []
+
+
+def test_a_shared_crc32_is_compared_as_the_objects_checksum(hashed):
+    # Given a body botocore validates by its CRC-32 (the header right), and an expectation of another CRC-32
+    crc = base64.b64encode(zlib.crc32(BODY).to_bytes(4, "big")).decode()
+    body = _botocore_body(BODY, httpchecksum.Crc32Checksum(), crc)
+    other = base64.b64encode(zlib.crc32(b"other").to_bytes(4, "big")).decode()
+    expectation = Expectation(len(BODY), "crc32", other)
+
+    # When the body is read through a digest sharing botocore's CRC-32
+    digest = StreamDigest(expectation, shared=sdk_checksum(body, "crc32"))
+    while chunk := body.read(1024 * 1024):
+        digest.update(chunk)
+
+    # Then staging's check fails too, from botocore's digest, without a CRC of its own
+    assert digest.problems() == ["CRC32 differs from the object's ChecksumCRC32"]
+    assert hashed == []
