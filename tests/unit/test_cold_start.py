@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from infra.lambda_env import init_environment
 from spotrun.shape import REPO_ROOT, SHAPE
 
 # One interpreter loads boto3 and pydantic, which every handler uses and none of the modules checked below comes
@@ -56,27 +57,10 @@ HANDLERS = {spec.name: spec.handler.rpartition(".")[0] for spec in SHAPE.functio
 SUBMITTING = {"submit", "api", "scheduled_run"}
 
 
-def lambda_init_environment(tmp: str) -> dict[str, str]:
-    """The variables a deployed function has at init: Lambda's own and those infra sets."""
-    return {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(REPO_ROOT),
-        "PYTHONNOUSERSITE": "1",
-        "LAMBDA_TASK_ROOT": str(REPO_ROOT),
-        "AWS_LAMBDA_FUNCTION_NAME": "spotrun-probe",
-        "AWS_REGION": "us-east-1",
-        "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR",
-        "POWERTOOLS_SERVICE_NAME": "spotrun",
-        "POWERTOOLS_METRICS_NAMESPACE": "spotrun",
-        # The X-Ray SDK drops its "initialized" file under the temporary directory, as Lambda's /tmp.
-        "TMPDIR": tmp,
-    }
-
-
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Function name -> what importing its handler loaded, each in an interpreter of its own."""
-    env = lambda_init_environment(str(tmp_path_factory.mktemp("lambda-tmp")))
+    env = init_environment(REPO_ROOT, tmp_path_factory.mktemp("lambda-tmp"), os.environ.get("PATH", ""))
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *HANDLERS.values()],
         cwd=REPO_ROOT,
