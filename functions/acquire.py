@@ -7,15 +7,15 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
 from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.instances import acquire_instance
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 from spotrun.model.timing import WorkflowTiming
 
 
-class AcquireRequest(BaseModel):
+class AcquireRequest(DeferredModel):
     job_id: str
     timing: WorkflowTiming
 

@@ -6,16 +6,17 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.model.command import StageResult, WorkflowStep
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 from spotrun.model.timing import WorkflowTiming
 
 
-class AgentStepRequest(BaseModel):
+class AgentStepRequest(DeferredModel):
     job_id: str
     step: WorkflowStep
     task_token: str = Field(repr=False)

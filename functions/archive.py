@@ -7,15 +7,15 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
 from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.archive import archive_model
 from spotrun.model.command import TrainResult
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 
 
-class ArchiveRequest(BaseModel):
+class ArchiveRequest(DeferredModel):
     job_id: str
     trained: TrainResult
 

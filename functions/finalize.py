@@ -7,15 +7,15 @@ from typing import Any, Literal
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
 from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.finalize import finalize_job
 from spotrun.control.run_records import promote_success
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 
 
-class FinalizeRequest(BaseModel):
+class FinalizeRequest(DeferredModel):
     job_id: str
     outcome: Literal["SUCCEEDED", "FAILED"]
     error: dict[str, Any] | None = None

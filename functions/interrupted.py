@@ -7,14 +7,14 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
 from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.interruptions import record_interruption
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 
 
-class InterruptedRequest(BaseModel):
+class InterruptedRequest(DeferredModel):
     job_id: str
     error: dict[str, Any]
 

@@ -6,14 +6,14 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
 from functions.runtime import logger, metrics, ports, tracer
 from spotrun.control.release import release_for_workflow
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 
 
-class ReleaseRequest(BaseModel):
+class ReleaseRequest(DeferredModel):
     job_id: str
     reason: str
 
