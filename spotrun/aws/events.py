@@ -28,5 +28,8 @@ class Ec2InstanceEvent(EventBridgeModel):
     normally stands.
     """
 
+    # Powertools' EventBridgeModel is no DeferredModel: built on first use like them (docs/cold-start.md)
+    model_config = ConfigDict(defer_build=True)
+
     detail: Ec2InstanceDetail
     detail_type: Ec2EventName = Field(alias="detail-type")

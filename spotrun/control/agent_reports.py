@@ -15,12 +15,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, Field
 
 from spotrun.control.ports import JobStore, Workflows
 from spotrun.control.store import update_job
 from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, StageResult, TrainResult, WorkflowStep
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.deferred import DeferredModel, DeferredRootModel
 from spotrun.model.job import Attempt, CheckpointIntervalUsed, Job, JobStatus
 from spotrun.model.layout import JOB_ID_PATTERN
 
@@ -86,11 +86,9 @@ class FailureReport(_Report):
 
 
 class AgentReport(
-    RootModel[Annotated[HeartbeatReport | SuccessReport | FailureReport, Field(discriminator="kind")]]
+    DeferredRootModel[Annotated[HeartbeatReport | SuccessReport | FailureReport, Field(discriminator="kind")]]
 ):
     """What an agent reports about the step it runs; the body of ``POST /agent/reports``."""
-
-    model_config = ConfigDict(defer_build=True)  # built on first use, as every DeferredModel (cold starts)
 
 
 class CallerIdentity(DeferredModel):

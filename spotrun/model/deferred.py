@@ -13,10 +13,24 @@ Every model of ``spotrun.model``, ``spotrun.control``, ``spotrun.aws`` and ``fun
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, RootModel
+
+T = TypeVar("T")
 
 
 class DeferredModel(BaseModel):
     """A pydantic model whose schema, validator and serializer are built on first use."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class DeferredRootModel(RootModel[T], Generic[T]):
+    """A pydantic root model built on first use; parametrize it (``DeferredRootModel[X]``) as ``RootModel``.
+
+    Subclassing ``RootModel[X]`` directly builds the parametrized class ``RootModel[X]`` at import, with its
+    schema of ``X``; this one's parametrized classes inherit ``defer_build``.
+    """
 
     model_config = ConfigDict(defer_build=True)

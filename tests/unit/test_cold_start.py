@@ -38,7 +38,23 @@ for module in sys.argv[1:]:
         import wrapt
 
         traced = isinstance(vars(botocore.client.BaseClient)["_make_api_call"], wrapt.FunctionWrapper)
-        os.write(write, json.dumps({"modules": sorted(sys.modules), "botocore_traced": traced}).encode())
+        # The project's pydantic models whose validator was built by the import (none should be: defer_build)
+        def subclasses(cls):
+            for sub in cls.__subclasses__():
+                yield sub
+                yield from subclasses(sub)
+        built = sorted(
+            f"{model.__module__}.{model.__qualname__}"
+            for model in set(subclasses(pydantic.BaseModel))
+            if model.__module__.startswith(("spotrun.", "functions."))
+            and model.__pydantic_complete__
+            # A generic base with its type variables still open (DeferredRootModel) is never validated itself
+            and not model.__pydantic_generic_metadata__["parameters"]
+        )
+        os.write(
+            write,
+            json.dumps({"modules": sorted(sys.modules), "botocore_traced": traced, "built": built}).encode(),
+        )
         os._exit(0)
     os.close(write)
     children.append((module, pid, read))
@@ -77,6 +93,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         name: {
             "modules": set(by_module[module]["modules"]),
             "botocore_traced": by_module[module]["botocore_traced"],
+            "built": by_module[module]["built"],
         }
         for name, module in HANDLERS.items()
     }
@@ -124,3 +141,10 @@ def test_no_handler_loads_what_only_a_refusal_or_a_person_needs(loaded):
     # Given every handler imported
     # Then none loaded the "did you mean" matcher (a refused manifest imports it), the CLI or the emulator
     assert _loading(loaded, "difflib", "rich", "typer", "moto", "spotrun.local", "spotrun.cli") == set()
+
+
+def test_no_handler_builds_a_model_at_import(loaded):
+    # Given every handler imported
+    # Then none of the project's pydantic models was built (each is a DeferredModel, built on its first use):
+    # built at import, the job record's models and the manifest they embed were most of every cold start
+    assert {name: result["built"] for name, result in loaded.items() if result["built"]} == {}
