@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
-from functions.runtime import logger, metrics, ports, tracer
+from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.model.command import StageResult, WorkflowStep
 from spotrun.model.deferred import DeferredModel
@@ -27,7 +26,7 @@ class AgentStepRequest(DeferredModel):
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
-@event_parser(model=AgentStepRequest)
+@parse_event(AgentStepRequest)
 def handler(event: AgentStepRequest, context: LambdaContext) -> dict[str, Any]:
     aws = ports("agent_step")
     command_id = dispatch_agent_step(

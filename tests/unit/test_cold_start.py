@@ -148,3 +148,10 @@ def test_no_handler_builds_a_model_at_import(loaded):
     # Then none of the project's pydantic models was built (each is a DeferredModel, built on its first use):
     # built at import, the job record's models and the manifest they embed were most of every cold start
     assert {name: result["built"] for name, result in loaded.items() if result["built"]} == {}
+
+
+def test_only_the_handlers_of_powertools_event_models_load_its_parser(loaded):
+    # Given every handler imported
+    # Then Powertools' parser package (which imports pydantic.networks and importlib.metadata) is loaded only by
+    # the two whose event models come from it: the others parse through functions.runtime.parse_event
+    assert _loading(loaded, "aws_lambda_powertools.utilities.parser") == {"submit", "ec2_events"}
