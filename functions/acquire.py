@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
-from functions.runtime import logger, metrics, ports, tracer
+from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.instances import acquire_instance
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 from spotrun.model.timing import WorkflowTiming
 
 
-class AcquireRequest(BaseModel):
+class AcquireRequest(DeferredModel):
     job_id: str
     timing: WorkflowTiming
 
@@ -23,7 +22,7 @@ class AcquireRequest(BaseModel):
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
-@event_parser(model=AcquireRequest)
+@parse_event(AcquireRequest)
 def handler(event: AcquireRequest, context: LambdaContext) -> dict[str, Any]:
     aws = ports("acquire")
     attempt = acquire_instance(

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from functions.runtime import logger, metrics, ports, tracer
+from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.model.command import StageResult, WorkflowStep
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 from spotrun.model.timing import WorkflowTiming
 
 
-class AgentStepRequest(BaseModel):
+class AgentStepRequest(DeferredModel):
     job_id: str
     step: WorkflowStep
     task_token: str = Field(repr=False)
@@ -26,7 +26,7 @@ class AgentStepRequest(BaseModel):
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
-@event_parser(model=AgentStepRequest)
+@parse_event(AgentStepRequest)
 def handler(event: AgentStepRequest, context: LambdaContext) -> dict[str, Any]:
     aws = ports("agent_step")
     command_id = dispatch_agent_step(

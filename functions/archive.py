@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
-from functions.runtime import logger, metrics, ports, tracer
+from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.archive import archive_model
 from spotrun.model.command import TrainResult
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 
 
-class ArchiveRequest(BaseModel):
+class ArchiveRequest(DeferredModel):
     job_id: str
     trained: TrainResult
 
@@ -23,7 +22,7 @@ class ArchiveRequest(BaseModel):
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
-@event_parser(model=ArchiveRequest)
+@parse_event(ArchiveRequest)
 def handler(event: ArchiveRequest, context: LambdaContext) -> dict[str, Any]:
     aws = ports("archive")
     archived = archive_model(

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.runtime import logger, metrics, ports, tracer
+from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.aws.events import Ec2InstanceEvent
 from spotrun.control.interruptions import (
     on_instance_state,
@@ -22,7 +21,7 @@ from spotrun.model.job import utc_now
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
-@event_parser(model=Ec2InstanceEvent)
+@parse_event(Ec2InstanceEvent)
 def handler(event: Ec2InstanceEvent, context: LambdaContext) -> dict[str, Any]:
     aws = ports("ec2_events")
     store = aws.store

@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
-from functions.runtime import logger, metrics, ports, tracer
+from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.finalize import finalize_job
 from spotrun.control.run_records import promote_success
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 
 
-class FinalizeRequest(BaseModel):
+class FinalizeRequest(DeferredModel):
     job_id: str
     outcome: Literal["SUCCEEDED", "FAILED"]
     error: dict[str, Any] | None = None
@@ -24,7 +23,7 @@ class FinalizeRequest(BaseModel):
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
-@event_parser(model=FinalizeRequest)
+@parse_event(FinalizeRequest)
 def handler(event: FinalizeRequest, context: LambdaContext) -> dict[str, Any]:
     aws = ports("finalize")
     job = finalize_job(

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
-from functions.runtime import logger, metrics, ports, tracer
+from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.readiness import check_ready
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 from spotrun.model.timing import WorkflowTiming
 
 
-class ReadyRequest(BaseModel):
+class ReadyRequest(DeferredModel):
     job_id: str
     timing: WorkflowTiming
 
@@ -22,7 +21,7 @@ class ReadyRequest(BaseModel):
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
-@event_parser(model=ReadyRequest)
+@parse_event(ReadyRequest)
 def handler(event: ReadyRequest, context: LambdaContext) -> dict[str, Any]:
     aws = ports("instance_ready")
     report = check_ready(

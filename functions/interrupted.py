@@ -5,16 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
-from functions.runtime import logger, metrics, ports, tracer
+from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.interruptions import record_interruption
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 
 
-class InterruptedRequest(BaseModel):
+class InterruptedRequest(DeferredModel):
     job_id: str
     error: dict[str, Any]
 
@@ -22,7 +21,7 @@ class InterruptedRequest(BaseModel):
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
-@event_parser(model=InterruptedRequest)
+@parse_event(InterruptedRequest)
 def handler(event: InterruptedRequest, context: LambdaContext) -> dict[str, Any]:
     aws = ports("interrupted")
     record = record_interruption(

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
-from functions.runtime import logger, metrics, ports, tracer
+from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.release import release_for_workflow
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 
 
-class ReleaseRequest(BaseModel):
+class ReleaseRequest(DeferredModel):
     job_id: str
     reason: str
 
@@ -21,7 +20,7 @@ class ReleaseRequest(BaseModel):
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
-@event_parser(model=ReleaseRequest)
+@parse_event(ReleaseRequest)
 def handler(event: ReleaseRequest, context: LambdaContext) -> dict[str, Any]:
     aws = ports("release")
     terminated = release_for_workflow(

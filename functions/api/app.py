@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Pat
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from functions.api.agent import router as agent_router
 from functions.api.code import router as code_router
@@ -27,6 +27,7 @@ from spotrun.control.artifacts import JobLogs, RestoreReport, job_logs, restore_
 from spotrun.control.jobs import CancelResult, JobPage, JobView, cancel_job, get_job, job_view, list_jobs
 from spotrun.control.progress import job_progress
 from spotrun.control.submission import api_source, manifest_sha256, submit_api_manifest
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import JobStatus, utc_now
 from spotrun.model.manifest import JobManifest
 from spotrun.model.manifest_yaml import read_json_body
@@ -51,7 +52,7 @@ JOB_ID = Annotated[
 ]
 
 
-class SubmitAccepted(BaseModel):
+class SubmitAccepted(DeferredModel):
     """A job was started (or had been, by an earlier delivery of the same request)."""
 
     job_id: str

@@ -21,11 +21,12 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 from pydantic import BaseModel, Field
 
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import InvalidPageToken, JobFinished, JobNotFound, RequestRejected, ScheduleNotFound
 from spotrun.model.manifest_io import describe_error_items
 
 
-class ApiError(BaseModel):
+class ApiError(DeferredModel):
     """Why a request was refused."""
 
     message: str

@@ -7,7 +7,6 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
-from pydantic import BaseModel
 
 from functions.api.errors import error_response, ok_response
 from functions.api.examples import example
@@ -20,6 +19,7 @@ from spotrun.control.schedules import (
     list_schedules,
     schedule_runs,
 )
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 from spotrun.model.manifest import JobManifest
 
@@ -36,13 +36,13 @@ NOT_FOUND = error_response(404, "No schedule has that name.")
 INVALID = error_response(422, "The manifest or the parameter fails validation; errors names each problem.")
 
 
-class ScheduleList(BaseModel):
+class ScheduleList(DeferredModel):
     """Every schedule of the deployment."""
 
     schedules: list[ScheduleView]
 
 
-class ScheduleRuns(BaseModel):
+class ScheduleRuns(DeferredModel):
     """A schedule's firings, newest first: the job each started, or why it was skipped."""
 
     name: str

@@ -12,10 +12,11 @@ from constructs import Construct
 
 from infra.constructs.bundling import bundled, lambda_trees
 from infra.constructs.permissions import Grant, Targets, grants_for
+from infra.lambda_env import FUNCTION_ENVIRONMENT
 from infra.nag import acknowledge, flatten_reference
 from infra.shape_tags import mark
 from spotrun.aws.settings import ENV_PREFIX, Settings
-from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, DeploymentShape, FunctionSpec
+from spotrun.shape import DeploymentShape, FunctionSpec
 
 # The newest Python runtime (cdk-nag AwsSolutions-L1 asks for it) and the Powertools layer built for it.
 RUNTIME = lambda_.Runtime.PYTHON_3_14
@@ -93,10 +94,7 @@ class Functions(Construct):
             layers=[layer],
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
-            environment={
-                "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
-                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
-            },
+            environment=dict(FUNCTION_ENVIRONMENT),
         )
         mark(function, "function", spec.name)
         self.functions[spec.name] = function

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Literal
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.ec2 import Ec2EventName
 
 
-class Ec2InstanceDetail(BaseModel):
+class Ec2InstanceDetail(DeferredModel):
     """The ``detail`` of the three EC2 instance events; the fields present depend on the event."""
 
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
@@ -26,6 +27,9 @@ class Ec2InstanceEvent(EventBridgeModel):
     The region is taken from the envelope: a spot warning's resource ARN may carry the zone where a region
     normally stands.
     """
+
+    # Powertools' EventBridgeModel is no DeferredModel: built on first use like them (docs/cold-start.md)
+    model_config = ConfigDict(defer_build=True)
 
     detail: Ec2InstanceDetail
     detail_type: Ec2EventName = Field(alias="detail-type")

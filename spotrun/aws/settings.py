@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from spotrun.model.deferred import DeferredModel
 
 ENV_PREFIX = "SPOTRUN_"
 # Fields held in the environment as comma-separated lists.
@@ -18,7 +20,7 @@ class MissingSettings(RuntimeError):
     """A function's environment lacks settings it declares (a deployment that does not match the code)."""
 
 
-class Settings(BaseModel):
+class Settings(DeferredModel):
     """What a Lambda function (or the CLI) needs to know about its deployment.
 
     Each field is read from ``SPOTRUN_<FIELD NAME IN UPPER CASE>``. The deployment's shape

@@ -15,11 +15,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, Field
 
 from spotrun.control.ports import JobStore, Workflows
 from spotrun.control.store import update_job
 from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, StageResult, TrainResult, WorkflowStep
+from spotrun.model.deferred import DeferredModel, DeferredRootModel
 from spotrun.model.job import Attempt, CheckpointIntervalUsed, Job, JobStatus
 from spotrun.model.layout import JOB_ID_PATTERN
 
@@ -52,7 +53,7 @@ class TaskGone(Exception):
     """Step Functions no longer waits for the task: timed out, stopped, or already answered (HTTP 410)."""
 
 
-class _Report(BaseModel):
+class _Report(DeferredModel):
     job_id: str = Field(pattern=rf"^{JOB_ID_PATTERN}$", description="The job the step belongs to.")
     attempt: int = Field(ge=1, le=10_000, description="The attempt the agent runs.")
     step: WorkflowStep
@@ -85,12 +86,12 @@ class FailureReport(_Report):
 
 
 class AgentReport(
-    RootModel[Annotated[HeartbeatReport | SuccessReport | FailureReport, Field(discriminator="kind")]]
+    DeferredRootModel[Annotated[HeartbeatReport | SuccessReport | FailureReport, Field(discriminator="kind")]]
 ):
     """What an agent reports about the step it runs; the body of ``POST /agent/reports``."""
 
 
-class CallerIdentity(BaseModel):
+class CallerIdentity(DeferredModel):
     """Who signed the request, as API Gateway authenticated it (never from the body).
 
     Attributes
@@ -105,7 +106,7 @@ class CallerIdentity(BaseModel):
     account_id: str
 
 
-class ReportAnswer(BaseModel):
+class ReportAnswer(DeferredModel):
     """A report the workflow took."""
 
     job_id: str

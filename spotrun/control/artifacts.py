@@ -9,9 +9,10 @@ import re
 from collections.abc import Collection
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from spotrun.control.ports import LogEvents, Objects
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import RequestRejected
 from spotrun.model.job import Job
 from spotrun.model.layout import log_group, log_key, log_stream
@@ -29,7 +30,7 @@ LogSource = Literal["live", "s3", "none"]
 RestoreState = Literal["readable", "in-progress", "archived", "missing"]
 
 
-class AttemptLog(BaseModel):
+class AttemptLog(DeferredModel):
     """Lines of one attempt's training log: its tail, or what came after a cursor."""
 
     attempt: int
@@ -46,7 +47,7 @@ class AttemptLog(BaseModel):
     truncated: bool = Field(description="True when earlier lines were left out.")
 
 
-class JobLogs(BaseModel):
+class JobLogs(DeferredModel):
     """Training logs of a job, one entry per attempt."""
 
     job_id: str
@@ -57,7 +58,7 @@ class JobLogs(BaseModel):
     )
 
 
-class ObjectRestore(BaseModel):
+class ObjectRestore(DeferredModel):
     """Where one archived object stands."""
 
     uri: str
@@ -69,7 +70,7 @@ class ObjectRestore(BaseModel):
     expires: str | None = Field(default=None, description="When the restored copy expires (S3's HTTP date).")
 
 
-class RestoreReport(BaseModel):
+class RestoreReport(DeferredModel):
     """Where the job's archived model stands."""
 
     job_id: str
@@ -130,7 +131,7 @@ def job_logs(
     return JobLogs(job_id=job.job_id, logs=[entry for entry, _ in read], next_token=last.encode())
 
 
-class LogCursor(BaseModel):
+class LogCursor(DeferredModel):
     """Where a reader of a job's logs stands: an attempt, and the stream's token after the last line read."""
 
     model_config = ConfigDict(frozen=True)

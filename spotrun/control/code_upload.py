@@ -14,9 +14,10 @@ from __future__ import annotations
 import base64
 from typing import Annotated, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from spotrun.control.ports import Objects
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.layout import code_archive_key
 
 # The largest object one PUT may carry (https://docs.aws.amazon.com/AmazonS3/latest/userguide/upload-objects.html).
@@ -25,7 +26,7 @@ MAX_CODE_ARCHIVE_BYTES: Final = 5 * 1024**3
 UPLOAD_URL_SECONDS: Final = 3600
 
 
-class CodeUploadRequest(BaseModel):
+class CodeUploadRequest(DeferredModel):
     """The archive the CLI wants to upload."""
 
     model_config = ConfigDict(extra="forbid")
@@ -39,7 +40,7 @@ class CodeUploadRequest(BaseModel):
     ]
 
 
-class UploadTarget(BaseModel):
+class UploadTarget(DeferredModel):
     """A presigned PUT of exactly the described archive."""
 
     url: str = Field(description="PUT the archive here.")
@@ -47,7 +48,7 @@ class UploadTarget(BaseModel):
     expires_in: int = Field(description="Seconds the URL stays valid.")
 
 
-class CodeUpload(BaseModel):
+class CodeUpload(DeferredModel):
     """Where the archive lives, and how to put it there when it is not there yet."""
 
     uri: str = Field(description="s3:// URI of the archive: the manifest's training.code.")

@@ -12,8 +12,6 @@ import logging
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
 from spotrun.control.dispatch import send_agent_command
 from spotrun.control.instances import launch_standby
 from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflows
@@ -21,6 +19,7 @@ from spotrun.control.store import update_job
 from spotrun.model.checkpoints import group_checkpoint_keys
 from spotrun.model.command import AgentCommand, FailureCause, read_caught_error
 from spotrun.model.deadline_job import ASSUMED
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.ec2 import GONE_STATES
 from spotrun.model.errors import InterruptionsExceeded
 from spotrun.model.job import END_DEADLINE_MOVE, Attempt, InterruptionReason, Job, JobStatus, transition
@@ -41,7 +40,7 @@ _REASON_BY_ERROR: dict[str, InterruptionReason] = {
 }
 
 
-class EventOutcome(BaseModel):
+class EventOutcome(DeferredModel):
     """What an EC2 event changed (for logs and tests)."""
 
     action: str
@@ -50,7 +49,7 @@ class EventOutcome(BaseModel):
     standby_instance_id: str | None = None
 
 
-class InterruptionRecord(BaseModel):
+class InterruptionRecord(DeferredModel):
     """What the workflow learns from recording an interruption (or a deadline's move, which is none)."""
 
     reason: InterruptionReason | Literal["deadline-move"]

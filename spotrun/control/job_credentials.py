@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import logging
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from spotrun.control.agent_reports import CallerIdentity, ReportNotWaited, caller_open_attempt
 from spotrun.control.ports import JobAccess, JobStore, LogEvents
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job_access import JobCredentials, job_session_policy, serialize
 from spotrun.model.layout import JOB_ID_PATTERN, log_group, log_stream
 
 logger = logging.getLogger(__name__)
 
 
-class CredentialsRequest(BaseModel):
+class CredentialsRequest(DeferredModel):
     """What the agent asks credentials for; the body of ``POST /agent/credentials``."""
 
     job_id: str = Field(pattern=rf"^{JOB_ID_PATTERN}$", description="The job the agent runs a step of.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from spotrun.control.ports import Compute, JobStore, Workflows
 from spotrun.control.progress import JobProgress, summary_figures
@@ -17,6 +17,7 @@ from spotrun.control.records import job_record
 from spotrun.control.release import release_instances
 from spotrun.control.store import update_job
 from spotrun.model.capacity_wait import CapacityWaitView
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import JobFinished, JobNotFound
 from spotrun.model.job import (
     END_CANCELLED,
@@ -34,7 +35,7 @@ from spotrun.model.job import (
 from spotrun.model.pricing import CostReport, job_cost
 
 
-class JobSummary(BaseModel):
+class JobSummary(DeferredModel):
     """One line of a listing."""
 
     job_id: str
@@ -56,7 +57,7 @@ class JobSummary(BaseModel):
     )
 
 
-class JobPage(BaseModel):
+class JobPage(DeferredModel):
     """A page of jobs, newest first."""
 
     jobs: list[JobSummary]
@@ -65,7 +66,7 @@ class JobPage(BaseModel):
     )
 
 
-class JobView(BaseModel):
+class JobView(DeferredModel):
     """Everything the API shows about one job: status, attempts, timeline, cost and archived artifacts."""
 
     job_id: str
@@ -102,7 +103,7 @@ class JobView(BaseModel):
     )
 
 
-class CancelResult(BaseModel):
+class CancelResult(DeferredModel):
     """What a cancel did."""
 
     job: JobView

@@ -16,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from spotrun.control.ports import Compute, Objects
 from spotrun.control.submission import api_source, entry_problems
 from spotrun.model.capacity import Lifecycle, candidate_types, choose_lifecycle
 from spotrun.model.deadline import Choice, Decision, Running
 from spotrun.model.deadline_job import ASSUMED, decide_for_job
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import ManifestInvalid
 from spotrun.model.fleet_order import try_order
 from spotrun.model.fleet_request import request_pools
@@ -35,7 +36,7 @@ _SECONDS_PER_HOUR = 3600
 _BILLING_MINIMUM_HOURS = 60 / _SECONDS_PER_HOUR  # EC2 bills each instance at least a minute
 
 
-class PlannedPool(BaseModel):
+class PlannedPool(DeferredModel):
     """One pool (instance type in one availability zone) as the plan offers it."""
 
     order: int = Field(description="1 for the pool tried first, then in the order acquisition tries them.")
@@ -51,7 +52,7 @@ class PlannedPool(BaseModel):
     first: bool = Field(False, description="The pool tried first.")
 
 
-class SkippedPool(BaseModel):
+class SkippedPool(DeferredModel):
     """A candidate pool the fleet request offers but EC2 would not launch in today."""
 
     instance_type: str
@@ -60,7 +61,7 @@ class SkippedPool(BaseModel):
     limit_per_hour: float = Field(description="capacity.max_price_per_hour, else the on-demand price.")
 
 
-class CostEstimate(BaseModel):
+class CostEstimate(DeferredModel):
     """What ``training.expected_hours`` would cost on the first pool of each lifecycle, without interruptions."""
 
     hours: float = Field(description="training.expected_hours.")
@@ -73,7 +74,7 @@ class CostEstimate(BaseModel):
     )
 
 
-class JobPlan(BaseModel):
+class JobPlan(DeferredModel):
     """The answer of POST /plan: what submitting the manifest would do, and what would refuse it."""
 
     name: str

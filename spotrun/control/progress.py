@@ -13,10 +13,11 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from spotrun.control.ports import Objects
 from spotrun.model.checkpoints import CommitMarker, group_checkpoint_keys
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import Job
 from spotrun.model.layout import checkpoints_prefix, commit_marker_key, progress_key
 from spotrun.model.pricing import job_cost
@@ -24,7 +25,7 @@ from spotrun.model.pricing import job_cost
 logger = logging.getLogger(__name__)
 
 
-class JobProgress(BaseModel):
+class JobProgress(DeferredModel):
     """Where a job that has not ended stands: its step, its last committed checkpoint, what it cost so far."""
 
     attempt: int | None = Field(default=None, description="The attempt running now; None before the first.")

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel
-
 from spotrun.control.ports import Commands, Compute, JobStore
 from spotrun.control.store import update_job
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.ec2 import GONE_STATES
 from spotrun.model.errors import InstanceBootTimeout, InstanceLost, InstanceNotManaged
 from spotrun.model.job import Attempt, Job
@@ -26,7 +25,7 @@ from spotrun.model.timing import WorkflowTiming
 EC2_CONSISTENCY_GRACE = timedelta(minutes=5)
 
 
-class ReadyReport(BaseModel):
+class ReadyReport(DeferredModel):
     """Whether the job's instance can take commands."""
 
     ready: bool

@@ -9,12 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal, Protocol
 
-from pydantic import BaseModel
-
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import Job, JobStatus
 
 
-class RunRecord(BaseModel):
+class RunRecord(DeferredModel):
     """One firing of a schedule: the job it started, or why it was skipped."""
 
     schedule: str

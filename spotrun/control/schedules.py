@@ -14,12 +14,11 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
-
 from spotrun.control.ports import JobStore, Objects, Schedules, Workflows
 from spotrun.control.run_records import RunRecord, RunRecords
 from spotrun.control.staged_sources import missing_sources
 from spotrun.control.submission import admission_problems, manifest_sha256, start_job
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import RequestRejected, ScheduleNotFound
 from spotrun.model.job import ManifestSource
 from spotrun.model.job_ids import job_id_for
@@ -37,7 +36,7 @@ CONTEXT = {
 }
 
 
-class ScheduleView(BaseModel):
+class ScheduleView(DeferredModel):
     """A schedule as the API shows it."""
 
     name: str
@@ -47,7 +46,7 @@ class ScheduleView(BaseModel):
     next_run: datetime | None = None  # computed for cron, and for a rate at creation
 
 
-class Invocation(BaseModel):
+class Invocation(DeferredModel):
     """What ``scheduled_run`` receives (see tests/events/scheduler-invocation.json)."""
 
     schedule: str

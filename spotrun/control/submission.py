@@ -9,14 +9,13 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel
-
 from spotrun.control.ports import JobStore, Objects, Workflows
 from spotrun.control.staged_sources import missing_sources
 from spotrun.control.store import update_job
 from spotrun.model.capacity import candidate_types
 from spotrun.model.deadline_job import ASSUMED, feasibility_problem
 from spotrun.model.deadline_spec import is_absolute
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import ManifestInvalid, RequestRejected
 from spotrun.model.job import Job, JobError, ManifestSource, new_job, rejected_job
 from spotrun.model.job_access import JobAccessRefused, job_session_policy
@@ -29,7 +28,7 @@ from spotrun.model.secrets import admission_problems as secret_admission_problem
 from spotrun.model.timing import workflow_timing
 
 
-class SubmitOutcome(BaseModel):
+class SubmitOutcome(DeferredModel):
     """What happened to one submission."""
 
     outcome: Literal["started", "duplicate", "rejected", "ignored"]

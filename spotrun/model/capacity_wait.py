@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from spotrun.model.capacity import Lifecycle, Pool
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import CapacityMaxWaitExceeded
 from spotrun.model.fleet_request import FleetLaunchError
 
@@ -29,7 +30,7 @@ MAX_POOLS_KEPT: Final = 100
 MAX_MESSAGE_CHARS: Final = 200
 
 
-class _Record(BaseModel):
+class _Record(DeferredModel):
     model_config = ConfigDict(extra="ignore")
 
 

@@ -11,12 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel
-
 from spotrun.model import layout
+from spotrun.model.deferred import DeferredModel
 
 
-class CheckpointFile(BaseModel):
+class CheckpointFile(DeferredModel):
     """One file of a checkpoint, as listed by its commit marker."""
 
     path: str  # relative to the checkpoint directory, with "/" separators
@@ -24,7 +23,7 @@ class CheckpointFile(BaseModel):
     sha256: str
 
 
-class CommitMarker(BaseModel):
+class CommitMarker(DeferredModel):
     """The content of ``_COMMITTED.json``."""
 
     format: Literal["spotrun-checkpoint/v1"] = "spotrun-checkpoint/v1"

@@ -21,8 +21,9 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.interruption_rate import PoolRate
 from spotrun.model.layout import BUCKET_NAME_PATTERN, check_job_id
 from spotrun.model.manifest import JobManifest
@@ -95,7 +96,7 @@ REPORT_URL: Final = re.compile(_API_STAGE + re.escape(AGENT_REPORTS_PATH) + "$")
 CREDENTIALS_URL: Final = re.compile(_API_STAGE + re.escape(AGENT_CREDENTIALS_PATH) + "$")
 
 
-class AgentCommand(BaseModel):
+class AgentCommand(DeferredModel):
     """One step for the agent to run for one attempt of a job.
 
     The agent checks every field again when it reads the document, although the control plane wrote it: the
@@ -194,7 +195,7 @@ class AgentCommand(BaseModel):
         return self
 
 
-class StageResult(BaseModel):
+class StageResult(DeferredModel):
     """Reported when staging succeeded."""
 
     files: int
@@ -206,7 +207,7 @@ class StageResult(BaseModel):
     setup_seconds: float | None = None
 
 
-class OutputObject(BaseModel):
+class OutputObject(DeferredModel):
     """One file of the output directory, uploaded to the jobs bucket."""
 
     key: str
@@ -214,7 +215,7 @@ class OutputObject(BaseModel):
     sha256: str
 
 
-class OutputList(BaseModel):
+class OutputList(DeferredModel):
     """Where the list of uploaded output files is, and what it holds.
 
     The list itself stays in S3: a model directory of thousands of files would pass the 256 KiB that Step
@@ -226,7 +227,7 @@ class OutputList(BaseModel):
     bytes: int = Field(ge=0, description="Their total size.")
 
 
-class TrainResult(BaseModel):
+class TrainResult(DeferredModel):
     """Reported when the training command exited 0 and its outputs were uploaded."""
 
     exit_code: int = 0
@@ -239,7 +240,7 @@ class TrainResult(BaseModel):
     log_key: str
 
 
-class FailureCause(BaseModel):
+class FailureCause(DeferredModel):
     """The JSON ``cause`` sent with ``SendTaskFailure``."""
 
     message: str
@@ -253,7 +254,7 @@ class FailureCause(BaseModel):
     last_step: int | None = None
 
 
-class CaughtError(BaseModel):
+class CaughtError(DeferredModel):
     """The ``{"Error", "Cause"}`` a Catch puts in the workflow state, read once for every step that needs it."""
 
     error: str | None  # the error name; None when the state holds none

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import INTERRUPTION_REASONS, Job
 
 PRIOR_SPOT_HOURS = 24.0
@@ -27,7 +28,7 @@ PRIOR_SILENT_FRACTION = 0.05
 NOTICE_SECONDS = 120.0
 
 
-class PoolRate(BaseModel):
+class PoolRate(DeferredModel):
     """How often the job's spot capacity is taken away, and how much of that comes without a notice."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

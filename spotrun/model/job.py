@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from spotrun.model.capacity import Lifecycle
 from spotrun.model.capacity_wait import CapacityWait
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import InvalidTransition
 from spotrun.model.manifest import JobManifest
 from spotrun.model.pricing import CostReport, PriceSource
@@ -78,7 +79,7 @@ ALLOWED_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 }
 
 
-class _Record(BaseModel):
+class _Record(DeferredModel):
     model_config = ConfigDict(extra="ignore")
 
 

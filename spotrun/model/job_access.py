@@ -29,9 +29,10 @@ import json
 from datetime import datetime
 from typing import Any, Final, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from spotrun.model import layout
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.manifest import JobManifest
 from spotrun.model.manifest_rules import split_s3_uri
 from spotrun.model.secrets import parse_reference
@@ -64,7 +65,7 @@ _LITERALS: Final = {"$": "${$}", "*": "${*}", "?": "${?}"}
 SESSION_SECONDS: Final = 3600
 
 
-class JobCredentials(BaseModel):
+class JobCredentials(DeferredModel):
     """Temporary credentials for one attempt of one job: the answer of ``POST /agent/credentials``.
 
     Secret: never logged, never stored (the agent keeps them in memory, botocore refreshes them).

@@ -12,7 +12,6 @@ from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
@@ -20,6 +19,8 @@ from pydantic import (
     WithJsonSchema,
     field_validator,
 )
+
+from spotrun.model.deferred import DeferredModel
 
 # Each rule below is both checked here (with a message naming the field) and stated in the JSON Schema (a
 # `pattern`), from the same text, so that a manifest valid under the published schema is accepted. The patterns
@@ -66,7 +67,7 @@ def _is_number(annotation: Any) -> bool:
     return any(arg in (int, float) for arg in (get_args(annotation) or (annotation,)))
 
 
-class StrictModel(BaseModel):
+class StrictModel(DeferredModel):
     # NaN and infinity are no price, limit or count (and JSON cannot store them): refused like any bad number.
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
 

@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.instance_types import GPU_CATALOG, InstanceTypeInfo, instance_info
 from spotrun.model.on_demand_prices import ON_DEMAND_USD_PER_HOUR, PRICES_SOURCE
 
@@ -182,7 +183,7 @@ class CostedAttempt(Protocol):
     def ended_at(self) -> datetime | None: ...
 
 
-class CostReport(BaseModel):
+class CostReport(DeferredModel):
     """What a job cost, split by how its instances were bought, and what its spot instances saved.
 
     Savings are measured only where both figures exist: a spot instance against the on-demand price of the

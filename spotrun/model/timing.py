@@ -7,12 +7,11 @@ Training itself is never scaled: the user's script runs in real time everywhere.
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
+from spotrun.model.deferred import DeferredModel
 from spotrun.model.manifest import JobManifest
 
 
-class WorkflowTiming(BaseModel):
+class WorkflowTiming(DeferredModel):
     """Seconds the workflow and the agent work by. Values the ASL reads are whole seconds (AWS requires it)."""
 
     boot_poll_seconds: int

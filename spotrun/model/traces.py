@@ -16,7 +16,9 @@ import enum
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
+
+from spotrun.model.deferred import DeferredModel
 
 
 class TraceError(ValueError):
@@ -29,18 +31,18 @@ class TraceKind(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
-class _Metadata(BaseModel):
+class _Metadata(DeferredModel):
     model_config = ConfigDict(extra="allow")
     gap_seconds: int = Field(gt=0)
 
 
-class _TraceFile(BaseModel):
+class _TraceFile(DeferredModel):
     model_config = ConfigDict(extra="allow")
     metadata: _Metadata
     data: list[int] = Field(min_length=2)
 
 
-class Trace(BaseModel):
+class Trace(DeferredModel):
     """One replayable trace: its name, kind, tick length and capacity per tick (validated)."""
 
     model_config = ConfigDict(frozen=True)

@@ -8,25 +8,24 @@ and each handler is imported in a subprocess of a virtualenv that holds only wha
   dependencies (the layer's build: aws-powertools/powertools-lambda-python ``layer_v3/docker/Dockerfile``);
 - the runtime's boto3 (https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html).
 
-The virtualenv is built once and cached under ``.cache/`` keyed by those pins, so later runs take seconds.
+The virtualenv (:mod:`infra.lambda_env`, shared with ``make bench``) is built once and cached under ``.cache/``
+keyed by those pins, so later runs take seconds.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
-import tomllib
-from importlib.metadata import version
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from infra import lambda_env
 from infra.constructs.bundling import CopyBundler, lambda_trees
-from spotrun.shape import REPO_ROOT, SHAPE
+from spotrun.shape import SHAPE
 
 # Never in a deployed function: the CLI's libraries and the emulator's.
 FORBIDDEN = (
@@ -56,38 +55,9 @@ print(json.dumps(result))
 """
 
 
-def layer_requirements() -> list[str]:
-    """What the layer and the runtime hold, at the project's pins: Powertools with all extras, pydantic, boto3."""
-    dependencies = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    [powertools] = [d for d in dependencies if d.startswith("aws-lambda-powertools")]
-    pin = re.fullmatch(r"aws-lambda-powertools(\[[^]]*\])?==(?P<version>[\w.]+)", powertools)
-    assert pin, (
-        f"the Powertools dependency must be pinned exactly (the layer version matches it): {powertools}"
-    )
-    [pydantic] = [d for d in dependencies if d.startswith("pydantic")]
-    return [f"aws-lambda-powertools[all]=={pin['version']}", pydantic, f"boto3=={version('boto3')}"]
-
-
-def lambda_venv(requirements: list[str]) -> Path:
-    """A virtualenv with ``requirements`` only, built once per set of pins under ``.cache/lambda-venv/``."""
-    key = hashlib.sha256(json.dumps([sys.version, *requirements]).encode()).hexdigest()[:16]
-    root = REPO_ROOT / ".cache" / "lambda-venv" / key
-    python = root / "bin" / "python"
-    done = root / ".complete"
-    if not done.is_file():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True)
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *requirements],
-            check=True,
-            timeout=600,
-        )
-        done.write_text("\n".join(requirements) + "\n")
-    return python
-
-
 @pytest.fixture(scope="session")
 def lambda_python() -> Path:
-    return lambda_venv(layer_requirements())
+    return lambda_env.lambda_python()
 
 
 @pytest.fixture(scope="session")
@@ -99,17 +69,18 @@ def lambda_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def imported_handlers(python: Path, package: Path, handlers: list[str]) -> dict[str, dict]:
     """Import each handler from ``package`` in a fresh interpreter, as Lambda does from /var/task."""
-    # No PYTHONPATH but the package, no user site, no environment of this process (handlers read none on import)
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(package), "PYTHONNOUSERSITE": "1"}
-    done = subprocess.run(
-        [str(python), "-c", _PROBE, *handlers],
-        cwd=package,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
+    # A function's environment at init (tracing on, as deployed): no PYTHONPATH but the package, no user site,
+    # nothing of this process's environment (handlers read no setting on import)
+    with tempfile.TemporaryDirectory(prefix="lambda-tmp-") as tmp:
+        done = subprocess.run(
+            [str(python), "-c", _PROBE, *handlers],
+            cwd=package,
+            env=lambda_env.init_environment(package, Path(tmp), os.environ.get("PATH", "")),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from pathlib import Path
+
 import pytest
 
-from bench.cold_start import handlers, markdown, measure_import, summarize
+from bench.cold_start import handlers, markdown, measure_import, pairs_for, summarize
 from bench.common import MeasurementError
-from spotrun.shape import SHAPE
+from infra.lambda_env import init_environment
+from spotrun.shape import SERVICE_NAME, SHAPE
 
 
 def test_every_deployed_function_is_measured_once():
@@ -18,22 +24,38 @@ def test_every_deployed_function_is_measured_once():
 
 
 def test_the_probe_imports_the_handler_from_the_package_in_a_fresh_interpreter(tmp_path):
-    # Given a package holding a handler module
-    (tmp_path / "fn.py").write_text(
-        "import sys\nLOADED_WITH = len(sys.modules)\ndef handler(event, context):\n    pass\n"
-    )
+    # Given a package holding a handler module that burns some CPU on import
+    (tmp_path / "fn.py").write_text("sum(range(3_000_000))\ndef handler(event, context):\n    pass\n")
     # When its import is measured
-    result = measure_import(tmp_path, "fn.handler")
-    # Then the module came from the package and a duration was measured inside the child
+    result = measure_import(Path(sys.executable), tmp_path, tmp_path, "fn.handler")
+    # Then the module came from the package and its wall and CPU time were measured inside the child
     assert result["file"] == str(tmp_path / "fn.py")
     assert 0 < result["seconds"] < 60
+    assert 0 < result["cpu"] < 60
+
+
+def test_the_probe_runs_in_a_functions_init_environment_and_nothing_of_this_process(tmp_path, monkeypatch):
+    # Given a handler module that records the environment it was imported in, and a variable of this process
+    (tmp_path / "fn.py").write_text(
+        "import json, os\nopen('env.json', 'w').write(json.dumps(dict(os.environ)))\nhandler = print\n"
+    )
+    monkeypatch.setenv("SPOTRUN_BENCH_LEAK", "1")
+    # When its import is measured
+    measure_import(Path(sys.executable), tmp_path, tmp_path / "tmp", "fn.handler")
+    # Then it saw what a deployed function sees at init (tracing on, infra's variables) and nothing else
+    seen = json.loads((tmp_path / "env.json").read_text())
+    seen.pop("LC_CTYPE", None)  # set by Python itself when it coerces a locale this machine lacks (PEP 538)
+    assert seen == init_environment(tmp_path, tmp_path / "tmp", os.environ.get("PATH", ""))
+    assert seen["LAMBDA_TASK_ROOT"] == str(tmp_path)
+    assert seen["POWERTOOLS_SERVICE_NAME"] == SERVICE_NAME
+    assert "SPOTRUN_BENCH_LEAK" not in seen
 
 
 def test_a_handler_imported_from_outside_the_package_is_refused(tmp_path):
     # Given an empty package, so that `json.dumps` resolves to the interpreter's own json
     # When measured / Then the bench refuses: it would be timing something that is not shipped
     with pytest.raises(MeasurementError, match="not from the package"):
-        measure_import(tmp_path, "json.dumps")
+        measure_import(Path(sys.executable), tmp_path, tmp_path, "json.dumps")
 
 
 def test_a_handler_that_fails_to_import_is_an_error_with_its_reason(tmp_path):
@@ -41,33 +63,47 @@ def test_a_handler_that_fails_to_import_is_an_error_with_its_reason(tmp_path):
     (tmp_path / "bad.py").write_text("raise RuntimeError('no such setting')\n")
     # When measured / Then the child's error is reported
     with pytest.raises(MeasurementError, match="no such setting"):
-        measure_import(tmp_path, "bad.handler")
+        measure_import(Path(sys.executable), tmp_path, tmp_path, "bad.handler")
 
 
-def test_the_verdict_is_the_median_of_the_paired_ratios_against_two():
-    # Given one handler at 1.5x its paired baselines, and one whose per-pair ratios are 1.5, 2.5 and 2.6 (and
-    # whose median import is 2.6x the median baseline)
+def _pair(seconds: float, baseline: float, cpu: float, baseline_cpu: float) -> dict[str, float]:
+    return {
+        "seconds": seconds,
+        "baseline": baseline,
+        "ratio": seconds / baseline,
+        "cpu": cpu,
+        "baseline_cpu": baseline_cpu,
+        "cpu_ratio": cpu / baseline_cpu,
+    }
+
+
+def test_the_verdict_is_the_median_of_the_paired_cpu_ratios_against_two():
+    # Given one handler at 1.5x its paired baselines in CPU (3x in wall time, the machine being busy), and one
+    # whose per-pair CPU ratios are 1.5, 2.5 and 2.6 (and whose median import is 2.6x the median baseline)
     samples = {
-        "functions.a.handler": [{"seconds": 0.15, "baseline": 0.1, "ratio": 1.5}] * 3,
+        "functions.a.handler": [_pair(0.30, 0.1, 0.15, 0.1)] * 3,
         "functions.b.handler": [
-            {"seconds": 0.15, "baseline": 0.1, "ratio": 1.5},
-            {"seconds": 0.30, "baseline": 0.12, "ratio": 2.5},
-            {"seconds": 0.26, "baseline": 0.1, "ratio": 2.6},
+            _pair(0.15, 0.1, 0.15, 0.1),
+            _pair(0.30, 0.12, 0.30, 0.12),
+            _pair(0.26, 0.1, 0.26, 0.1),
         ],
     }
     # When summarized
     results = summarize(samples)
-    # Then b's ratio is the median of its per-pair ratios (not the ratio of the medians), over the target
+    # Then the verdict is the CPU ratio's: a's wall ratio over two does not fail it
+    assert results["verdict_on"] == "cpu_ratio"
     assert results["handlers"]["functions.a.handler"]["met"] is True
-    assert results["handlers"]["functions.b.handler"]["ratio"]["median"] == 2.5
+    # And b's ratio is the median of its per-pair ratios (not the ratio of the medians), over the target
+    assert results["handlers"]["functions.b.handler"]["cpu_ratio"]["median"] == pytest.approx(2.5)
     assert results["handlers"]["functions.b.handler"]["met"] is False
     assert results["all_met"] is False
     table = markdown(results, 3)
     assert (
-        "| `functions.a.handler` | 150 ms [150\u2013150] | 100 ms [100\u2013100] | 1.50\u00d7 [1.50\u20131.50] | yes |"
-        in table
+        "| `functions.a.handler` | 150 ms [150\u2013150] | 100 ms [100\u2013100] | 1.50\u00d7 [1.50\u20131.50] "
+        "| 3.00\u00d7 [3.00\u20133.00] | yes |" in table
     )
     assert "(over: functions.b.handler)" in table
+    assert "CPU ratio" in table
 
 
 def test_each_handler_is_paired_with_a_fresh_baseline_and_its_ratio_is_per_pair(monkeypatch, tmp_path):
@@ -77,20 +113,35 @@ def test_each_handler_is_paired_with_a_fresh_baseline_and_its_ratio_is_per_pair(
     calls: list[str] = []
     baselines = iter([0.10, 0.10, 0.20, 0.20])
 
-    def measured(package, dotted):
+    pythons: list[Path] = []
+
+    def measured(python, package, tmp, dotted):
         calls.append(dotted)
+        pythons.append(python)
+        if len(calls) <= 3:  # the uncounted warm-up
+            return {"seconds": 9.0, "cpu": 9.0, "file": str(package / "x.py")}
         seconds = next(baselines) if dotted == "boto3" else {"x.handler": 0.3, "y.handler": 0.1}[dotted]
-        return {"seconds": seconds, "file": str(package / "x.py")}
+        return {"seconds": seconds, "cpu": seconds / 2, "file": str(package / "x.py")}
 
     monkeypatch.setattr(cold_start, "handlers", lambda: ["x.handler", "y.handler"])
     monkeypatch.setattr(cold_start, "build_package", lambda out: out)
     monkeypatch.setattr(cold_start, "measure_import", measured)
-    # When the section runs twice
+    monkeypatch.setattr(cold_start, "lambda_python", lambda: Path("/layer-venv/bin/python"))
+    monkeypatch.setattr(cold_start, "pairs_for", lambda runs: runs)
+    # When the section runs two pairs
     section = cold_start.run(2)
-    # Then every handler import follows its own baseline, round after round
-    assert calls == ["boto3", "x.handler", "boto3", "y.handler"] * 2
-    # And each ratio is its import over the baseline it was paired with
+    # Then every module is imported once uncounted, and then every handler import follows its own baseline,
+    # pair after pair, all in the Lambda layer's interpreter
+    assert calls == ["boto3", "x.handler", "y.handler"] + ["boto3", "x.handler", "boto3", "y.handler"] * 2
+    assert set(pythons) == {Path("/layer-venv/bin/python")}
+    # And each ratio is its import over the baseline it was paired with, the warm-up counted in none
     x = section["results"]["handlers"]["x.handler"]
     assert [p["ratio"] for p in x["samples"]] == pytest.approx([3.0, 1.5])
+    assert [p["cpu_ratio"] for p in x["samples"]] == pytest.approx([3.0, 1.5])
     assert section["name"] == "cold_start"
     assert "| `x.handler` |" in section["markdown"]
+
+
+def test_the_default_runs_take_five_pairs_per_handler():
+    # Given make bench's default of 3 runs / Then each handler gets five pairs: the ratios are noisy
+    assert pairs_for(3) == 5

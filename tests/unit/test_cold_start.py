@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from infra.lambda_env import init_environment
 from spotrun.shape import REPO_ROOT, SHAPE
 
 # One interpreter loads boto3 and pydantic, which every handler uses and none of the modules checked below comes
@@ -37,7 +38,23 @@ for module in sys.argv[1:]:
         import wrapt
 
         traced = isinstance(vars(botocore.client.BaseClient)["_make_api_call"], wrapt.FunctionWrapper)
-        os.write(write, json.dumps({"modules": sorted(sys.modules), "botocore_traced": traced}).encode())
+        # The project's pydantic models whose validator was built by the import (none should be: defer_build)
+        def subclasses(cls):
+            for sub in cls.__subclasses__():
+                yield sub
+                yield from subclasses(sub)
+        built = sorted(
+            f"{model.__module__}.{model.__qualname__}"
+            for model in set(subclasses(pydantic.BaseModel))
+            if model.__module__.startswith(("spotrun.", "functions."))
+            and model.__pydantic_complete__
+            # A generic base with its type variables still open (DeferredRootModel) is never validated itself
+            and not model.__pydantic_generic_metadata__["parameters"]
+        )
+        os.write(
+            write,
+            json.dumps({"modules": sorted(sys.modules), "botocore_traced": traced, "built": built}).encode(),
+        )
         os._exit(0)
     os.close(write)
     children.append((module, pid, read))
@@ -56,27 +73,10 @@ HANDLERS = {spec.name: spec.handler.rpartition(".")[0] for spec in SHAPE.functio
 SUBMITTING = {"submit", "api", "scheduled_run"}
 
 
-def lambda_init_environment(tmp: str) -> dict[str, str]:
-    """The variables a deployed function has at init: Lambda's own and those infra sets."""
-    return {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(REPO_ROOT),
-        "PYTHONNOUSERSITE": "1",
-        "LAMBDA_TASK_ROOT": str(REPO_ROOT),
-        "AWS_LAMBDA_FUNCTION_NAME": "spotrun-probe",
-        "AWS_REGION": "us-east-1",
-        "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR",
-        "POWERTOOLS_SERVICE_NAME": "spotrun",
-        "POWERTOOLS_METRICS_NAMESPACE": "spotrun",
-        # The X-Ray SDK drops its "initialized" file under the temporary directory, as Lambda's /tmp.
-        "TMPDIR": tmp,
-    }
-
-
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Function name -> what importing its handler loaded, each in an interpreter of its own."""
-    env = lambda_init_environment(str(tmp_path_factory.mktemp("lambda-tmp")))
+    env = init_environment(REPO_ROOT, tmp_path_factory.mktemp("lambda-tmp"), os.environ.get("PATH", ""))
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *HANDLERS.values()],
         cwd=REPO_ROOT,
@@ -93,6 +93,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         name: {
             "modules": set(by_module[module]["modules"]),
             "botocore_traced": by_module[module]["botocore_traced"],
+            "built": by_module[module]["built"],
         }
         for name, module in HANDLERS.items()
     }
@@ -140,3 +141,17 @@ def test_no_handler_loads_what_only_a_refusal_or_a_person_needs(loaded):
     # Given every handler imported
     # Then none loaded the "did you mean" matcher (a refused manifest imports it), the CLI or the emulator
     assert _loading(loaded, "difflib", "rich", "typer", "moto", "spotrun.local", "spotrun.cli") == set()
+
+
+def test_no_handler_builds_a_model_at_import(loaded):
+    # Given every handler imported
+    # Then none of the project's pydantic models was built (each is a DeferredModel, built on its first use):
+    # built at import, the job record's models and the manifest they embed were most of every cold start
+    assert {name: result["built"] for name, result in loaded.items() if result["built"]} == {}
+
+
+def test_only_the_handlers_of_powertools_event_models_load_its_parser(loaded):
+    # Given every handler imported
+    # Then Powertools' parser package (which imports pydantic.networks and importlib.metadata) is loaded only by
+    # the two whose event models come from it: the others parse through functions.runtime.parse_event
+    assert _loading(loaded, "aws_lambda_powertools.utilities.parser") == {"submit", "ec2_events"}
