@@ -45,10 +45,10 @@ def test_the_figure_counted_at_the_close_is_provisional():
 
 
 def test_the_restored_checkpoint_settles_every_earlier_provisional_attempt_and_no_settled_one():
-    # Given attempt 1 settled at 0, attempt 2 lost at step 900 (commit 727 then, then one of 880 landed),
+    # Given attempt 1 settled (27 steps past the step 700 attempt 2 restored), attempt 2 lost at step 900 (commit 727 then, then one of 880 landed),
     # attempt 3 lost while booting (no step), and attempt 4 staged from the checkpoint of step 880
     job = job_of(
-        closed(1, 727, 700).model_copy(update={"steps_lost": 0, "steps_lost_basis": "restored"}),
+        closed(1, 727, 700).model_copy(update={"steps_lost": 27, "steps_lost_basis": "restored"}),
         closed(2, 900, 727, notice_at=T0),
         closed(3, None, 880),
         attempt(4, restored_step=880),
@@ -58,7 +58,7 @@ def test_the_restored_checkpoint_settles_every_earlier_provisional_attempt_and_n
     # Then attempt 2 lost the 20 steps past step 880 (its notice's checkpoint did not commit); attempt 1 keeps
     # its figure, attempt 3 stays unknown
     first, second, third, _ = settled.attempts
-    assert (first.steps_lost, first.steps_lost_basis) == (0, "restored")
+    assert (first.steps_lost, first.steps_lost_basis) == (27, "restored")
     assert (second.steps_lost, second.steps_lost_basis, second.notice_checkpoint_committed) == (
         20,
         "restored",
