@@ -14,7 +14,10 @@ from spotrun.model.layout import checkpoint_prefix, commit_marker_key, progress_
 from tests.integration.conftest import load_event
 from tests.integration.test_workflow_handlers import TIMING
 
-LOST = {"Error": "Instance.Lost", "Cause": FailureCause(message="instance is shutting-down").model_dump_json()}
+LOST = {
+    "Error": "Instance.Lost",
+    "Cause": FailureCause(message="instance is shutting-down").model_dump_json(),
+}
 
 
 @pytest.fixture
@@ -51,9 +54,13 @@ def record(deployment, job_id: str):
 def resume(job_id: str, restored_step: int | None, lambda_context) -> None:
     """The workflow's next attempt: acquire, stage, then train with what staging restored."""
     acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
-    agent_step.handler({"job_id": job_id, "step": "stage", "task_token": "t2", "timing": TIMING}, lambda_context)
+    agent_step.handler(
+        {"job_id": job_id, "step": "stage", "task_token": "t2", "timing": TIMING}, lambda_context
+    )
     prefix = None if restored_step is None else checkpoint_prefix(job_id, restored_step)
-    staged = StageResult(files=1, bytes=1, seconds=0.1, checkpoint_restored=prefix, restored_step=restored_step)
+    staged = StageResult(
+        files=1, bytes=1, seconds=0.1, checkpoint_restored=prefix, restored_step=restored_step
+    )
     agent_step.handler(
         {
             "job_id": job_id,

@@ -354,7 +354,10 @@ def test_a_replacement_is_still_launched_while_interruptions_remain(world):
     assert outcome.standby_instance_id is not None
 
 
-LOST = {"Error": "Instance.Lost", "Cause": FailureCause(message="instance is shutting-down").model_dump_json()}
+LOST = {
+    "Error": "Instance.Lost",
+    "Cause": FailureCause(message="instance is shutting-down").model_dump_json(),
+}
 
 
 def close_lost(store, compute, objects=None, error=LOST):
@@ -435,7 +438,8 @@ def test_a_warning_after_the_loss_was_recorded_amends_the_record_and_acts_on_not
     [first] = store.get("tiny-0123456789ab").attempts
     assert (first.end_reason, first.notice_at) == ("interrupted", T0 + timedelta(minutes=5))
     assert (first.steps_lost, first.notice_checkpoint_committed) == (40, False)
-    assert commands.sent == [] and len(compute.fleet_requests) == launched
+    assert commands.sent == []
+    assert len(compute.fleet_requests) == launched
 
 
 def test_a_warning_racing_the_close_of_its_attempt_amends_the_closed_record(world):

@@ -45,8 +45,9 @@ def test_the_figure_counted_at_the_close_is_provisional():
 
 
 def test_the_restored_checkpoint_settles_every_earlier_provisional_attempt_and_no_settled_one():
-    # Given attempt 1 settled (27 steps past the step 700 attempt 2 restored), attempt 2 lost at step 900 (commit 727 then, then one of 880 landed),
-    # attempt 3 lost while booting (no step), and attempt 4 staged from the checkpoint of step 880
+    # Given attempt 1 settled (27 steps past the step 700 attempt 2 restored), attempt 2 lost at step 900
+    # (commit 727 then, then one of 880 landed), attempt 3 lost while booting (no step), and attempt 4 staged
+    # from the checkpoint of step 880
     job = job_of(
         closed(1, 727, 700).model_copy(update={"steps_lost": 27, "steps_lost_basis": "restored"}),
         closed(2, 900, 727, notice_at=T0),
