@@ -59,6 +59,8 @@ class InterruptionRecord(BaseModel):
     reason: InterruptionReason | Literal["deadline-move"]
     interruptions: int
     last_step: int | None
+    # At the close: the latest committed checkpoint and the steps past it, provisional until the next attempt
+    # stages (the job record then holds the settled figure, spotrun.model.attempt_end).
     resume_from_step: int | None
     steps_lost: int | None
 
