@@ -7,6 +7,7 @@ from datetime import datetime
 from spotrun.control.agent_reports import STEP_STATUS
 from spotrun.control.ports import Commands, JobStore, Objects
 from spotrun.control.store import update_job
+from spotrun.model.attempt_end import settle_steps_lost
 from spotrun.model.command import AgentCommand, StageResult, WorkflowStep
 from spotrun.model.errors import BudgetExceeded, InstanceLost
 from spotrun.model.interruption_rate import pool_rate
@@ -47,7 +48,8 @@ def dispatch_agent_step(
     timing
         How often the agent heartbeats and polls.
     staged
-        For ``train``: what staging reported (the checkpoint it restored is recorded on the attempt).
+        For ``train``: what staging reported (the checkpoint it restored is recorded on the attempt, and settles
+        the steps lost of the attempts before, :func:`spotrun.model.attempt_end.settle_steps_lost`).
     store, objects, commands
         Ports to the job store, S3 and SSM.
     region, jobs_bucket, document_name, report_url
@@ -89,7 +91,10 @@ def dispatch_agent_step(
             "restored_step": staged.restored_step,
             "setup_seconds": staged.setup_seconds,
         }
-        return moved.with_current_attempt(last.model_copy(update=restored))
+        # What the work resumes from is known now: the earlier attempts' steps lost count from it.
+        return settle_steps_lost(
+            moved.with_current_attempt(last.model_copy(update=restored)), staged.restored_step
+        )
 
     update_job(store, job_id, record)
     manifest = job.require_manifest()

@@ -16,13 +16,14 @@ from spotrun.control.dispatch import send_agent_command
 from spotrun.control.instances import launch_standby
 from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflows
 from spotrun.control.store import update_job
+from spotrun.model.attempt_end import end_reason, late_warning, steps_lost_fields
 from spotrun.model.checkpoints import group_checkpoint_keys
 from spotrun.model.command import AgentCommand, FailureCause, read_caught_error
 from spotrun.model.deadline_job import ASSUMED
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.ec2 import GONE_STATES
 from spotrun.model.errors import InterruptionsExceeded
-from spotrun.model.job import END_DEADLINE_MOVE, Attempt, InterruptionReason, Job, JobStatus, transition
+from spotrun.model.job import Attempt, InterruptionReason, Job, JobStatus, transition
 from spotrun.model.layout import checkpoints_prefix, progress_key
 from spotrun.model.timing import workflow_timing
 
@@ -30,6 +31,8 @@ from spotrun.model.timing import workflow_timing
 _WAITING_ON_AGENT = frozenset({JobStatus.STAGING, JobStatus.TRAINING})
 
 logger = logging.getLogger(__name__)
+
+LATE_WARNING = "late warning recorded: the attempt lost meanwhile was interrupted"
 
 _REASON_BY_ERROR: dict[str, InterruptionReason] = {
     "Spot.Interrupted": "interrupted",
@@ -55,6 +58,8 @@ class InterruptionRecord(DeferredModel):
     reason: InterruptionReason | Literal["deadline-move"]
     interruptions: int
     last_step: int | None
+    # At the close: the latest committed checkpoint and the steps past it, provisional until the next attempt
+    # stages (the job record then holds the settled figure, spotrun.model.attempt_end).
     resume_from_step: int | None
     steps_lost: int | None
 
@@ -78,7 +83,9 @@ def on_interruption_warning(
 
     Records the notice on the attempt, tells the agent through SSM (it also watches IMDS: belt and braces), and
     launches the replacement at once when the deployment overlaps boot with the checkpoint upload. A repeated
-    warning for the same attempt does nothing.
+    warning for the same attempt does nothing. A warning for an attempt already recorded lost without one (the
+    instance's state change handled first) only amends the record: that attempt was interrupted
+    (:func:`spotrun.model.attempt_end.late_warning`).
 
     Parameters
     ----------
@@ -99,29 +106,42 @@ def on_interruption_warning(
     job_id = store.job_for_instance(instance_id)
     job = None if job_id is None else store.get(job_id)
     attempt = _current_attempt_on(job, instance_id)
-    if job is None or attempt is None or job.status.is_terminal:
+    lost_unwarned = job is not None and attempt is None and late_warning(job, instance_id, now) is not None
+    if (
+        job is None
+        or (attempt is None and not lost_unwarned)
+        or (attempt is not None and job.status.is_terminal)
+    ):
         return EventOutcome(
             action="ignored: not the current attempt of an active job", instance_id=instance_id
         )
-    if attempt.notice_at is not None:
+    if attempt is not None and attempt.notice_at is not None:
         return EventOutcome(
             action="ignored: warning already handled", job_id=job.job_id, instance_id=instance_id
         )
 
-    won = False
+    won = late = False
 
     def note(current: Job) -> Job:
         # update_job may call this more than once; the last call is the one whose result stands.
-        nonlocal won
+        nonlocal won, late
         latest = _current_attempt_on(current, instance_id)
         won = latest is not None and latest.notice_at is None
-        if latest is None or latest.notice_at is not None:
+        if latest is None:
+            # The loss was recorded first (its state change handled before this): the record still gets it.
+            warned = late_warning(current, instance_id, now)
+            late = warned is not None
+            return current if warned is None else warned
+        if latest.notice_at is not None:
             return current
         return current.with_current_attempt(latest.model_copy(update={"notice_at": now}))
 
     update_job(store, job.job_id, note)
-    if not won:
-        # Another delivery of the same warning got there first.
+    if late:
+        # Nothing to tell or launch: the instance is gone and the workflow has moved on.
+        return EventOutcome(action=LATE_WARNING, job_id=job.job_id, instance_id=instance_id)
+    if not won or attempt is None:
+        # Another delivery of the same warning got there first: nothing more to do.
         return EventOutcome(
             action="ignored: warning already handled", job_id=job.job_id, instance_id=instance_id
         )
@@ -270,24 +290,26 @@ def record_interruption(
     attempt = job.current_attempt
     caught = read_caught_error(error)
     error_name = caught.error or ""
-    reason: str = _REASON_BY_ERROR.get(error_name, "instance-lost")
-    if attempt.deadline_move and reason == "interrupted":
-        # The notice was the deadline policy's own (control.deadline_moves): a move, not a lost pool.
-        reason = END_DEADLINE_MOVE
+    caught_reason = _REASON_BY_ERROR.get(error_name, "instance-lost")
+    reason: str = end_reason(caught_reason, attempt)
     last_step = None if caught.failure is None else caught.failure.last_step
     if last_step is None:
         last_step = _reported_step(objects, jobs_bucket, job_id, attempt.number)
+    # Provisional: the old instance may still commit the checkpoint it took on the warning; the next attempt's
+    # staging settles the figure against the checkpoint it restored (spotrun.model.attempt_end).
     resume_from = _latest_committed_step(objects, jobs_bucket, job_id)
-    steps_lost = None if last_step is None else max(0, last_step - (resume_from or 0))
+    lost = steps_lost_fields(attempt, last_step, resume_from, final=False)
     compute.terminate([attempt.instance_id])
 
     def close(current: Job) -> Job:
+        nonlocal reason, lost
         latest = current.open_attempt
         if latest is None or latest.number != attempt.number:
             return current
-        closed = latest.model_copy(
-            update={"ended_at": now, "end_reason": reason, "last_step": last_step, "steps_lost": steps_lost}
-        )
+        # From the attempt as stored now: a warning recorded since the first read still makes it "interrupted".
+        reason = end_reason(caught_reason, latest)
+        lost = steps_lost_fields(latest, last_step, resume_from, final=False)
+        closed = latest.model_copy(update={"ended_at": now, "end_reason": reason, **lost})
         where = f"{error_name or reason} at step {last_step}; resumes from step {resume_from or 0}"
         moved = transition(current.with_current_attempt(closed), JobStatus.INTERRUPTED, now, detail=where)
         return moved.model_copy(update={"task_token": None})
@@ -303,7 +325,7 @@ def record_interruption(
         interruptions=recorded.interruptions,
         last_step=last_step,
         resume_from_step=resume_from,
-        steps_lost=steps_lost,
+        steps_lost=lost["steps_lost"],
     )
 
 

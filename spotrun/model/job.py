@@ -50,8 +50,11 @@ END_CANCELLED = "cancelled"
 END_UNUSED_STANDBY = "unused-standby"
 # The deadline policy moved the job off spot (checkpoint, then on-demand): no interruption, the pool was fine.
 END_DEADLINE_MOVE = "deadline-move"
+# "interrupted": EC2 warned the attempt (or its agent saw the notice) before its capacity went away, whatever
+# ended its step; the others: the capacity went away without a recorded warning (spotrun.model.attempt_end).
 InterruptionReason = Literal["interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"]
 INTERRUPTION_REASONS: frozenset[str] = frozenset(get_args(InterruptionReason))
+StepsLostBasis = Literal["latest-commit", "restored"]
 
 TERMINAL_STATUSES = frozenset(
     {JobStatus.REJECTED, JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED}
@@ -142,10 +145,26 @@ class Attempt(_Record):
     checkpoint_restored: str | None = None
     restored_step: int | None = None
     setup_seconds: float | None = None  # how long the manifest's training.setup took on this instance
-    steps_lost: int | None = None
+    steps_lost: int | None = Field(
+        None,
+        description="Steps this attempt reached that the job trains again: last_step minus the step of the "
+        "checkpoint the next attempt restored (0: none). Until one stages, from the latest checkpoint committed "
+        "when this attempt closed (steps_lost_basis). None: no step reported. Rules: spotrun.model.attempt_end.",
+    )
+    steps_lost_basis: StepsLostBasis | None = Field(
+        None,
+        description="'latest-commit' (provisional: the old instance may still commit within its notice, and "
+        "stays so when no attempt follows) or 'restored' (final: the next attempt's restored checkpoint).",
+    )
     last_step: int | None = None  # the last training step reported before the attempt ended
     rebalance_at: datetime | None = None
-    notice_at: datetime | None = None  # the spot interruption warning
+    notice_at: datetime | None = None  # the spot interruption warning (a late one: when it arrived)
+    notice_checkpoint_committed: bool | None = Field(
+        None,
+        description="For an attempt that got a notice (notice_at): whether the checkpoint it took on it was "
+        "committed in time, i.e. its work resumes from the last step it reached (steps_lost 0); settled with "
+        "steps_lost. None without a notice, or while the steps lost are unknown.",
+    )
     deadline_move: bool = False  # the notice was the deadline policy's move to on-demand, not EC2's warning
     running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
     checkpoint_interval: CheckpointIntervalUsed | None = None  # interval_steps: auto (the agent's heartbeats)
