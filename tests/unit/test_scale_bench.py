@@ -10,25 +10,26 @@ def _result(status: str, digest: str | None, effects: list) -> dict:
 
 
 def test_an_interruption_counts_when_its_attempt_got_the_notice_and_ended_on_it():
-    # Given four jobs: one recorded interrupted, one reclaimed before its agent reported, one that completed
-    # the attempt the interruption was decided for, one whose attempt died of a heartbeat timeout before the notice
+    # Given four jobs: one whose warning's checkpoint committed, one reclaimed before its checkpoint committed,
+    # one that completed the attempt the interruption was decided for, one whose attempt died of a heartbeat
+    # timeout before the notice
     once = {
         "jobs": 3,  # the CPU is divided by this
         "control_plane_cpu_seconds": 6.0,
         "instances_cpu_seconds": 3.0,
         "results": [
-            _result("SUCCEEDED", "a", [[1, True, "interrupted"]]),
-            _result("SUCCEEDED", "a", [[1, True, "instance-lost"]]),
-            _result("SUCCEEDED", "a", [[1, True, "completed"]]),
-            _result("SUCCEEDED", "a", [[1, False, "heartbeat-timeout"]]),
+            _result("SUCCEEDED", "a", [[1, True, "interrupted", True]]),
+            _result("SUCCEEDED", "a", [[1, True, "interrupted", False]]),
+            _result("SUCCEEDED", "a", [[1, True, "completed", False]]),
+            _result("SUCCEEDED", "a", [[1, False, "heartbeat-timeout", False]]),
         ],
     }
     # When it is summarized
     summary = summarize(once)
-    # Then two of four took effect, one of them recorded as interrupted, and the CPU is per job
+    # Then two of four took effect, one of them with its checkpoint committed, and the CPU is per job
     assert summary["planned"] == 4
     assert summary["taken_effect"] == 2
-    assert summary["recorded_interrupted"] == 1
+    assert summary["checkpoint_committed"] == 1
     assert summary["succeeded"] == 4
     assert summary["identical_models"]
     assert summary["control_plane_cpu_per_job"] == 2.0
