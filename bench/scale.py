@@ -5,7 +5,8 @@ N copies of the example job at once, interrupts each one once at a planned step 
 all of them and prints one JSON line: the wall time, the CPU seconds of the emulator and control plane (this
 process: moto, the Lambda handlers, Step Functions' interpreter) and of the instances (the agents and the
 training scripts, its reaped children), the interruptions planned, decided and taken effect (an attempt that
-got the warning and ended on it) and whether each warning's checkpoint was committed, and each job's status and model digest.
+got the warning and ended on it) and whether each warning's checkpoint was committed, and each job's status
+and model digest.
 
 The baseline is the same measurement of another commit (``--baseline``, the branch point by default), extracted
 with ``git archive`` into a temporary directory and run with that tree first on ``PYTHONPATH``; the two
