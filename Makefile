@@ -27,11 +27,13 @@ demo: $(DEMO_STAMP)
 	$(BIN)/spotrun demo
 
 ## test: lint, type-check, then every test suite
-# Unit, infra and integration tests run on two workers (a file per worker); the end-to-end and chaos suites,
-# whose jobs race real training against scaled notices, run alone so that load cannot change their timing.
+# Every suite runs on two workers, a file per worker (--dist loadfile: a module's emulator and fixtures stay in one
+# process). The end-to-end and chaos suites run after the others, not beside them: their jobs mostly wait on
+# scaled time (boots, heartbeats, step sleeps), so two files at once share the cores without the CPU-bound
+# unit tests pressing on their timing.
 test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit tests/infra tests/integration
-	$(BIN)/python -m pytest -q tests/e2e tests/chaos
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/e2e tests/chaos
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
