@@ -30,10 +30,10 @@ demo: $(DEMO_STAMP)
 # Every suite runs on two workers, a file per worker (--dist loadfile: a module's emulator and fixtures stay in one
 # process). The end-to-end and chaos suites run after the others, not beside them: their jobs mostly wait on
 # scaled time (boots, heartbeats, step sleeps), so two files at once share the cores without the CPU-bound
-# unit tests pressing on their timing.
+# unit tests pressing on their timing. Files start in collection order, the slowest first (tests/conftest.py).
 test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit tests/infra tests/integration
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/e2e tests/chaos
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests/e2e tests/chaos
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
