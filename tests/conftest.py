@@ -12,7 +12,6 @@ from spotrun.cli.target import STATE_HOME_ENV, WORKDIR_ENV
 # runs them on two workers, a file per worker, in collection order (--no-loadscope-reorder): started first,
 # they run beside the shorter files instead of leaving one worker alone with the longest at the end.
 SLOWEST_FIRST = (
-    "tests/e2e/test_pytorch.py",
     "tests/e2e/test_interruptions.py",
     "tests/e2e/test_demo_cli.py",
     "tests/e2e/test_huggingface.py",

@@ -14,12 +14,13 @@ class _Item:
 
 
 def test_the_slowest_files_come_first_slowest_first_and_the_rest_keep_their_order():
-    # Given items collected alphabetically: two ordinary files around two of the slowest, one with two tests
+    # Given items collected alphabetically: ordinary files around two of the slowest, one of them with two tests
     collected = [
         _Item("tests/e2e/test_deadline.py::test_a"),
+        _Item("tests/e2e/test_demo_cli.py::test_d"),
         _Item("tests/e2e/test_interruptions.py::test_one"),
         _Item("tests/e2e/test_interruptions.py::test_two"),
-        _Item("tests/e2e/test_pytorch.py::test_alone"),
+        _Item("tests/e2e/test_isolation.py::test_c"),
         _Item("tests/e2e/test_spine.py::test_b"),
     ]
     items = list(collected)
@@ -30,10 +31,11 @@ def test_the_slowest_files_come_first_slowest_first_and_the_rest_keep_their_orde
     # Then the slowest come first, in SLOWEST_FIRST's order, each file's tests together and in order; the others
     # follow as collected
     assert [item.nodeid for item in items] == [
-        "tests/e2e/test_pytorch.py::test_alone",
         "tests/e2e/test_interruptions.py::test_one",
         "tests/e2e/test_interruptions.py::test_two",
+        "tests/e2e/test_demo_cli.py::test_d",
         "tests/e2e/test_deadline.py::test_a",
+        "tests/e2e/test_isolation.py::test_c",
         "tests/e2e/test_spine.py::test_b",
     ]
 
