@@ -27,11 +27,16 @@ demo: $(DEMO_STAMP)
 	$(BIN)/spotrun demo
 
 ## test: lint, type-check, then every test suite
-# Unit, infra and integration tests run on two workers (a file per worker); the end-to-end and chaos suites,
-# whose jobs race real training against scaled notices, run alone so that load cannot change their timing.
+# Unit, infra and integration tests run on two workers, a file per worker. So do the end-to-end and chaos suites,
+# after them (--dist loadfile: a module's emulator and fixtures stay in one process): their jobs mostly wait on
+# scaled time (boots, heartbeats, step sleeps), so two files at once share the cores, the slowest started first
+# (tests/conftest.py). The PyTorch example runs alone last: four torchrun ranks fill both cores, and a rank's save
+# must fit in the scaled two-minute notice.
 test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit tests/infra tests/integration
-	$(BIN)/python -m pytest -q tests/e2e tests/chaos
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests/e2e tests/chaos \
+		--ignore tests/e2e/test_pytorch.py
+	$(BIN)/python -m pytest -q tests/e2e/test_pytorch.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

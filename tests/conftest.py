@@ -1,4 +1,4 @@
-"""What every test shares: a per-user state directory of its own, never the real home's."""
+"""What every test shares: a per-user state directory of its own, never the real home's; the slowest files first."""
 
 from __future__ import annotations
 
@@ -7,6 +7,16 @@ from collections.abc import Iterator
 import pytest
 
 from spotrun.cli.target import STATE_HOME_ENV, WORKDIR_ENV
+
+# The slowest files of `make test`'s e2e and chaos run, slowest first (docs/testing.md has their durations). It
+# runs them on two workers, a file per worker, in collection order (--no-loadscope-reorder): started first,
+# they run beside the shorter files instead of leaving one worker alone with the longest at the end.
+SLOWEST_FIRST = (
+    "tests/e2e/test_interruptions.py",
+    "tests/e2e/test_demo_cli.py",
+    "tests/e2e/test_huggingface.py",
+    "tests/chaos/test_soak.py",
+)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -17,3 +27,26 @@ def _own_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         patch.setenv(STATE_HOME_ENV, str(tmp_path_factory.mktemp("state-home")))
         patch.delenv(WORKDIR_ENV, raising=False)
         yield
+
+
+def slowest_first(paths: list[str]) -> list[int]:
+    """Each path's rank: its place in :data:`SLOWEST_FIRST`, or after all of them (a stable sort keeps the rest).
+
+    Parameters
+    ----------
+    paths
+        Test files, relative to the repository's root with ``/`` separators.
+
+    Returns
+    -------
+    list[int]
+        One sort key per path.
+    """
+    return [SLOWEST_FIRST.index(path) if path in SLOWEST_FIRST else len(SLOWEST_FIRST) for path in paths]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Whole files move, never single tests: a module's tests stay together and in order (one emulator each).
+    keys = slowest_first([item.nodeid.split("::", 1)[0] for item in items])
+    order = sorted(range(len(items)), key=keys.__getitem__)
+    items[:] = [items[index] for index in order]

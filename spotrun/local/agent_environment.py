@@ -54,6 +54,11 @@ def agent_environment(
         # The instance's own role session, from its IMDS as on EC2 (botocore's instance-metadata provider), not
         # the runtime's credentials: the API stand-in names the caller after the instance.
         "AWS_EC2_METADATA_SERVICE_ENDPOINT": sim.imds.endpoint,
+        # botocore asks IMDS once, for 1 s, by default (AWS SDKs reference guide, "Amazon EC2 instance metadata":
+        # https://docs.aws.amazon.com/sdkref/latest/guide/feature-ec2-instance-metadata.html); this IMDS answers
+        # from the runtime's process, which a loaded machine can keep busy longer than EC2's own ever is.
+        "AWS_METADATA_SERVICE_NUM_ATTEMPTS": "3",
+        "AWS_METADATA_SERVICE_TIMEOUT": "5",
         "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
         "AWS_CONFIG_FILE": os.devnull,
         "SPOTRUN_NVME_ROOT": str(sim.nvme_dir),

@@ -62,36 +62,63 @@ def test_concurrent_jobs_survive_random_interruptions_and_deaths(runtime, direct
         assert_nothing_left_running(runtime, job)
 
 
-def test_a_job_waits_while_spot_capacity_is_exhausted_and_runs_when_it_returns(runtime, direct_model):
+def _wait_until(what: str, condition, timeout: float = 60.0):
+    """Poll ``condition`` until it returns something true; fail naming ``what`` past ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+    return value
+
+
+def _record(store, job_id: str, field: str):
+    """The job's record once it exists and its ``field`` is set (not None, not empty); else None."""
+    job = store.get(job_id)
+    return job if job is not None and getattr(job, field) else None
+
+
+# Both jobs need every spot pool exhausted: they share the outage, one waiting it out, one buying on-demand.
+def test_with_spot_exhausted_one_job_waits_for_it_and_one_falls_back_to_on_demand(runtime, direct_model):
     # Given no spot capacity left in any pool
     pools = runtime.capacity.pools()
     for pool in pools:
         runtime.capacity.exhaust(pool.instance_type, pool.availability_zone)
-    # (a wait far shorter than the job's max_wait_minutes: 30, 36 s at this time scale)
-    manifest = example_manifest(
+    # and two jobs: one that waits for spot (a wait far shorter than its max_wait_minutes: 30, 36 s at this
+    # time scale), one that allows falling back to on-demand
+    waiting = example_manifest(
         **{
             "name: tiny-regression": "name: capacity-wait",
             "  spot: true": "  spot: true\n  max_wait_minutes: 30",
         }
     )
-    submitted = drop_manifest(runtime, manifest, "capacity-wait.yaml")
+    falling_back = example_manifest(
+        **{
+            "name: tiny-regression": "name: fallback",
+            "  spot: true": "  spot: true\n  on_demand_fallback: true",
+        }
+    )
     store = job_store(runtime.settings.jobs_table, runtime.settings.region)
+    try:
+        # When both are submitted
+        submitted = drop_manifest(runtime, waiting, "capacity-wait.yaml")
+        fallback = drop_manifest(runtime, falling_back, "fallback.yaml")
+        # and the first has been waiting for capacity a while, the second has its instance
+        job = _wait_until(
+            "the job never waited for capacity", lambda: _record(store, submitted.job_id, "capacity_wait")
+        )
+        _wait_until("the fallback job never launched", lambda: _record(store, fallback.job_id, "attempts"))
+    finally:
+        # and capacity comes back
+        for pool in pools:
+            runtime.capacity.refill(pool.instance_type, pool.availability_zone)
 
-    # When the job has been waiting for capacity a while, and capacity comes back
-    deadline = time.monotonic() + 60
-    while (job := store.get(submitted.job_id)) is None or job.capacity_wait is None:
-        assert time.monotonic() < deadline, "the job never waited for capacity"
-        time.sleep(0.1)
+    # Then the first waited without an instance, and its record says why, pool by pool, in EC2's words
     assert job.status is JobStatus.ACQUIRING
     assert job.attempts == []
-    # And the record says why, pool by pool, in EC2's words
     assert {error.code for error in job.capacity_wait.pools} == {"InsufficientInstanceCapacity"}
     assert "waiting for capacity since " in capacity_wait_text(job, utc_now()).plain
-    for pool in pools:
-        runtime.capacity.refill(pool.instance_type, pool.availability_zone)
+    # And it ran to the end on spot capacity once it returned
     job = wait_for_job(runtime, submitted.job_id, timeout=180)
-
-    # Then it ran to the end on spot capacity
     assert job.status is JobStatus.SUCCEEDED, job.error
     assert [attempt.lifecycle for attempt in job.attempts] == ["spot"]
     assert _model(runtime, job) == direct_model
@@ -100,26 +127,8 @@ def test_a_job_waits_while_spot_capacity_is_exhausted_and_runs_when_it_returns(r
     assert job.capacity_waited_seconds > 0
     assert sum(1 for change in job.timeline if (change.detail or "").startswith("waiting for capacity")) == 1
 
-
-def test_on_demand_fallback_takes_over_when_spot_is_exhausted(runtime, direct_model):
-    # Given a job that allows falling back to on-demand, and no spot capacity anywhere
-    pools = runtime.capacity.pools()
-    for pool in pools:
-        runtime.capacity.exhaust(pool.instance_type, pool.availability_zone)
-    manifest = example_manifest(
-        **{
-            "name: tiny-regression": "name: fallback",
-            "  spot: true": "  spot: true\n  on_demand_fallback: true",
-        }
-    )
-    try:
-        # When it is submitted
-        job = wait_for_job(runtime, drop_manifest(runtime, manifest, "fallback.yaml").job_id, timeout=180)
-    finally:
-        for pool in pools:
-            runtime.capacity.refill(pool.instance_type, pool.availability_zone)
-
-    # Then it ran on on-demand capacity, at the on-demand price
+    # And the second ran on on-demand capacity, at the on-demand price
+    job = wait_for_job(runtime, fallback.job_id, timeout=180)
     assert job.status is JobStatus.SUCCEEDED, job.error
     [attempt] = job.attempts
     assert attempt.lifecycle == "on-demand"

@@ -1,4 +1,6 @@
-"""Isolation between jobs: a training script cannot answer another job's workflow, nor touch its objects."""
+"""Isolation between jobs: a training script cannot answer another job's workflow, nor touch its objects.
+
+Both attacks run at once against one victim (one slow job, not two): each has its own job and its own log."""
 
 from __future__ import annotations
 
@@ -66,45 +68,6 @@ def victim_in_training(runtime, name: str):
     raise AssertionError("the victim never started training")
 
 
-def test_a_training_script_cannot_answer_another_jobs_workflow(runtime, direct_model):
-    # Given a victim job training slowly, and a hostile script next to the example's code
-    runtime.client("s3").put_object(
-        Bucket=runtime.settings.jobs_bucket, Key=f"{EXAMPLE_PREFIX}code/attack.py", Body=ATTACK.encode()
-    )
-    victim = victim_in_training(runtime, "victim-job")
-
-    # When another job's training script posts a forged success for the victim's train step
-    url = runtime.settings.agent_report_url
-    attacker = drop_manifest(
-        runtime,
-        example_manifest(
-            **{
-                'command: [python, train.py, --step-seconds, "0.02"]': (
-                    f'command: [python, attack.py, "{victim.job_id}", "{url}"]'
-                ),
-                "name: tiny-regression": "name: attacker-job",
-                "restarts_on_error: 1": "restarts_on_error: 0",
-            }
-        ),
-        "attacker-job.yaml",
-    )
-    attacked = wait_for_job(runtime, attacker.job_id, timeout=JOB_TIMEOUT)
-    job = wait_for_job(runtime, victim.job_id, timeout=JOB_TIMEOUT)
-
-    # Then the forged report was refused as not the victim's instance
-    log = (
-        runtime.client("s3")
-        .get_object(Bucket=runtime.settings.jobs_bucket, Key=log_key(attacker.job_id, 1))["Body"]
-        .read()
-    )
-    assert b"forged report answered 403" in log, log[-2000:]
-    assert attacked.status is JobStatus.SUCCEEDED, attacked.error
-    # and the victim ended SUCCEEDED with its own model, unchanged by the forgery
-    assert job.status is JobStatus.SUCCEEDED, job.error
-    assert job.model_sha256 == sha256(direct_model)
-    assert JobStatus.TRAINING in [change.status for change in job.timeline]
-
-
 # A hostile training script reaching into the victim's objects: with its instance's own credentials (from IMDS)
 # and with its own job's S3 credentials (from the credentials route, as its agent gets them), it reads the
 # victim's train command and writes into the victim's checkpoint prefix.
@@ -149,35 +112,62 @@ with open(os.path.join(output, "model.npy"), "wb") as model:
 """
 
 
-def test_a_training_script_cannot_read_or_write_another_jobs_objects(runtime, direct_model):
-    # Given a victim job training slowly, and a trespassing script next to the example's code
-    bucket = runtime.settings.jobs_bucket
-    runtime.client("s3").put_object(
-        Bucket=bucket, Key=f"{EXAMPLE_PREFIX}code/trespass.py", Body=TRESPASS.encode()
+def attacker_manifest(name: str, command: str) -> bytes:
+    """The example job named ``name`` running ``command`` instead of its training, never restarted."""
+    return example_manifest(
+        **{
+            'command: [python, train.py, --step-seconds, "0.02"]': f"command: {command}",
+            "name: tiny-regression": f"name: {name}",
+            "restarts_on_error: 1": "restarts_on_error: 0",
+        }
     )
-    victim = victim_in_training(runtime, "victim-objects")
 
-    # When another job's training script reads the victim's command and writes its checkpoint prefix
+
+def attempt_log(runtime, job_id: str) -> bytes:
+    bucket = runtime.settings.jobs_bucket
+    return bytes(runtime.client("s3").get_object(Bucket=bucket, Key=log_key(job_id, 1))["Body"].read())
+
+
+# One victim serves both attacks: they run side by side while it trains, and each asserts on its own log.
+def test_a_training_script_can_neither_answer_another_jobs_workflow_nor_touch_its_objects(
+    runtime, direct_model
+):
+    # Given a victim job training slowly, and two hostile scripts next to the example's code
+    bucket = runtime.settings.jobs_bucket
+    s3 = runtime.client("s3")
+    for name, script in (("attack.py", ATTACK), ("trespass.py", TRESPASS)):
+        s3.put_object(Bucket=bucket, Key=f"{EXAMPLE_PREFIX}code/{name}", Body=script.encode())
+    victim = victim_in_training(runtime, "victim-job")
+
+    # When one job's training script posts a forged success for the victim's train step, and another's reads
+    # the victim's command and writes into its checkpoint prefix
+    url = runtime.settings.agent_report_url
     command_key = agent_command_key(victim.job_id, 1, "train")
     checkpoint_key = f"{checkpoints_prefix(victim.job_id)}step-999999999999/_COMMITTED.json"
-    attacker = drop_manifest(
+    forger = drop_manifest(
         runtime,
-        example_manifest(
-            **{
-                'command: [python, train.py, --step-seconds, "0.02"]': (
-                    f'command: [python, trespass.py, "{bucket}", "{command_key}", "{checkpoint_key}"]'
-                ),
-                "name: tiny-regression": "name: trespass-job",
-                "restarts_on_error: 1": "restarts_on_error: 0",
-            }
+        attacker_manifest("attacker-job", f'[python, attack.py, "{victim.job_id}", "{url}"]'),
+        "attacker-job.yaml",
+    )
+    trespasser = drop_manifest(
+        runtime,
+        attacker_manifest(
+            "trespass-job", f'[python, trespass.py, "{bucket}", "{command_key}", "{checkpoint_key}"]'
         ),
         "trespass-job.yaml",
     )
-    attacked = wait_for_job(runtime, attacker.job_id, timeout=JOB_TIMEOUT)
+    forged = wait_for_job(runtime, forger.job_id, timeout=JOB_TIMEOUT)
+    trespassed = wait_for_job(runtime, trespasser.job_id, timeout=JOB_TIMEOUT)
     job = wait_for_job(runtime, victim.job_id, timeout=JOB_TIMEOUT)
 
-    # Then every attempt was refused AccessDenied, with the instance's credentials and with its job's
-    log = runtime.client("s3").get_object(Bucket=bucket, Key=log_key(attacker.job_id, 1))["Body"].read()
+    # Then the forged report was refused as not the victim's instance
+    assert forged.status is JobStatus.SUCCEEDED, forged.error
+    log = attempt_log(runtime, forger.job_id)
+    assert b"forged report answered 403" in log, log[-2000:]
+    # and every read and write of the victim's objects was refused AccessDenied, with the instance's
+    # credentials and with its job's
+    assert trespassed.status is JobStatus.SUCCEEDED, trespassed.error
+    log = attempt_log(runtime, trespasser.job_id)
     for line in (
         b"instance read AccessDenied",
         b"instance write AccessDenied",
@@ -185,9 +175,9 @@ def test_a_training_script_cannot_read_or_write_another_jobs_objects(runtime, di
         b"job write AccessDenied",
     ):
         assert line in log, log[-2000:]
-    assert attacked.status is JobStatus.SUCCEEDED, attacked.error
-    # and nothing was written into the victim's checkpoints; it ended SUCCEEDED with its own model
-    listed = runtime.client("s3").list_objects_v2(Bucket=bucket, Prefix=checkpoint_key)
-    assert listed["KeyCount"] == 0
+    # and nothing was written into the victim's checkpoints
+    assert s3.list_objects_v2(Bucket=bucket, Prefix=checkpoint_key)["KeyCount"] == 0
+    # and the victim trained and ended SUCCEEDED with its own model, unchanged by either attack
     assert job.status is JobStatus.SUCCEEDED, job.error
     assert job.model_sha256 == sha256(direct_model)
+    assert JobStatus.TRAINING in [change.status for change in job.timeline]
