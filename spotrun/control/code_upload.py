@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 from typing import Annotated, Final
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, StrictInt
 
 from spotrun.control.ports import Objects
 from spotrun.model.deferred import DeferredModel
@@ -34,8 +34,9 @@ class CodeUploadRequest(DeferredModel):
     sha256: Annotated[
         str, Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the archive, lower-case hex.")
     ]
+    # Strict: pydantic's lax mode would take `true` for 1 (a request the schema refuses must be refused).
     size: Annotated[
-        int,
+        StrictInt,
         Field(ge=1, le=MAX_CODE_ARCHIVE_BYTES, description="Bytes of the archive (one PUT: at most 5 GiB)."),
     ]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from spotrun.control.agent_reports import CallerIdentity, ReportNotWaited, caller_open_attempt
 from spotrun.control.ports import JobAccess, JobStore, LogEvents
@@ -27,7 +27,8 @@ class CredentialsRequest(DeferredModel):
     """What the agent asks credentials for; the body of ``POST /agent/credentials``."""
 
     job_id: str = Field(pattern=rf"^{JOB_ID_PATTERN}$", description="The job the agent runs a step of.")
-    attempt: int = Field(ge=1, le=10_000, description="The attempt the agent runs.")
+    # Strict: pydantic's lax mode would take `true` for attempt 1.
+    attempt: StrictInt = Field(ge=1, le=10_000, description="The attempt the agent runs.")
 
 
 def issue_job_credentials(

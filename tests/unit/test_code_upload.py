@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 
+import pytest
+from pydantic import ValidationError
+
 from spotrun.control.code_upload import CodeUploadRequest, request_code_upload
 from tests.unit.fakes import FakeObjects
 
@@ -23,3 +26,13 @@ def test_an_object_of_another_size_at_the_address_is_uploaded_over():
     again = request_code_upload(CodeUploadRequest(sha256=SHA, size=5), objects=objects, jobs_bucket="jobs")
     assert again.upload is None
     assert again.uri == f"s3://jobs/{KEY}"
+
+
+@pytest.mark.parametrize("size", [True, "5", 5.5])
+def test_a_size_that_is_not_an_integer_is_refused(size: object):
+    # Given a request whose size is a boolean, a numeric string or a fraction (the schema says integer)
+    body = {"sha256": SHA, "size": size}
+
+    # When it is validated / Then it is refused, not read as 1 or 5
+    with pytest.raises(ValidationError, match="size"):
+        CodeUploadRequest.model_validate(body)

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import ValidationError
 
 from spotrun.control.agent_reports import CallerIdentity, ReportNotWaited, ReportRefused
 from spotrun.control.job_credentials import CredentialsRequest, issue_job_credentials
@@ -144,3 +145,13 @@ def test_a_manifest_reaching_into_jobs_gets_no_credentials():
     with pytest.raises(JobAccessRefused):
         issue(store, access, "i-0001")
     assert access.asked == []
+
+
+@pytest.mark.parametrize("attempt", [True, "2"])
+def test_an_attempt_that_is_not_an_integer_is_refused(attempt: object):
+    # Given a credentials request whose attempt is a boolean or a numeric string
+    body = {"job_id": JOB, "attempt": attempt}
+
+    # When it is validated / Then it is refused, not read as attempt 1 or 2
+    with pytest.raises(ValidationError, match="attempt"):
+        CredentialsRequest.model_validate(body)
