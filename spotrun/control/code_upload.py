@@ -14,11 +14,12 @@ from __future__ import annotations
 import base64
 from typing import Annotated, Final
 
-from pydantic import ConfigDict, Field, StrictInt
+from pydantic import ConfigDict, Field
 
 from spotrun.control.ports import Objects
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.layout import code_archive_key
+from spotrun.model.manifest_rules import JsonInt
 
 # The largest object one PUT may carry (https://docs.aws.amazon.com/AmazonS3/latest/userguide/upload-objects.html).
 MAX_CODE_ARCHIVE_BYTES: Final = 5 * 1024**3
@@ -34,11 +35,10 @@ class CodeUploadRequest(DeferredModel):
     sha256: Annotated[
         str, Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the archive, lower-case hex.")
     ]
-    # Strict: pydantic's lax mode would take `true` for 1 (a request the schema refuses must be refused).
-    size: Annotated[
-        StrictInt,
-        Field(ge=1, le=MAX_CODE_ARCHIVE_BYTES, description="Bytes of the archive (one PUT: at most 5 GiB)."),
-    ]
+    # Not true for 1, nor "5" for 5: a request the schema refuses is refused.
+    size: JsonInt = Field(
+        ge=1, le=MAX_CODE_ARCHIVE_BYTES, description="Bytes of the archive (one PUT: at most 5 GiB)."
+    )
 
 
 class UploadTarget(DeferredModel):

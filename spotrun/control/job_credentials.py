@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 
-from pydantic import Field, StrictInt
+from pydantic import Field
 
 from spotrun.control.agent_reports import CallerIdentity, ReportNotWaited, caller_open_attempt
 from spotrun.control.ports import JobAccess, JobStore, LogEvents
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.job_access import JobCredentials, job_session_policy, serialize
 from spotrun.model.layout import JOB_ID_PATTERN, log_group, log_stream
+from spotrun.model.manifest_rules import JsonInt
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +28,8 @@ class CredentialsRequest(DeferredModel):
     """What the agent asks credentials for; the body of ``POST /agent/credentials``."""
 
     job_id: str = Field(pattern=rf"^{JOB_ID_PATTERN}$", description="The job the agent runs a step of.")
-    # Strict: pydantic's lax mode would take `true` for attempt 1.
-    attempt: StrictInt = Field(ge=1, le=10_000, description="The attempt the agent runs.")
+    # Not true for attempt 1, nor "2" for 2: a request the schema refuses is refused.
+    attempt: JsonInt = Field(ge=1, le=10_000, description="The attempt the agent runs.")
 
 
 def issue_job_credentials(

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -67,6 +68,22 @@ def _is_number(annotation: Any) -> bool:
     return any(arg in (int, float) for arg in (get_args(annotation) or (annotation,)))
 
 
+def refuse_bool_or_text(value: Any) -> Any:
+    """Refuse a boolean or a text where a number is due; pass anything else on to pydantic.
+
+    pydantic's lax mode takes ``true`` for 1 and ``"5"`` for 5; a request means what it says. An integral float
+    such as 60.0 stays an integer, as JSON Schema's "integer" counts it (so StrictInt, which refuses 60.0, would
+    refuse what the published schema allows).
+    """
+    if isinstance(value, bool | str):
+        raise ValueError(f"must be a number, not {'a boolean' if isinstance(value, bool) else 'a text'}")
+    return value
+
+
+# An integer as JSON Schema says it: 5 and 5.0, never true or "5" (the API's request bodies).
+JsonInt = Annotated[int, BeforeValidator(refuse_bool_or_text)]
+
+
 class StrictModel(DeferredModel):
     # NaN and infinity are no price, limit or count (and JSON cannot store them): refused like any bad number.
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True, allow_inf_nan=False)
@@ -74,14 +91,9 @@ class StrictModel(DeferredModel):
     @field_validator("*", mode="before")
     @classmethod
     def _numbers_are_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        # pydantic's lax mode takes true for 1 and "5" for 5; a manifest means what it says. An integral float
-        # such as 60.0 stays an integer, as JSON Schema's "integer" counts it. (Booleans are StrictBool.)
-        if (
-            isinstance(value, bool | str)
-            and info.field_name
-            and _is_number(cls.model_fields[info.field_name].annotation)
-        ):
-            raise ValueError(f"must be a number, not {'a boolean' if isinstance(value, bool) else 'a text'}")
+        # A manifest's numbers are numbers (refuse_bool_or_text). (Booleans are StrictBool.)
+        if info.field_name and _is_number(cls.model_fields[info.field_name].annotation):
+            return refuse_bool_or_text(value)
         return value
 
 

@@ -36,3 +36,11 @@ def test_a_size_that_is_not_an_integer_is_refused(size: object):
     # When it is validated / Then it is refused, not read as 1 or 5
     with pytest.raises(ValidationError, match="size"):
         CodeUploadRequest.model_validate(body)
+
+
+def test_an_integral_float_size_is_an_integer_as_json_schema_counts_it():
+    # Given a size written 5.0 (JSON Schema's "integer" allows it)
+    body = {"sha256": SHA, "size": 5.0}
+
+    # When it is validated / Then it is the integer 5
+    assert CodeUploadRequest.model_validate(body).size == 5
