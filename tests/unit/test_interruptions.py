@@ -1,81 +1,34 @@
+"""Unit tests of the interruption use cases over fakes: warnings, replacements, the steps lost, the limits."""
+
 import logging
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
-from spotrun.aws.settings import Settings
 from spotrun.control.instances import acquire_instance
-from spotrun.control.interruptions import on_instance_state, on_interruption_warning, record_interruption
-from spotrun.control.store import update_job
+from spotrun.control.interruptions import on_instance_state, record_interruption
 from spotrun.model.command import FailureCause
 from spotrun.model.errors import InterruptionsExceeded
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.job import JobStatus
 from spotrun.model.layout import commit_marker_key, progress_key
-from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.model.timing import workflow_timing
-from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, FakeWorkflows, InMemoryJobStore
-
-T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-BUCKET = "jobs-bucket"
-MANIFEST = parse_manifest_text(
-    "name: tiny\nresources: {gpu_names: [t4]}\ncapacity: {max_interruptions: 2}\ntraining: {command: [python, t.py]}\n"
+from tests.unit.fakes import FakeCommands, FakeObjects, FakeWorkflows
+from tests.unit.interruption_world import (
+    BUCKET,
+    MANIFEST,
+    SETTINGS,
+    T0,
+    interrupt_and_relaunch,
+    job_in_training,
+    warn,
 )
-SETTINGS = Settings(
-    region="us-east-1",
-    jobs_table="jobs",
-    jobs_bucket=BUCKET,
-    agent_document_name="spotrun-agent-run",
-    launch_template_name="spotrun-agent",
-    subnet_ids=("subnet-a", "subnet-b"),
-)
-
-
-def job_in_training():
-    """A job training on its first attempt, its instance running: ``(store, compute, attempt)``."""
-    store, compute = InMemoryJobStore(), FakeCompute()
-    job = new_job(
-        "tiny-0123456789ab",
-        "tiny",
-        ManifestSource(bucket="b", key="k", etag="e"),
-        MANIFEST.model_dump(mode="json"),
-        T0,
-    )
-    store.create(job)
-    attempt = acquire_instance(
-        job_id="tiny-0123456789ab",
-        store=store,
-        compute=compute,
-        subnet_ids=SETTINGS.subnet_ids,
-        launch_template_name="spotrun-agent",
-        timing=workflow_timing(MANIFEST, 1.0),
-        now=T0,
-    )
-    compute.states[attempt.instance_id] = "running"
-    for status in (JobStatus.STAGING, JobStatus.TRAINING):
-        update_job(store, "tiny-0123456789ab", lambda current, status=status: transition(current, status, T0))
-    update_job(
-        store, "tiny-0123456789ab", lambda current: current.model_copy(update={"task_token": "token-1"})
-    )
-    return store, compute, attempt
 
 
 @pytest.fixture
 def world():
     return job_in_training()
-
-
-def warn(store, compute, instance_id, commands=None, objects=None):
-    return on_interruption_warning(
-        instance_id=instance_id,
-        store=store,
-        compute=compute,
-        objects=objects or FakeObjects(),
-        commands=commands or FakeCommands(),
-        settings=SETTINGS,
-        now=T0 + timedelta(minutes=5),
-    )
 
 
 def test_a_warning_is_acted_on_once_however_often_it_arrives(world):
@@ -305,35 +258,10 @@ def test_concurrent_deliveries_of_one_warning_launch_one_replacement(world):
     assert len(compute.fleet_requests) == 2
 
 
-def _interrupt_and_relaunch(store, compute, times):
-    for number in range(times):
-        minute = T0 + timedelta(minutes=10 + number)
-        record_interruption(
-            job_id="tiny-0123456789ab",
-            error={"Error": "Spot.Interrupted", "Cause": "{}"},
-            store=store,
-            compute=compute,
-            objects=FakeObjects(),
-            jobs_bucket=BUCKET,
-            now=minute,
-        )
-        attempt = acquire_instance(
-            job_id="tiny-0123456789ab",
-            store=store,
-            compute=compute,
-            subnet_ids=SETTINGS.subnet_ids,
-            launch_template_name="spotrun-agent",
-            timing=workflow_timing(MANIFEST, 1.0),
-            now=minute,
-        )
-        compute.states[attempt.instance_id] = "running"
-    return store.get("tiny-0123456789ab").current_attempt
-
-
 def test_no_replacement_is_launched_when_the_warned_interruption_is_one_too_many(world):
     # Given a job allowed two interruptions that has had two, training on its third instance
     store, compute, _ = world
-    third = _interrupt_and_relaunch(store, compute, 2)
+    third = interrupt_and_relaunch(store, compute, 2)
     launched = len(compute.fleet_requests)
     # When that instance is warned
     outcome = warn(store, compute, third.instance_id)
@@ -347,135 +275,8 @@ def test_no_replacement_is_launched_when_the_warned_interruption_is_one_too_many
 def test_a_replacement_is_still_launched_while_interruptions_remain(world):
     # Given a job allowed two interruptions that has had one
     store, compute, _ = world
-    second = _interrupt_and_relaunch(store, compute, 1)
+    second = interrupt_and_relaunch(store, compute, 1)
     # When its instance is warned
     outcome = warn(store, compute, second.instance_id)
     # Then a replacement is launched, since the next attempt can use it
     assert outcome.standby_instance_id is not None
-
-
-LOST = {
-    "Error": "Instance.Lost",
-    "Cause": FailureCause(message="instance is shutting-down").model_dump_json(),
-}
-
-
-def close_lost(store, compute, objects=None, error=LOST):
-    return record_interruption(
-        job_id="tiny-0123456789ab",
-        error=error,
-        store=store,
-        compute=compute,
-        objects=objects or FakeObjects(),
-        jobs_bucket=BUCKET,
-        now=T0 + timedelta(minutes=7),
-    )
-
-
-def test_an_instance_lost_after_its_warning_ends_interrupted_and_a_silent_one_instance_lost():
-    # Given two training jobs, one of them warned
-    warned_store, warned_compute, warned_attempt = job_in_training()
-    warn(warned_store, warned_compute, warned_attempt.instance_id)
-    silent_store, silent_compute, _ = job_in_training()
-    # When each loses its instance before its agent reported (Instance.Lost from the state change)
-    warned = close_lost(warned_store, warned_compute)
-    silent = close_lost(silent_store, silent_compute)
-    # Then the warned one was interrupted, the other lost silently; both count as one interruption
-    assert (warned.reason, silent.reason) == ("interrupted", "instance-lost")
-    assert warned_store.get("tiny-0123456789ab").attempts[0].end_reason == "interrupted"
-    assert [s.get("tiny-0123456789ab").interruptions for s in (warned_store, silent_store)] == [1, 1]
-
-
-def test_a_warning_recorded_while_the_loss_is_being_recorded_still_makes_it_interrupted(world):
-    # Given a lost instance whose warning is handled just after the workflow first read the job
-    store, compute, attempt = world
-    read = store.get
-
-    def get_then_warn(job_id):
-        job = read(job_id)
-        store.get = read
-        warn(store, compute, attempt.instance_id)
-        return job
-
-    store.get = get_then_warn
-    # When the loss is recorded
-    closed = close_lost(store, compute)
-    # Then the attempt as written is interrupted: the reason is taken from the record it closes
-    assert closed.reason == "interrupted"
-    assert store.get("tiny-0123456789ab").attempts[0].end_reason == "interrupted"
-
-
-def test_the_deadline_policys_notice_is_a_move_unless_the_instance_was_lost_meanwhile():
-    # Given two jobs given the deadline policy's notice (no warning from EC2)
-    moved, lost = job_in_training(), job_in_training()
-    for store, _, _ in (moved, lost):
-        update_job(
-            store,
-            "tiny-0123456789ab",
-            lambda job: job.with_current_attempt(
-                job.current_attempt.model_copy(update={"notice_at": T0, "deadline_move": True})
-            ),
-        )
-    # When one agent answers the notice and the other's instance is lost first
-    answered = close_lost(moved[0], moved[1], error={"Error": "Spot.Interrupted", "Cause": "{}"})
-    gone = close_lost(lost[0], lost[1])
-    # Then the first is the move, the second a loss without a warning of its own
-    assert (answered.reason, gone.reason) == ("deadline-move", "instance-lost")
-
-
-def test_a_warning_after_the_loss_was_recorded_amends_the_record_and_acts_on_nothing(world):
-    # Given an instance whose loss was recorded first (its state change handled before its warning)
-    store, compute, attempt = world
-    objects = FakeObjects()
-    objects.put_json(BUCKET, progress_key("tiny-0123456789ab", 1), {"step": 40})
-    close_lost(store, compute, objects)
-    commands, launched = FakeCommands(), len(compute.fleet_requests)
-    # When the warning arrives
-    outcome = warn(store, compute, attempt.instance_id, commands=commands)
-    # Then the attempt was interrupted, its notice recorded (it lost all 40 steps: no checkpoint committed);
-    # nothing is sent to the gone agent and no replacement is launched
-    assert outcome.action.startswith("late warning recorded")
-    [first] = store.get("tiny-0123456789ab").attempts
-    assert (first.end_reason, first.notice_at) == ("interrupted", T0 + timedelta(minutes=5))
-    assert (first.steps_lost, first.notice_checkpoint_committed) == (40, False)
-    assert commands.sent == []
-    assert len(compute.fleet_requests) == launched
-
-
-def test_a_warning_racing_the_close_of_its_attempt_amends_the_closed_record(world):
-    # Given a warning whose first read saw the attempt open, closed as lost right after that read
-    store, compute, attempt = world
-    read = store.get
-
-    def get_then_close(job_id):
-        job = read(job_id)
-        store.get = read
-        close_lost(store, compute)
-        return job
-
-    store.get = get_then_close
-    commands = FakeCommands()
-    # When the warning is handled
-    outcome = warn(store, compute, attempt.instance_id, commands=commands)
-    # Then the closed attempt is amended to interrupted, and nothing is sent
-    assert outcome.action.startswith("late warning recorded")
-    assert store.get("tiny-0123456789ab").attempts[0].end_reason == "interrupted"
-    assert commands.sent == []
-
-
-def test_a_late_warning_leaves_an_attempt_that_ended_otherwise_as_it_was(world):
-    # Given an attempt released after training completed
-    store, compute, attempt = world
-    update_job(
-        store,
-        "tiny-0123456789ab",
-        lambda job: job.with_current_attempt(
-            job.current_attempt.model_copy(update={"ended_at": T0, "end_reason": "completed"})
-        ),
-    )
-    # When a warning for its instance arrives
-    outcome = warn(store, compute, attempt.instance_id)
-    # Then nothing changes
-    assert outcome.action.startswith("ignored")
-    [first] = store.get("tiny-0123456789ab").attempts
-    assert (first.end_reason, first.notice_at) == ("completed", None)

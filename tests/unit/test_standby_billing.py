@@ -10,7 +10,7 @@ from spotrun.control.finalize import finalize_job
 from spotrun.control.instances import launch_standby
 from spotrun.control.release import release_instances
 from spotrun.control.store import update_job
-from tests.unit.test_interruptions import SETTINGS, T0, _interrupt_and_relaunch, job_in_training, warn
+from tests.unit.interruption_world import SETTINGS, T0, interrupt_and_relaunch, job_in_training, warn
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def test_a_standby_reclaimed_before_the_next_attempt_is_billed(world):
     store, compute, attempt = world
     standby = warn(store, compute, attempt.instance_id).standby_instance_id
     compute.states[standby] = "terminated"
-    _interrupt_and_relaunch(store, compute, 1)
+    interrupt_and_relaunch(store, compute, 1)
     # Then the next attempt runs on a new instance, and the reclaimed standby stays in the bill
     job = store.get("tiny-0123456789ab")
     assert job.current_attempt.instance_id != standby
