@@ -23,6 +23,7 @@ from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, StageResult,
 from spotrun.model.deferred import DeferredModel, DeferredRootModel
 from spotrun.model.job import Attempt, CheckpointIntervalUsed, Job, JobStatus
 from spotrun.model.layout import JOB_ID_PATTERN
+from spotrun.model.manifest_rules import JsonInt
 
 ReportKind = Literal["heartbeat", "success", "failure"]
 
@@ -55,7 +56,7 @@ class TaskGone(Exception):
 
 class _Report(DeferredModel):
     job_id: str = Field(pattern=rf"^{JOB_ID_PATTERN}$", description="The job the step belongs to.")
-    attempt: int = Field(ge=1, le=10_000, description="The attempt the agent runs.")
+    attempt: JsonInt = Field(ge=1, le=10_000, description="The attempt the agent runs.")
     step: WorkflowStep
 
 

@@ -27,6 +27,7 @@ from spotrun.model.deferred import DeferredModel
 from spotrun.model.interruption_rate import PoolRate
 from spotrun.model.layout import BUCKET_NAME_PATTERN, check_job_id
 from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest_rules import JsonFloat, JsonInt
 
 # The steps the workflow waits on (with a task token); "notice" is sent by the EC2 event handler, outside them.
 WorkflowStep = Literal["stage", "train"]
@@ -198,20 +199,20 @@ class AgentCommand(DeferredModel):
 class StageResult(DeferredModel):
     """Reported when staging succeeded."""
 
-    files: int
-    bytes: int
-    seconds: float
+    files: JsonInt
+    bytes: JsonInt
+    seconds: JsonFloat
     checkpoint_restored: str | None = None  # S3 prefix of the committed checkpoint put in place
-    restored_step: int | None = None
+    restored_step: JsonInt | None = None
     # Seconds the manifest's training.setup commands took on this instance (None: it has none); not in ``seconds``.
-    setup_seconds: float | None = None
+    setup_seconds: JsonFloat | None = None
 
 
 class OutputObject(DeferredModel):
     """One file of the output directory, uploaded to the jobs bucket."""
 
     key: str
-    size: int
+    size: JsonInt
     sha256: str
 
 
@@ -223,17 +224,17 @@ class OutputList(DeferredModel):
     """
 
     key: str = Field(description="Key, in the jobs bucket, of a JSON array of OutputObject.")
-    count: int = Field(ge=0, description="Files in the list.")
-    bytes: int = Field(ge=0, description="Their total size.")
+    count: JsonInt = Field(ge=0, description="Files in the list.")
+    bytes: JsonInt = Field(ge=0, description="Their total size.")
 
 
 class TrainResult(DeferredModel):
     """Reported when the training command exited 0 and its outputs were uploaded."""
 
-    exit_code: int = 0
-    seconds: float
-    last_checkpoint_step: int | None = None
-    last_step: int | None = None  # the last step the script reported (spotrun.training.Run.report_step)
+    exit_code: JsonInt = 0
+    seconds: JsonFloat
+    last_checkpoint_step: JsonInt | None = None
+    last_step: JsonInt | None = None  # the last step the script reported (spotrun.training.Run.report_step)
     outputs: OutputList
     model_key: str  # key of the model file, or prefix of the model directory
     model_sha256: str

@@ -82,6 +82,8 @@ def refuse_bool_or_text(value: Any) -> Any:
 
 # An integer as JSON Schema says it: 5 and 5.0, never true or "5" (the API's request bodies).
 JsonInt = Annotated[int, BeforeValidator(refuse_bool_or_text)]
+# A number as JSON Schema says it: 5 and 0.5, never true or "0.5".
+JsonFloat = Annotated[float, BeforeValidator(refuse_bool_or_text)]
 
 
 class StrictModel(DeferredModel):

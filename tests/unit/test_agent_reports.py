@@ -20,7 +20,7 @@ from spotrun.control.agent_reports import (
     TaskGone,
     answer_agent_report,
 )
-from spotrun.model.command import StageResult
+from spotrun.model.command import StageResult, TrainResult
 from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource
 from tests.unit.fakes import FakeWorkflows, InMemoryJobStore
 
@@ -211,3 +211,70 @@ def test_a_success_whose_result_is_not_its_steps_is_invalid() -> None:
     # Then it is refused as invalid, and nothing reaches the workflow
     with pytest.raises(ReportInvalid):
         answer(report, session("i-aaaa"))
+
+
+TRAIN_RESULT = {
+    "seconds": 1.5,
+    "exit_code": 0,
+    "last_checkpoint_step": 5,
+    "last_step": 7,
+    "outputs": {"key": "k", "count": 1, "bytes": 10},
+    "model_key": "m",
+    "model_sha256": "0" * 64,
+    "log_key": "l",
+}
+
+
+def success_body(step: str, output: dict) -> dict:
+    return {"job_id": "job-a-00000000000a", "attempt": 1, "step": step, "kind": "success", "output": output}
+
+
+@pytest.mark.parametrize(
+    ("step", "path", "value"),
+    [
+        ("stage", ("attempt",), True),
+        ("stage", ("attempt",), "1"),
+        ("stage", ("output", "files"), True),
+        ("stage", ("output", "bytes"), "2"),
+        ("stage", ("output", "seconds"), True),
+        ("stage", ("output", "restored_step"), "3"),
+        ("stage", ("output", "setup_seconds"), "0.5"),
+        ("train", ("output", "seconds"), "1.5"),
+        ("train", ("output", "exit_code"), False),
+        ("train", ("output", "last_checkpoint_step"), "5"),
+        ("train", ("output", "last_step"), True),
+        ("train", ("output", "outputs", "count"), True),
+        ("train", ("output", "outputs", "bytes"), "10"),
+    ],
+)
+def test_a_report_s_numbers_are_json_numbers_not_booleans_or_texts(
+    step: str, path: tuple[str, ...], value: object
+) -> None:
+    # Given a success report with one number given as a boolean or a text (pydantic's lax mode reads true as 1
+    # and "2" as 2)
+    body = json.loads(json.dumps(success_body(step, STAGE_RESULT if step == "stage" else TRAIN_RESULT)))
+    target = body
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    # When it is validated
+    # Then it is refused, naming the field
+    with pytest.raises(ValidationError, match=path[-1]):
+        AgentReport.model_validate(body)
+
+
+def test_a_report_s_integral_floats_are_integers_as_json_schema_counts_them() -> None:
+    # Given a train success report whose counts are integral floats (JSON Schema's "integer" allows 7.0)
+    output = {
+        **TRAIN_RESULT,
+        "exit_code": 0.0,
+        "last_step": 7.0,
+        "outputs": {"key": "k", "count": 1.0, "bytes": 10},
+    }
+    body = {**success_body("train", output), "attempt": 1.0}
+    # When it is validated
+    report = AgentReport.model_validate(body).root
+    # Then they are integers
+    assert isinstance(report, SuccessReport)
+    assert report.attempt == 1
+    assert report.output == TrainResult.model_validate({**TRAIN_RESULT, "exit_code": 0, "last_step": 7})
