@@ -28,12 +28,12 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
-from zlib import crc32
 
 from spotrun.agent.integrity import (
     Expectation,
     OrderedDigest,
     StreamDigest,
+    crc32,
     crc32_combine,
     expectation_for,
     new_hash,
