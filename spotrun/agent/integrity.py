@@ -26,6 +26,7 @@ import hashlib
 import os
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,6 +231,38 @@ def sdk_checksum(body: Any, algorithm: Algorithm) -> Any:
     else:
         kinds = (httpchecksum.Crc32Checksum, httpchecksum.CrtCrc32Checksum)
     return checksum if isinstance(checksum, kinds) else None
+
+
+def body_reader(body: Any, algorithm: Algorithm) -> tuple[Callable[[int], bytes], Any]:
+    """How staging reads a ``GetObject`` body, and the running checksum of botocore it shares (or None).
+
+    Usually ``body.read`` and :func:`sdk_checksum`: botocore's digest is the one staging compares. But
+    botocore's CRC-32 is zlib's (1.5-3 GB/s here) and the agent's :func:`crc32` may be ISA-L's (tens of GB/s):
+    then the body is read with ``botocore.response.StreamingBody.read``, the read of the class botocore's
+    ``StreamingChecksumBody`` extends (its own ``read`` is that read, plus the checksum update and, at the end,
+    the comparison with the ``x-amz-checksum-crc32`` header). Staging's :class:`StreamDigest` computes the
+    CRC-32 instead, and compares it with the same header (the response's ``ChecksumCRC32``). The check is the
+    same: one CRC-32 of every byte against S3's, the size against ``Content-Length`` (which
+    ``StreamingBody.read`` still checks).
+
+    Parameters
+    ----------
+    body
+        A ``get_object`` response's ``Body``.
+    algorithm
+        The expectation's algorithm.
+
+    Returns
+    -------
+    tuple
+        ``read(amount) -> bytes``, and the shared checksum for :class:`StreamDigest` (None: staging hashes).
+    """
+    shared = sdk_checksum(body, algorithm)
+    if shared is not None and algorithm == "crc32" and crc32 is not zlib.crc32:
+        from botocore.response import StreamingBody
+
+        return functools.partial(StreamingBody.read, body), None
+    return body.read, shared
 
 
 class StreamDigest:

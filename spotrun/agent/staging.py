@@ -33,12 +33,12 @@ from spotrun.agent.integrity import (
     Expectation,
     OrderedDigest,
     StreamDigest,
+    body_reader,
     crc32,
     crc32_combine,
     expectation_for,
     new_hash,
     problems,
-    sdk_checksum,
 )
 from spotrun.agent.links import LinkError, real_directories
 from spotrun.agent.staging_plan import (
@@ -139,11 +139,12 @@ def _download_whole(s3: S3Reader, item: StageItem) -> _Result:
     response = s3.get_object(Bucket=item.bucket, Key=item.key, ChecksumMode="ENABLED")
     expectation = expectation_for(response, item.sha256)
     body = response["Body"]
-    digest = StreamDigest(expectation, shared=sdk_checksum(body, expectation.algorithm))
+    read, shared = body_reader(body, expectation.algorithm)
+    digest = StreamDigest(expectation, shared=shared)
     partial = _partial_name(item)
     try:
         with os.fdopen(os.open(partial, os.O_WRONLY | _CREATE, 0o600), "wb") as handle:
-            while chunk := body.read(CHUNK_BYTES):
+            while chunk := read(CHUNK_BYTES):
                 digest.update(chunk)
                 handle.write(chunk)
         found = digest.problems()
