@@ -69,7 +69,8 @@ def _s5cmd() -> str:
 
 
 def _ceiling_stage(s3: Any, prefix: str, destination: Path, workers: int) -> int:
-    from spotrun.agent.staging import RANGED_THRESHOLD, iter_objects, ranges_of
+    # The agent's read size too: whatever it saves spotrun, it saves the ceiling.
+    from spotrun.agent.staging import CHUNK_BYTES, RANGED_THRESHOLD, iter_objects, ranges_of
 
     objects = list(iter_objects(s3, BUCKET, prefix))
     tasks: list[tuple[str, Path, int | None, int]] = []
@@ -87,14 +88,14 @@ def _ceiling_stage(s3: Any, prefix: str, destination: Path, workers: int) -> int
         if offset is None:
             body = s3.get_object(Bucket=BUCKET, Key=key)["Body"]
             with path.open("wb") as handle:
-                while chunk := body.read(MIB):
+                while chunk := body.read(CHUNK_BYTES):
                     handle.write(chunk)
             return length
         body = s3.get_object(Bucket=BUCKET, Key=key, Range=f"bytes={offset}-{offset + length - 1}")["Body"]
         descriptor = os.open(path, os.O_WRONLY)
         try:
             position = offset
-            while chunk := body.read(MIB):
+            while chunk := body.read(CHUNK_BYTES):
                 os.pwrite(descriptor, chunk, position)
                 position += len(chunk)
         finally:

@@ -94,7 +94,8 @@ aws s3 cp --only-show-errors --region @REGION@ "@AGENT_URI@" "$HOME_DIR/agent.zi
 rm -rf "$HOME_DIR/src"
 "$PYTHON" -m zipfile -e "$HOME_DIR/agent.zip" "$HOME_DIR/src"
 "$HOME_DIR/venv/bin/pip" install --quiet --upgrade pip
-"$HOME_DIR/venv/bin/pip" install --quiet "$HOME_DIR/src"
+# The agent extra: ISA-L's CRC-32 for staging and checkpoint upload (docs/transfers.md).
+"$HOME_DIR/venv/bin/pip" install --quiet "$HOME_DIR/src[agent]"
 
 # --- the job's interpreter -----------------------------------------------------------------------------------
 # The agent runs from its own venv; the job's `python` and `pip` (training.command, training.setup) come first on

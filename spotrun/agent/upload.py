@@ -28,9 +28,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
-from zlib import crc32
 
-from spotrun.agent.integrity import crc32_combine
+from spotrun.agent.integrity import crc32, crc32_combine
 from spotrun.agent.links import open_regular
 from spotrun.agent.staging import RANGED_THRESHOLD, ranges_of
 

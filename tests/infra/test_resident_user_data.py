@@ -40,5 +40,5 @@ def test_the_unit_is_started_right_after_the_wrapper_before_the_disks_and_the_in
     # Then it comes after the wrapper is written and before the NVMe, the agent's install and the ready marker
     assert script.index("chmod 0755 /usr/local/bin/spotrun-agent") < start
     assert start < script.index("# --- instance-store NVMe")
-    assert start < script.index('pip" install --quiet "$HOME_DIR/src"')
+    assert start < script.index('pip" install --quiet "$HOME_DIR/src[agent]"')
     assert start < script.index('touch "$READY"')

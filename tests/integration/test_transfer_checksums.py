@@ -105,3 +105,64 @@ def test_a_shared_crc32_is_compared_as_the_objects_checksum(hashed):
     # Then staging's check fails too, from botocore's digest, without a CRC of its own
     assert digest.problems() == ["CRC32 differs from the object's ChecksumCRC32"]
     assert hashed == []
+
+
+@pytest.fixture
+def agent_crcs(monkeypatch) -> list[int]:
+    """Sizes of the buffers the agent's own CRC-32 (``integrity.crc32``, ISA-L's) is computed over."""
+    seen: list[int] = []
+    real = integrity.crc32
+
+    def counting(data: Any, value: int = 0) -> int:
+        seen.append(len(data))
+        return int(real(data, value))
+
+    monkeypatch.setattr(integrity, "crc32", counting)
+    return seen
+
+
+def test_a_whole_get_checked_by_crc32_is_hashed_by_the_agents_fast_crc32_not_botocores(
+    s3, tmp_path, agent_crcs
+):
+    # Given an object carrying a full-object CRC-32 (as the SDKs upload by default)
+    s3.put_object(Bucket=BUCKET, Key="data/crc.bin", Body=BODY, ChecksumAlgorithm="CRC32")
+    item = StageItem(BUCKET, "data/crc.bin", tmp_path / "out" / "crc.bin", size=len(BODY))
+    item.destination.parent.mkdir()
+
+    # When it is staged (one GET)
+    staged = download_verified(s3, item, root=tmp_path / "out")
+
+    # Then it is checked by its CRC-32, every byte through the agent's CRC-32 (botocore's zlib one skipped)
+    assert staged.algorithm == "crc32"
+    assert item.destination.read_bytes() == BODY
+    assert sum(agent_crcs) == len(BODY)
+
+
+def test_without_a_fast_crc32_botocores_running_crc32_is_shared(monkeypatch):
+    # Given an agent without ISA-L (its CRC-32 is zlib's, as botocore's), and a body botocore validates by CRC-32
+    monkeypatch.setattr(integrity, "crc32", zlib.crc32)
+    crc = base64.b64encode(zlib.crc32(BODY).to_bytes(4, "big")).decode()
+    body = _botocore_body(BODY, httpchecksum.Crc32Checksum(), crc)
+
+    # When staging chooses how to read it
+    read, shared = integrity.body_reader(body, "crc32")
+
+    # Then it reads through botocore and shares its checksum (one pass, as before)
+    assert shared is body.checksum
+    assert read == body.read
+
+
+def test_a_body_read_past_botocores_crc32_still_fails_on_a_wrong_checksum():
+    # Given a body whose CRC-32 header is wrong, read the fast way (botocore's own check skipped)
+    other = base64.b64encode(zlib.crc32(b"other").to_bytes(4, "big")).decode()
+    body = _botocore_body(BODY, httpchecksum.Crc32Checksum(), other)
+    read, shared = integrity.body_reader(body, "crc32")
+    digest = StreamDigest(Expectation(len(BODY), "crc32", other), shared=shared)
+
+    # When every byte is read
+    while chunk := read(1024 * 1024):
+        digest.update(chunk)
+
+    # Then staging's own CRC-32 finds the mismatch
+    assert shared is None
+    assert digest.problems() == ["CRC32 differs from the object's ChecksumCRC32"]
