@@ -1,10 +1,10 @@
 """The AWS events spotrun consumes, as pydantic models (shapes from the AWS documentation).
 
 The EventBridge envelope is modelled here rather than taken from Powertools' parser models
-(``aws_lambda_powertools.utilities.parser.models``): importing any of those imports the whole package, some forty
-models of other services' events, each built at import, and ``pydantic.networks`` with ``importlib.metadata``;
-that was about 0.15x an ``import boto3`` on the cold start of the two functions that take these events
-(docs/cold-start.md). The fields required are the ones EventBridge and S3 always send, as there.
+(``aws_lambda_powertools.utilities.parser.models``): importing any of those runs the package's ``__init__``, which
+defines and builds 169 models of other services' events, and imports ``pydantic.networks`` with
+``importlib.metadata``; that was about 0.15x an ``import boto3`` on the cold start of the two functions that take
+these events (docs/cold-start.md). The fields required are the ones EventBridge and S3 always send, as there.
 """
 
 from __future__ import annotations
