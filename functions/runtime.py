@@ -19,33 +19,7 @@ from collections.abc import Callable
 from functools import cached_property, wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
-
-from spotrun.aws.adapters import (
-    CloudWatchLogEvents,
-    Ec2Compute,
-    SsmCommands,
-    StepFunctionsWorkflows,
-    StsJobAccess,
-    client,
-    forget_clients,
-    job_store,
-)
-from spotrun.aws.objects import S3Objects
-from spotrun.aws.schedules import DynamoRunRecords, SchedulerSchedules
-from spotrun.aws.settings import Settings
-from spotrun.control.ports import (
-    Commands,
-    Compute,
-    JobAccess,
-    JobStore,
-    LogEvents,
-    Objects,
-    Schedules,
-    Workflows,
-)
-from spotrun.control.run_records import RunRecords
-from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, SHAPE
+from functions.import_window import collection_paused
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -62,9 +36,41 @@ R = TypeVar("R")
 # https://docs.aws.amazon.com/powertools/python/latest/core/tracer/, "Patching modules".
 TRACED_MODULES = ("botocore",)
 
-logger = Logger(service=SERVICE_NAME)
-tracer = Tracer(service=SERVICE_NAME, patch_modules=TRACED_MODULES)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
+# Every handler imports this module before the rest of the project, and most of its cold start is these imports (boto3,
+# pydantic, the job record's classes, the X-Ray SDK) and the Tracer's patching: the collector stays off while they
+# run (functions.import_window).
+with collection_paused():
+    from aws_lambda_powertools import Logger, Metrics, Tracer
+
+    from spotrun.aws.adapters import (
+        CloudWatchLogEvents,
+        Ec2Compute,
+        SsmCommands,
+        StepFunctionsWorkflows,
+        StsJobAccess,
+        client,
+        forget_clients,
+        job_store,
+    )
+    from spotrun.aws.objects import S3Objects
+    from spotrun.aws.schedules import DynamoRunRecords, SchedulerSchedules
+    from spotrun.aws.settings import Settings
+    from spotrun.control.ports import (
+        Commands,
+        Compute,
+        JobAccess,
+        JobStore,
+        LogEvents,
+        Objects,
+        Schedules,
+        Workflows,
+    )
+    from spotrun.control.run_records import RunRecords
+    from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, SHAPE
+
+    logger = Logger(service=SERVICE_NAME)
+    tracer = Tracer(service=SERVICE_NAME, patch_modules=TRACED_MODULES)
+    metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 
 _ports: dict[str, Ports] = {}
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spotrun.model.agent_document import agent_document as agent_document_content
 from spotrun.model.ec2 import GONE_STATES, REBALANCE, SPOT_WARNING, STATE_CHANGE
 from spotrun.model.layout import ALL_JOBS_INDEX, BY_STATUS_INDEX, KIND_ATTRIBUTE, MANIFEST_PREFIX
 
@@ -99,7 +98,12 @@ class DeploymentShape:
 
     def agent_document(self) -> dict[str, Any]:
         """Content of the agent's SSM Command document (:func:`spotrun.model.agent_document.agent_document`)."""
-        return agent_document_content(self.agent_document_name)
+        # Imported here: only infra and the emulator build the document's content. Every Lambda function imports
+        # this module and none reads the content; importing it at module level loaded the agent's command models
+        # (spotrun.model.command) into every handler's cold start (docs/cold-start.md).
+        from spotrun.model.agent_document import agent_document
+
+        return agent_document(self.agent_document_name)
 
     def function(self, name: str) -> FunctionSpec:
         """Return the function declared under ``name``."""

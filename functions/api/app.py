@@ -6,31 +6,37 @@ core and returns a model. Every refusal is a 4xx whose body names the problem; n
 
 from __future__ import annotations
 
-import base64
-from typing import Annotated, Any
+from functions.import_window import collection_paused
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
-from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import Field
+# The API's cold start is mostly these imports (Powertools' REST resolver with every event data class, boto3, the
+# job record, every route's use case): the collector stays off while they run (functions.import_window; the
+# window functions.runtime opens inside this one is then a no-op).
+with collection_paused():
+    import base64
+    from typing import Annotated, Any
 
-from functions.api.agent import router as agent_router
-from functions.api.code import router as code_router
-from functions.api.errors import ApiError, error_response, ok_response, register_error_handlers
-from functions.api.examples import example
-from functions.api.plan import router as plan_router
-from functions.api.schedules import router as schedules_router
-from functions.runtime import logger, metrics, ports, tracer
-from spotrun.control.artifacts import JobLogs, RestoreReport, job_logs, restore_status, start_restore
-from spotrun.control.jobs import CancelResult, JobPage, JobView, cancel_job, get_job, job_view, list_jobs
-from spotrun.control.progress import job_progress
-from spotrun.control.submission import api_source, manifest_sha256, submit_api_manifest
-from spotrun.model.deferred import DeferredModel
-from spotrun.model.job import JobStatus, utc_now
-from spotrun.model.manifest import JobManifest
-from spotrun.model.manifest_yaml import read_json_body
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+    from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+    from aws_lambda_powertools.metrics import MetricUnit
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+    from pydantic import Field
+
+    from functions.api.agent import router as agent_router
+    from functions.api.code import router as code_router
+    from functions.api.errors import ApiError, error_response, ok_response, register_error_handlers
+    from functions.api.examples import example
+    from functions.api.plan import router as plan_router
+    from functions.api.schedules import router as schedules_router
+    from functions.runtime import logger, metrics, ports, tracer
+    from spotrun.control.artifacts import JobLogs, RestoreReport, job_logs, restore_status, start_restore
+    from spotrun.control.jobs import CancelResult, JobPage, JobView, cancel_job, get_job, job_view, list_jobs
+    from spotrun.control.progress import job_progress
+    from spotrun.control.submission import api_source, manifest_sha256, submit_api_manifest
+    from spotrun.model.deferred import DeferredModel
+    from spotrun.model.job import JobStatus, utc_now
+    from spotrun.model.manifest import JobManifest
+    from spotrun.model.manifest_yaml import read_json_body
 
 # Bodies are read within the manifest reader's bounds: hostile JSON is a 400, never a RecursionError (500).
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=read_json_body)

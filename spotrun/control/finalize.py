@@ -7,7 +7,6 @@ from typing import Any, Literal
 
 from spotrun.control.ports import JobStore
 from spotrun.control.store import update_job
-from spotrun.model.command import read_caught_error
 from spotrun.model.job import Job, JobError, JobStatus, transition
 from spotrun.model.limits import limit_details, limits_report
 from spotrun.model.pricing import job_cost
@@ -20,6 +19,10 @@ def error_from_workflow(error: dict[str, Any] | None) -> JobError:
     """
     if not error:
         return JobError(type="Unknown", message="the workflow failed without an error")
+    # Imported here: only a failed job reads a caught error, and the agent's command models it parses would
+    # otherwise load at every cold start of the finalize function (docs/cold-start.md).
+    from spotrun.model.command import read_caught_error
+
     caught = read_caught_error(error)
     error_type = "Unknown" if caught.error is None else caught.error
     if caught.lambda_message is not None:

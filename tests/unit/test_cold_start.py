@@ -31,7 +31,33 @@ for module in sys.argv[1:]:
     pid = os.fork()
     if pid == 0:
         os.close(read)
+        import gc
+        # The collections that ran while functions.runtime's imports did, from its first (the AWS adapters) to its
+        # singletons: the collector is meant to be paused there (functions.import_window)
+        in_runtime_imports, in_api_imports = [], []
+        def watch(phase, info):
+            runtime = sys.modules.get("functions.runtime")
+            if (
+                phase == "start"
+                and runtime is not None
+                and "spotrun.aws.adapters" in sys.modules
+                and not hasattr(runtime, "metrics")
+            ):
+                in_runtime_imports.append(info["generation"])
+            # The API's window is its own module's imports, from the resolver's (most of its cold start) to its
+            # last; the full collection that closes it is left out
+            api = sys.modules.get("functions.api.app")
+            if (
+                phase == "start"
+                and api is not None
+                and "aws_lambda_powertools.event_handler" in sys.modules
+                and not hasattr(api, "read_json_body")  # its last import
+                and info["generation"] < 2
+            ):
+                in_api_imports.append(info["generation"])
+        gc.callbacks.append(watch)
         importlib.import_module(module)
+        gc.callbacks.remove(watch)
         import botocore.client
         # The X-Ray SDK wraps the call with wrapt (aws_xray_sdk.ext.botocore.patch); botocore's own decorator
         # leaves a functools wrapper, which is not one.
@@ -53,7 +79,15 @@ for module in sys.argv[1:]:
         )
         os.write(
             write,
-            json.dumps({"modules": sorted(sys.modules), "botocore_traced": traced, "built": built}).encode(),
+            json.dumps(
+                {
+                    "modules": sorted(sys.modules),
+                    "botocore_traced": traced,
+                    "built": built,
+                    "collections": in_runtime_imports,
+                    "api_collections": in_api_imports,
+                }
+            ).encode(),
         )
         os._exit(0)
     os.close(write)
@@ -94,6 +128,8 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
             "modules": set(by_module[module]["modules"]),
             "botocore_traced": by_module[module]["botocore_traced"],
             "built": by_module[module]["built"],
+            "collections": by_module[module]["collections"],
+            "api_collections": by_module[module]["api_collections"],
         }
         for name, module in HANDLERS.items()
     }
@@ -150,8 +186,37 @@ def test_no_handler_builds_a_model_at_import(loaded):
     assert {name: result["built"] for name, result in loaded.items() if result["built"]} == {}
 
 
-def test_only_the_handlers_of_powertools_event_models_load_its_parser(loaded):
+def test_no_handler_loads_powertools_parser(loaded):
     # Given every handler imported
-    # Then Powertools' parser package (which imports pydantic.networks and importlib.metadata) is loaded only by
-    # the two whose event models come from it: the others parse through functions.runtime.parse_event
-    assert _loading(loaded, "aws_lambda_powertools.utilities.parser") == {"submit", "ec2_events"}
+    # Then none loaded Powertools' parser package: importing any of its event models builds some forty other
+    # services' models and imports pydantic.networks and importlib.metadata; the handlers parse through
+    # functions.runtime.parse_event, the EventBridge events into spotrun.aws.events' models
+    assert _loading(loaded, "aws_lambda_powertools.utilities.parser") == set()
+
+
+def test_only_the_functions_that_talk_to_the_agent_load_its_command_models(loaded):
+    # Given every handler imported
+    # Then the agent's command models are loaded by the functions that send, read or answer agent commands only:
+    # the deployment's shape names the agent document without building it, and finalize parses a caught error
+    # (with those models) only when a job failed
+    assert _loading(loaded, "spotrun.model.command") == {
+        "agent_step",
+        "archive",
+        "interrupted",
+        "ec2_events",
+        "api",
+    }
+
+
+def test_no_collection_runs_while_the_runtime_imports(loaded):
+    # Given every handler imported, the cyclic garbage collector on as in Lambda
+    # Then no collection ran while functions.runtime's imports did (boto3, the job record, the X-Ray SDK): each
+    # would scan long-lived objects and free nothing; the window ends with one full collection
+    assert {name: result["collections"] for name, result in loaded.items() if result["collections"]} == {}
+
+
+def test_no_young_collection_runs_while_the_api_imports(loaded):
+    # Given the API's handler imported, the collector on
+    # Then no young-generation collection ran while its module's imports did (Powertools' resolver with every
+    # event data class comes before functions.runtime's own window opens)
+    assert loaded["api"]["api_collections"] == []
