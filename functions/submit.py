@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser.models import S3EventNotificationEventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
-from spotrun.aws.events import S3ObjectEvent
 from spotrun.control.submission import submit_s3_manifest
 from spotrun.model.job import ManifestSource, utc_now
 from spotrun.model.layout import is_manifest_key
@@ -18,8 +18,8 @@ from spotrun.model.manifest_io import MAX_MANIFEST_BYTES
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
-@parse_event(S3ObjectEvent)
-def handler(event: S3ObjectEvent, context: LambdaContext) -> dict[str, Any]:
+@parse_event(S3EventNotificationEventBridgeModel)
+def handler(event: S3EventNotificationEventBridgeModel, context: LambdaContext) -> dict[str, Any]:
     aws = ports("submit")
     bucket, key = event.detail.bucket.name, event.detail.object.key
     if not is_manifest_key(key):
