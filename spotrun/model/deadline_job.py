@@ -15,12 +15,13 @@ docs/deadlines.md):
   launch just tried spot and got none;
 - prices: the cheapest candidate type's on-demand price from the catalog; spot at the last price the job paid
   for spot, else :attr:`DeadlineAssumptions.spot_share` of on-demand;
-- the pool's preemption rate: the job's own spot hours per interruption (none yet: no preemption expected).
+- the pool's preemption rate and the share of preemptions that lose work: the job's own spot history
+  (:func:`spot_history`), turned into the knobs by :func:`spotrun.model.deadline_inputs.policy_params`, the
+  simulator's home for them too.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -32,10 +33,11 @@ from spotrun.model.deadline import (
     Running,
     deadline_feasible,
     decide,
-    default_params,
     run_rate,
 )
+from spotrun.model.deadline_inputs import SpotHistory, policy_params
 from spotrun.model.deadline_spec import deadline_hours
+from spotrun.model.interruption_rate import NOTICE_SECONDS, PRIOR_SPOT_HOURS
 from spotrun.model.job import INTERRUPTION_REASONS, Job, LifecycleDecision
 from spotrun.model.limits import training_seconds_used
 from spotrun.model.manifest import JobManifest
@@ -57,6 +59,10 @@ class DeadlineAssumptions:
         How stale a decision may be before the next one (heartbeats come far more often).
     spot_share:
         Spot's price as a share of on-demand when the job has paid none yet.
+    notice_hours:
+        EC2's interruption notice: a save longer than it loses the unsaved work at every preemption.
+    prior_spot_hours:
+        The preemption rate's prior (:mod:`spotrun.model.deadline_inputs`).
     """
 
     restart_hours: float = 0.1
@@ -64,6 +70,8 @@ class DeadlineAssumptions:
     checkpoint_interval_hours: float = 0.5
     tick_hours: float = 1 / 60
     spot_share: float = 0.35
+    notice_hours: float = NOTICE_SECONDS / 3600
+    prior_spot_hours: float = PRIOR_SPOT_HOURS
 
     def scaled(self, time_scale: float) -> DeadlineAssumptions:
         """The durations as the emulator runs them (``time_scale`` real seconds per AWS second)."""
@@ -73,6 +81,8 @@ class DeadlineAssumptions:
             checkpoint_hours=self.checkpoint_hours * time_scale,
             checkpoint_interval_hours=self.checkpoint_interval_hours * time_scale,
             tick_hours=self.tick_hours * time_scale,
+            notice_hours=self.notice_hours * time_scale,
+            prior_spot_hours=self.prior_spot_hours * time_scale,
         )
 
 
@@ -105,16 +115,15 @@ def _span(hours: float) -> str:
     return f"{hours:.2f} h" if abs(hours) >= 0.1 else f"{hours * 60:.1f} min"
 
 
-def _spot_mtbf_hours(job: Job, now: datetime) -> float:
-    preempted = sum(1 for attempt in job.attempts if attempt.end_reason in INTERRUPTION_REASONS)
-    if preempted == 0:
-        return math.inf
-    spot_hours = sum(
-        ((attempt.ended_at or now) - attempt.started_at).total_seconds() / 3600
-        for attempt in job.attempts
-        if attempt.lifecycle == "spot"
+def spot_history(job: Job, now: datetime) -> SpotHistory:
+    """The job's spot time (an open attempt up to ``now``), its interruptions and those without a notice."""
+    spot = [attempt for attempt in job.attempts if attempt.lifecycle == "spot"]
+    preempted = [attempt for attempt in spot if attempt.end_reason in INTERRUPTION_REASONS]
+    return SpotHistory(
+        spot_hours=sum(((a.ended_at or now) - a.started_at).total_seconds() / 3600 for a in spot),
+        preemptions=len(preempted),
+        silent=sum(1 for attempt in preempted if attempt.notice_at is None),
     )
-    return max(spot_hours, 1e-6) / preempted
 
 
 def _work_done_hours(job: Job, now: datetime, assumed: DeadlineAssumptions) -> float:
@@ -150,13 +159,16 @@ def job_state(
 
 
 def job_params(job: Job, now: datetime, assumed: DeadlineAssumptions = ASSUMED) -> PolicyParams:
-    """The policy's knobs for this job: the assumptions and its own preemption rate."""
-    return default_params(
-        assumed.restart_hours,
-        assumed.checkpoint_hours,
-        assumed.checkpoint_interval_hours,
-        assumed.tick_hours,
-        _spot_mtbf_hours(job, now),
+    """The policy's knobs for this job: the assumptions and its own spot history (one home with the simulator's,
+    :func:`spotrun.model.deadline_inputs.policy_params`)."""
+    return policy_params(
+        spot_history(job, now),
+        restart_hours=assumed.restart_hours,
+        checkpoint_hours=assumed.checkpoint_hours,
+        checkpoint_interval_hours=assumed.checkpoint_interval_hours,
+        tick_hours=assumed.tick_hours,
+        notice_hours=assumed.notice_hours,
+        prior_spot_hours=assumed.prior_spot_hours,
     )
 
 
