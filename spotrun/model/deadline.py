@@ -294,9 +294,7 @@ def wait_reserve_hours(state: JobState, params: PolicyParams) -> float:
     came back; plus the slack the rest of the work is expected to lose to preemptions at the pool's rate.
     """
     return (
-        params.safety_hours
-        + 2 * state.restart_hours
-        + state.work_left_hours * params.reserve_per_work_hour
+        params.safety_hours + 2 * state.restart_hours + state.work_left_hours * params.reserve_per_work_hour
     )
 
 

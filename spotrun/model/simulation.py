@@ -198,7 +198,9 @@ def replay_policy(
         if running is Running.SPOT and not replay.spot[t]:
             if is_uncovered(t, job):
                 lost, uncovered, unsaved = lost + unsaved, uncovered + 1, 0.0
-            history = SpotHistory(history.spot_hours, history.preemptions + 1, history.silent + is_silent(t, job))
+            history = SpotHistory(
+                history.spot_hours, history.preemptions + 1, history.silent + is_silent(t, job)
+            )
             running, boot = Running.NOTHING, 0
         state = JobState(
             work_hours=job.work_hours,
