@@ -14,18 +14,21 @@ from spotrun.model.simulation import Replay, RunResult, replay_policy, sim_job_f
 from spotrun.model.traces import parse_trace
 from tests.e2e.conftest import E2E_TIME_SCALE, assert_nothing_left_running, example_manifest
 
-# The emulator runs at 0.02: the policy's assumed 6-minute start is 7.2 s, its safety margin 46 s. The job
+# The emulator runs at 0.02: the policy's assumed 6-minute start is 7.2 s, its safety margin 38 s. The job
 # trains 300 steps of 0.02 s (about 10 s with its saves, more under load); 0.006 h is 21.6 s of work.
 DEADLINE = "2.5m"
+# Where spot goes for good the policy waits while its slack is above its reserve (about 53 s), then buys
+# on-demand: a shorter deadline shortens the wait, the run, and make test.
+SPOT_GONE_DEADLINE = "2m"
 WORK_HOURS = "0.006"
 SECONDS_PER_TRACE_HOUR = 36.0  # a 10-minute trace tick every 6 s
 
 
-def deadline_manifest(name: str) -> bytes:
+def deadline_manifest(name: str, deadline: str = DEADLINE) -> bytes:
     return example_manifest(
         **{
             "name: tiny-regression": f"name: {name}",
-            "  spot: true\n": f"  spot: true\n  deadline: {DEADLINE}\n",
+            "  spot: true\n": f"  spot: true\n  deadline: {deadline}\n",
             "  max_runtime_minutes: 30\n": f"  max_runtime_minutes: 30\n  expected_hours: {WORK_HOURS}\n",
         }
     )
@@ -34,7 +37,7 @@ def deadline_manifest(name: str) -> bytes:
 TICK_SECONDS = 600 / 3600 * SECONDS_PER_TRACE_HOUR  # one trace tick, in real seconds
 
 
-def run_on_trace(runtime, name: str, counts: list[int]) -> tuple[Job, datetime]:
+def run_on_trace(runtime, name: str, counts: list[int], deadline: str = DEADLINE) -> tuple[Job, datetime]:
     """Drop the deadline job with every pool's spot capacity replayed from ``counts`` (10-minute ticks).
 
     Returns
@@ -50,7 +53,7 @@ def run_on_trace(runtime, name: str, counts: list[int]) -> tuple[Job, datetime]:
     began = datetime.now(UTC)
     pools.start()
     try:
-        submitted = drop_manifest(runtime, deadline_manifest(name), f"{name}.yaml")
+        submitted = drop_manifest(runtime, deadline_manifest(name, deadline), f"{name}.yaml")
         return wait_for_job(runtime, submitted.job_id, timeout=240), began
     finally:
         pools.close()
@@ -80,21 +83,26 @@ def recorded_ticks(job: Job, began: datetime) -> list[tuple[str, int]]:
     return [(d.choice, int((d.at - began).total_seconds() // TICK_SECONDS)) for d in job.deadline_decisions]
 
 
-def finished_within_deadline(job: Job) -> bool:
+def finished_within_deadline(job: Job, seconds: float = 150) -> bool:
     ended = job.timeline[-1].at
-    return (ended - job.created_at).total_seconds() <= 150
+    print(
+        "FINISHED AFTER",
+        (ended - job.created_at).total_seconds(),
+        [(d.choice, d.at - job.created_at, d.slack_hours * 3600) for d in job.deadline_decisions],
+    )
+    return (ended - job.created_at).total_seconds() <= seconds
 
 
 def test_when_spot_disappears_the_job_moves_to_on_demand_in_time(runtime):
     # Given a trace whose spot capacity is there at submission and gone 6 s later, for good
     # When the deadline job runs on it
     counts = [1] + [0] * 200
-    job, began = run_on_trace(runtime, "deadline-spot-gone", counts)
+    job, began = run_on_trace(runtime, "deadline-spot-gone", counts, SPOT_GONE_DEADLINE)
     # Then it started on spot and, once spot was gone, waited for it while the slack stayed above its reserve (one
     # preemption seen: the prior keeps the pool's rate from reading as "preempted every few seconds"), then moved
     # to on-demand with slack left, and finished within its deadline; the record says why
     assert job.status is JobStatus.SUCCEEDED, job.error
-    assert finished_within_deadline(job), (job.created_at, job.timeline[-1].at)
+    assert finished_within_deadline(job, 120), (job.created_at, job.timeline[-1].at)
     assert [attempt.lifecycle for attempt in job.attempts] == ["spot", "on-demand"]
     # (reclaimed while booting or staging it is a lost instance, while training an interruption: load decides)
     assert job.attempts[0].end_reason in INTERRUPTION_REASONS
