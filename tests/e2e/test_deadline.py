@@ -85,11 +85,6 @@ def recorded_ticks(job: Job, began: datetime) -> list[tuple[str, int]]:
 
 def finished_within_deadline(job: Job, seconds: float = 150) -> bool:
     ended = job.timeline[-1].at
-    print(
-        "FINISHED AFTER",
-        (ended - job.created_at).total_seconds(),
-        [(d.choice, d.at - job.created_at, d.slack_hours * 3600) for d in job.deadline_decisions],
-    )
     return (ended - job.created_at).total_seconds() <= seconds
 
 
