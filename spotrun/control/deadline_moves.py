@@ -59,8 +59,10 @@ def record_steps(job: Job, *, store: JobStore, objects: Objects, jobs_bucket: st
 
     def keep(current: Job) -> Job:
         latest = current.steps_reported
-        return current if latest is not None and latest.at >= at else current.model_copy(
-            update={"steps_reported": reported}
+        return (
+            current
+            if latest is not None and latest.at >= at
+            else current.model_copy(update={"steps_reported": reported})
         )
 
     return update_job(store, job.job_id, keep)

@@ -68,7 +68,9 @@ def _read_json(objects: Objects, bucket: str, key: str) -> Any:
         return None
 
 
-def reported_step(objects: Objects, jobs_bucket: str, job_id: str, attempt: int) -> tuple[int, datetime] | None:
+def reported_step(
+    objects: Objects, jobs_bucket: str, job_id: str, attempt: int
+) -> tuple[int, datetime] | None:
     """The step an attempt last reported and when the agent read it (its progress document), or None.
 
     None when the document is missing (a script that reports no steps, or none yet) or not of its shape.

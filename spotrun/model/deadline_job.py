@@ -284,9 +284,13 @@ def decide_without_estimate(
         "of training"
     )
     if time_left_hours <= deadline_hours / 2:
-        return Decision(Choice.ON_DEMAND, time_left_hours, f"{unknown}; the deadline is near: half its time gone")
+        return Decision(
+            Choice.ON_DEMAND, time_left_hours, f"{unknown}; the deadline is near: half its time gone"
+        )
     if not spot_available:
-        return Decision(Choice.ON_DEMAND, time_left_hours, f"{unknown}; spot is gone and a wait cannot be judged")
+        return Decision(
+            Choice.ON_DEMAND, time_left_hours, f"{unknown}; spot is gone and a wait cannot be judged"
+        )
     return Decision(Choice.SPOT, time_left_hours, f"{unknown}; the deadline is far: over half its time left")
 
 

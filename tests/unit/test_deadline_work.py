@@ -30,7 +30,9 @@ def test_the_work_is_the_steps_at_the_measured_rate() -> None:
     [
         pytest.param(None, id="no report"),
         pytest.param(StepsDone(steps=0, training_hours=1.0), id="no step"),
-        pytest.param(StepsDone(steps=50, training_hours=ESTIMATE_AFTER_HOURS * 0.99), id="too little training"),
+        pytest.param(
+            StepsDone(steps=50, training_hours=ESTIMATE_AFTER_HOURS * 0.99), id="too little training"
+        ),
     ],
 )
 def test_no_estimate_before_enough_progress(done: StepsDone | None) -> None:
