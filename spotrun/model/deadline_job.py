@@ -26,14 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from spotrun.model.deadline_work import (
-    ESTIMATE_AFTER_HOURS,
-    StepsDone,
-    WorkEstimate,
-    from_manifest,
-    from_progress,
-)
-
 from spotrun.model.capacity import candidate_types
 from spotrun.model.deadline import (
     Choice,
@@ -47,6 +39,13 @@ from spotrun.model.deadline import (
 )
 from spotrun.model.deadline_inputs import SpotHistory, policy_params
 from spotrun.model.deadline_spec import deadline_hours
+from spotrun.model.deadline_work import (
+    ESTIMATE_AFTER_HOURS,
+    StepsDone,
+    WorkEstimate,
+    from_manifest,
+    from_progress,
+)
 from spotrun.model.interruption_rate import NOTICE_SECONDS, PRIOR_SPOT_HOURS
 from spotrun.model.job import INTERRUPTION_REASONS, Job, LifecycleDecision
 from spotrun.model.limits import training_seconds_used

@@ -10,8 +10,8 @@ from typing import Any
 from spotrun.aws.settings import Settings
 from spotrun.control.deadline_moves import redecide_while_training
 from spotrun.control.instances import acquire_instance
-from spotrun.control.submission import start_job
 from spotrun.control.store import update_job
+from spotrun.control.submission import start_job
 from spotrun.model.deadline import Choice
 from spotrun.model.deadline_job import ASSUMED, decide_without_estimate, work_estimate
 from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
@@ -117,8 +117,10 @@ def test_a_slow_job_learnt_from_its_steps_moves_to_on_demand() -> None:
     decision = job.deadline_decisions[-1]
     assert decision.choice == "on-demand"
     assert decision.work_source == "progress: 100 steps in 0.33 h"
-    assert decision.work_hours is not None and 3.2 < decision.work_hours < 3.3
-    assert decision.slack_hours is not None and decision.slack_hours < 0
+    assert decision.work_hours is not None
+    assert 3.2 < decision.work_hours < 3.3
+    assert decision.slack_hours is not None
+    assert decision.slack_hours < 0
 
 
 def test_a_fast_job_learnt_from_its_steps_stays_on_spot() -> None:
@@ -180,7 +182,8 @@ def test_the_emulator_scales_the_training_an_estimate_needs() -> None:
     # Then only the scaled 1-minute threshold is passed
     assert work_estimate(job, T0 + timedelta(minutes=3)) is None
     scaled = work_estimate(job, T0 + timedelta(minutes=3), ASSUMED.scaled(0.1))
-    assert scaled is not None and scaled.source == "progress: 20 steps in 0.03 h"
+    assert scaled is not None
+    assert scaled.source == "progress: 20 steps in 0.03 h"
 
 
 def test_an_older_report_does_not_replace_a_newer_one() -> None:
