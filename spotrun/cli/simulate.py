@@ -17,6 +17,7 @@ from rich.table import Table
 
 from spotrun.cli.output import JsonOpt, console, emit_json, fail
 from spotrun.model.deadline import deadline_feasible, run_rate
+from spotrun.model.deadline_spec import deadline_hours as hours_after
 from spotrun.model.manifest_io import ManifestError, parse_manifest_text
 from spotrun.model.simulation import SimJob
 from spotrun.model.simulation_runs import OPTIMUM, TraceReport, overall, simulate_trace
@@ -27,17 +28,25 @@ DEFAULT_ON_DEMAND_PRICE = 3.06
 DEFAULT_SPOT_PRICE = 0.918
 
 
-def _from_manifest(path: Path) -> tuple[float | None, float | None]:
-    """(work hours, deadline hours after now) from a manifest, where it has them (issue 13 adds the fields)."""
+def _from_manifest(path: Path) -> tuple[float | None, float | None, str]:
+    """(work hours, deadline hours after now, what to give when one is missing) from a manifest.
+
+    A manifest whose work is in steps (``training.total_steps``) has no hours until the job runs: it is refused
+    unless ``--work-hours`` is given, never read as no work.
+    """
     try:
         manifest = parse_manifest_text(path.read_bytes())
     except (OSError, ManifestError) as exc:
         raise fail(f"{path}: {exc}", code=2) from None
-    work = getattr(manifest.training, "expected_hours", None)
-    deadline = getattr(manifest.capacity, "deadline", None)
-    if isinstance(deadline, datetime):
-        deadline = (deadline - datetime.now(UTC)).total_seconds() / 3600
-    return (float(work) if work is not None else None), (float(deadline) if deadline is not None else None)
+    work, deadline = manifest.training.expected_hours, manifest.capacity.deadline
+    missing = "give --work-hours and --deadline-hours (or a manifest that has them)"
+    if work is None and manifest.training.total_steps is not None:
+        missing = (
+            f"{path}: its work is in steps (training.total_steps), learnt only while the job runs: give "
+            "--work-hours"
+        )
+    hours = hours_after(deadline, datetime.now(UTC)) if deadline is not None else None
+    return work, hours, missing
 
 
 def _job(
@@ -157,11 +166,14 @@ def simulate(
     as_json: JsonOpt = False,
 ) -> None:
     """Replay spot traces for a job under each deadline policy and the omniscient optimum."""
-    manifest_work, manifest_deadline = _from_manifest(manifest) if manifest else (None, None)
+    missing = "give --work-hours and --deadline-hours (or a manifest that has them)"
+    manifest_work, manifest_deadline = None, None
+    if manifest is not None:
+        manifest_work, manifest_deadline, missing = _from_manifest(manifest)
     work = work_hours if work_hours is not None else manifest_work
     deadline = deadline_hours if deadline_hours is not None else manifest_deadline
     if work is None or deadline is None:
-        raise fail("give --work-hours and --deadline-hours (or a manifest that has them)", code=2)
+        raise fail(missing, code=2)
     job = _job(
         work,
         deadline,

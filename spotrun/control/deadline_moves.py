@@ -7,6 +7,10 @@ notice the control plane gives itself: the attempt is marked (``deadline_move``)
 ``Spot.Interrupted``), and the workflow's usual path records the attempt's end (as ``deadline-move``: no
 interruption, the pool is not avoided) and acquires again, where the policy, with the slack now short, buys
 on-demand. Back to spot happens at a later acquisition, when the slack allows it.
+
+With ``training.total_steps`` the heartbeat is also where the work is learnt: the step in the attempt's progress
+document, with the job's training time up to the moment it was read, goes on the record (``steps_reported``),
+which every later decision estimates the work from (:mod:`spotrun.model.deadline_work`), on spot or not.
 """
 
 from __future__ import annotations
@@ -16,10 +20,52 @@ from typing import Any
 
 from spotrun.control.interruptions import notify_agent
 from spotrun.control.ports import Commands, JobStore, Objects
+from spotrun.control.progress import reported_step
 from spotrun.control.store import update_job
 from spotrun.model.deadline import Choice, Decision, Running
 from spotrun.model.deadline_job import ASSUMED, decide_for_job, with_decision
-from spotrun.model.job import Job, JobStatus
+from spotrun.model.job import Job, JobStatus, StepsReported
+from spotrun.model.limits import training_seconds_used
+
+
+def record_steps(job: Job, *, store: JobStore, objects: Objects, jobs_bucket: str, now: datetime) -> Job:
+    """Keep a ``training.total_steps`` deadline job's latest reported step on its record, with its training time.
+
+    Parameters
+    ----------
+    job
+        The job, training.
+    store, objects
+        Ports to the job store and the jobs bucket (the attempt's progress document).
+    jobs_bucket
+        The jobs bucket's name.
+    now
+        When the agent reported: the progress document's time is taken up to it (a clock ahead is no later).
+
+    Returns
+    -------
+    Job
+        The job as stored after (unchanged without a new step).
+    """
+    manifest, attempt = job.require_manifest(), job.open_attempt
+    if manifest.capacity.deadline is None or manifest.training.total_steps is None or attempt is None:
+        return job
+    found = reported_step(objects, jobs_bucket, job.job_id, attempt.number)
+    if found is None or (job.steps_reported is not None and job.steps_reported.steps == found[0]):
+        return job
+    step, at = found[0], min(found[1], now)
+    # The training time up to the report, not to now: the steps since it are not in the count yet.
+    reported = StepsReported(steps=step, training_hours=training_seconds_used(job, at) / 3600, at=at)
+
+    def keep(current: Job) -> Job:
+        latest = current.steps_reported
+        return (
+            current
+            if latest is not None and latest.at >= at
+            else current.model_copy(update={"steps_reported": reported})
+        )
+
+    return update_job(store, job.job_id, keep)
 
 
 def redecide_while_training(
@@ -51,6 +97,8 @@ def redecide_while_training(
         already given).
     """
     job = store.get(job_id)
+    if job is not None and job.status is JobStatus.TRAINING:
+        job = record_steps(job, store=store, objects=objects, jobs_bucket=settings.jobs_bucket, now=now)
     attempt = None if job is None else job.open_attempt
     if (
         job is None

@@ -22,7 +22,7 @@ from spotrun.control.ports import Compute, Objects
 from spotrun.control.submission import api_source, entry_problems
 from spotrun.model.capacity import Lifecycle, candidate_types, choose_lifecycle
 from spotrun.model.deadline import Choice, Decision, Running
-from spotrun.model.deadline_job import ASSUMED, decide_for_job
+from spotrun.model.deadline_job import ASSUMED, decide_for_job, feasibility_note, slack_text
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import ManifestInvalid
 from spotrun.model.fleet_order import try_order
@@ -121,9 +121,12 @@ def _lifecycles(
     policy = manifest.capacity
     note = None
     decision = fallback_decision = None
-    if policy.deadline is not None and manifest.training.expected_hours is not None and has_candidates:
+    if policy.deadline is not None and has_candidates:
         decision = _first_decision(manifest, now, True, time_scale)
-        note = f"{decision.choice.value}, slack {decision.slack_hours:.2f} h ({decision.reason})"
+        note = f"{decision.choice.value}, {slack_text(decision)} ({decision.reason})"
+        unchecked = feasibility_note(manifest)
+        if unchecked is not None:  # training.total_steps: no hours to check the deadline against yet
+            note = f"{unchecked}; first decision: {note}"
         if decision.choice is Choice.WAIT:
             return None, None, note
         fallback_decision = _first_decision(manifest, now, False, time_scale)

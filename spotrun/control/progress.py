@@ -68,6 +68,23 @@ def _read_json(objects: Objects, bucket: str, key: str) -> Any:
         return None
 
 
+def reported_step(
+    objects: Objects, jobs_bucket: str, job_id: str, attempt: int
+) -> tuple[int, datetime] | None:
+    """The step an attempt last reported and when the agent read it (its progress document), or None.
+
+    None when the document is missing (a script that reports no steps, or none yet) or not of its shape.
+    """
+    reported = _read_json(objects, jobs_bucket, progress_key(job_id, attempt))
+    try:
+        step, at = reported["step"], datetime.fromisoformat(reported["updated_at"])
+    except (TypeError, KeyError, ValueError):
+        return None
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0 or at.tzinfo is None:
+        return None
+    return step, at
+
+
 def job_progress(job: Job, *, objects: Objects, jobs_bucket: str, now: datetime) -> JobProgress | None:
     """The progress of a job that has not ended (None once it has).
 

@@ -13,7 +13,7 @@ from spotrun.control.ports import JobStore, Objects, Workflows
 from spotrun.control.staged_sources import missing_sources
 from spotrun.control.store import update_job
 from spotrun.model.capacity import candidate_types
-from spotrun.model.deadline_job import ASSUMED, feasibility_problem
+from spotrun.model.deadline_job import ASSUMED, feasibility_problem, with_feasibility_note
 from spotrun.model.deadline_spec import is_absolute
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import ManifestInvalid, RequestRejected
@@ -327,7 +327,7 @@ def start_job(
 ) -> SubmitOutcome:
     """Record the job of a valid manifest once and start its workflow once (idempotent per ``source``)."""
     job_id = job_id_for(manifest.name, source)
-    created = store.create(new_job(job_id, manifest.name, source, manifest, now))
+    created = store.create(with_feasibility_note(new_job(job_id, manifest.name, source, manifest, now)))
     if not created:
         existing = store.get(job_id)
         if _other_manifest(existing, source):

@@ -157,14 +157,16 @@ def default_params(
     Returns
     -------
     PolicyParams
-        ``safety`` = restart + interval + checkpoint + tick (a silent preemption just before a save loses an
-        interval, then the job must restart); hysteresis = two restarts (the changeovers a return trip costs);
-        the reserve per work hour = (two restarts + the expected loss of half an interval) per preemption, at
-        the pool's preemption rate.
+        ``safety`` = interval + checkpoint + tick: a silent preemption just before a save loses an interval of
+        work (``interval + checkpoint`` of wall time at the run rate), seen up to a tick late. The restart onto
+        on-demand that follows is not in it: the slack of a job not on on-demand already counts that restart
+        (:func:`on_demand_finish_hours`), and counting it twice bought on-demand hours for nothing.
+        Hysteresis = two restarts (the changeovers a return trip costs); the reserve per work hour = (two
+        restarts + the expected loss of half an interval) per preemption, at the pool's preemption rate.
     """
     loss = uncovered_fraction * checkpoint_interval_hours / 2
     return PolicyParams(
-        safety_hours=restart_hours + checkpoint_interval_hours + checkpoint_hours + tick_hours,
+        safety_hours=checkpoint_interval_hours + checkpoint_hours + tick_hours,
         hysteresis_hours=2 * restart_hours,
         reserve_per_work_hour=(2 * restart_hours + tick_hours + loss) / spot_mtbf_hours,
         spot_mtbf_hours=spot_mtbf_hours,
@@ -283,6 +285,19 @@ def spot_stint_pays(state: JobState, params: PolicyParams) -> bool:
     return params.spot_mtbf_hours * margin > state.on_demand_price * overhead
 
 
+def wait_reserve_hours(state: JobState, params: PolicyParams) -> float:
+    """spotrun's reserve: the slack below which it stops waiting for spot and runs on on-demand.
+
+    The safety margin; plus the two restarts of one return trip, so that the move to on-demand leaves the slack a
+    return to spot needs (:func:`spotrun_policy` returns only while ``slack - 2 restarts`` is above the margin):
+    without them, a job that waited down to the margin was on on-demand for good, like greedy, however much spot
+    came back; plus the slack the rest of the work is expected to lose to preemptions at the pool's rate.
+    """
+    return (
+        params.safety_hours + 2 * state.restart_hours + state.work_left_hours * params.reserve_per_work_hour
+    )
+
+
 def spotrun_policy(state: JobState, params: PolicyParams) -> Decision:
     """spotrun's policy: spend the slack on spot and on waiting, never below the reserve (module docstring)."""
     slack = slack_hours(state)
@@ -302,7 +317,7 @@ def spotrun_policy(state: JobState, params: PolicyParams) -> Decision:
         return Decision(Choice.ON_DEMAND, slack, "spotrun: slack at the safety margin")
     if state.spot_available:
         return Decision(Choice.SPOT, slack, "spotrun: slack above the safety margin, spot obtainable")
-    reserve = params.safety_hours + state.work_left_hours * params.reserve_per_work_hour
+    reserve = wait_reserve_hours(state, params)
     if slack <= reserve:
         return Decision(
             Choice.ON_DEMAND, slack, f"spotrun: no spot, slack within the {reserve:.2f} h reserve"

@@ -7,7 +7,8 @@ What the control plane knows of the job, and what it assumes (:class:`DeadlineAs
 docs/deadlines.md):
 
 - work done: the job's time in ``TRAINING`` over all attempts (at the policy's rate: less its saves), against
-  ``training.expected_hours``;
+  ``training.expected_hours``; or, with ``training.total_steps``, the work learnt from the steps the job reported
+  (:mod:`spotrun.model.deadline_work`; before enough of them, :func:`decide_without_estimate`);
 - elapsed and deadline: from the job's submission (``created_at``) and ``capacity.deadline``, in real time
   like ``training.max_runtime_minutes`` (the emulator scales AWS's durations, not the job's own: its
   assumptions are :meth:`DeadlineAssumptions.scaled`);
@@ -15,27 +16,37 @@ docs/deadlines.md):
   launch just tried spot and got none;
 - prices: the cheapest candidate type's on-demand price from the catalog; spot at the last price the job paid
   for spot, else :attr:`DeadlineAssumptions.spot_share` of on-demand;
-- the pool's preemption rate: the job's own spot hours per interruption (none yet: no preemption expected).
+- the pool's preemption rate and the share of preemptions that lose work: the job's own spot history
+  (:func:`spot_history`), turned into the knobs by :func:`spotrun.model.deadline_inputs.policy_params`, the
+  simulator's home for them too.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from spotrun.model.capacity import candidate_types
 from spotrun.model.deadline import (
+    Choice,
     Decision,
     JobState,
     PolicyParams,
     Running,
     deadline_feasible,
     decide,
-    default_params,
     run_rate,
 )
+from spotrun.model.deadline_inputs import SpotHistory, policy_params
 from spotrun.model.deadline_spec import deadline_hours
+from spotrun.model.deadline_work import (
+    ESTIMATE_AFTER_HOURS,
+    StepsDone,
+    WorkEstimate,
+    from_manifest,
+    from_progress,
+)
+from spotrun.model.interruption_rate import NOTICE_SECONDS, PRIOR_SPOT_HOURS
 from spotrun.model.job import INTERRUPTION_REASONS, Job, LifecycleDecision
 from spotrun.model.limits import training_seconds_used
 from spotrun.model.manifest import JobManifest
@@ -57,6 +68,12 @@ class DeadlineAssumptions:
         How stale a decision may be before the next one (heartbeats come far more often).
     spot_share:
         Spot's price as a share of on-demand when the job has paid none yet.
+    notice_hours:
+        EC2's interruption notice: a save longer than it loses the unsaved work at every preemption.
+    prior_spot_hours:
+        The preemption rate's prior (:mod:`spotrun.model.deadline_inputs`).
+    estimate_after_hours:
+        With ``training.total_steps``: the training time before the steps reported make an estimate.
     """
 
     restart_hours: float = 0.1
@@ -64,6 +81,9 @@ class DeadlineAssumptions:
     checkpoint_interval_hours: float = 0.5
     tick_hours: float = 1 / 60
     spot_share: float = 0.35
+    notice_hours: float = NOTICE_SECONDS / 3600
+    prior_spot_hours: float = PRIOR_SPOT_HOURS
+    estimate_after_hours: float = ESTIMATE_AFTER_HOURS
 
     def scaled(self, time_scale: float) -> DeadlineAssumptions:
         """The durations as the emulator runs them (``time_scale`` real seconds per AWS second)."""
@@ -73,10 +93,26 @@ class DeadlineAssumptions:
             checkpoint_hours=self.checkpoint_hours * time_scale,
             checkpoint_interval_hours=self.checkpoint_interval_hours * time_scale,
             tick_hours=self.tick_hours * time_scale,
+            notice_hours=self.notice_hours * time_scale,
+            prior_spot_hours=self.prior_spot_hours * time_scale,
+            estimate_after_hours=self.estimate_after_hours * time_scale,
         )
 
 
 ASSUMED = DeadlineAssumptions()
+
+# Admission's answer for a deadline whose work is in steps: there are no hours to check yet.
+UNCHECKED = (
+    "capacity.deadline cannot be checked until the job reports progress (training.total_steps: its hours are "
+    "learnt from the steps it reports)"
+)
+
+
+@dataclass(frozen=True)
+class JobDecision(Decision):
+    """A decision for a stored job, with the work it planned with (None: not known yet, nor the slack)."""
+
+    work: WorkEstimate | None = None
 
 
 def feasibility_problem(
@@ -100,21 +136,37 @@ def feasibility_problem(
     )
 
 
+def feasibility_note(manifest: JobManifest) -> str | None:
+    """What admission could not check about the manifest's deadline (:data:`UNCHECKED`), or None."""
+    training = manifest.training
+    if manifest.capacity.deadline is not None and training.expected_hours is None and training.total_steps:
+        return UNCHECKED
+    return None
+
+
+def with_feasibility_note(job: Job) -> Job:
+    """A new job with what admission could not check on its submission's timeline entry (or as it was)."""
+    note = None if job.manifest is None else feasibility_note(job.manifest)
+    if note is None or not job.timeline:
+        return job
+    submitted = job.timeline[0].model_copy(update={"detail": note})
+    return job.model_copy(update={"timeline": [submitted, *job.timeline[1:]]})
+
+
 def _span(hours: float) -> str:
     # Hours to two decimals, or minutes when that would round a short job's numbers away (the emulator's).
     return f"{hours:.2f} h" if abs(hours) >= 0.1 else f"{hours * 60:.1f} min"
 
 
-def _spot_mtbf_hours(job: Job, now: datetime) -> float:
-    preempted = sum(1 for attempt in job.attempts if attempt.end_reason in INTERRUPTION_REASONS)
-    if preempted == 0:
-        return math.inf
-    spot_hours = sum(
-        ((attempt.ended_at or now) - attempt.started_at).total_seconds() / 3600
-        for attempt in job.attempts
-        if attempt.lifecycle == "spot"
+def spot_history(job: Job, now: datetime) -> SpotHistory:
+    """The job's spot time (an open attempt up to ``now``), its interruptions and those without a notice."""
+    spot = [attempt for attempt in job.attempts if attempt.lifecycle == "spot"]
+    preempted = [attempt for attempt in spot if attempt.end_reason in INTERRUPTION_REASONS]
+    return SpotHistory(
+        spot_hours=sum(((a.ended_at or now) - a.started_at).total_seconds() / 3600 for a in spot),
+        preemptions=len(preempted),
+        silent=sum(1 for attempt in preempted if attempt.notice_at is None),
     )
-    return max(spot_hours, 1e-6) / preempted
 
 
 def _work_done_hours(job: Job, now: datetime, assumed: DeadlineAssumptions) -> float:
@@ -124,19 +176,57 @@ def _work_done_hours(job: Job, now: datetime, assumed: DeadlineAssumptions) -> f
     return training_seconds_used(job, now) / 3600 * rate
 
 
+def work_estimate(job: Job, now: datetime, assumed: DeadlineAssumptions = ASSUMED) -> WorkEstimate | None:
+    """The job's work: ``training.expected_hours``, or learnt from its progress; None while not known yet.
+
+    Parameters
+    ----------
+    job
+        The stored job (its ``steps_reported`` with ``training.total_steps``).
+    now
+        The moment of the decision (the training time counted as work done, with ``expected_hours``).
+    assumed
+        The assumptions (the run rate, and the training time an estimate from steps needs).
+
+    Returns
+    -------
+    WorkEstimate or None
+        None with ``training.total_steps`` before enough progress, or without a deadline's work at all.
+    """
+    training = job.require_manifest().training
+    if training.expected_hours is not None:
+        return from_manifest(training.expected_hours, _work_done_hours(job, now, assumed))
+    if training.total_steps is None:
+        return None
+    reported = job.steps_reported
+    done = None if reported is None else StepsDone(reported.steps, reported.training_hours)
+    return from_progress(
+        training.total_steps,
+        done,
+        run_rate=run_rate(assumed.checkpoint_hours, assumed.checkpoint_interval_hours),
+        estimate_after_hours=assumed.estimate_after_hours,
+    )
+
+
 def job_state(
     job: Job, now: datetime, *, running: Running, spot_available: bool, assumed: DeadlineAssumptions = ASSUMED
 ) -> JobState:
-    """The job's :class:`~spotrun.model.deadline.JobState` as the control plane knows it at ``now``."""
+    """The job's :class:`~spotrun.model.deadline.JobState` as the control plane knows it at ``now``.
+
+    Raises
+    ------
+    ValueError
+        Without a deadline, or before its work is known (:func:`work_estimate`).
+    """
     manifest = job.require_manifest()
-    deadline, work = manifest.capacity.deadline, manifest.training.expected_hours
+    deadline, work = manifest.capacity.deadline, work_estimate(job, now, assumed)
     if deadline is None or work is None:
-        raise ValueError(f"job {job.job_id} has no capacity.deadline")
+        raise ValueError(f"job {job.job_id} has no capacity.deadline, or no estimate of its work yet")
     on_demand = candidate_types(manifest.resources)[0].on_demand_usd_per_hour
     paid = [a.price_per_hour for a in job.attempts if a.lifecycle == "spot" and a.price_per_hour is not None]
     return JobState(
-        work_hours=work,
-        work_done_hours=_work_done_hours(job, now, assumed),
+        work_hours=work.work_hours,
+        work_done_hours=work.work_done_hours,
         elapsed_hours=(now - job.created_at).total_seconds() / 3600,
         deadline_hours=deadline_hours(deadline, job.created_at),
         restart_hours=assumed.restart_hours,
@@ -150,33 +240,98 @@ def job_state(
 
 
 def job_params(job: Job, now: datetime, assumed: DeadlineAssumptions = ASSUMED) -> PolicyParams:
-    """The policy's knobs for this job: the assumptions and its own preemption rate."""
-    return default_params(
-        assumed.restart_hours,
-        assumed.checkpoint_hours,
-        assumed.checkpoint_interval_hours,
-        assumed.tick_hours,
-        _spot_mtbf_hours(job, now),
+    """The policy's knobs for this job: the assumptions and its own spot history (one home with the simulator's,
+    :func:`spotrun.model.deadline_inputs.policy_params`)."""
+    return policy_params(
+        spot_history(job, now),
+        restart_hours=assumed.restart_hours,
+        checkpoint_hours=assumed.checkpoint_hours,
+        checkpoint_interval_hours=assumed.checkpoint_interval_hours,
+        tick_hours=assumed.tick_hours,
+        notice_hours=assumed.notice_hours,
+        prior_spot_hours=assumed.prior_spot_hours,
     )
+
+
+def decide_without_estimate(
+    time_left_hours: float, deadline_hours: float, *, spot_available: bool, estimate_after_hours: float
+) -> Decision:
+    """The conservative choice while the work is not known (``training.total_steps`` before enough progress).
+
+    Spot while the deadline is far: more than half of the time from submission to it is left (the first
+    estimate needs ``estimate_after_hours`` of training, far less). On-demand when it is near, and whenever spot
+    cannot be had: no waiting, since the slack a wait would spend is not known. By the half-way point a job
+    whose work fills the other half can only make it on on-demand; it goes there without an estimate rather
+    than bet on one.
+
+    Parameters
+    ----------
+    time_left_hours, deadline_hours
+        The time left before the deadline, and the deadline as hours after submission.
+    spot_available
+        Whether spot can be had now.
+    estimate_after_hours
+        The training an estimate needs (named in the reason).
+
+    Returns
+    -------
+    Decision
+        Its ``slack_hours`` is the time left: the slack is at most that, and not known.
+    """
+    unknown = (
+        f"not checked until the job reports progress: no work estimate before {estimate_after_hours * 60:.1f} min "
+        "of training"
+    )
+    if time_left_hours <= deadline_hours / 2:
+        return Decision(
+            Choice.ON_DEMAND, time_left_hours, f"{unknown}; the deadline is near: half its time gone"
+        )
+    if not spot_available:
+        return Decision(
+            Choice.ON_DEMAND, time_left_hours, f"{unknown}; spot is gone and a wait cannot be judged"
+        )
+    return Decision(Choice.SPOT, time_left_hours, f"{unknown}; the deadline is far: over half its time left")
 
 
 def decide_for_job(
     job: Job, now: datetime, *, running: Running, spot_available: bool, assumed: DeadlineAssumptions = ASSUMED
-) -> Decision:
-    """spotrun's policy (:func:`~spotrun.model.deadline.decide`) on the job's live state."""
+) -> JobDecision:
+    """spotrun's policy (:func:`~spotrun.model.deadline.decide`) on the job's live state, with its work.
+
+    Before the work is known (:func:`work_estimate` is None), :func:`decide_without_estimate`.
+    """
+    work = work_estimate(job, now, assumed)
+    if work is None:
+        deadline = job.require_manifest().capacity.deadline
+        if deadline is None:
+            raise ValueError(f"job {job.job_id} has no capacity.deadline")
+        hours = deadline_hours(deadline, job.created_at)
+        elapsed = (now - job.created_at).total_seconds() / 3600
+        unknown = decide_without_estimate(
+            hours - elapsed,
+            hours,
+            spot_available=spot_available,
+            estimate_after_hours=assumed.estimate_after_hours,
+        )
+        return JobDecision(unknown.choice, unknown.slack_hours, unknown.reason, work=None)
     state = job_state(job, now, running=running, spot_available=spot_available, assumed=assumed)
-    return decide(POLICY, state, job_params(job, now, assumed))
+    decided = decide(POLICY, state, job_params(job, now, assumed))
+    return JobDecision(decided.choice, decided.slack_hours, decided.reason, work=work)
 
 
 def decision_record(decision: Decision, job: Job, now: datetime) -> LifecycleDecision:
-    """The decision as the job's record keeps it."""
+    """The decision as the job's record keeps it: with its work and the work's source when it had one."""
+    work = decision.work if isinstance(decision, JobDecision) else None
+    known = work is not None or not isinstance(decision, JobDecision)
     return LifecycleDecision(
         at=now,
         choice=decision.choice.value,
-        slack_hours=round(decision.slack_hours, 4),
+        slack_hours=round(decision.slack_hours, 4) if known else None,
         # The rate is the same at every time scale (save and interval scale alike).
-        work_done_hours=round(_work_done_hours(job, now, ASSUMED), 4),
+        work_done_hours=round(work.work_done_hours if work else _work_done_hours(job, now, ASSUMED), 4),
         reason=decision.reason,
+        work_hours=None if work is None else round(work.work_hours, 4),
+        work_source=None if work is None else work.source,
     )
 
 
@@ -194,5 +349,15 @@ def with_decision(job: Job, decision: Decision, now: datetime) -> Job:
 
 
 def decision_note(decision: Decision) -> str:
-    """The decision for the timeline: ``deadline: spot, slack 3.20 h (why)``."""
-    return f"deadline: {decision.choice.value}, slack {decision.slack_hours:.2f} h ({decision.reason})"
+    """The decision for the timeline: ``deadline: spot, slack 3.20 h (why)``, or ``slack unknown``."""
+    return f"deadline: {decision.choice.value}, {slack_text(decision)} ({decision.reason})"
+
+
+def slack_text(decision: Decision) -> str:
+    """``slack 3.20 h``; ``slack unknown`` before the work is known, and the work's source when it is learnt."""
+    if isinstance(decision, JobDecision) and decision.work is None:
+        return "slack unknown"
+    text = f"slack {decision.slack_hours:.2f} h"
+    if isinstance(decision, JobDecision) and decision.work and decision.work.source != "manifest":
+        text += f", work {decision.work.work_hours:.2f} h from {decision.work.source}"
+    return text

@@ -123,9 +123,22 @@ class LifecycleDecision(_Record):
 
     at: datetime
     choice: Literal["spot", "on-demand", "wait"]
-    slack_hours: float
+    # None: the work is not known yet (training.total_steps before enough progress), nor the slack.
+    slack_hours: float | None
     work_done_hours: float
     reason: str
+    # The work the decision planned with, and where it comes from (spotrun.model.deadline_work): None on records
+    # older than the fields, and while the work is not known yet.
+    work_hours: float | None = None
+    work_source: str | None = None
+
+
+class StepsReported(_Record):
+    """A deadline job's latest reported step (training.total_steps), and its training time up to that report."""
+
+    steps: int
+    training_hours: float
+    at: datetime
 
 
 class Attempt(_Record):
@@ -228,6 +241,8 @@ class Job(_Record):
     attempts: list[Attempt] = Field(default_factory=list)
     # Only with capacity.deadline: every decision of its policy, in order.
     deadline_decisions: list[LifecycleDecision] = Field(default_factory=list)
+    # Only with capacity.deadline and training.total_steps: what the policy learns the work from.
+    steps_reported: StepsReported | None = None
     archive: list[ArchivedObject] = Field(default_factory=list)
     archive_total: ArchiveTotal | None = None
     cost: CostReport | None = None

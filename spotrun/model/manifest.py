@@ -137,16 +137,17 @@ class Schedule(StrictModel):
         return value
 
 
-# capacity.deadline and training.expected_hours come together (_deadline_has_work); these state it in the schema.
-# (null is no value: `type` makes the if/then say so.)
+# capacity.deadline comes with exactly one of training.expected_hours / training.total_steps, and neither comes
+# without it (_deadline_has_work); these state it in the schema. (null is no value: `type` makes the if/then say so.)
 _HAS_DEADLINE: JsonDict = {"required": ["deadline"], "properties": {"deadline": {"type": "string"}}}
-_HAS_WORK: JsonDict = {"required": ["expected_hours"], "properties": {"expected_hours": {"type": "number"}}}
+_HAS_HOURS: JsonDict = {"required": ["expected_hours"], "properties": {"expected_hours": {"type": "number"}}}
+_HAS_STEPS: JsonDict = {"required": ["total_steps"], "properties": {"total_steps": {"type": "integer"}}}
 _DEADLINE_NEEDS_WORK: JsonDict = {
     "if": {"required": ["capacity"], "properties": {"capacity": _HAS_DEADLINE}},
-    "then": {"required": ["training"], "properties": {"training": _HAS_WORK}},
+    "then": {"required": ["training"], "properties": {"training": {"oneOf": [_HAS_HOURS, _HAS_STEPS]}}},
 }
 _WORK_NEEDS_DEADLINE: JsonDict = {
-    "if": {"required": ["training"], "properties": {"training": _HAS_WORK}},
+    "if": {"required": ["training"], "properties": {"training": {"anyOf": [_HAS_HOURS, _HAS_STEPS]}}},
     "then": {"required": ["capacity"], "properties": {"capacity": _HAS_DEADLINE}},
 }
 # And an absolute deadline (the instant pattern: it starts with four digits and a '-') never on a schedule.
@@ -197,12 +198,20 @@ class JobManifest(StrictModel):
 
     @model_validator(mode="after")
     def _deadline_has_work(self) -> JobManifest:
-        if self.capacity.deadline is not None and self.training.expected_hours is None:
-            raise ValueError("capacity.deadline needs training.expected_hours (the work to fit before it)")
-        if self.capacity.deadline is None and self.training.expected_hours is not None:
+        hours, steps = self.training.expected_hours, self.training.total_steps
+        if self.capacity.deadline is not None and hours is None and steps is None:
             raise ValueError(
-                "training.expected_hours is only used with capacity.deadline; give both or neither"
+                "capacity.deadline needs the work to fit before it: training.expected_hours, or "
+                "training.total_steps (its hours learnt from the job's progress)"
             )
+        if hours is not None and steps is not None:
+            raise ValueError(
+                "training.expected_hours and training.total_steps exclude each other: give the work once, in "
+                "hours or in steps"
+            )
+        for name, value in (("expected_hours", hours), ("total_steps", steps)):
+            if self.capacity.deadline is None and value is not None:
+                raise ValueError(f"training.{name} is only used with capacity.deadline; give both or neither")
         if self.schedule is not None and self.capacity.deadline and is_absolute(self.capacity.deadline):
             raise ValueError(
                 "capacity.deadline: an absolute time on a schedule would be every run's deadline; use a "

@@ -182,7 +182,16 @@ class TrainingSpec(StrictModel):
         gt=0,
         le=14 * 24,
         description="The training's work, in hours on one instance of the job's type without interruptions: "
-        "what capacity.deadline plans with (and needs). Not learnt from the job's progress yet.",
+        "what capacity.deadline plans with. With a deadline, give it or training.total_steps, not both.",
+    )
+    total_steps: int | None = Field(
+        None,
+        ge=1,
+        le=10**12,
+        description="The training's work as the script's step count (the step Run.report_step reaches at the "
+        "end): with capacity.deadline instead of expected_hours, whose hours are then learnt from the job's own "
+        "progress reports (docs/deadlines.md). Until enough progress exists the policy decides without them, "
+        "and admission cannot check the deadline.",
     )
     restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
     setup: list[Argv] = Field(

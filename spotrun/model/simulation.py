@@ -22,16 +22,8 @@ import math
 from dataclasses import dataclass, field
 
 from spotrun.model.checkpoint_interval import IntervalChoice, auto_interval, uncovered_fraction
-from spotrun.model.deadline import (
-    Choice,
-    Decision,
-    JobState,
-    PolicyParams,
-    Running,
-    decide,
-    default_params,
-    run_rate,
-)
+from spotrun.model.deadline import Choice, Decision, JobState, PolicyParams, Running, decide, run_rate
+from spotrun.model.deadline_inputs import SpotHistory, policy_params
 from spotrun.model.traces import spot_mtbf_hours
 
 # The fractional part of the golden ratio: i * PHI mod 1 spreads the "silent" preemptions evenly and
@@ -109,10 +101,15 @@ def sim_job_from_state(state: JobState, notice_hours: float = 2 / 60) -> SimJob:
     )
 
 
+def is_silent(step: int, job: SimJob) -> bool:
+    """Whether a preemption at this step comes without a notice (deterministic, the same for every policy)."""
+    return (step * _PHI) % 1.0 < job.silent_fraction
+
+
 def is_uncovered(step: int, job: SimJob) -> bool:
-    """Whether a preemption at this step loses the unsaved work (deterministic, the same for every policy)."""
-    fraction = uncovered_fraction(job.checkpoint_hours, job.notice_hours, job.silent_fraction)
-    return (step * _PHI) % 1.0 < fraction
+    """Whether a preemption at this step loses the unsaved work: a silent one, or any when a save outlasts the
+    notice."""
+    return job.checkpoint_hours > job.notice_hours or is_silent(step, job)
 
 
 def interval_for(job: SimJob, replay: Replay) -> IntervalChoice:
@@ -127,12 +124,16 @@ def interval_for(job: SimJob, replay: Replay) -> IntervalChoice:
     return auto_interval(job.checkpoint_hours, uncovered_mtbf, job.max_interval_hours)
 
 
-def params_for(job: SimJob, replay: Replay, interval_hours: float) -> PolicyParams:
-    """The policies' knobs for this job on this trace: the job's and the pool's preemption rate."""
-    fraction = uncovered_fraction(job.checkpoint_hours, job.notice_hours, job.silent_fraction)
-    mtbf = spot_mtbf_hours(replay.spot, replay.step_hours)
-    return default_params(
-        job.restart_hours, job.checkpoint_hours, interval_hours, replay.step_hours, mtbf, fraction
+def params_for(job: SimJob, history: SpotHistory, interval_hours: float, tick_hours: float) -> PolicyParams:
+    """The policies' knobs at one step: the job's, and the preemptions the run has seen so far (the control
+    plane's inputs, :func:`spotrun.model.deadline_inputs.policy_params`)."""
+    return policy_params(
+        history,
+        restart_hours=job.restart_hours,
+        checkpoint_hours=job.checkpoint_hours,
+        checkpoint_interval_hours=interval_hours,
+        tick_hours=tick_hours,
+        notice_hours=job.notice_hours,
     )
 
 
@@ -156,7 +157,7 @@ def replay_policy(
     replay: Replay,
     start: int,
     interval_hours: float,
-    params: PolicyParams | None = None,
+    tick_hours: float | None = None,
     record: bool = False,
 ) -> RunResult:
     """Run one policy over the trace from ``start`` until the job finishes or the trace ends.
@@ -171,8 +172,9 @@ def replay_policy(
         The step the job is submitted at.
     interval_hours:
         The checkpoint interval in force.
-    params:
-        The policies' knobs; :func:`~spotrun.model.deadline.default_params` of the job when None.
+    tick_hours:
+        How stale the policy's decision may be (its knobs reserve it); the replay's step when None. The knobs
+        are :func:`params_for`'s at each step, from the preemptions seen so far.
     record:
         Keep (time, work done) at every step, for the plot, and each change of decision.
 
@@ -181,7 +183,8 @@ def replay_policy(
     RunResult
     """
     step = replay.step_hours
-    params = params or params_for(job, replay, interval_hours)
+    tick = replay.step_hours if tick_hours is None else tick_hours
+    history = SpotHistory()
     rate = run_rate(job.checkpoint_hours, interval_hours)
     boot_steps = restart_steps(job, step)
     saved = unsaved = lost = cost = spot_hours = od_hours = 0.0
@@ -195,6 +198,9 @@ def replay_policy(
         if running is Running.SPOT and not replay.spot[t]:
             if is_uncovered(t, job):
                 lost, uncovered, unsaved = lost + unsaved, uncovered + 1, 0.0
+            history = SpotHistory(
+                history.spot_hours, history.preemptions + 1, history.silent + is_silent(t, job)
+            )
             running, boot = Running.NOTHING, 0
         state = JobState(
             work_hours=job.work_hours,
@@ -209,7 +215,7 @@ def replay_policy(
             spot_price=job.spot_price,
             on_demand_price=job.on_demand_price,
         )
-        decision = decide(policy, state, params)
+        decision = decide(policy, state, params_for(job, history, interval_hours, tick))
         choice = decision.choice
         if record and (not result.decisions or result.decisions[-1][1].choice is not choice):
             result.decisions.append((t - start, decision))
@@ -239,6 +245,7 @@ def replay_policy(
         cost += price * step * fraction
         if running is Running.SPOT:
             spot_hours += step * fraction
+            history = SpotHistory(history.spot_hours + step * fraction, history.preemptions, history.silent)
         else:
             od_hours += step * fraction
         if saved + unsaved >= job.work_hours - 1e-9:

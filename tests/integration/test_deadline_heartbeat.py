@@ -26,7 +26,7 @@ from spotrun.model.timing import workflow_timing
 from tests.integration.conftest import create_agent_document
 
 JOB = "tiny-00000000d00e"
-# 2 h of work due 3 h after submission: spot at first (slack 0.83 h, above the policy's 0.63 h margin).
+# 2 h of work due 3 h after submission: spot at first (slack 0.83 h, above the policy's 0.53 h margin).
 MANIFEST = parse_manifest_document(
     {
         "name": "tiny",
@@ -89,9 +89,9 @@ def notices() -> list[dict]:
 
 
 def test_a_heartbeat_without_slack_left_moves_the_job_off_spot(deployment, training_on_spot, lambda_context):
-    # Given the job training on spot, submitted 15 minutes before training began (slack 0.58 h, below the margin)
+    # Given the job training on spot, submitted 20 minutes before training began (slack 0.50 h, below the margin)
     instance_id = training_on_spot
-    submitted_earlier(deployment, 15)
+    submitted_earlier(deployment, 20)
     # When its instance reports a train heartbeat
     answer = heartbeat(deployment, instance_id, lambda_context)
     # Then the heartbeat is taken, and the agent on that instance got the notice command

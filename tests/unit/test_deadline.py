@@ -17,6 +17,7 @@ from spotrun.model.deadline import (
     on_demand_finish_hours,
     slack_hours,
     spot_stint_pays,
+    wait_reserve_hours,
 )
 
 # Checkpoint cost 0 makes the training rate 1: hours of work are hours of running, and slack is easy to read.
@@ -132,13 +133,29 @@ def test_uniform_progress_has_the_safety_net() -> None:
 
 
 def test_spotrun_waits_for_spot_only_above_its_reserve() -> None:
-    # Given no spot; the reserve is 1 h + 10 h left x 0.1 = 2 h; the slack 9.5 h, then 1.9 h
+    # Given no spot; the reserve is the 1 h margin + two 0.5 h restarts + 10 h left x 0.1 = 3 h; the slack 9.5 h,
+    # then 3.1 h, then 2.9 h
     plenty = at(spot_available=False)
-    little = at(spot_available=False, elapsed_hours=7.6)
+    above = at(spot_available=False, elapsed_hours=6.4)
+    little = at(spot_available=False, elapsed_hours=6.6)
     # When spotrun decides
     # Then it waits while the slack is above the reserve, on-demand within it
+    assert wait_reserve_hours(little, PARAMS) == pytest.approx(3.0)
     assert decide("spotrun", plenty, PARAMS).choice is Choice.WAIT
+    assert decide("spotrun", above, PARAMS).choice is Choice.WAIT
     assert decide("spotrun", little, PARAMS).choice is Choice.ON_DEMAND
+
+
+def test_spotrun_moves_to_on_demand_with_the_slack_of_a_return_trip_left() -> None:
+    # Given no preemption expected (the reserve is the 1 h margin + two 0.5 h restarts = 2 h), no spot, and the
+    # slack at that reserve
+    params = dataclasses.replace(PARAMS, reserve_per_work_hour=0.0)
+    waited = at(spot_available=False, elapsed_hours=7.5 + 1e-6)
+    assert decide("spotrun", waited, params).choice is Choice.ON_DEMAND
+    # When spot comes back once the job runs on on-demand (its slack 0.5 h more: no restart onto it to count)
+    back = at(running=Running.ON_DEMAND, spot_available=True, elapsed_hours=7.5 + 1e-6)
+    # Then the slack left still pays for the two restarts of the trip back to spot: on-demand was not for good
+    assert decide("spotrun", back, params).choice is Choice.SPOT
 
 
 def test_spotrun_takes_spot_within_the_reserve_above_the_safety_margin() -> None:
@@ -175,12 +192,12 @@ def test_unknown_policy_is_refused_naming_the_known_ones() -> None:
         decide("cheapest", STATE, PARAMS)
 
 
-def test_default_params_reserve_a_restart_an_interval_a_save_and_a_tick() -> None:
+def test_default_params_reserve_an_interval_a_save_and_a_tick() -> None:
     # Given restart 0.5, save 0.1, interval 1, tick 0.25, preemptions every 10 h, all uncovered
     params = default_params(0.5, 0.1, 1.0, 0.25, spot_mtbf_hours=10.0, uncovered_fraction=1.0)
-    # Then the margin is their sum, the hysteresis two restarts, the reserve per work hour the round trip
-    # plus half an interval per preemption
-    assert params.safety_hours == pytest.approx(1.85)
+    # Then the margin is interval + save + tick (the restart is in the slack already, not counted twice), the
+    # hysteresis two restarts, the reserve per work hour the round trip plus half an interval per preemption
+    assert params.safety_hours == pytest.approx(1.35)
     assert params.hysteresis_hours == pytest.approx(1.0)
     assert params.reserve_per_work_hour == pytest.approx((1.0 + 0.25 + 0.5) / 10)
     assert default_params(0.5, 0.1, 1.0, 0.25).reserve_per_work_hour == 0.0

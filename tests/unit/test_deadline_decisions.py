@@ -180,9 +180,9 @@ def test_when_the_slack_runs_out_without_spot_the_job_moves_to_on_demand() -> No
 
 
 def test_spot_found_missing_is_decided_again() -> None:
-    # Given 2 h of work due in 3.2 h (slack 1.03 h: above the margin, spot wanted) and no spot, and the pool's
-    # preemption rate making the reserve larger than the slack after a first interruption is unknown: the
-    # reserve is the margin alone, so spotrun waits
+    # Given 2 h of work due in 3.2 h (slack 1.03 h: above the margin, spot wanted) and no spot; no preemption seen
+    # yet, so the reserve is the margin, a return trip's two restarts and the prior's preemptions (about 0.75 h),
+    # below the slack: spotrun waits
     store, compute = InMemoryJobStore(), NoSpot(zones=SUBNETS)
     job_in(store, "3.2h")
     # When capacity is acquired

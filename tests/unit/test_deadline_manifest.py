@@ -115,7 +115,7 @@ def test_a_schedule_takes_a_duration_but_not_an_instant() -> None:
 def test_the_messages_name_the_rule() -> None:
     # Given the contradictions, When validated, Then each message says what to give instead
     cases = {
-        "needs training.expected_hours": manifest({"deadline": "36h"}, None),
+        "needs the work to fit before it": manifest({"deadline": "36h"}, None),
         "only used with capacity.deadline": manifest(None, 2),
         "deadline needs spot: true": manifest({"deadline": "36h", "spot": False}),
         "deadline and on_demand_fallback exclude": manifest({"deadline": "36h", "on_demand_fallback": True}),

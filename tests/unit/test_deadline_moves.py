@@ -76,12 +76,12 @@ def test_with_slack_left_the_job_stays_on_spot_and_the_agent_hears_nothing() -> 
 
 
 def test_when_the_slack_falls_to_the_margin_the_agent_gets_the_notice_once() -> None:
-    # Given the same job, whose staging took 15 minutes (more than the 6 the policy assumed for a start)
-    store, _ = training_on_spot(T0 + timedelta(minutes=15))
+    # Given the same job, whose staging took 20 minutes (more than the 6 the policy assumed for a start)
+    store, _ = training_on_spot(T0 + timedelta(minutes=20))
     commands = FakeCommands()
-    # When heartbeats come at 16 minutes (slack 0.58 h, below the 0.63 h margin) and 17
-    first = heartbeat(store, commands, T0 + timedelta(minutes=16))
-    second = heartbeat(store, commands, T0 + timedelta(minutes=17))
+    # When heartbeats come at 21 minutes (slack 0.50 h, below the 0.53 h margin) and 22
+    first = heartbeat(store, commands, T0 + timedelta(minutes=21))
+    second = heartbeat(store, commands, T0 + timedelta(minutes=22))
     # Then the first moves it: the agent gets the notice command, the attempt is marked, the decision recorded;
     # the second finds the notice given and does nothing
     assert first.choice is Choice.ON_DEMAND
@@ -97,8 +97,8 @@ def test_when_the_slack_falls_to_the_margin_the_agent_gets_the_notice_once() -> 
 
 def test_the_move_is_no_interruption_and_the_next_attempt_is_on_demand() -> None:
     # Given a job moved off spot by its deadline
-    store, compute = training_on_spot(T0 + timedelta(minutes=15))
-    heartbeat(store, FakeCommands(), T0 + timedelta(minutes=16))
+    store, compute = training_on_spot(T0 + timedelta(minutes=20))
+    heartbeat(store, FakeCommands(), T0 + timedelta(minutes=21))
     # When the agent's Spot.Interrupted comes back and the workflow acquires again
     record = record_interruption(
         job_id=JOB,
@@ -110,7 +110,7 @@ def test_the_move_is_no_interruption_and_the_next_attempt_is_on_demand() -> None
         compute=compute,
         objects=FakeObjects(),
         jobs_bucket="jobs-bucket",
-        now=T0 + timedelta(minutes=32),
+        now=T0 + timedelta(minutes=37),
     )
     attempt = acquire_instance(
         job_id=JOB,
@@ -119,7 +119,7 @@ def test_the_move_is_no_interruption_and_the_next_attempt_is_on_demand() -> None
         subnet_ids=SETTINGS.subnet_ids,
         launch_template_name="spotrun-agent",
         timing=workflow_timing(store.get(JOB).require_manifest(), 1.0),
-        now=T0 + timedelta(minutes=33),
+        now=T0 + timedelta(minutes=38),
     )
     # Then the attempt ended as a move (not counted, its pool not avoided), and the next one is on-demand
     assert record.reason == "deadline-move"
