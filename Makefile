@@ -9,10 +9,12 @@ DEMO_STAMP := $(VENV)/.installed-local
 .PHONY: demo test lint typecheck bench clean synth openapi
 
 # $(call install,EXTRA): create the venv if needed, install the project with that extra, stamp the target.
+# --no-compile: pip would byte-compile every module of every package (torch, transformers, the CDK...), most of
+# which nothing here imports; Python compiles a module to __pycache__ at its first import instead, once.
 define install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[$(1)]'
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[$(1)]'
 	touch $@
 endef
 
@@ -32,7 +34,10 @@ demo: $(DEMO_STAMP)
 # scaled time (boots, heartbeats, step sleeps), so two files at once share the cores, the slowest started first
 # (tests/conftest.py). The PyTorch example runs alone last: four torchrun ranks fill both cores, and a rank's save
 # must fit in the scaled two-minute notice.
-test: $(STAMP) lint typecheck
+# The linters and mypy run side by side (make -j2), each one's output printed whole when it ends; either failing
+# fails the target before any test runs.
+test: $(STAMP)
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit tests/infra tests/integration
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests/e2e tests/chaos \
 		--ignore tests/e2e/test_pytorch.py
