@@ -83,7 +83,12 @@ def _rate(expression: str) -> Rate:
             f"{expression!r}: use a singular unit for 1 and a plural one otherwise, e.g. rate(1 {singular}) "
             f"or rate(2 {singular}s)"
         )
-    return Rate(number * _UNITS[singular])
+    seconds = number * _UNITS[singular]
+    if seconds > _SEARCH_DAYS * _UNITS["day"]:
+        # The same bound as a cron's: a first run further away than five years is no schedule (and one of
+        # thousands of years overflowed datetime when its next run was computed: a 500 schemathesis found).
+        raise InvalidExpression(f"{expression!r} does not fire within five years")
+    return Rate(seconds)
 
 
 def _cron(expression: str) -> Cron:

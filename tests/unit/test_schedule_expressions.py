@@ -9,7 +9,13 @@ T0 = datetime(2026, 11, 30, 10, 15, 30, tzinfo=UTC)  # a Monday
 
 @pytest.mark.parametrize(
     ("expression", "seconds"),
-    [("rate(1 minute)", 60), ("rate(5 minutes)", 300), ("rate(1 hour)", 3600), ("rate(2 days)", 172800)],
+    [
+        ("rate(1 minute)", 60),
+        ("rate(5 minutes)", 300),
+        ("rate(1 hour)", 3600),
+        ("rate(2 days)", 172800),
+        ("rate(1830 days)", 1830 * 86400),
+    ],
 )
 def test_valid_rates_parse_to_their_period(expression, seconds):
     # Given a rate Scheduler accepts
@@ -29,6 +35,8 @@ def test_valid_rates_parse_to_their_period(expression, seconds):
         ("rate(5 minute)", "singular unit"),
         ("rate(3 weeks)", "minute(s), hour(s) or day(s)"),
         ("rate(5)", "rate(N unit)"),
+        ("rate(1831 days)", "does not fire within five years"),
+        ("rate(17216479047 minutes)", "does not fire within five years"),
         ("cron(0 3 * * ? )", "6 fields"),
         ("cron(0 3 * * *)", "6 fields"),
         ("cron(0 3 * * * *)", "exactly one of day-of-month and day-of-week"),
