@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import jsonschema
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 
 from spotrun.model.manifest import JobManifest
 from spotrun.model.manifest_io import manifest_json_schema
+from spotrun.model.manifest_rules import WHITE_SPACE, StrictModel
 
 SCHEMA = json.loads(manifest_json_schema())
 PYTHON_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -59,11 +61,11 @@ REFUSED = [
     pytest.param("name", " tiny", id="name: leading space"),
     pytest.param("training.command", ["python", ""], id="command: empty argument"),
     pytest.param("training.command", ["python", "   "], id="command: blank argument"),
-    # White space as str.strip() counts it, which ECMA-262's \s (schemathesis) and Rust's do not all count
+    # White space as pydantic strips it (Unicode's White_Space), which ECMA-262's \s (schemathesis) does not all count
     pytest.param("training.command", ["python", "\x85\t"], id="command: argument of NEL and tab"),
-    pytest.param("training.command", ["python", "\x1c\x1f"], id="command: argument of separators"),
     pytest.param("training.setup", [["\x0b\x0c\r\n \x85"]], id="setup: blank argument"),
     pytest.param("training.command", [" \x85 python train.py"], id="command: one shell string, NEL-padded"),
+    pytest.param("training.command", ["\x1c \x85python"], id="command: one shell string after a separator"),
     pytest.param("training.command", ["python train.py"], id="command: one shell string"),
     pytest.param("training.command", [" python train.py "], id="command: one shell string, padded"),
     pytest.param("training.checkpoint.signal", "SIGKILL", id="signal: not a checkpoint signal"),
@@ -136,6 +138,9 @@ ACCEPTED = [
     pytest.param("training.command", ["python"], id="command: one word"),
     pytest.param("training.command", [" python "], id="command: one word, padded"),
     pytest.param("training.command", ["\x85python\x1c"], id="command: one word, NEL-padded"),
+    pytest.param(
+        "training.command", ["python", "\x1c\x1f"], id="command: separators are no white space to strip"
+    ),
     pytest.param("training.command", ["python", "\ufeff"], id="command: a BOM is no white space to strip()"),
     pytest.param("training.command", ["python", "-c", "print(1 + 1)"], id="command: argument with spaces"),
     pytest.param("training.checkpoint.signal", "SIGUSR1", id="signal: SIGUSR1"),
@@ -217,3 +222,18 @@ def test_a_pattern_keeps_the_models_clearer_message() -> None:
     message = raised.value.errors()[0]["msg"]
     assert "lower-case letters, digits and '-'" in message
     assert "pattern" not in message
+
+
+class _Stripped(StrictModel):
+    text: str
+
+
+def test_the_schema_s_white_space_is_what_the_model_strips() -> None:
+    # Given every character up to U+3000 (past it, no dialect has white space but ECMA-262's U+FEFF), on both
+    # sides of a word
+    characters = [chr(c) for c in range(0x3001)] + ["\ufeff"]
+    # When the manifest's models strip it (StrictModel's str_strip_whitespace), and the schema's class reads it
+    stripped = {c for c in characters if _Stripped(text=f"{c}x{c}").text == "x"}
+    white = {c for c in characters if re.fullmatch(f"[{WHITE_SPACE}]", c)}
+    # Then they are the same characters
+    assert stripped == white
