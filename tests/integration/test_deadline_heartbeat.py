@@ -21,6 +21,7 @@ from spotrun.local.api_gateway import rest_event
 from spotrun.local.server import ACCOUNT_ID
 from spotrun.model.command import AGENT_REPORTS_PATH
 from spotrun.model.job import Job, JobStatus, ManifestSource, new_job, utc_now
+from spotrun.model.manifest import JobManifest
 from spotrun.model.manifest_io import parse_manifest_document
 from spotrun.model.timing import workflow_timing
 from tests.integration.conftest import create_agent_document
@@ -35,20 +36,25 @@ MANIFEST = parse_manifest_document(
         "training": {"command": ["python", "train.py"], "expected_hours": 2.0},
     }
 )
-TIMING = workflow_timing(MANIFEST, 1.0).model_dump()
 
 
 @pytest.fixture
 def training_on_spot(deployment: Settings, lambda_context) -> str:
     """The deadline job, acquired (on spot), staged and training through the workflow's handlers: its instance."""
+    return start_on_spot(deployment, lambda_context, MANIFEST)
+
+
+def start_on_spot(deployment: Settings, lambda_context, manifest: JobManifest) -> str:
+    """Submit ``manifest`` as the job, acquire it (on spot), stage and train it through the handlers: its instance."""
     store = job_store(deployment.jobs_table, deployment.region)
-    assert store.create(new_job(JOB, "tiny", ManifestSource(bucket="b", key="k"), MANIFEST, utc_now()))
+    assert store.create(new_job(JOB, "tiny", ManifestSource(bucket="b", key="k"), manifest, utc_now()))
     create_agent_document()
-    attempt = acquire.handler({"job_id": JOB, "timing": TIMING}, lambda_context)
+    timing = workflow_timing(manifest, 1.0).model_dump()
+    attempt = acquire.handler({"job_id": JOB, "timing": timing}, lambda_context)
     assert attempt["lifecycle"] == "spot"
     for step in ("stage", "train"):
         agent_step.handler(
-            {"job_id": JOB, "step": step, "task_token": f"token-{step}", "timing": TIMING}, lambda_context
+            {"job_id": JOB, "step": step, "task_token": f"token-{step}", "timing": timing}, lambda_context
         )
     assert store.get(JOB).status is JobStatus.TRAINING
     return str(attempt["instance_id"])

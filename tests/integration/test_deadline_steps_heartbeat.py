@@ -13,16 +13,13 @@ from datetime import timedelta
 import boto3
 import pytest
 
-from functions import acquire, agent_step
 from spotrun.aws.adapters import job_store
 from spotrun.aws.settings import Settings
 from spotrun.control.store import update_job
-from spotrun.model.job import Job, JobStatus, ManifestSource, new_job, utc_now
+from spotrun.model.job import Job, JobStatus, utc_now
 from spotrun.model.layout import progress_key
 from spotrun.model.manifest_io import parse_manifest_document
-from spotrun.model.timing import workflow_timing
-from tests.integration.conftest import create_agent_document
-from tests.integration.test_deadline_heartbeat import JOB, heartbeat, notices
+from tests.integration.test_deadline_heartbeat import JOB, heartbeat, notices, start_on_spot
 
 # 1000 steps due 3 h after submission, no hours given: spot at first (the deadline is far, no estimate yet).
 MANIFEST = parse_manifest_document(
@@ -33,21 +30,13 @@ MANIFEST = parse_manifest_document(
         "training": {"command": ["python", "train.py"], "total_steps": 1000},
     }
 )
-TIMING = workflow_timing(MANIFEST, 1.0).model_dump()
 
 
 @pytest.fixture
 def trained_20_minutes(deployment: Settings, lambda_context) -> str:
     """The job acquired (spot), staged and training through the workflow's handlers, all 20 minutes ago."""
+    instance_id = start_on_spot(deployment, lambda_context, MANIFEST)
     store = job_store(deployment.jobs_table, deployment.region)
-    assert store.create(new_job(JOB, "tiny", ManifestSource(bucket="b", key="k"), MANIFEST, utc_now()))
-    create_agent_document()
-    attempt = acquire.handler({"job_id": JOB, "timing": TIMING}, lambda_context)
-    assert attempt["lifecycle"] == "spot"
-    for step in ("stage", "train"):
-        agent_step.handler(
-            {"job_id": JOB, "step": step, "task_token": f"token-{step}", "timing": TIMING}, lambda_context
-        )
     shift = timedelta(minutes=20)
 
     def earlier(current: Job) -> Job:
@@ -56,7 +45,7 @@ def trained_20_minutes(deployment: Settings, lambda_context) -> str:
 
     update_job(store, JOB, earlier)
     assert store.get(JOB).status is JobStatus.TRAINING
-    return str(attempt["instance_id"])
+    return instance_id
 
 
 def report_step(deployment: Settings, step: int) -> None:
