@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Final
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from spotrun.model.capacity import Lifecycle, Pool
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.deferred import RecordModel
 from spotrun.model.errors import CapacityMaxWaitExceeded
 from spotrun.model.fleet_request import FleetLaunchError
 
@@ -30,11 +30,7 @@ MAX_POOLS_KEPT: Final = 100
 MAX_MESSAGE_CHARS: Final = 200
 
 
-class _Record(DeferredModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class PoolWaitError(_Record):
+class PoolWaitError(RecordModel):
     """The last error CreateFleet gave for one pool while the job waited."""
 
     instance_type: str
@@ -50,7 +46,7 @@ class PoolWaitError(_Record):
         return Pool(self.instance_type, self.availability_zone)
 
 
-class CapacityWait(_Record):
+class CapacityWait(RecordModel):
     """A job waiting for capacity: since when, and the last answer of each pool."""
 
     since: datetime = Field(description="When this wait began (the first launch that found no capacity).")

@@ -34,3 +34,13 @@ class DeferredRootModel(RootModel[T], Generic[T]):
     """
 
     model_config = ConfigDict(defer_build=True)
+
+
+class RecordModel(DeferredModel):
+    """A part of the job record as stored: fields a newer writer added are ignored, not refused.
+
+    Records outlive the code that wrote them (DynamoDB keeps them across deployments), so a reader of an older
+    version must still read a newer record.
+    """
+
+    model_config = ConfigDict(extra="ignore")

@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal, get_args
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from spotrun.model.capacity import Lifecycle
 from spotrun.model.capacity_wait import CapacityWait
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.deadline_record import LifecycleDecision, StepsReported
+from spotrun.model.deferred import RecordModel
 from spotrun.model.errors import InvalidTransition
 from spotrun.model.manifest import JobManifest
 from spotrun.model.pricing import CostReport, PriceSource
@@ -82,11 +83,7 @@ ALLOWED_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
 }
 
 
-class _Record(DeferredModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class ManifestSource(_Record):
+class ManifestSource(RecordModel):
     """Where the manifest came from: identifies a submission, so a duplicate delivery starts nothing."""
 
     kind: Literal["s3", "api", "schedule"] = "s3"
@@ -102,7 +99,7 @@ class ManifestSource(_Record):
         return hashlib.sha256(text.encode()).hexdigest()
 
 
-class StatusChange(_Record):
+class StatusChange(RecordModel):
     """One entry of the job's timeline."""
 
     status: JobStatus
@@ -110,7 +107,7 @@ class StatusChange(_Record):
     detail: str | None = None
 
 
-class CheckpointIntervalUsed(_Record):
+class CheckpointIntervalUsed(RecordModel):
     """The checkpoint interval the agent told the script (``checkpoint.interval_steps: auto``), and why."""
 
     interval_seconds: float = Field(gt=0, description="Seconds between the end of a save and the next.")
@@ -118,30 +115,7 @@ class CheckpointIntervalUsed(_Record):
     save_seconds: float | None = Field(None, ge=0, description="The save time it was computed from.")
 
 
-class LifecycleDecision(_Record):
-    """One decision of the deadline policy (:mod:`spotrun.model.deadline`): what to run, and the slack behind it."""
-
-    at: datetime
-    choice: Literal["spot", "on-demand", "wait"]
-    # None: the work is not known yet (training.total_steps before enough progress), nor the slack.
-    slack_hours: float | None
-    work_done_hours: float
-    reason: str
-    # The work the decision planned with, and where it comes from (spotrun.model.deadline_work): None on records
-    # older than the fields, and while the work is not known yet.
-    work_hours: float | None = None
-    work_source: str | None = None
-
-
-class StepsReported(_Record):
-    """A deadline job's latest reported step (training.total_steps), and its training time up to that report."""
-
-    steps: int
-    training_hours: float
-    at: datetime
-
-
-class Attempt(_Record):
+class Attempt(RecordModel):
     """One instance's worth of work on the job."""
 
     number: int
@@ -183,7 +157,7 @@ class Attempt(_Record):
     checkpoint_interval: CheckpointIntervalUsed | None = None  # interval_steps: auto (the agent's heartbeats)
 
 
-class ArchivedObject(_Record):
+class ArchivedObject(RecordModel):
     """One object of the archived model."""
 
     uri: str
@@ -197,7 +171,7 @@ class ArchivedObject(_Record):
 ARCHIVE_OBJECTS_IN_RECORD = 100
 
 
-class ArchiveTotal(_Record):
+class ArchiveTotal(RecordModel):
     """The whole archived model, when the record lists only its first objects."""
 
     objects: int
@@ -205,7 +179,7 @@ class ArchiveTotal(_Record):
     metadata_uri: str  # the metadata document listing every archived object
 
 
-class JobError(_Record):
+class JobError(RecordModel):
     """Why a job failed or was rejected."""
 
     type: str
@@ -215,7 +189,7 @@ class JobError(_Record):
     details: list[str] = Field(default_factory=list)
 
 
-class LimitsReport(_Record):
+class LimitsReport(RecordModel):
     """What a job used of its limits, counted over all its attempts (recorded when it ends)."""
 
     max_usd: float | None = Field(description="The manifest's budget.max_usd; None: no budget.")
@@ -224,7 +198,7 @@ class LimitsReport(_Record):
     training_seconds: float = Field(description="Real seconds spent training, over all attempts.")
 
 
-class Job(_Record):
+class Job(RecordModel):
     """Everything spotrun knows about one job. Stored as one document; ``version`` guards concurrent writes."""
 
     job_id: str
