@@ -37,15 +37,7 @@ def job_in_training():
         T0,
     )
     store.create(job)
-    attempt = acquire_instance(
-        job_id="tiny-0123456789ab",
-        store=store,
-        compute=compute,
-        subnet_ids=SETTINGS.subnet_ids,
-        launch_template_name="spotrun-agent",
-        timing=workflow_timing(MANIFEST, 1.0),
-        now=T0,
-    )
+    attempt = acquire(store, compute, T0)
     compute.states[attempt.instance_id] = "running"
     for status in (JobStatus.STAGING, JobStatus.TRAINING):
         update_job(store, "tiny-0123456789ab", lambda current, status=status: transition(current, status, T0))
@@ -53,6 +45,19 @@ def job_in_training():
         store, "tiny-0123456789ab", lambda current: current.model_copy(update={"task_token": "token-1"})
     )
     return store, compute, attempt
+
+
+def acquire(store, compute, now):
+    """The workflow's acquire step for the job: its next attempt (the standby, or a new instance)."""
+    return acquire_instance(
+        job_id="tiny-0123456789ab",
+        store=store,
+        compute=compute,
+        subnet_ids=SETTINGS.subnet_ids,
+        launch_template_name="spotrun-agent",
+        timing=workflow_timing(MANIFEST, 1.0),
+        now=now,
+    )
 
 
 def warn(store, compute, instance_id, commands=None, objects=None):
@@ -79,14 +84,6 @@ def interrupt_and_relaunch(store, compute, times):
             jobs_bucket=BUCKET,
             now=minute,
         )
-        attempt = acquire_instance(
-            job_id="tiny-0123456789ab",
-            store=store,
-            compute=compute,
-            subnet_ids=SETTINGS.subnet_ids,
-            launch_template_name="spotrun-agent",
-            timing=workflow_timing(MANIFEST, 1.0),
-            now=minute,
-        )
+        attempt = acquire(store, compute, minute)
         compute.states[attempt.instance_id] = "running"
     return store.get("tiny-0123456789ab").current_attempt

@@ -7,19 +7,16 @@ from datetime import timedelta
 
 import pytest
 
-from spotrun.control.instances import acquire_instance
 from spotrun.control.interruptions import on_instance_state, record_interruption
 from spotrun.model.command import FailureCause
 from spotrun.model.errors import InterruptionsExceeded
 from spotrun.model.job import JobStatus
 from spotrun.model.layout import commit_marker_key, progress_key
-from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeObjects, FakeWorkflows
 from tests.unit.interruption_world import (
     BUCKET,
-    MANIFEST,
-    SETTINGS,
     T0,
+    acquire,
     interrupt_and_relaunch,
     job_in_training,
     warn,
@@ -80,15 +77,7 @@ def test_the_next_attempt_adopts_the_standby_instead_of_launching(world):
     )
     requests_before = len(compute.fleet_requests)
     # When the workflow acquires capacity again
-    second = acquire_instance(
-        job_id="tiny-0123456789ab",
-        store=store,
-        compute=compute,
-        subnet_ids=SETTINGS.subnet_ids,
-        launch_template_name="spotrun-agent",
-        timing=workflow_timing(MANIFEST, 1.0),
-        now=T0 + timedelta(minutes=6),
-    )
+    second = acquire(store, compute, T0 + timedelta(minutes=6))
     # Then it gets the standby as attempt 2 and nothing new is launched
     assert second.instance_id == standby
     assert second.number == 2
@@ -183,15 +172,7 @@ def test_one_interruption_too_many_fails_the_job(world):
             jobs_bucket=BUCKET,
             now=T0 + timedelta(minutes=10 + number),
         )
-        acquire_instance(
-            job_id="tiny-0123456789ab",
-            store=store,
-            compute=compute,
-            subnet_ids=SETTINGS.subnet_ids,
-            launch_template_name="spotrun-agent",
-            timing=workflow_timing(MANIFEST, 1.0),
-            now=T0 + timedelta(minutes=10 + number),
-        )
+        acquire(store, compute, T0 + timedelta(minutes=10 + number))
     # When the third interruption is recorded
     # Then it is refused with the error the workflow fails on
     with pytest.raises(InterruptionsExceeded, match="interrupted 3 times"):
