@@ -45,6 +45,7 @@ with collection_paused():
     from spotrun.aws.adapters import (
         CloudWatchLogEvents,
         Ec2Compute,
+        EventBridgeEvents,
         SsmCommands,
         StepFunctionsWorkflows,
         StsJobAccess,
@@ -58,6 +59,7 @@ with collection_paused():
     from spotrun.control.ports import (
         Commands,
         Compute,
+        Events,
         JobAccess,
         JobStore,
         LogEvents,
@@ -138,6 +140,12 @@ class Ports:
     def commands(self) -> Commands:
         """SSM Run Command."""
         return SsmCommands(self.settings.region)
+
+    @cached_property
+    def events(self) -> Events | None:
+        """The deployment's bus, for the control plane's own requests (a return to spot); None without one."""
+        bus = self.settings.event_bus_name
+        return EventBridgeEvents(bus, self.settings.region) if bus else None
 
     @cached_property
     def objects(self) -> Objects:

@@ -81,8 +81,16 @@ class SpotrunStack(Stack):
         instances.grant_agent_routes([api.agent_reports_arn, api.agent_credentials_arn])
         deny_to_instances(instances.role, options.secret_references)
         bucket_names = {logical: bucket.bucket_name for logical, bucket in storage.buckets.items()}
-        Rules(self, "Rules", shape=shape, bucket_names=bucket_names, functions=functions.functions)
-        buses = Buses(self, "Buses", shape=shape).buses
+        bus_construct = Buses(self, "Buses", shape=shape)
+        buses = bus_construct.buses
+        Rules(
+            self,
+            "Rules",
+            shape=shape,
+            bucket_names=bucket_names,
+            functions=functions.functions,
+            buses=bus_construct.by_name,
+        )
         schedules = ScheduleGroup(
             self, "Schedules", shape=shape, target=functions.functions[shape.schedule_target]
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spotrun.model.bus_events import RETURN_TO_SPOT, SOURCE, STATUS_CHANGE
 from spotrun.model.ec2 import GONE_STATES, REBALANCE, SPOT_WARNING, STATE_CHANGE
 from spotrun.model.layout import ALL_JOBS_INDEX, BY_STATUS_INDEX, KIND_ATTRIBUTE, MANIFEST_PREFIX
 
@@ -70,7 +71,7 @@ class BusSpec:
 
 @dataclass(frozen=True)
 class RuleSpec:
-    """One EventBridge rule on the default bus, delivering to one function."""
+    """One EventBridge rule, delivering to one function: on the default bus, or on one of spotrun's own."""
 
     name: str
     description: str
@@ -78,6 +79,8 @@ class RuleSpec:
     target_function: str
     # Logical name of the bucket the rule is scoped to; builders add its real name to the pattern.
     source_bucket: str | None = None
+    # Logical name of the spotrun bus (a BusSpec) the rule listens on; None: the default bus.
+    bus: str | None = None
 
 
 @dataclass(frozen=True)
@@ -233,6 +236,19 @@ SHAPE = DeploymentShape(
             settings=(*_ALL_STORE, "jobs_bucket", "state_machine_arn", "time_scale"),
         ),
         FunctionSpec(
+            "deadline_return",
+            "functions.deadline_return.handler",
+            "Moves a deadline job from on-demand back to spot once EC2 has spot for it (asked by its heartbeat).",
+            settings=(
+                *_ALL_STORE,
+                "jobs_bucket",
+                "agent_document_name",
+                "subnet_ids",
+                "launch_template_name",
+                "time_scale",
+            ),
+        ),
+        FunctionSpec(
             "finalize",
             "functions.finalize.handler",
             "Records the job's outcome, error and cost.",
@@ -257,7 +273,12 @@ SHAPE = DeploymentShape(
         BucketSpec("archive"),
     ),
     buses=(
-        BusSpec("events", "Job status changes (detail-type 'Spotrun Job Status Change').", "event_bus_name"),
+        BusSpec(
+            "events",
+            f"Job status changes (detail-type '{STATUS_CHANGE}'); the control plane's own requests "
+            f"('{RETURN_TO_SPOT}').",
+            "event_bus_name",
+        ),
     ),
     rules=(
         RuleSpec(
@@ -292,6 +313,13 @@ SHAPE = DeploymentShape(
                 "detail": {"state": list(GONE_STATES)},
             },
             target_function="ec2_events",
+        ),
+        RuleSpec(
+            "deadline-return-to-spot",
+            "A deadline job on on-demand has the slack to return to spot (control.deadline_moves).",
+            pattern={"source": [SOURCE], "detail-type": [RETURN_TO_SPOT]},
+            target_function="deadline_return",
+            bus="events",
         ),
     ),
     state_machine_functions={

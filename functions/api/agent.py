@@ -72,7 +72,7 @@ def report(report: Annotated[AgentReport, Body(description="What the agent repor
 
 
 def _redecide(job_id: str, aws: Any) -> None:
-    # A deadline job training on spot is decided again at each heartbeat (control.deadline_moves). The
+    # A deadline job training is decided again at each heartbeat (control.deadline_moves). The
     # heartbeat itself was answered: a failure here is logged, never the agent's problem.
     try:
         decision = redecide_while_training(
@@ -80,6 +80,7 @@ def _redecide(job_id: str, aws: Any) -> None:
             store=aws.store,
             objects=aws.objects,
             commands=aws.commands,
+            events=aws.events,
             settings=aws.settings,
             now=utc_now(),
         )

@@ -41,6 +41,8 @@ BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
         # The deadline's move off spot writes the agent's "notice" command (control.deadline_moves).
         (WRITE, f"{JOBS_PREFIX}*/agent/*"),
     ],
+    # The deadline's return to spot writes the agent's "notice" command (control.deadline_moves).
+    ("deadline_return", "jobs"): [(WRITE, f"{JOBS_PREFIX}*/agent/*")],
     # Reads a schedule's manifest; lists the inputs and code it names (the fingerprint of "data changed").
     ("scheduled_run", "jobs"): [(READ, f"{SCHEDULES_PREFIX}*"), (LIST, "*")],
     # Reads archived objects' state (HeadObject) and restores them from Glacier.

@@ -31,15 +31,19 @@ class Buses(Construct):
     ----------
     buses
         Setting that carries the bus's name (``event_bus_name``) -> bus.
+    by_name
+        Logical name (``events``) -> bus, for the rules that listen on one.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, shape: DeploymentShape):
         super().__init__(scope, construct_id)
         self.buses: dict[str, events.EventBus] = {}
+        self.by_name: dict[str, events.EventBus] = {}
         for spec in shape.buses:
             bus = events.EventBus(self, spec.logical_name.capitalize(), description=spec.description)
             mark(bus, "bus", spec.logical_name)
             self.buses[spec.setting] = bus
+            self.by_name[spec.logical_name] = bus
 
 
 class Rules(Construct):
@@ -59,6 +63,7 @@ class Rules(Construct):
         shape: DeploymentShape,
         bucket_names: Mapping[str, str],
         functions: Mapping[str, lambda_.IFunction],
+        buses: Mapping[str, events.IEventBus],
     ):
         super().__init__(scope, construct_id)
         self.rules: dict[str, events.Rule] = {}
@@ -68,6 +73,8 @@ class Rules(Construct):
                 "".join(part.capitalize() for part in spec.name.split("-")),
                 description=spec.description,
                 event_pattern=event_pattern(rule_pattern(spec, dict(bucket_names))),
+                # The default bus unless the rule names one of spotrun's (by its logical name).
+                event_bus=None if spec.bus is None else buses[spec.bus],
             )
             # Events arrive at least once and handlers are idempotent, so retrying a failed delivery is safe.
             rule.add_target(

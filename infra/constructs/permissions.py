@@ -290,6 +290,8 @@ FUNCTION_GRANTS: dict[str, tuple[Callable[[Targets], list[Grant]], ...]] = {
     "interrupted": (_terminate,),
     # A standby launched on the warning loses a race with a second warning: it is terminated again.
     "ec2_events": (_spot_prices, _terminate, _fail_tasks),
+    # The return to spot's standby: its price; terminated again when it loses a race with another delivery.
+    "deadline_return": (_spot_prices, _terminate),
     # cancel: stop the workflow, terminate the job's instances; the agent route answers the workflow's tasks.
     # POST /plan reads today's spot prices.
     "api": (

@@ -13,7 +13,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from spotrun.aws.job_store import DynamoJobStore
-from spotrun.control.job_events import SOURCE
+from spotrun.model.bus_events import SOURCE
 from spotrun.model.errors import InstanceLost
 from spotrun.model.fleet_errors import call_error_response
 from spotrun.model.job_access import SESSION_SECONDS, JobCredentials

@@ -7,6 +7,7 @@ from typing import Literal
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import ConfigDict, Field
 
+from spotrun.model.bus_events import ReturnToSpot, ReturnToSpotName, Source
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.ec2 import Ec2EventName
 
@@ -33,3 +34,13 @@ class Ec2InstanceEvent(EventBridgeModel):
 
     detail: Ec2InstanceDetail
     detail_type: Ec2EventName = Field(alias="detail-type")
+
+
+class ReturnToSpotEvent(EventBridgeModel):
+    """The control plane's request to move a deadline job back to spot, on the deployment's bus."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    source: Source
+    detail: ReturnToSpot
+    detail_type: ReturnToSpotName = Field(alias="detail-type")

@@ -94,7 +94,8 @@ def _attempt_events(old: dict[str, Any] | None, new: dict[str, Any]) -> list[Eve
         )
     if (at := _at(new.get("notice_at"))) and not previous.get("notice_at"):
         if new.get("deadline_move"):
-            text = f"attempt {number}: the deadline policy moves the job to on-demand; checkpointing"
+            where = "back to spot" if new.get("lifecycle") == "on-demand" else "to on-demand"
+            text = f"attempt {number}: the deadline policy moves the job {where}; checkpointing"
         else:
             text = f"attempt {number}: spot interruption warning for {new['instance_id']}; checkpointing"
         events.append(Event(at, text, "bold yellow"))

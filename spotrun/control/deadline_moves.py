@@ -1,12 +1,23 @@
-"""While a job with a deadline trains on spot: decide again, and move it to on-demand when the policy says so.
+"""While a job with a deadline trains: decide again, and move it between spot and on-demand when the policy says so.
 
 The hook is the agent's heartbeat (every ``agent_heartbeat_seconds``, 60 s on AWS): the control plane hears
 from the job there anyway and holds its record, so re-deciding costs no extra call. A move is an interruption
 notice the control plane gives itself: the attempt is marked (``deadline_move``), the agent gets the same
 ``notice`` command as on EC2's two-minute warning (it checkpoints, commits and ends the step with
 ``Spot.Interrupted``), and the workflow's usual path records the attempt's end (as ``deadline-move``: no
-interruption, the pool is not avoided) and acquires again, where the policy, with the slack now short, buys
-on-demand. Back to spot happens at a later acquisition, when the slack allows it.
+interruption, the pool is not avoided) and acquires again.
+
+- **Off spot**, when the slack runs short: the next acquisition decides again, with the slack now short, and
+  buys on-demand.
+- **Back to spot**, when the slack and the price pay for the return (:func:`spotrun.model.deadline.spotrun_policy`
+  on on-demand; before the work is known, while over half the time to the deadline is left): spot's
+  availability is learnt by asking EC2 for it, as at an acquisition, and only a function allowed to launch
+  instances may ask. So the heartbeat (answered by the API, which may not) puts a
+  :class:`~spotrun.model.bus_events.ReturnToSpot` request on the deployment's bus, and :func:`return_to_spot`
+  (the ``deadline_return`` function) launches a spot standby: when EC2 has none, the job stays on on-demand and
+  nothing is recorded (the simulator's "spot is not obtainable"); when it has, the job is moved and the next
+  acquisition adopts the standby, whose boot overlapped the checkpoint. EventBridge delivers at least once: a
+  request for an attempt already moved, or ended, does nothing.
 
 With ``training.total_steps`` the heartbeat is also where the work is learnt: the step in the attempt's progress
 document, with the job's training time up to the moment it was read, goes on the record (``steps_reported``),
@@ -19,12 +30,14 @@ from datetime import datetime
 from typing import Any
 
 from spotrun.control.interruptions import notify_agent
-from spotrun.control.ports import Commands, JobStore, Objects
+from spotrun.control.ports import Commands, Compute, Events, JobStore, Objects
 from spotrun.control.progress import reported_step
+from spotrun.control.standby import launch_standby
 from spotrun.control.store import update_job
+from spotrun.model.bus_events import RETURN_TO_SPOT, ReturnToSpot
 from spotrun.model.deadline import Choice, Decision, Running
 from spotrun.model.deadline_job import ASSUMED, decide_for_job, with_decision
-from spotrun.model.job import Job, JobStatus, StepsReported
+from spotrun.model.job import Attempt, Job, JobStatus, StepsReported
 from spotrun.model.limits import training_seconds_used
 
 
@@ -74,17 +87,19 @@ def redecide_while_training(
     store: JobStore,
     objects: Objects,
     commands: Commands,
+    events: Events | None,
     settings: Any,
     now: datetime,
 ) -> Decision | None:
-    """Decide again for a deadline job training on spot; on ``on-demand``, checkpoint and move it.
+    """Decide again for a deadline job training: off spot at once, or ask for the return to spot.
 
     Parameters
     ----------
     job_id
         The job whose agent just reported.
-    store, objects, commands
-        Ports to the job store, S3 (the command document) and SSM.
+    store, objects, commands, events
+        Ports to the job store, S3 (the command document), SSM and the deployment's bus (the return's request;
+        None in a deployment without one, where a job moved to on-demand stays there).
     settings
         The deployment's :class:`spotrun.aws.settings.Settings` (region, buckets, document, time scale).
     now
@@ -93,26 +108,122 @@ def redecide_while_training(
     Returns
     -------
     Decision | None
-        The decision, or None when there is none to take (no deadline, not training on spot, or a notice
-        already given).
+        The decision (on on-demand, ``spot`` means the return was asked for, not made), or None when there is
+        none to take (no deadline, not training, or a notice already given).
     """
     job = store.get(job_id)
     if job is not None and job.status is JobStatus.TRAINING:
         job = record_steps(job, store=store, objects=objects, jobs_bucket=settings.jobs_bucket, now=now)
-    attempt = None if job is None else job.open_attempt
+    attempt = None if job is None else _movable(job)
+    if job is None or attempt is None:
+        return None
+    assumed = ASSUMED.scaled(settings.time_scale)
+    if attempt.lifecycle == "on-demand":
+        decision = decide_for_job(job, now, running=Running.ON_DEMAND, spot_available=True, assumed=assumed)
+        if decision.choice is Choice.SPOT and events is not None:
+            request = ReturnToSpot(job_id=job_id, attempt=attempt.number)
+            events.publish(RETURN_TO_SPOT, request.model_dump(mode="json"))
+        return decision
+    decision = decide_for_job(job, now, running=Running.SPOT, spot_available=True, assumed=assumed)
+    if decision.choice is Choice.ON_DEMAND:
+        _move(
+            job,
+            attempt,
+            decision,
+            store=store,
+            objects=objects,
+            commands=commands,
+            settings=settings,
+            now=now,
+        )
+    return decision
+
+
+def return_to_spot(
+    request: ReturnToSpot,
+    *,
+    store: JobStore,
+    compute: Compute,
+    objects: Objects,
+    commands: Commands,
+    settings: Any,
+    now: datetime,
+) -> Decision | None:
+    """Move a deadline job from on-demand back to spot, once a spot instance for it is had.
+
+    Parameters
+    ----------
+    request
+        The job and the on-demand attempt the heartbeat asked to move.
+    store, compute, objects, commands
+        Ports to the job store, EC2, S3 (the command document) and SSM.
+    settings
+        The deployment's :class:`spotrun.aws.settings.Settings` (subnets, launch template, time scale...).
+    now
+        When the request arrived.
+
+    Returns
+    -------
+    Decision | None
+        ``spot`` when the job is moved (the standby launched, the agent told); ``on-demand`` when the policy no
+        longer pays for the trip or EC2 had no spot; None when the request is outlived (another attempt, a
+        notice already given, the job no longer training).
+    """
+    job = store.get(request.job_id)
+    attempt = None if job is None else _movable(job)
     if (
         job is None
         or attempt is None
-        or job.require_manifest().capacity.deadline is None
-        or job.status is not JobStatus.TRAINING
-        or attempt.lifecycle != "spot"
-        or attempt.notice_at is not None
+        or attempt.number != request.attempt
+        or attempt.lifecycle != "on-demand"
     ):
         return None
     assumed = ASSUMED.scaled(settings.time_scale)
-    decision = decide_for_job(job, now, running=Running.SPOT, spot_available=True, assumed=assumed)
-    if decision.choice is not Choice.ON_DEMAND:
+    decision = decide_for_job(job, now, running=Running.ON_DEMAND, spot_available=True, assumed=assumed)
+    if decision.choice is not Choice.SPOT:
         return decision
+    # A standby already there is this request's, launched by a delivery that stopped short of the move.
+    standby = job.standby or launch_standby(
+        job_id=job.job_id,
+        store=store,
+        compute=compute,
+        subnet_ids=settings.subnet_ids,
+        launch_template_name=settings.launch_template_name,
+        now=now,
+        assumed=assumed,
+        lifecycle="spot",
+    )
+    if standby is None:
+        return decide_for_job(job, now, running=Running.ON_DEMAND, spot_available=False, assumed=assumed)
+    _move(job, attempt, decision, store=store, objects=objects, commands=commands, settings=settings, now=now)
+    return decision
+
+
+def _movable(job: Job) -> Attempt | None:
+    # The attempt a deadline may move: training, with no notice given yet (EC2's or the policy's own).
+    attempt = job.open_attempt
+    if (
+        attempt is None
+        or job.require_manifest().capacity.deadline is None
+        or job.status is not JobStatus.TRAINING
+        or attempt.notice_at is not None
+    ):
+        return None
+    return attempt
+
+
+def _move(
+    job: Job,
+    attempt: Attempt,
+    decision: Decision,
+    *,
+    store: JobStore,
+    objects: Objects,
+    commands: Commands,
+    settings: Any,
+    now: datetime,
+) -> None:
+    # Mark the attempt moved and record the decision, once; the winner tells the agent to checkpoint and end.
     won = False
 
     def note(current: Job) -> Job:
@@ -125,7 +236,6 @@ def redecide_while_training(
         marked = latest.model_copy(update={"notice_at": now, "deadline_move": True})
         return with_decision(current.with_current_attempt(marked), decision, now)
 
-    update_job(store, job_id, note)
+    update_job(store, job.job_id, note)
     if won:
         notify_agent(job, attempt, objects=objects, commands=commands, settings=settings)
-    return decision

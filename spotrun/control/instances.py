@@ -1,4 +1,5 @@
-"""Capacity for a job's attempts: acquire an instance (and a standby); :mod:`spotrun.control.release` lets them go."""
+"""Capacity for a job's attempts: acquire an instance (a new one, or the standby of :mod:`spotrun.control.standby`);
+:mod:`spotrun.control.release` lets them go."""
 
 from __future__ import annotations
 
@@ -43,11 +44,11 @@ from spotrun.model.job import (
 from spotrun.model.layout import ATTEMPT_TAG, JOB_ID_TAG
 from spotrun.model.limits import next_attempt_refusal
 from spotrun.model.pricing import attempt_price
-from spotrun.model.standby import keep_unused, retire_standby
+from spotrun.model.standby import retire_standby
 from spotrun.model.timing import WorkflowTiming
 
 # A launch that could not give an instance, for a reason waiting cannot fix.
-_REFUSED = (CapacityQuotaExceeded, CapacityConfigurationError)
+REFUSED = (CapacityQuotaExceeded, CapacityConfigurationError)
 
 
 def launch_instance(
@@ -62,6 +63,7 @@ def launch_instance(
     decisions: list[Decision] | None = None,
     assumed: DeadlineAssumptions = ASSUMED,
     failures: list[FleetLaunchError] | None = None,
+    lifecycle: Lifecycle | None = None,
 ) -> Attempt:
     """Launch capacity for the job's next attempt, without recording it.
 
@@ -90,6 +92,9 @@ def launch_instance(
     failures
         Receives the errors of every CreateFleet call made (spot's, then on-demand's when it fell back), for the
         caller to record why the job waits.
+    lifecycle
+        A lifecycle decided already (the deadline's return to spot, :mod:`spotrun.control.deadline_moves`): that
+        one only, without a decision of the deadline policy's and without the on-demand fallback.
 
     Returns
     -------
@@ -129,6 +134,8 @@ def launch_instance(
             failures.extend(fleet_errors(response, subnets))
         return parse_fleet_response(response, subnets)
 
+    if lifecycle is not None:
+        return _attempt(job, launch(lifecycle)[0], compute, now)
     decision = None
     if manifest.capacity.deadline is not None:
         # Spot's availability is learnt by asking for it: the policy first decides as if spot were there, and
@@ -148,6 +155,11 @@ def launch_instance(
         if fallback == lifecycle:
             raise
         first = launch(fallback)[0]
+    return _attempt(job, first, compute, now)
+
+
+def _attempt(job: Job, first: LaunchedInstance, compute: Compute, now: datetime) -> Attempt:
+    # The launched instance as the job's next attempt, priced.
     spot_price = (
         compute.spot_price(first.instance_type, first.availability_zone)
         if first.lifecycle == "spot"
@@ -188,7 +200,7 @@ def _decide(
     return decision
 
 
-def _record_decisions(job: Job, decisions: list[Decision], now: datetime) -> Job:
+def record_decisions(job: Job, decisions: list[Decision], now: datetime) -> Job:
     # The acquisition's final decision (a spot found missing is decided again: the second one stands).
     return with_decision(job, decisions[-1], now) if decisions else job
 
@@ -203,7 +215,7 @@ def acquire_instance(
     timing: WorkflowTiming,
     now: datetime,
 ) -> Attempt:
-    """Give the job's next attempt an instance: the standby launched on the warning, or a new one.
+    """Give the job's next attempt an instance: the standby (:mod:`spotrun.control.standby`), or a new one.
 
     Parameters
     ----------
@@ -267,7 +279,7 @@ def acquire_instance(
             job = update_job(
                 store,
                 job_id,
-                lambda current: _note_wait(_record_decisions(current, decisions, now), failures, now, note),
+                lambda current: _note_wait(record_decisions(current, decisions, now), failures, now, note),
             )
             # A deadline's wait is bounded by the deadline itself (the policy moves to on-demand in time): the
             # patience meant for jobs without one does not end it.
@@ -286,13 +298,14 @@ def acquire_instance(
     def record(current: Job) -> Job:
         where = f"{chosen.instance_type} in {chosen.availability_zone}"
         if current.standby is not None and current.standby.instance_id == chosen.instance_id:
-            where += " (launched on the warning)"
+            moved = bool(current.attempts) and current.attempts[-1].deadline_move
+            where += " (launched for the return to spot)" if moved else " (launched on the warning)"
         if decisions:
             where += f"; {decision_note(decisions[-1])}"
         wait = current.capacity_wait
         if wait is not None:
             where += f"; after waiting {(now - wait.since).total_seconds() / 60:.1f} min for capacity"
-        booting = transition(_record_decisions(current, decisions, now), JobStatus.BOOTING, now, detail=where)
+        booting = transition(record_decisions(current, decisions, now), JobStatus.BOOTING, now, detail=where)
         # A standby not adopted (reclaimed before this attempt) still ran: it stays in the bill.
         booting = retire_standby(booting, now, adopted=chosen.instance_id)
         # The wait ends: its pools' errors go, its duration adds to what max_wait_minutes counts.
@@ -317,70 +330,6 @@ def _adopt_standby(job: Job, compute: Compute, now: datetime) -> Attempt | None:
         # Unknown to EC2 just after its launch: it exists (CreateFleet said so); check_ready waits for it.
         return standby.model_copy(update={"number": len(job.attempts) + 1})
     return None
-
-
-def launch_standby(
-    *,
-    job_id: str,
-    store: JobStore,
-    compute: Compute,
-    subnet_ids: tuple[str, ...],
-    launch_template_name: str,
-    now: datetime,
-    assumed: DeadlineAssumptions = ASSUMED,
-) -> Attempt | None:
-    """On an interruption warning, launch the replacement at once, so it boots while the checkpoint uploads.
-
-    The pool being reclaimed is avoided. At most one standby exists per job: when two warnings race, the
-    loser terminates what it launched. With ``capacity.deadline`` its lifecycle is the deadline policy's
-    (decided with the ``assumed`` durations, and recorded).
-
-    Returns
-    -------
-    Attempt | None
-        The standby, or None when the job has one already, is finished, or no capacity was found (the
-        workflow will then acquire capacity itself after the interruption).
-    """
-    job = store.get(job_id)
-    current = None if job is None else job.open_attempt
-    if job is None or current is None or job.standby is not None or job.status.is_terminal:
-        return None
-    if next_attempt_refusal(job, interruptions=job.interruptions + 1, now=now) is not None:
-        return None  # the job could not use it: its budget or training time would not pay for it
-    decisions: list[Decision] = []
-    try:
-        standby = launch_instance(
-            job,
-            compute=compute,
-            subnet_ids=subnet_ids,
-            launch_template_name=launch_template_name,
-            interruptions=job.interruptions + 1,
-            now=now,
-            also_avoid={Pool(current.instance_type, current.availability_zone)},
-            decisions=decisions,
-            assumed=assumed,
-        )
-    except (CapacityUnavailable, *_REFUSED):
-        # The workflow's own acquire after the interruption reports a refusal with its code and advice.
-        return None
-    store.link_instance(standby.instance_id, job_id)
-    stored = update_job(
-        store,
-        job_id,
-        lambda latest: (
-            latest
-            if latest.standby
-            else _record_decisions(latest, decisions, now).model_copy(update={"standby": standby})
-        ),
-    )
-    if stored.standby is None or stored.standby.instance_id != standby.instance_id:
-        # Kept on the job before terminating: a NotFound just after the launch does not prove it gone, so the
-        # job's release must still find it.
-        # EC2 bills it too.
-        update_job(store, job_id, lambda latest: keep_unused(latest, standby, now))
-        compute.terminate([standby.instance_id])
-        return None
-    return standby
 
 
 def _note_wait(job: Job, failures: list[FleetLaunchError], now: datetime, note: str | None) -> Job:

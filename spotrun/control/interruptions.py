@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from spotrun.control.dispatch import send_agent_command
-from spotrun.control.instances import launch_standby
 from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflows
+from spotrun.control.standby import launch_standby
 from spotrun.control.store import update_job
 from spotrun.model.attempt_end import end_reason, late_warning, steps_lost_fields
 from spotrun.model.checkpoints import group_checkpoint_keys

@@ -11,10 +11,8 @@ import logging
 from typing import Any
 
 from spotrun.control.ports import Events
+from spotrun.model.bus_events import STATUS_CHANGE
 from spotrun.model.job import Job, JobStatus
-
-SOURCE = "spotrun"
-STATUS_CHANGE = "Spotrun Job Status Change"
 
 logger = logging.getLogger(__name__)
 

@@ -153,8 +153,8 @@ def provision(
     dep.state_machine_arn = client("stepfunctions").create_state_machine(
         name=STATE_MACHINE_NAME, definition=definition, roleArn=dep.role_arn, type="STANDARD"
     )["stateMachineArn"]
-    _rules(client("events"), client("lambda"), shape, dep)
     scheduling = _buses_and_schedules(client, shape, dep)
+    _rules(client("events"), client("lambda"), shape, dep)
     client("ssm").create_document(
         Name=shape.agent_document_name,
         Content=json.dumps(shape.agent_document()),
@@ -325,14 +325,19 @@ def _functions(lambda_: Any, shape: DeploymentShape, dep: Deployment) -> None:
 def _rules(events: Any, lambda_: Any, shape: DeploymentShape, dep: Deployment) -> None:
     for spec in shape.rules:
         name = rule_name(spec.name)
+        # A rule on one of spotrun's buses (its bus created first); the default bus otherwise.
+        bus = {} if spec.bus is None else {"EventBusName": dep.bus_names[spec.bus]}
         arn = events.put_rule(
             Name=name,
             EventPattern=json.dumps(rule_pattern(spec, dep.bucket_names)),
             State="ENABLED",
             Description=spec.description,
+            **bus,
         )["RuleArn"]
         events.put_targets(
-            Rule=name, Targets=[{"Id": spec.target_function, "Arn": dep.function_arns[spec.target_function]}]
+            Rule=name,
+            Targets=[{"Id": spec.target_function, "Arn": dep.function_arns[spec.target_function]}],
+            **bus,
         )
         lambda_.add_permission(
             FunctionName=dep.function_names[spec.target_function],

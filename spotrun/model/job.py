@@ -152,7 +152,9 @@ class Attempt(RecordModel):
         "committed in time, i.e. its work resumes from the last step it reached (steps_lost 0); settled with "
         "steps_lost. None without a notice, or while the steps lost are unknown.",
     )
-    deadline_move: bool = False  # the notice was the deadline policy's move to on-demand, not EC2's warning
+    deadline_move: bool = (
+        False  # the notice was the deadline policy's move (off spot, or back), not EC2's warning
+    )
     running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
     checkpoint_interval: CheckpointIntervalUsed | None = None  # interval_steps: auto (the agent's heartbeats)
 

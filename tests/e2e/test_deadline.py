@@ -37,8 +37,11 @@ def deadline_manifest(name: str, deadline: str = DEADLINE) -> bytes:
 TICK_SECONDS = 600 / 3600 * SECONDS_PER_TRACE_HOUR  # one trace tick, in real seconds
 
 
-def run_on_trace(runtime, name: str, counts: list[int], deadline: str = DEADLINE) -> tuple[Job, datetime]:
-    """Drop the deadline job with every pool's spot capacity replayed from ``counts`` (10-minute ticks).
+def run_on_trace(
+    runtime, name: str, counts: list[int], deadline: str = DEADLINE, manifest: bytes | None = None
+) -> tuple[Job, datetime]:
+    """Drop the deadline job (or ``manifest``) with every pool's spot capacity replayed from ``counts`` (10-minute
+    ticks).
 
     Returns
     -------
@@ -53,7 +56,8 @@ def run_on_trace(runtime, name: str, counts: list[int], deadline: str = DEADLINE
     began = datetime.now(UTC)
     pools.start()
     try:
-        submitted = drop_manifest(runtime, deadline_manifest(name, deadline), f"{name}.yaml")
+        text = manifest if manifest is not None else deadline_manifest(name, deadline)
+        submitted = drop_manifest(runtime, text, f"{name}.yaml")
         return wait_for_job(runtime, submitted.job_id, timeout=240), began
     finally:
         pools.close()

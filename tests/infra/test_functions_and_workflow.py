@@ -80,6 +80,19 @@ def test_function_grants_are_scoped_by_tag_document_and_template(synthesized: Sy
     assert not _statements_with(synthesized, "finalize", "ec2:TerminateInstances")
 
 
+def test_only_the_workflow_and_the_event_functions_may_launch_instances(synthesized: Synthesized) -> None:
+    # Given every function's statements
+    launching = {
+        name
+        for name in synthesized.marked("function")
+        if _statements_with(synthesized, name, "ec2:CreateFleet")
+        or _statements_with(synthesized, name, "ec2:RunInstances")
+    }
+    # Then launches come from the workflow's acquire, the warning's standby and the deadline's return to spot:
+    # never from the API (the heartbeat that wants spot back asks deadline_return on the bus instead)
+    assert launching == {"acquire", "ec2_events", "deadline_return"}
+
+
 def test_state_machine_references_only_functions_of_this_stack(synthesized: Synthesized) -> None:
     # Given the state machine and the functions of the template
     ((machine_id, machine),) = synthesized.resources("AWS::StepFunctions::StateMachine").items()
@@ -125,14 +138,18 @@ def test_state_machine_logs_everything_but_execution_data_and_traces(synthesized
 
 def test_rules_match_the_shape_and_target_their_function(synthesized: Synthesized) -> None:
     # Given the shape's rules and resources in the template
-    rules, functions, buckets = (synthesized.marked(kind) for kind in ("rule", "function", "bucket"))
+    rules, functions, buckets, buses = (
+        synthesized.marked(kind) for kind in ("rule", "function", "bucket", "bus")
+    )
     permissions = synthesized.resources("AWS::Lambda::Permission").values()
 
-    # Then each pattern is the shape's (with the real bucket) and the target function may be invoked by it
+    # Then each pattern is the shape's (with the real bucket), on its bus (the default one, or spotrun's it
+    # names), and the target function may be invoked by it
     for spec in SHAPE.rules:
         props = synthesized.properties(rules[spec.name])
         expected = rule_pattern(spec, {name: ref(logical) for name, logical in buckets.items()})  # type: ignore[misc]
         assert props["EventPattern"] == expected
+        assert props.get("EventBusName") == (None if spec.bus is None else ref(buses[spec.bus])), spec.name
         assert [target["Arn"] for target in props["Targets"]] == [get_att(functions[spec.target_function])]
         assert any(
             p["Properties"]["SourceArn"] == get_att(rules[spec.name])

@@ -300,3 +300,26 @@ def reference_model(example_data, tmp_path_factory) -> bytes:
         capture_output=True,
     )
     return (work / "output" / "model.npy").read_bytes()
+
+
+@pytest.fixture
+def published(deployment):
+    """An SQS queue receiving every event of source spotrun on the bus; returns a drain function."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue_url = sqs.create_queue(QueueName="job-events")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events = boto3.client("events", region_name=REGION)
+    events.put_rule(
+        Name="all-job-events", EventBusName=deployment.event_bus_name, EventPattern='{"source": ["spotrun"]}'
+    )
+    events.put_targets(
+        Rule="all-job-events", EventBusName=deployment.event_bus_name, Targets=[{"Id": "q", "Arn": queue_arn}]
+    )
+
+    def drain() -> list[dict]:
+        messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
+        return [json.loads(message["Body"]) for message in messages]
+
+    return drain

@@ -1,7 +1,8 @@
-"""The API's agent route decides a deadline job again at each train heartbeat, and moves it off spot when due.
+"""The API's agent route decides a deadline job again at each train heartbeat: off spot when due, and back.
 
-The decision itself is tested in tests/unit/test_deadline_moves.py; this is the call of it in
-functions/api/agent.py: a heartbeat from the job's instance, through the real handler, against moto.
+The decisions themselves are tested in tests/unit/test_deadline_moves.py and test_deadline_return.py; this is
+their call in functions/api/agent.py (a heartbeat from the job's instance, through the real handler) and in
+functions/deadline_return.py (the event the heartbeat put on the bus, as EventBridge delivers it), against moto.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from datetime import timedelta
 import boto3
 import pytest
 
-from functions import acquire, agent_step
+from functions import acquire, agent_step, deadline_return
 from functions.api import app as api
 from spotrun.aws.adapters import job_store
 from spotrun.aws.settings import Settings
@@ -122,3 +123,39 @@ def test_a_heartbeat_with_slack_plenty_sends_nothing(deployment, training_on_spo
     assert not job.current_attempt.deadline_move
     assert job.current_attempt.notice_at is None
     assert [decision.choice for decision in job.deadline_decisions] == ["spot"]
+
+
+def test_on_demand_a_heartbeat_asks_for_spot_on_the_bus_and_the_return_function_moves_the_job(
+    deployment, training_on_spot, lambda_context, published
+):
+    # Given the job training on on-demand (its attempt's lifecycle), its slack enough for a return (0.93 h)
+    instance_id = training_on_spot
+    store = job_store(deployment.jobs_table, deployment.region)
+
+    def on_demand(current: Job) -> Job:
+        attempt = current.current_attempt
+        assert attempt is not None
+        return current.with_current_attempt(attempt.model_copy(update={"lifecycle": "on-demand"}))
+
+    update_job(store, JOB, on_demand)
+    # When its instance reports a train heartbeat
+    answer = heartbeat(deployment, instance_id, lambda_context)
+    # Then the heartbeat is taken and the return to spot is asked for on the deployment's bus, nothing sent yet
+    assert answer["statusCode"] == 200, answer
+    (event,) = [e for e in published() if e["detail-type"] == "Spotrun Deadline Return To Spot"]
+    # moto's delivery to SQS drops the envelope's account, which every EventBridge event carries
+    # (https://docs.aws.amazon.com/eventbridge/latest/ref/overiew-event-structure.html)
+    event.setdefault("account", ACCOUNT_ID)
+    assert event["detail"] == {"job_id": JOB, "attempt": 1}
+    assert notices() == []
+    # and when EventBridge delivers that event to the deadline_return function, twice (at least once)
+    outcomes = [deadline_return.handler(event, lambda_context) for _ in range(2)]
+    # Then the first launched a spot standby and moved the job (the agent got its notice); the second did nothing
+    assert [outcome["moved"] for outcome in outcomes] == [True, False]
+    job = store.get(JOB)
+    assert job.standby is not None
+    assert job.standby.lifecycle == "spot"
+    assert job.current_attempt.deadline_move
+    # (moto lists every instance in a command sent without Targets: the standby's id is there too)
+    (notice,) = notices()
+    assert instance_id in notice["InstanceIds"]

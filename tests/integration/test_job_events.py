@@ -2,7 +2,6 @@
 
 import json
 
-import boto3
 import pytest
 
 from functions.finalize import handler as finalize
@@ -11,29 +10,6 @@ from spotrun.model.errors import ConcurrentUpdate
 from spotrun.model.job import JobStatus, transition, utc_now
 
 REGION = "us-east-1"
-
-
-@pytest.fixture
-def published(deployment):
-    """An SQS queue receiving every event of source spotrun on the bus; returns a drain function."""
-    sqs = boto3.client("sqs", region_name=REGION)
-    queue_url = sqs.create_queue(QueueName="job-events")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    events = boto3.client("events", region_name=REGION)
-    events.put_rule(
-        Name="all-job-events", EventBusName=deployment.event_bus_name, EventPattern='{"source": ["spotrun"]}'
-    )
-    events.put_targets(
-        Rule="all-job-events", EventBusName=deployment.event_bus_name, Targets=[{"Id": "q", "Arn": queue_arn}]
-    )
-
-    def drain() -> list[dict]:
-        messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", [])
-        return [json.loads(message["Body"]) for message in messages]
-
-    return drain
 
 
 def test_a_status_change_is_published_once_with_the_job_and_its_previous_status(

@@ -102,8 +102,9 @@ def test_every_rule_targets_its_function_with_the_bucket_scoped_pattern(runtime:
 
     for spec in SHAPE.rules:
         # When the rule and its targets are read
-        rule = events.describe_rule(Name=rule_name(spec.name))
-        targets = events.list_targets_by_rule(Rule=rule_name(spec.name))["Targets"]
+        bus = {} if spec.bus is None else {"EventBusName": runtime.deployment.bus_names[spec.bus]}
+        rule = events.describe_rule(Name=rule_name(spec.name), **bus)
+        targets = events.list_targets_by_rule(Rule=rule_name(spec.name), **bus)["Targets"]
 
         # Then the pattern carries the real bucket name and the target is the declared function
         assert json.loads(rule["EventPattern"]) == rule_pattern(spec, buckets)

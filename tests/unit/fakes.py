@@ -22,6 +22,7 @@ class FakeCompute:
         self.states: dict[str, str] = {}
         self.fleet_requests: list[dict[str, Any]] = []
         self.unavailable = False
+        self.spot_unavailable = False  # spot has no capacity, on-demand has
         self.error_code = "InsufficientInstanceCapacity"  # what every pool answers while unavailable
         # Ids EC2 answers NotFound for, in DescribeInstances and TerminateInstances (eventual consistency):
         # the instance exists and runs, terminate does nothing.
@@ -35,7 +36,7 @@ class FakeCompute:
         self.fleet_requests.append(request)
         config = request["LaunchTemplateConfigs"][0]
         lifecycle = request["TargetCapacitySpecification"]["DefaultTargetCapacityType"]
-        if self.unavailable:
+        if self.unavailable or (self.spot_unavailable and lifecycle == "spot"):
             errors = [
                 {
                     "LaunchTemplateAndOverrides": {"Overrides": override},
@@ -76,6 +77,16 @@ class FakeCompute:
         for instance_id in known:
             self.states[instance_id] = "terminated"
         return known
+
+
+class FakeEvents:
+    """The deployment's bus: every event published, as (detail-type, detail)."""
+
+    def __init__(self) -> None:
+        self.published: list[tuple[str, dict[str, Any]]] = []
+
+    def publish(self, detail_type: str, detail: dict[str, Any]) -> None:
+        self.published.append((detail_type, detail))
 
 
 class FakeObjects:

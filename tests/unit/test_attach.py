@@ -110,6 +110,18 @@ def test_a_restored_checkpoint_and_a_deadline_move_are_said() -> None:
     ]
 
 
+def test_a_deadline_move_from_on_demand_is_said_as_the_return_to_spot() -> None:
+    # Given an on-demand attempt moved by the deadline policy
+    before = running_view()
+    before["attempts"][0]["lifecycle"] = "on-demand"
+    after = copy.deepcopy(before)
+    after["attempts"][0].update(notice_at=at(70), deadline_move=True)
+    # When the events are computed, Then the move is said as the way back to spot
+    assert texts(job_events(before, after)) == [
+        "attempt 1: the deadline policy moves the job back to spot; checkpointing"
+    ]
+
+
 def test_the_lines_under_the_events_show_the_log_tail_step_and_cost() -> None:
     # Given a training job and the tail of its log
     view = running_view()

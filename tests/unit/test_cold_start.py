@@ -189,8 +189,13 @@ def test_no_handler_builds_a_model_at_import(loaded):
 def test_only_the_handlers_of_powertools_event_models_load_its_parser(loaded):
     # Given every handler imported
     # Then Powertools' parser package (which imports pydantic.networks and importlib.metadata) is loaded only by
-    # the two whose event models come from it: the others parse through functions.runtime.parse_event
-    assert _loading(loaded, "aws_lambda_powertools.utilities.parser") == {"submit", "ec2_events"}
+    # the three whose event models come from it (EventBridge's envelope): the others parse through
+    # functions.runtime.parse_event
+    assert _loading(loaded, "aws_lambda_powertools.utilities.parser") == {
+        "submit",
+        "ec2_events",
+        "deadline_return",
+    }
 
 
 def test_only_the_functions_that_talk_to_the_agent_load_its_command_models(loaded):
@@ -204,6 +209,7 @@ def test_only_the_functions_that_talk_to_the_agent_load_its_command_models(loade
         "interrupted",
         "ec2_events",
         "api",
+        "deadline_return",  # the notice of its move
     }
 
 

@@ -58,7 +58,23 @@ def training_on_spot(training_from: datetime = T0, deadline: str = "3h", hours: 
 
 def heartbeat(store, commands, now):
     return redecide_while_training(
-        JOB, store=store, objects=FakeObjects(), commands=commands, settings=SETTINGS, now=now
+        JOB, store=store, objects=FakeObjects(), commands=commands, events=None, settings=SETTINGS, now=now
+    )
+
+
+def notice_answered(store, compute, now):
+    """The agent's answer to a move's notice (``Spot.Interrupted`` at step 5), recorded as the workflow does."""
+    return record_interruption(
+        job_id=JOB,
+        error={
+            "Error": "Spot.Interrupted",
+            "Cause": FailureCause(message="notice", last_step=5).model_dump_json(),
+        },
+        store=store,
+        compute=compute,
+        objects=FakeObjects(),
+        jobs_bucket="jobs-bucket",
+        now=now,
     )
 
 
@@ -100,18 +116,7 @@ def test_the_move_is_no_interruption_and_the_next_attempt_is_on_demand() -> None
     store, compute = training_on_spot(T0 + timedelta(minutes=20))
     heartbeat(store, FakeCommands(), T0 + timedelta(minutes=21))
     # When the agent's Spot.Interrupted comes back and the workflow acquires again
-    record = record_interruption(
-        job_id=JOB,
-        error={
-            "Error": "Spot.Interrupted",
-            "Cause": FailureCause(message="notice", last_step=5).model_dump_json(),
-        },
-        store=store,
-        compute=compute,
-        objects=FakeObjects(),
-        jobs_bucket="jobs-bucket",
-        now=T0 + timedelta(minutes=37),
-    )
+    record = notice_answered(store, compute, T0 + timedelta(minutes=37))
     attempt = acquire_instance(
         job_id=JOB,
         store=store,

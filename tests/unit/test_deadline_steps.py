@@ -65,6 +65,7 @@ def heartbeat(store: InMemoryJobStore, objects: FakeObjects, commands: FakeComma
         store=store,
         objects=objects,
         commands=commands,
+        events=None,
         settings=SETTINGS,
         now=T0 + timedelta(minutes=minutes),
     )

@@ -4,7 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.control.instances import acquire_instance, launch_standby
+from spotrun.control.instances import acquire_instance
+from spotrun.control.standby import launch_standby
 from spotrun.control.store import update_job
 from spotrun.model.errors import (
     CapacityConfigurationError,

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from spotrun.control.instances import acquire_instance, launch_instance, launch_standby
+from spotrun.control.instances import acquire_instance, launch_instance
+from spotrun.control.standby import launch_standby
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest_io import parse_manifest_document

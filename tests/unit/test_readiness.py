@@ -4,9 +4,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.control.instances import acquire_instance, launch_standby
+from spotrun.control.instances import acquire_instance
 from spotrun.control.readiness import EC2_CONSISTENCY_GRACE, check_ready
 from spotrun.control.release import release_for_workflow, release_instances
+from spotrun.control.standby import launch_standby
 from spotrun.control.store import update_job
 from spotrun.model.errors import InstanceLost, InstanceNotManaged, InstancesNotReleased
 from spotrun.model.job import JobStatus, ManifestSource, new_job, transition

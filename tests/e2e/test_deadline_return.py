@@ -1,0 +1,52 @@
+"""A deadline job that went to on-demand returns to spot once spot is back and its policy allows the trip.
+
+The whole path runs in the emulator: the agent's heartbeat (the API) asks on the deployment's bus, the rule
+delivers to the ``deadline_return`` function, which launches the spot instance, gives the on-demand attempt its
+notice, and the workflow's next attempt runs on that instance from the checkpoint.
+"""
+
+from __future__ import annotations
+
+from spotrun.model.job import JobStatus
+from tests.e2e.conftest import assert_nothing_left_running, example_manifest
+from tests.e2e.test_deadline import DEADLINE, finished_within_deadline, run_on_trace
+
+# Work in steps: the policy knows it only once the job has trained a while (12 s at the emulator's scale, longer
+# than this job's 300 steps), and until then it runs on spot while over half the time to the deadline is left,
+# on on-demand when spot cannot be had (spotrun.model.deadline_job.decide_without_estimate).
+STEPS = 300
+
+
+def steps_manifest(name: str) -> bytes:
+    return example_manifest(
+        **{
+            "name: tiny-regression": f"name: {name}",
+            "  spot: true\n": f"  spot: true\n  deadline: {DEADLINE}\n",
+            "  max_runtime_minutes: 30\n": f"  max_runtime_minutes: 30\n  total_steps: {STEPS}\n",
+        }
+    )
+
+
+def test_a_job_on_on_demand_returns_to_spot_once_spot_is_back(runtime):
+    # Given a trace with no spot for its first tick (6 s), then spot to the end
+    counts = [0] + [1] * 200
+    name = "deadline-return-to-spot"
+    # When the deadline job, its work in steps, runs on it
+    job, _ = run_on_trace(runtime, name, counts, manifest=steps_manifest(name))
+    # Then it started on on-demand (spot gone, and its work not known to judge a wait), and went back to spot once
+    # spot was there (the deadline still far): the on-demand attempt ended as a move, no interruption; the spot
+    # one resumed from its checkpoint and finished within the deadline
+    assert job.status is JobStatus.SUCCEEDED, job.error
+    assert [attempt.lifecycle for attempt in job.attempts] == ["on-demand", "spot"]
+    assert job.attempts[0].end_reason == "deadline-move"
+    assert job.interruptions == 0
+    assert job.attempts[1].restored_step is not None
+    assert finished_within_deadline(job)
+    first, back = job.deadline_decisions
+    assert first.choice == "on-demand"
+    assert "spot is gone" in first.reason, first.reason
+    assert back.choice == "spot"
+    assert "the deadline is far" in back.reason, back.reason
+    # and the spot instance was had before the on-demand one was let go: the next attempt ran on it
+    assert any("(launched for the return to spot)" in (change.detail or "") for change in job.timeline)
+    assert_nothing_left_running(runtime, job)
