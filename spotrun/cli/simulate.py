@@ -18,6 +18,7 @@ from rich.table import Table
 from spotrun.cli.output import JsonOpt, console, emit_json, fail
 from spotrun.model.deadline import deadline_feasible, run_rate
 from spotrun.model.deadline_spec import deadline_hours as hours_after
+from spotrun.model.deadline_work import ESTIMATE_AFTER_HOURS
 from spotrun.model.manifest_io import ManifestError, parse_manifest_text
 from spotrun.model.simulation import SimJob
 from spotrun.model.simulation_runs import OPTIMUM, TraceReport, overall, simulate_trace
@@ -28,11 +29,12 @@ DEFAULT_ON_DEMAND_PRICE = 3.06
 DEFAULT_SPOT_PRICE = 0.918
 
 
-def _from_manifest(path: Path) -> tuple[float | None, float | None, str]:
-    """(work hours, deadline hours after now, what to give when one is missing) from a manifest.
+def _from_manifest(path: Path) -> tuple[float | None, float | None, str, bool]:
+    """(work hours, deadline hours after now, what to give when one is missing, work in steps) from a manifest.
 
     A manifest whose work is in steps (``training.total_steps``) has no hours until the job runs: it is refused
-    unless ``--work-hours`` is given, never read as no work.
+    unless ``--work-hours`` is given, never read as no work; given, spotrun's policy is replayed as it decides
+    for such a job, without an estimate until the job has trained long enough for one.
     """
     try:
         manifest = parse_manifest_text(path.read_bytes())
@@ -46,7 +48,7 @@ def _from_manifest(path: Path) -> tuple[float | None, float | None, str]:
             "--work-hours"
         )
     hours = hours_after(deadline, datetime.now(UTC)) if deadline is not None else None
-    return work, hours, missing
+    return work, hours, missing, work is None and manifest.training.total_steps is not None
 
 
 def _job(
@@ -58,6 +60,7 @@ def _job(
     on_demand_price: float,
     interval_minutes: float | None,
     silent_fraction: float,
+    in_steps: bool = False,
 ) -> SimJob:
     interval = interval_minutes / 60 if interval_minutes is not None else None
     job = SimJob(
@@ -69,6 +72,7 @@ def _job(
         on_demand_price=on_demand_price,
         checkpoint_interval_hours=interval,
         silent_fraction=silent_fraction,
+        estimate_after_hours=ESTIMATE_AFTER_HOURS if in_steps else None,
     )
     # Refused as at submission: the slack with the longest interval the auto choice can take is the best case.
     ok, slack = deadline_feasible(
@@ -167,9 +171,9 @@ def simulate(
 ) -> None:
     """Replay spot traces for a job under each deadline policy and the omniscient optimum."""
     missing = "give --work-hours and --deadline-hours (or a manifest that has them)"
-    manifest_work, manifest_deadline = None, None
+    manifest_work, manifest_deadline, in_steps = None, None, False
     if manifest is not None:
-        manifest_work, manifest_deadline, missing = _from_manifest(manifest)
+        manifest_work, manifest_deadline, missing, in_steps = _from_manifest(manifest)
     work = work_hours if work_hours is not None else manifest_work
     deadline = deadline_hours if deadline_hours is not None else manifest_deadline
     if work is None or deadline is None:
@@ -183,6 +187,7 @@ def simulate(
         on_demand_price,
         interval_minutes,
         silent_fraction,
+        in_steps,
     )
     try:
         loaded = load_traces(traces)

@@ -8,7 +8,8 @@ docs/deadlines.md):
 
 - work done: the job's time in ``TRAINING`` over all attempts (at the policy's rate: less its saves), against
   ``training.expected_hours``; or, with ``training.total_steps``, the work learnt from the steps the job reported
-  (:mod:`spotrun.model.deadline_work`; before enough of them, :func:`decide_without_estimate`);
+  (:mod:`spotrun.model.deadline_work`; before enough of them,
+  :func:`~spotrun.model.deadline_work.decide_without_estimate`);
 - elapsed and deadline: from the job's submission (``created_at``) and ``capacity.deadline``, in real time
   like ``training.max_runtime_minutes`` (the emulator scales AWS's durations, not the job's own: its
   assumptions are :meth:`DeadlineAssumptions.scaled`);
@@ -28,7 +29,6 @@ from datetime import datetime
 
 from spotrun.model.capacity import candidate_types
 from spotrun.model.deadline import (
-    Choice,
     Decision,
     JobState,
     PolicyParams,
@@ -43,6 +43,7 @@ from spotrun.model.deadline_work import (
     ESTIMATE_AFTER_HOURS,
     StepsDone,
     WorkEstimate,
+    decide_without_estimate,
     from_manifest,
     from_progress,
 )
@@ -253,52 +254,13 @@ def job_params(job: Job, now: datetime, assumed: DeadlineAssumptions = ASSUMED) 
     )
 
 
-def decide_without_estimate(
-    time_left_hours: float, deadline_hours: float, *, spot_available: bool, estimate_after_hours: float
-) -> Decision:
-    """The conservative choice while the work is not known (``training.total_steps`` before enough progress).
-
-    Spot while the deadline is far: more than half of the time from submission to it is left (the first
-    estimate needs ``estimate_after_hours`` of training, far less). On-demand when it is near, and whenever spot
-    cannot be had: no waiting, since the slack a wait would spend is not known. By the half-way point a job
-    whose work fills the other half can only make it on on-demand; it goes there without an estimate rather
-    than bet on one.
-
-    Parameters
-    ----------
-    time_left_hours, deadline_hours
-        The time left before the deadline, and the deadline as hours after submission.
-    spot_available
-        Whether spot can be had now.
-    estimate_after_hours
-        The training an estimate needs (named in the reason).
-
-    Returns
-    -------
-    Decision
-        Its ``slack_hours`` is the time left: the slack is at most that, and not known.
-    """
-    unknown = (
-        f"not checked until the job reports progress: no work estimate before {estimate_after_hours * 60:.1f} min "
-        "of training"
-    )
-    if time_left_hours <= deadline_hours / 2:
-        return Decision(
-            Choice.ON_DEMAND, time_left_hours, f"{unknown}; the deadline is near: half its time gone"
-        )
-    if not spot_available:
-        return Decision(
-            Choice.ON_DEMAND, time_left_hours, f"{unknown}; spot is gone and a wait cannot be judged"
-        )
-    return Decision(Choice.SPOT, time_left_hours, f"{unknown}; the deadline is far: over half its time left")
-
-
 def decide_for_job(
     job: Job, now: datetime, *, running: Running, spot_available: bool, assumed: DeadlineAssumptions = ASSUMED
 ) -> JobDecision:
     """spotrun's policy (:func:`~spotrun.model.deadline.decide`) on the job's live state, with its work.
 
-    Before the work is known (:func:`work_estimate` is None), :func:`decide_without_estimate`.
+    Before the work is known (:func:`work_estimate` is None),
+    :func:`~spotrun.model.deadline_work.decide_without_estimate`.
     """
     work = work_estimate(job, now, assumed)
     if work is None:

@@ -11,13 +11,16 @@ restore) counts in that time and not in the steps: the estimate errs long, the s
 minutes of training. The first minutes of a run include its start-up (restoring the checkpoint, compiling,
 warming the data loaders), which a rate over them would spread over the steps; ten minutes is a third of the
 assumed checkpoint interval, so the estimate exists long before the first decision that depends on it much.
-Until then the policy decides without it (:func:`spotrun.model.deadline_job.decide_for_job`: on-demand when the
-deadline is near, spot while it is far).
+Until then the policy decides without it (:func:`decide_without_estimate`: on-demand when the deadline is near,
+spot while it is far), in the control plane (:func:`spotrun.model.deadline_job.decide_for_job`) and in the
+simulator alike (:func:`spotrun.model.simulation.replay_policy`, for a job whose work is in steps).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from spotrun.model.deadline import Choice, Decision
 
 # Ten minutes of training before a step rate is trusted (see the module's docstring), at AWS's time scale.
 ESTIMATE_AFTER_HOURS = 10 / 60
@@ -118,3 +121,43 @@ def from_progress(
         work_done_hours=steps * per_step,
         source=f"progress: {done.steps} steps in {done.training_hours:.2f} h",
     )
+
+
+def decide_without_estimate(
+    time_left_hours: float, deadline_hours: float, *, spot_available: bool, estimate_after_hours: float
+) -> Decision:
+    """The conservative choice while the work is not known (``training.total_steps`` before enough progress).
+
+    Spot while the deadline is far: more than half of the time from submission to it is left (the first
+    estimate needs ``estimate_after_hours`` of training, far less). On-demand when it is near, and whenever spot
+    cannot be had: no waiting, since the slack a wait would spend is not known. By the half-way point a job
+    whose work fills the other half can only make it on on-demand; it goes there without an estimate rather
+    than bet on one.
+
+    Parameters
+    ----------
+    time_left_hours, deadline_hours
+        The time left before the deadline, and the deadline as hours after submission.
+    spot_available
+        Whether spot can be had now.
+    estimate_after_hours
+        The training an estimate needs (named in the reason).
+
+    Returns
+    -------
+    Decision
+        Its ``slack_hours`` is the time left: the slack is at most that, and not known.
+    """
+    unknown = (
+        f"not checked until the job reports progress: no work estimate before {estimate_after_hours * 60:.1f} min "
+        "of training"
+    )
+    if time_left_hours <= deadline_hours / 2:
+        return Decision(
+            Choice.ON_DEMAND, time_left_hours, f"{unknown}; the deadline is near: half its time gone"
+        )
+    if not spot_available:
+        return Decision(
+            Choice.ON_DEMAND, time_left_hours, f"{unknown}; spot is gone and a wait cannot be judged"
+        )
+    return Decision(Choice.SPOT, time_left_hours, f"{unknown}; the deadline is far: over half its time left")

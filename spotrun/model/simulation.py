@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from spotrun.model.checkpoint_interval import IntervalChoice, auto_interval, uncovered_fraction
 from spotrun.model.deadline import Choice, Decision, JobState, PolicyParams, Running, decide, run_rate
 from spotrun.model.deadline_inputs import SpotHistory, policy_params
+from spotrun.model.deadline_job import POLICY
+from spotrun.model.deadline_work import decide_without_estimate
 from spotrun.model.traces import spot_mtbf_hours
 
 # The fractional part of the golden ratio: i * PHI mod 1 spreads the "silent" preemptions evenly and
@@ -36,7 +38,10 @@ class SimJob:
     """The job replayed, in hours and prices per instance-hour.
 
     ``checkpoint_interval_hours`` None means ``auto`` (Young/Daly on the trace's uncovered-failure rate, capped
-    at ``max_interval_hours``).
+    at ``max_interval_hours``). ``estimate_after_hours``: the work is in steps (``training.total_steps``), and
+    spotrun's policy knows it only after that much training, deciding until then as the control plane does
+    (:func:`~spotrun.model.deadline_work.decide_without_estimate`); None: the work is known from the start
+    (``training.expected_hours``). The other policies are always given the work.
     """
 
     work_hours: float
@@ -49,6 +54,7 @@ class SimJob:
     notice_hours: float = 2 / 60
     silent_fraction: float = 0.05
     max_interval_hours: float = 4.0
+    estimate_after_hours: float | None = None
 
 
 @dataclass
@@ -187,7 +193,7 @@ def replay_policy(
     history = SpotHistory()
     rate = run_rate(job.checkpoint_hours, interval_hours)
     boot_steps = restart_steps(job, step)
-    saved = unsaved = lost = cost = spot_hours = od_hours = 0.0
+    saved = unsaved = lost = cost = spot_hours = od_hours = trained = 0.0
     uncovered = 0
     running, boot = Running.NOTHING, 0
     result = RunResult(policy, start * step, 0.0, None, False, 0.0, 0, 0.0, 0.0)
@@ -215,7 +221,15 @@ def replay_policy(
             spot_price=job.spot_price,
             on_demand_price=job.on_demand_price,
         )
-        decision = decide(policy, state, params_for(job, history, interval_hours, tick))
+        if policy == POLICY and job.estimate_after_hours is not None and trained < job.estimate_after_hours:
+            decision = decide_without_estimate(
+                state.time_left_hours,
+                job.deadline_hours,
+                spot_available=replay.spot[t],
+                estimate_after_hours=job.estimate_after_hours,
+            )
+        else:
+            decision = decide(policy, state, params_for(job, history, interval_hours, tick))
         choice = decision.choice
         if record and (not result.decisions or result.decisions[-1][1].choice is not choice):
             result.decisions.append((t - start, decision))
@@ -232,6 +246,7 @@ def replay_policy(
         if boot > 0:
             boot -= 1
         else:
+            trained += step  # training time, saves included, as the control plane counts TRAINING
             gain = step * rate
             remaining = job.work_hours - saved - unsaved
             if gain >= remaining - 1e-12:

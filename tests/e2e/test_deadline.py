@@ -3,6 +3,7 @@ never on-demand while spot is plentiful."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 from spotrun.local.demo import drop_manifest, wait_for_job
@@ -65,15 +66,25 @@ def run_on_trace(
             runtime.capacity.refill(instance_type, zone)
 
 
-def simulated(job: Job, counts: list[int]) -> RunResult:
+def simulated(job: Job, counts: list[int], steps_hours: float | None = None) -> RunResult:
     """The simulator on the same trace, in the same (real) hours, for the job the control plane saw at submission:
-    its own inputs (work, deadline, scaled restart/save/interval/notice, prices) and tick."""
+    its own inputs (work, deadline, scaled restart/save/interval/notice, prices) and tick.
+
+    ``steps_hours``: the job's work is in steps, which the simulator replays in these hours, with the control
+    plane's rule before an estimate (after its scaled training time)."""
     assumed = ASSUMED.scaled(E2E_TIME_SCALE)
-    fresh = job.model_copy(update={"attempts": [], "deadline_decisions": []})
+    fresh = job.model_copy(update={"attempts": [], "deadline_decisions": [], "steps_reported": None})
+    manifest = fresh.require_manifest()
+    if steps_hours is not None:
+        training = manifest.training.model_copy(update={"expected_hours": steps_hours, "total_steps": None})
+        fresh = fresh.model_copy(update={"manifest": manifest.model_copy(update={"training": training})})
     state = job_state(fresh, job.created_at, running=Running.NOTHING, spot_available=False, assumed=assumed)
+    sim_job = sim_job_from_state(state, notice_hours=assumed.notice_hours)
+    if steps_hours is not None:
+        sim_job = dataclasses.replace(sim_job, estimate_after_hours=assumed.estimate_after_hours)
     return replay_policy(
         POLICY,
-        sim_job_from_state(state, notice_hours=assumed.notice_hours),
+        sim_job,
         Replay(TICK_SECONDS / 3600, tuple(n > 0 for n in counts)),
         start=0,
         interval_hours=state.checkpoint_interval_hours,

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from spotrun.model.job import JobStatus
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest
-from tests.e2e.test_deadline import DEADLINE, finished_within_deadline, run_on_trace
+from tests.e2e.test_deadline import (
+    DEADLINE,
+    finished_within_deadline,
+    recorded_ticks,
+    run_on_trace,
+    simulated,
+)
 
 # Work in steps: the policy knows it only once the job has trained a while (12 s at the emulator's scale, longer
 # than this job's 300 steps), and until then it runs on spot while over half the time to the deadline is left,
-# on on-demand when spot cannot be had (spotrun.model.deadline_job.decide_without_estimate).
+# on on-demand when spot cannot be had (spotrun.model.deadline_work.decide_without_estimate).
 STEPS = 300
+WORK_HOURS = 0.006  # what those steps take with their saves (as tests/e2e/test_deadline.py's job), in hours
 
 
 def steps_manifest(name: str) -> bytes:
@@ -32,7 +39,7 @@ def test_a_job_on_on_demand_returns_to_spot_once_spot_is_back(runtime):
     counts = [0] + [1] * 200
     name = "deadline-return-to-spot"
     # When the deadline job, its work in steps, runs on it
-    job, _ = run_on_trace(runtime, name, counts, manifest=steps_manifest(name))
+    job, began = run_on_trace(runtime, name, counts, manifest=steps_manifest(name))
     # Then it started on on-demand (spot gone, and its work not known to judge a wait), and went back to spot once
     # spot was there (the deadline still far): the on-demand attempt ended as a move, no interruption; the spot
     # one resumed from its checkpoint and finished within the deadline
@@ -47,6 +54,16 @@ def test_a_job_on_on_demand_returns_to_spot_once_spot_is_back(runtime):
     assert "spot is gone" in first.reason, first.reason
     assert back.choice == "spot"
     assert "the deadline is far" in back.reason, back.reason
+    # and the simulator, replaying the same trace with the same rule before an estimate (the job's 300 steps in
+    # the hours of work they took), makes the same changes of choice: on-demand in the first tick, back to spot
+    # in the next. The control plane's return comes at a heartbeat, so once the on-demand attempt trains (after
+    # its boot and staging, 7.2 s assumed): in the simulator's tick or up to two later
+    replayed = simulated(job, counts, steps_hours=WORK_HOURS)
+    recorded = recorded_ticks(job, began)
+    expected = [(d.choice.value, step) for step, d in replayed.decisions]
+    assert [choice for choice, _ in recorded] == [choice for choice, _ in expected] == ["on-demand", "spot"]
+    for (_, at), (_, step) in zip(recorded, expected, strict=True):
+        assert step <= at <= step + 2, (recorded, expected)
     # and the spot instance was had before the on-demand one was let go: the next attempt ran on it
     assert any("(launched for the return to spot)" in (change.detail or "") for change in job.timeline)
     assert_nothing_left_running(runtime, job)

@@ -102,3 +102,23 @@ def test_an_unknown_plot_trace_is_refused(traces: Path, tmp_path: Path) -> None:
     )
     assert answer.exit_code != 0
     assert "nope.json" in answer.output
+
+
+def test_a_manifest_with_work_in_steps_is_replayed_as_such(traces: Path, tmp_path: Path) -> None:
+    # Given the same deadline job with its work in steps, and in hours
+    base = "name: tiny\ncapacity:\n  deadline: 10h\ntraining:\n  command: [python, t.py]\n"
+    in_steps, in_hours = tmp_path / "steps.yaml", tmp_path / "hours.yaml"
+    in_steps.write_text(base + "  total_steps: 1000\n")
+    in_hours.write_text(base + "  expected_hours: 6\n")
+    # When simulate replays each (the steps' hours given by --work-hours)
+    jobs = []
+    for path in (in_steps, in_hours):
+        answer = CliRunner().invoke(
+            app,
+            ["simulate", "--traces", str(traces), "--manifest", str(path), "--work-hours", "6", "--json"],
+        )
+        assert answer.exit_code == 0, answer.output
+        jobs.append(json.loads(answer.stdout)["job"])
+    # Then only the job in steps is replayed with spotrun's rule before an estimate (10 minutes of training)
+    assert jobs[0]["estimate_after_hours"] == pytest.approx(10 / 60)
+    assert jobs[1]["estimate_after_hours"] is None

@@ -13,7 +13,8 @@ from spotrun.control.instances import acquire_instance
 from spotrun.control.store import update_job
 from spotrun.control.submission import start_job
 from spotrun.model.deadline import Choice
-from spotrun.model.deadline_job import ASSUMED, decide_without_estimate, work_estimate
+from spotrun.model.deadline_job import ASSUMED, work_estimate
+from spotrun.model.deadline_work import decide_without_estimate
 from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.model.layout import progress_key
 from spotrun.model.manifest_io import parse_manifest_document

@@ -16,8 +16,9 @@ def test_the_deadline_and_the_hours_are_read(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     path.write_text(BASE + "  expected_hours: 24\n")
     # When simulate reads it, Then both are hours
-    work, deadline, _ = _from_manifest(path)
+    work, deadline, _, in_steps = _from_manifest(path)
     assert work == 24
+    assert not in_steps
     assert deadline == pytest.approx(36.0)
 
 
@@ -26,7 +27,8 @@ def test_work_in_steps_asks_for_the_hours_and_says_why(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     path.write_text(BASE + "  total_steps: 1000\n")
     # When simulate reads it, Then it has no hours, and the message says why and what to give
-    work, _, missing = _from_manifest(path)
+    work, _, missing, in_steps = _from_manifest(path)
     assert work is None
+    assert in_steps  # given --work-hours, spotrun's policy is replayed without an estimate at first
     assert "training.total_steps" in missing
     assert "--work-hours" in missing

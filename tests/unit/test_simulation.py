@@ -103,6 +103,28 @@ def test_when_spot_disappears_spotrun_moves_to_on_demand_in_time() -> None:
     assert run.deadline_met
 
 
+def test_work_in_steps_is_replayed_as_the_control_plane_decides_before_its_estimate() -> None:
+    # Given a far deadline (12 h for 4 h), spot gone for the first two steps, back, gone again at step 8, back at 11
+    spot = (False, False) + (True,) * 6 + (False,) * 3 + (True,) * 13
+    known = dataclasses.replace(JOB, deadline_hours=12.0)
+    in_steps = dataclasses.replace(known, estimate_after_hours=1.0)
+    # When spotrun's policy replays the job with its work known, and in steps (an estimate after 1 h of training)
+    runs = [replay_policy("spotrun", job, replay(spot), 0, 1.0, record=True) for job in (known, in_steps)]
+    # Then with the work known it waits for spot; in steps it buys on-demand (a wait cannot be judged) and goes
+    # back to spot once spot is there and over half the time is left; once trained for its estimate, it decides
+    # as the known job does (waits at step 8)
+    choices = [[(step, d.choice.value) for step, d in run.decisions] for run in runs]
+    assert choices[0] == [(0, "wait"), (2, "spot"), (8, "wait"), (11, "spot")]
+    assert choices[1] == [(0, "on-demand"), (2, "spot"), (8, "wait"), (11, "spot")]
+    assert all("not checked until the job reports progress" in d.reason for _, d in runs[1].decisions[:2])
+    assert all(run.deadline_met for run in runs)
+    # and the other policies, the comparisons, are given the work either way
+    for policy in ("greedy", "uniform-progress"):
+        assert replay_policy(policy, in_steps, replay(spot), 0, 1.0) == replay_policy(
+            policy, known, replay(spot), 0, 1.0
+        )
+
+
 def test_spot_only_misses_the_deadline_that_spotrun_meets() -> None:
     spot = (True, True) + (False,) * 22
     assert not replay_policy("spot-only", JOB, replay(spot), 0, 1.0).deadline_met
