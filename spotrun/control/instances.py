@@ -44,7 +44,7 @@ from spotrun.model.job import (
 from spotrun.model.layout import ATTEMPT_TAG, JOB_ID_TAG
 from spotrun.model.limits import next_attempt_refusal
 from spotrun.model.pricing import attempt_price
-from spotrun.model.standby import retire_standby
+from spotrun.model.standby import retire_standby, standby_in_flight
 from spotrun.model.timing import WorkflowTiming
 
 # A launch that could not give an instance, for a reason waiting cannot fix.
@@ -239,7 +239,9 @@ def acquire_instance(
     ------
     CapacityUnavailable
         When no pool could supply an instance; the workflow waits and calls again. The record keeps the wait
-        (since when, each pool's last error), and the timeline notes its start once.
+        (since when, each pool's last error), and the timeline notes its start once. Also, with nothing
+        recorded, while the warning's standby is still being launched (:func:`spotrun.model.standby.standby_in_flight`):
+        the next call adopts it.
     CapacityMaxWaitExceeded
         When the job has waited for capacity, over all its waits, longer than the timing's patience
         (``capacity.max_wait_minutes``); the wait stays on the record.
@@ -252,6 +254,11 @@ def acquire_instance(
     existing = job.open_attempt
     if existing is not None:
         return existing
+    if standby_in_flight(job, now):
+        # The workflow waits (capacity_retry_seconds) and calls again: the standby is then stored, or given up.
+        raise CapacityUnavailable(
+            f"job {job_id}: the replacement launched on the warning is still being launched"
+        )
     refusal = next_attempt_refusal(job, interruptions=job.interruptions, now=now)
     if refusal is not None:  # budget or training time used up: Budget.Exceeded / Training.MaxRuntimeExceeded
         raise refusal

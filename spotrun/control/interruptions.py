@@ -121,6 +121,9 @@ def on_interruption_warning(
         )
 
     won = late = False
+    # The standby is reserved with the notice, in the same write: the attempt may end and the workflow acquire
+    # before its launch returns, and must then wait for it rather than launch a second replacement.
+    overlap = bool(settings.overlap_replacement) and replacement_is_usable(job)
 
     def note(current: Job) -> Job:
         # update_job may call this more than once; the last call is the one whose result stands.
@@ -134,7 +137,8 @@ def on_interruption_warning(
             return current if warned is None else warned
         if latest.notice_at is not None:
             return current
-        return current.with_current_attempt(latest.model_copy(update={"notice_at": now}))
+        noted = current.with_current_attempt(latest.model_copy(update={"notice_at": now}))
+        return noted.model_copy(update={"standby_launching_at": now}) if overlap else noted
 
     update_job(store, job.job_id, note)
     if late:
@@ -148,7 +152,7 @@ def on_interruption_warning(
     notify_agent(job, attempt, objects=objects, commands=commands, settings=settings)
     standby = None
     usable = replacement_is_usable(job)
-    if settings.overlap_replacement and usable:
+    if overlap:
         standby = launch_standby(
             job_id=job.job_id,
             store=store,

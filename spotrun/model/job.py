@@ -231,6 +231,9 @@ class Job(RecordModel):
     capacity_waited_seconds: float = 0.0
     # An instance launched on the interruption warning, adopted by the next attempt (boot overlaps the upload).
     standby: Attempt | None = None
+    # Since when the warning's standby is being launched (control.standby): the next acquisition waits for it
+    # rather than launch a second replacement.
+    standby_launching_at: datetime | None = None
     # Instances that ran for the job without hosting an attempt (a standby terminated unused, or one that lost a
     # race): EC2 bills them, and the job's release must still find them.
     unused_instances: list[Attempt] = Field(default_factory=list)

@@ -12,6 +12,19 @@ from datetime import datetime
 
 from spotrun.model.job import END_UNUSED_STANDBY, Attempt, Job
 
+# How long a warning's standby launch may stay in flight: the ec2_events function's timeout (spotrun.shape). A
+# reservation older than that was left by an invocation that ended without clearing it.
+STANDBY_LAUNCH_SECONDS = 60.0
+
+
+def standby_in_flight(job: Job, now: datetime) -> bool:
+    """Whether the warning's standby is being launched at ``now`` (reserved, not stored yet): the next
+    acquisition waits for it rather than launch a second replacement."""
+    since = job.standby_launching_at
+    return (
+        job.standby is None and since is not None and (now - since).total_seconds() < STANDBY_LAUNCH_SECONDS
+    )
+
 
 def keep_unused(job: Job, instance: Attempt, now: datetime) -> Job:
     """Record ``instance`` as having run for the job without hosting an attempt, ended ``now``.
