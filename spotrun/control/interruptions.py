@@ -153,21 +153,30 @@ def on_interruption_warning(
     standby = None
     usable = replacement_is_usable(job)
     if overlap:
-        standby = launch_standby(
-            job_id=job.job_id,
-            store=store,
-            compute=compute,
-            subnet_ids=settings.subnet_ids,
-            launch_template_name=settings.launch_template_name,
-            now=now,
-            assumed=ASSUMED.scaled(settings.time_scale),
-        )
+        try:
+            standby = launch_standby(
+                job_id=job.job_id,
+                store=store,
+                compute=compute,
+                subnet_ids=settings.subnet_ids,
+                launch_template_name=settings.launch_template_name,
+                now=now,
+                assumed=ASSUMED.scaled(settings.time_scale),
+            )
+        finally:
+            # The reservation goes whatever the launch's outcome: the acquisition waiting on it adopts the
+            # standby, or launches one itself.
+            update_job(store, job.job_id, _reservation_cleared)
     return EventOutcome(
         action="warning recorded" if usable else "warning recorded; no replacement: max_interruptions spent",
         job_id=job.job_id,
         instance_id=instance_id,
         standby_instance_id=None if standby is None else standby.instance_id,
     )
+
+
+def _reservation_cleared(job: Job) -> Job:
+    return job if job.standby_launching_at is None else job.model_copy(update={"standby_launching_at": None})
 
 
 def replacement_is_usable(job: Job) -> bool:

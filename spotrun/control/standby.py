@@ -9,7 +9,6 @@ before the on-demand one is let go). The next acquisition adopts it
 
 from __future__ import annotations
 
-from contextlib import suppress
 from datetime import datetime
 
 from spotrun.control.instances import REFUSED, launch_instance, record_decisions
@@ -18,8 +17,8 @@ from spotrun.control.store import update_job
 from spotrun.model.capacity import Pool
 from spotrun.model.deadline import Decision
 from spotrun.model.deadline_job import ASSUMED, DeadlineAssumptions
-from spotrun.model.errors import CapacityUnavailable, JobNotFound
-from spotrun.model.job import Attempt, Job, Lifecycle
+from spotrun.model.errors import CapacityUnavailable
+from spotrun.model.job import Attempt, Lifecycle
 from spotrun.model.limits import next_attempt_refusal
 from spotrun.model.standby import keep_unused
 
@@ -47,41 +46,8 @@ def launch_standby(
     -------
     Attempt | None
         The standby, or None when the job has one already, is finished, or no capacity was found (the
-        workflow will then acquire capacity itself after the attempt ends). Whatever the outcome, the job's
-        ``standby_launching_at`` (the warning's reservation) is cleared after it: the acquisition waiting on it
-        then adopts the standby, or launches.
+        workflow will then acquire capacity itself after the attempt ends).
     """
-    try:
-        return _launch_standby(
-            job_id=job_id,
-            store=store,
-            compute=compute,
-            subnet_ids=subnet_ids,
-            launch_template_name=launch_template_name,
-            now=now,
-            assumed=assumed,
-            lifecycle=lifecycle,
-        )
-    finally:
-        with suppress(JobNotFound):
-            update_job(store, job_id, _launched)
-
-
-def _launched(job: Job) -> Job:
-    return job if job.standby_launching_at is None else job.model_copy(update={"standby_launching_at": None})
-
-
-def _launch_standby(
-    *,
-    job_id: str,
-    store: JobStore,
-    compute: Compute,
-    subnet_ids: tuple[str, ...],
-    launch_template_name: str,
-    now: datetime,
-    assumed: DeadlineAssumptions,
-    lifecycle: Lifecycle | None,
-) -> Attempt | None:
     job = store.get(job_id)
     current = None if job is None else job.open_attempt
     if job is None or current is None or job.standby is not None or job.status.is_terminal:
