@@ -264,7 +264,9 @@ def test_state_changes_are_published_on_the_default_bus(runtime: LocalRuntime) -
     runtime.client("ec2").terminate_instances(InstanceIds=[instance_id])
     assert runtime.instance(instance_id).gone.wait(5)
 
-    # Then the queue got pending, running, shutting-down and terminated for it, in order
+    # Then the queue got pending, running, shutting-down and terminated for it, each once, in no set order:
+    # EventBridge makes no ordering promise for a rule's deliveries (DESIGN.md: at least once, out of order), and
+    # the emulator publishes each state change from the instance's own thread
     states: list[str] = []
     deadline = time.monotonic() + 5
     while len(states) < 4 and time.monotonic() < deadline:
@@ -272,7 +274,7 @@ def test_state_changes_are_published_on_the_default_bus(runtime: LocalRuntime) -
             body = json.loads(message["Body"])
             if body["detail"]["instance-id"] == instance_id:
                 states.append(body["detail"]["state"])
-    assert states == ["pending", "running", "shutting-down", "terminated"]
+    assert sorted(states) == sorted(["pending", "running", "shutting-down", "terminated"])
     assert _describe(runtime, instance_id)["State"]["Name"] == "terminated"
 
 
