@@ -118,8 +118,11 @@ def test_a_valid_uri_becomes_the_scripts_environment_and_undeclared_or_missing_p
 
 # -- the script's two ways, played with /bin/sh against a fake spotrun-agent and a temporary inbox -----------------
 
+# It writes its arguments aside and renames them into place: the test polls for the file, and a file being written
+# in place (the redirection creates it empty first) read as no arguments under load.
 FAKE_AGENT = """#!/bin/sh
-printf '%s\\n' "$@" > "$(dirname "$0")/../fallback.args"
+printf '%s\\n' "$@" > "$(dirname "$0")/../fallback.args.part"
+mv "$(dirname "$0")/../fallback.args.part" "$(dirname "$0")/../fallback.args"
 """
 # A stand-in resident agent: it records the wake signal (whose default action would ignore it).
 STAND_IN_RESIDENT = """
