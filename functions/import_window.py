@@ -5,13 +5,19 @@ definitions) that live as long as the execution environment. CPython's collector
 every 700 net allocations and promotes what survives (https://docs.python.org/3/library/gc.html,
 ``gc.set_threshold``; "Garbage collector design" in the CPython developer guide): during an import nearly all of
 it survives, so those passes, and the older-generation passes they trigger, scan the same long-lived objects
-again and again and free nothing. Net of the closing collection below, pausing them saves about 20-30 M of the
-~1.3 G instructions of a handler's import in the Lambda layer's virtualenv (docs/cold-start.md).
+again and again and free nothing.
 
-:func:`collection_paused` runs the imports with the collector off and ends with one full collection, inside the
-window: what the import left unreachable is freed there, and every survivor is in the oldest generation, where
-it would have been promoted anyway. So nothing is left for the first invocation to pay, and the collector's
-state afterwards is the one it had before.
+:func:`collection_paused` runs the imports with the collector off and ends by freezing what exists
+(``gc.freeze``: every object the collector tracks moves to a permanent generation, which no later collection
+scans; https://docs.python.org/3/library/gc.html#gc.freeze). An execution environment keeps its modules for its
+whole life, so nothing is lost by never scanning them again, and the young generation starts the first
+invocation empty: nothing is left for it to pay. The garbage the imports made stays frozen with the rest, a few
+hundred objects (823 for ``functions.acquire``), where a closing full collection to free it took about 36 ms,
+a sixth of the import (docs/cold-start.md).
+
+On AWS an execution environment is one process, imported once. The emulator imports the functions afresh for
+each environment it creates, in one process, and unfreezes after each import
+(:func:`spotrun.local.lambda_patch.fresh_handler`), so an environment it discards is collected as before.
 """
 
 from __future__ import annotations
@@ -23,10 +29,10 @@ from contextlib import contextmanager
 
 @contextmanager
 def collection_paused() -> Iterator[None]:
-    """Run the block with the cyclic garbage collector paused, then collect once and restore it.
+    """Run the block with the cyclic garbage collector paused, then freeze what exists and restore it.
 
-    A no-op when the collector is already off (the caller's choice stands, and nothing is collected). When the
-    block raises, the collector is restored without a collection.
+    A no-op when the collector is already off (the caller's choice stands, and nothing is frozen). When the
+    block raises, the collector is restored and nothing is frozen.
 
     Yields
     ------
@@ -38,7 +44,7 @@ def collection_paused() -> Iterator[None]:
     gc.disable()
     try:
         yield
-        # One full pass in the window: the garbage the imports made is freed now, not in the first invocation.
-        gc.collect()
+        # What the imports made lives as long as the environment: never scanned again, by this or any later pass.
+        gc.freeze()
     finally:
         gc.enable()

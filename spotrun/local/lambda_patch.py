@@ -20,6 +20,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as dt
+import gc
 import importlib
 import importlib.util
 import itertools
@@ -258,7 +259,13 @@ def fresh_handler(dotted: str, packages: tuple[str, ...] = ISOLATED_PACKAGES) ->
         return load(top) if _within(top, packages) else cast(ModuleType, builtins.__import__(top))
 
     namespace["__import__"] = isolated_import
-    handler = getattr(load(module_name), attribute)
+    try:
+        handler = getattr(load(module_name), attribute)
+    finally:
+        # The functions freeze every object there is once their import is done (functions.import_window): on AWS
+        # an environment is a process of its own. Here it shares this process with moto's state, the other
+        # environments and their requests, which must stay collectable: back into the oldest generation.
+        gc.unfreeze()
     if not callable(handler):
         raise TypeError(f"handler {dotted!r} is not callable")
     return cast(Handler, handler)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from typing import Any
 
-from spotrun.local.lambda_patch import ExecutionEnvironments
+from spotrun.local.lambda_patch import ExecutionEnvironments, fresh_handler
 
 PROBE = "tests.unit.lambda_probe.handler"
 ISOLATED = ("tests.unit.lambda_probe",)  # as the deployment's ``functions`` are
@@ -57,3 +59,23 @@ def test_beyond_the_bound_an_invocation_waits_for_a_free_environment():
     # Then all four are answered by the two environments, two invocations each
     assert environments.created == 2
     assert sorted(answer["calls"] for answer in answers) == [1, 1, 2, 2]
+
+
+class _Node:
+    """An object in a reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.itself = self
+
+
+def test_a_functions_environment_leaves_the_emulators_objects_collectable():
+    # Given an object of the emulator's process in a cycle, alive while a function's environment is created
+    node = _Node()
+    alive = weakref.ref(node)
+    # When the emulator imports a deployed function afresh (its import window freezes what exists on AWS)
+    fresh_handler("functions.ec2_events.handler", ("functions",))
+    # Then nothing stays frozen, and the object is freed by the next collection once it is dropped
+    assert gc.get_freeze_count() == 0
+    del node
+    gc.collect()
+    assert alive() is None
