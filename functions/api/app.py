@@ -36,7 +36,7 @@ with collection_paused():
     from spotrun.model.deferred import DeferredModel
     from spotrun.model.job import JobStatus, utc_now
     from spotrun.model.manifest import JobManifest
-    from spotrun.model.manifest_yaml import read_json_body
+    from spotrun.model.manifest_json import read_json_body
 
 # Bodies are read within the manifest reader's bounds: hostile JSON is a 400, never a RecursionError (500).
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=read_json_body)

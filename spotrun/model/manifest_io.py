@@ -13,7 +13,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from spotrun.model.manifest import JobManifest
-from spotrun.model.manifest_yaml import MAX_MANIFEST_BYTES, UnreadableManifest, load_document
+from spotrun.model.manifest_json import MAX_MANIFEST_BYTES, UnreadableManifest
 
 __all__ = ["MAX_MANIFEST_BYTES", "ManifestError", "bound_errors", "parse_manifest_text"]
 
@@ -163,6 +163,10 @@ def parse_manifest_text(text: str | bytes) -> JobManifest:
     ManifestError
         With every problem found, each naming its field.
     """
+    # PyYAML is loaded on the first text read, not with this module: the REST API validates JSON bodies with
+    # this module and never reads YAML, and the import is most of its reader's cost (docs/cold-start.md).
+    from spotrun.model.manifest_yaml import load_document
+
     try:
         document = load_document(text)
     except UnreadableManifest as exc:

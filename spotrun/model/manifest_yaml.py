@@ -12,43 +12,27 @@ on both paths (escaped characters outside the BMP such as ``"\\ud83d\\ude00"`` i
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-# The largest manifest read, as the REST API's body limit: far above any real manifest (a few KiB).
-MAX_MANIFEST_BYTES: Final = 256 * 1024
-# Deeper than any manifest's structure (4 levels) by far, and shallow enough for every recursive reader.
-MAX_DEPTH: Final = 64
+from spotrun.model.manifest_json import (
+    MAX_DEPTH,
+    MAX_MANIFEST_BYTES,
+    UnreadableManifest,
+    check_plain,
+    join_surrogates,
+    load_json,
+    where,
+)
+
 # What the document may weigh once every alias and merge key is expanded (characters of scalars plus one per
 # node): no more than a manifest written out in full could, so an expanded document is never larger than the
 # body limit allows.
 MAX_EXPANDED_SIZE: Final = MAX_MANIFEST_BYTES
 _MERGE_TAG: Final = "tag:yaml.org,2002:merge"
-
-
-class UnreadableManifest(ValueError):
-    """The text cannot be read as a document; the message names the problem (and its line when known)."""
-
-
-def _where(mark: Any) -> str:
-    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-
-
-def _join_surrogates(value: str, mark: Any) -> str:
-    """Join UTF-16 surrogate pairs (how JSON and YAML escape characters outside the BMP); refuse lone ones."""
-    if not any("\ud800" <= char <= "\udfff" for char in value):
-        return value
-    try:
-        return value.encode("utf-16", "surrogatepass").decode("utf-16")
-    except UnicodeDecodeError:
-        raise UnreadableManifest(
-            f"(manifest): a string holds an unpaired UTF-16 surrogate{_where(mark)}; "
-            "escape a character outside the BMP as a pair, e.g. \\ud83d\\ude00"
-        ) from None
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -64,7 +48,7 @@ class _BoundedLoader(yaml.SafeLoader):
         try:
             if self._depth > MAX_DEPTH:
                 raise UnreadableManifest(
-                    f"(manifest): nested deeper than {MAX_DEPTH} levels{_where(self.peek_event().start_mark)}"
+                    f"(manifest): nested deeper than {MAX_DEPTH} levels{where(self.peek_event().start_mark)}"
                 )
             return super().compose_node(parent, index)
         finally:
@@ -79,12 +63,12 @@ class _BoundedLoader(yaml.SafeLoader):
             # e.g. "2026-02-31" (day is out of range for month), an integer past Python's digit limit, or
             # "!!timestamp nope" (AttributeError): a value that cannot be built is the manifest's problem.
             raise UnreadableManifest(
-                f"(manifest): the value {str(node.value)[:40]!r}{_where(node.start_mark)} cannot be read: {exc}"
+                f"(manifest): the value {str(node.value)[:40]!r}{where(node.start_mark)} cannot be read: {exc}"
             ) from None
 
     def construct_scalar(self, node: ScalarNode | MappingNode) -> Any:
         value = super().construct_scalar(node)
-        return _join_surrogates(value, node.start_mark) if isinstance(value, str) else value
+        return join_surrogates(value, node.start_mark) if isinstance(value, str) else value
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         # A key given twice would silently win; merge keys (<<) are YAML's way to reuse a mapping, and the keys
@@ -139,81 +123,21 @@ def check_expansion(root: Node) -> None:
             if size > MAX_EXPANDED_SIZE:
                 raise UnreadableManifest(
                     f"(manifest): the document expands through its aliases to more than {MAX_EXPANDED_SIZE} "
-                    f"characters{_where(node.start_mark)}; write the values out or shorten them"
+                    f"characters{where(node.start_mark)}; write the values out or shorten them"
                 )
             if depth > MAX_DEPTH:
                 raise UnreadableManifest(
                     f"(manifest): nested deeper than {MAX_DEPTH} levels once aliases are expanded"
-                    f"{_where(node.start_mark)}"
+                    f"{where(node.start_mark)}"
                 )
             continue
         if key in done:
             continue
         if key in open_nodes:
-            raise UnreadableManifest(f"(manifest): an alias refers to itself{_where(node.start_mark)}")
+            raise UnreadableManifest(f"(manifest): an alias refers to itself{where(node.start_mark)}")
         open_nodes.add(key)
         stack.append((node, True))
         stack.extend((child, False) for child in _children(node))
-
-
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise ValueError("a key appears twice")  # read again as YAML, which names the key and its line
-    return dict(pairs)
-
-
-def _check_plain(document: Any) -> None:
-    """Depth and surrogate checks of a document read as JSON (it has no aliases: its size is the text's)."""
-    stack: list[tuple[Any, int]] = [(document, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise UnreadableManifest(f"(manifest): nested deeper than {MAX_DEPTH} levels")
-        if isinstance(value, str):
-            _join_surrogates(value, None)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                _join_surrogates(key, None)
-                stack.append((item, depth + 1))
-        elif isinstance(value, list):
-            stack.extend((item, depth + 1) for item in value)
-
-
-def _load_json(text: str | bytes) -> tuple[bool, Any]:
-    try:
-        return True, json.loads(text, object_pairs_hook=_unique_pairs)
-    except (ValueError, RecursionError):
-        return False, None  # not JSON (or JSON that YAML reports better): read as YAML
-
-
-def read_json_body(text: str) -> Any:
-    """``json.loads`` for the REST API's bodies, within the same bounds as :func:`load_document`.
-
-    What ``json.loads`` cannot read (nesting past its recursion limit, an integer past Python's digit limit) and
-    what the S3 path refuses (nesting past :data:`MAX_DEPTH`, an unpaired surrogate, a key given twice) is raised
-    as :class:`json.JSONDecodeError`, which the API answers as a 400 naming the problem, never a 500.
-
-    Parameters
-    ----------
-    text
-        The request's body.
-
-    Returns
-    -------
-    Any
-        The document.
-    """
-    try:
-        document = json.loads(text, object_pairs_hook=_unique_pairs)
-        _check_plain(document)
-    except json.JSONDecodeError:
-        raise
-    except RecursionError:
-        raise json.JSONDecodeError(f"nested deeper than {MAX_DEPTH} levels", text, 0) from None
-    except ValueError as exc:  # UnreadableManifest included
-        raise json.JSONDecodeError(str(exc).removeprefix("(manifest): "), text, 0) from None
-    return document
 
 
 def load_document(text: str | bytes) -> Any:
@@ -239,9 +163,9 @@ def load_document(text: str | bytes) -> Any:
         raise UnreadableManifest(
             f"(manifest): {size} bytes; a manifest may hold at most {MAX_MANIFEST_BYTES} bytes (256 KiB)"
         )
-    is_json, document = _load_json(text)
+    is_json, document = load_json(text)
     if is_json:
-        _check_plain(document)
+        check_plain(document)
         return document
     try:
         loader = _BoundedLoader(text)  # the reader decodes and checks the first characters already
@@ -257,7 +181,7 @@ def load_document(text: str | bytes) -> Any:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             problem = getattr(exc, "problem", None) or exc
-            raise UnreadableManifest(f"(manifest): not valid YAML or JSON{_where(mark)}: {problem}") from None
+            raise UnreadableManifest(f"(manifest): not valid YAML or JSON{where(mark)}: {problem}") from None
         except RecursionError:
             raise UnreadableManifest("(manifest): too deeply nested to be read") from None
     finally:

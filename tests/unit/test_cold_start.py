@@ -167,8 +167,10 @@ def test_only_the_api_loads_the_rest_resolver_and_idempotency(loaded):
 
 def test_only_the_functions_that_submit_load_the_submission_and_the_manifest_reader(loaded):
     # Given every handler imported
-    # Then the submission, the manifest reader and YAML are loaded by the functions that submit jobs only
-    assert _loading(loaded, "spotrun.control.submission", "spotrun.model.manifest_io", "yaml") == SUBMITTING
+    # Then the submission and the manifest reader are loaded by the functions that submit jobs only
+    assert _loading(loaded, "spotrun.control.submission", "spotrun.model.manifest_io") == SUBMITTING
+    # And YAML by none: it is loaded by the first manifest text read (the API reads JSON bodies only)
+    assert _loading(loaded, "yaml", "spotrun.model.manifest_yaml") == set()
     # And the schedules' use cases by the two that manage or fire schedules (finalize reads run records only)
     assert _loading(loaded, "spotrun.control.schedules") == {"api", "scheduled_run"}
 

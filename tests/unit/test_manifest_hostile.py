@@ -10,7 +10,8 @@ import pytest
 
 from spotrun.model import manifest_yaml
 from spotrun.model.manifest_io import MAX_ERRORS, MAX_MANIFEST_BYTES, ManifestError, parse_manifest_text
-from spotrun.model.manifest_yaml import MAX_DEPTH, MAX_EXPANDED_SIZE
+from spotrun.model.manifest_json import MAX_DEPTH
+from spotrun.model.manifest_yaml import MAX_EXPANDED_SIZE
 
 HEAD = "name: tiny\ntraining: {command: [python, train.py]}\n"
 
