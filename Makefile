@@ -8,6 +8,11 @@ DEMO_STAMP := $(VENV)/.installed-local
 
 .PHONY: demo test lint typecheck bench clean synth openapi
 
+# A machine may set PYTHONDONTWRITEBYTECODE (this project's CI image does): then no module is ever cached and every
+# process compiles what it imports from source again (torch's DDP alone loads sympy, about 6 s of compiling per
+# rank, every time). The project's own virtualenv and tree keep their bytecode (.gitignore'd __pycache__).
+unexport PYTHONDONTWRITEBYTECODE
+
 # $(call install,EXTRA): create the venv if needed, install the project with that extra, stamp the target.
 # --no-compile: pip would byte-compile every module of every package (torch, transformers, the CDK...), most of
 # which nothing here imports; Python compiles a module to __pycache__ at its first import instead, once.

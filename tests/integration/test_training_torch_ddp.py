@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -22,6 +24,7 @@ BATCHES_PER_EPOCH = 4
 TOTAL_STEPS = 12
 SIGNALLED_RANK = 1
 SIGNAL_AT = 6
+GROUP_TIMEOUT_S = 120  # a group takes 3-10 s; a hung rank fails the test, not pytest's timeout
 
 
 def rank_main(rank: int, workdir: str, signal_at: int | None) -> None:
@@ -66,8 +69,17 @@ def rank_main(rank: int, workdir: str, signal_at: int | None) -> None:
 
 def run_group(workdir: Path, signal_at: int | None) -> list[dict]:
     (workdir / "store").unlink(missing_ok=True)
-    # fork: the ranks need not import torch again (this process has made no thread or group of its own yet).
-    mp.start_processes(rank_main, args=(str(workdir), signal_at), nprocs=WORLD, start_method="fork")
+    # spawn, not fork: a pytest worker has threads of its own by now (jsii's pipe readers, the emulator's
+    # servers), and a child forked while one of them held a lock can wait on it forever (seen once in CI).
+    group = mp.start_processes(
+        rank_main, args=(str(workdir), signal_at), nprocs=WORLD, start_method="spawn", join=False
+    )
+    deadline = time.monotonic() + GROUP_TIMEOUT_S
+    while not group.join(timeout=max(0.0, deadline - time.monotonic())):
+        if time.monotonic() >= deadline:
+            for process in group.processes:
+                process.kill()
+            pytest.fail(f"the ranks did not finish in {GROUP_TIMEOUT_S} s")
     return [json.loads((workdir / f"rank-{rank}.json").read_text()) for rank in range(WORLD)]
 
 

@@ -8,19 +8,24 @@ import subprocess
 from spotrun.shape import REPO_ROOT
 
 
-def planned(*args: str) -> list[str]:
-    """The commands ``make -n`` prints for these arguments, one per line (a recursive make is dry-run too)."""
-    # Run from `make test` itself, the parent's flags and level would reach this make: plan as from a shell.
+def make(*args: str, **environment: str) -> list[str]:
+    """What ``make`` prints for these arguments, one line each, run as from a shell with ``environment`` added."""
+    # Run from `make test` itself, the parent's flags and level would reach this make: run as from a shell.
     env = {key: value for key, value in os.environ.items() if key not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"}}
     done = subprocess.run(
-        ["make", "-n", "--no-print-directory", *args],
+        ["make", "--no-print-directory", *args],
         cwd=REPO_ROOT,
-        env=env,
+        env=env | environment,
         capture_output=True,
         text=True,
         check=True,
     )
     return done.stdout.splitlines()
+
+
+def planned(*args: str) -> list[str]:
+    """The commands ``make -n`` prints for these arguments (a dry run; a recursive make is dry-run too)."""
+    return make("-n", *args)
 
 
 def test_a_fresh_install_leaves_byte_compiling_to_each_modules_first_import():
@@ -32,6 +37,21 @@ def test_a_fresh_install_leaves_byte_compiling_to_each_modules_first_import():
     [install] = [line for line in lines if "pip install" in line and "-e " in line]
     assert "'.[dev]'" in install
     assert "--no-compile" in install.split()
+
+
+def test_the_recipes_write_bytecode_even_where_the_machine_forbids_it():
+    # Given a machine whose environment tells Python never to write bytecode
+    # When a recipe of the Makefile prints what it sees of that variable (a target added for the probe only)
+    [seen] = make(
+        "-s",
+        "--eval",
+        'bytecode-probe: ; @echo "[$$PYTHONDONTWRITEBYTECODE]"',
+        "bytecode-probe",
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+
+    # Then the recipes do not inherit it: each module is compiled once, at its first import, and cached
+    assert seen == "[]"
 
 
 def test_the_linters_and_mypy_run_side_by_side_and_before_any_test():
