@@ -8,7 +8,7 @@ DEMO_STAMP := $(VENV)/.installed-local
 
 .PHONY: demo test lint typecheck bench clean synth openapi
 
-# A machine may set PYTHONDONTWRITEBYTECODE (this project's CI image does): then no module is ever cached and every
+# A machine may set PYTHONDONTWRITEBYTECODE (this project's development machines do): then no module is ever cached and every
 # process compiles what it imports from source again (torch's DDP alone loads sympy, about 6 s of compiling per
 # rank, every time). The project's own virtualenv and tree keep their bytecode (.gitignore'd __pycache__).
 unexport PYTHONDONTWRITEBYTECODE
