@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
+import botocore.loaders
+import botocore.session
 import pytest
 
+from spotrun.agent.resident import share_loader
 from spotrun.cli.target import STATE_HOME_ENV, WORKDIR_ENV
 
 # The slowest files of `make test`'s e2e and chaos run, slowest first (docs/testing.md has their durations). It
@@ -26,6 +30,20 @@ def _own_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(STATE_HOME_ENV, str(tmp_path_factory.mktemp("state-home")))
         patch.delenv(WORKDIR_ENV, raising=False)
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_botocore_loader() -> Iterator[None]:
+    # Tests make new boto3 sessions all the time (moto's mock_aws starts each test with no default session; the
+    # handlers' clients are rebuilt for each test), and every session parsed the same service models' JSON again:
+    # about 0.1 s a client, most of an integration test's setup. One loader serves this process's sessions, as the
+    # resident agent's does; it holds botocore's static data only, never a credential or a connection.
+    search_path = os.environ.get("AWS_DATA_PATH")
+    with pytest.MonkeyPatch.context() as patch:
+        # The original comes back at the end of the session.
+        patch.setattr(botocore.session, "create_loader", botocore.session.create_loader)
+        share_loader(botocore.session, botocore.loaders.create_loader(search_path), search_path)
         yield
 
 
