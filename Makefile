@@ -8,9 +8,10 @@ DEMO_STAMP := $(VENV)/.installed-local
 
 .PHONY: demo test lint typecheck bench clean synth openapi
 
-# A machine may set PYTHONDONTWRITEBYTECODE (this project's development machines do): then no module is ever cached and every
-# process compiles what it imports from source again (torch's DDP alone loads sympy, about 6 s of compiling per
-# rank, every time). The project's own virtualenv and tree keep their bytecode (.gitignore'd __pycache__).
+# A machine may set PYTHONDONTWRITEBYTECODE (this project's development machines do). Then no module is ever
+# cached and every process compiles what it imports from source again (torch's DDP alone loads sympy: about 6 s of
+# compiling per rank, at every start). The project's virtualenv and tree keep their bytecode (__pycache__ is
+# ignored by git; the Lambda package ships none).
 unexport PYTHONDONTWRITEBYTECODE
 
 # $(call install,EXTRA): create the venv if needed, install the project with that extra, stamp the target.

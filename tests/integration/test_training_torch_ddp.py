@@ -24,7 +24,7 @@ BATCHES_PER_EPOCH = 4
 TOTAL_STEPS = 12
 SIGNALLED_RANK = 1
 SIGNAL_AT = 6
-GROUP_TIMEOUT_S = 120  # a group takes 3-10 s; a hung rank fails the test, not pytest's timeout
+GROUP_TIMEOUT_S = 120  # a group takes 5-15 s; a hung rank fails the test, not pytest's timeout
 
 
 def rank_main(rank: int, workdir: str, signal_at: int | None) -> None:
