@@ -83,8 +83,8 @@ def aws(monkeypatch):
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_NAMESPACE": "spotrun",
         "POWERTOOLS_SERVICE_NAME": "spotrun",
-        # moto's EC2 backend otherwise builds its catalogue of public images (about 1,300) at each test's first EC2 call
-        # (about 0.4 s). Nothing here lists images; an instance launches from any image id without them.
+        # moto's EC2 backend otherwise builds its catalogue of public images (about 1,300) at each test's first
+        # EC2 call (about 0.4 s). Nothing here lists images; an instance launches from any image id without them.
         "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
     }.items():
         monkeypatch.setenv(name, value)
