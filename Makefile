@@ -45,7 +45,7 @@ demo: $(DEMO_STAMP)
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit tests/infra tests/integration
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests/e2e tests/chaos \
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder tests/e2e tests/chaos \
 		--ignore tests/e2e/test_pytorch.py
 	$(BIN)/python -m pytest -q tests/e2e/test_pytorch.py
 

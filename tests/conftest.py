@@ -13,13 +13,16 @@ from spotrun.agent.resident import share_loader
 from spotrun.cli.target import STATE_HOME_ENV, WORKDIR_ENV
 
 # The slowest files of `make test`'s e2e and chaos run, slowest first (docs/testing.md has their durations). It
-# runs them on two workers, a file per worker, in collection order (--no-loadscope-reorder): started first,
+# runs them on three workers, a file per worker, in collection order (--no-loadscope-reorder): started first,
 # they run beside the shorter files instead of leaving one worker alone with the longest at the end.
 SLOWEST_FIRST = (
     "tests/e2e/test_interruptions.py",
-    "tests/e2e/test_demo_cli.py",
-    "tests/e2e/test_huggingface.py",
+    "tests/e2e/test_deadline.py",
+    "tests/e2e/test_limits.py",
     "tests/chaos/test_soak.py",
+    "tests/e2e/test_demo_cli.py",
+    "tests/e2e/test_isolation.py",
+    "tests/e2e/test_huggingface.py",
 )
 
 

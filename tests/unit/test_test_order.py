@@ -14,7 +14,7 @@ class _Item:
 
 
 def test_the_slowest_files_come_first_slowest_first_and_the_rest_keep_their_order():
-    # Given items collected alphabetically: ordinary files around two of the slowest, one of them with two tests
+    # Given items collected alphabetically: ordinary files after four of the slowest, one of them with two tests
     collected = [
         _Item("tests/e2e/test_deadline.py::test_a"),
         _Item("tests/e2e/test_demo_cli.py::test_d"),
@@ -22,6 +22,7 @@ def test_the_slowest_files_come_first_slowest_first_and_the_rest_keep_their_orde
         _Item("tests/e2e/test_interruptions.py::test_two"),
         _Item("tests/e2e/test_isolation.py::test_c"),
         _Item("tests/e2e/test_spine.py::test_b"),
+        _Item("tests/e2e/test_workdir.py::test_e"),
     ]
     items = list(collected)
 
@@ -33,10 +34,11 @@ def test_the_slowest_files_come_first_slowest_first_and_the_rest_keep_their_orde
     assert [item.nodeid for item in items] == [
         "tests/e2e/test_interruptions.py::test_one",
         "tests/e2e/test_interruptions.py::test_two",
-        "tests/e2e/test_demo_cli.py::test_d",
         "tests/e2e/test_deadline.py::test_a",
+        "tests/e2e/test_demo_cli.py::test_d",
         "tests/e2e/test_isolation.py::test_c",
         "tests/e2e/test_spine.py::test_b",
+        "tests/e2e/test_workdir.py::test_e",
     ]
 
 
