@@ -14,13 +14,14 @@ class _Item:
 
 
 def test_the_slowest_files_come_first_slowest_first_and_the_rest_keep_their_order():
-    # Given items collected alphabetically: ordinary files after four of the slowest, one of them with two tests
+    # Given items collected alphabetically: ordinary files after five of the slowest, one of them with two tests
     collected = [
         _Item("tests/e2e/test_deadline.py::test_a"),
         _Item("tests/e2e/test_demo_cli.py::test_d"),
         _Item("tests/e2e/test_interruptions.py::test_one"),
         _Item("tests/e2e/test_interruptions.py::test_two"),
         _Item("tests/e2e/test_isolation.py::test_c"),
+        _Item("tests/e2e/test_limits.py::test_f"),
         _Item("tests/e2e/test_spine.py::test_b"),
         _Item("tests/e2e/test_workdir.py::test_e"),
     ]
@@ -35,6 +36,7 @@ def test_the_slowest_files_come_first_slowest_first_and_the_rest_keep_their_orde
         "tests/e2e/test_interruptions.py::test_one",
         "tests/e2e/test_interruptions.py::test_two",
         "tests/e2e/test_deadline.py::test_a",
+        "tests/e2e/test_limits.py::test_f",
         "tests/e2e/test_demo_cli.py::test_d",
         "tests/e2e/test_isolation.py::test_c",
         "tests/e2e/test_spine.py::test_b",
