@@ -47,7 +47,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit tests/infra tests/integration
 	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder tests/e2e tests/chaos \
 		--ignore tests/e2e/test_pytorch.py
-	$(BIN)/python -m pytest -q tests/e2e/test_pytorch.py
+	$(BIN)/python -m pytest -q -n 2 --dist load tests/e2e/test_pytorch.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
