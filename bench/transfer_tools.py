@@ -4,7 +4,8 @@
 (:func:`serve`: the emulator's S3 as the runtime installs it, ranged GETs included) once, and
 ``python -m bench.transfers --once ...`` (:func:`once`) per measurement:
 
-- **spotrun**: staging is ``stage(plan_input(...))`` (verified, ranged GETs for large objects); upload is
+- **spotrun**: staging is ``stage(plan_input(...))`` (verified, ranged GETs for large objects, the small ones
+  through the CRT's getter when ``awscrt`` is installed, as the agent has it); upload is
   ``upload_checkpoint`` (one read per byte, parts for large files, then the commit marker).
 - **ceiling**: plain boto3 threads doing only the transfer: ranged GETs of the same part sizes written in place /
   ``put_object`` and parallel ``upload_part``, no verification of its own.
@@ -152,11 +153,17 @@ def _ceiling_upload(s3: Any, source: Path, prefix: str, workers: int) -> int:
 def once(args: argparse.Namespace) -> dict[str, Any]:
     """One measurement, in this (fresh) process; returns what it prints (seconds, bytes, client CPU seconds)."""
     source, destination = Path(args.source), Path(args.destination)
+    from botocore.credentials import Credentials
+
     from spotrun.agent.checkpoints import upload_checkpoint
     from spotrun.agent.staging import plan_input, stage
+    from spotrun.agent.staging_crt import crt_getter
 
     s3 = client(args.endpoint)
     s3.list_buckets()  # imports, the connection and the client's first call out of the timing
+    # The agent's getter for small objects (the CRT's, as runner.direct_getter makes it beside the S3 client).
+    keys = Credentials(CREDENTIALS["AWS_ACCESS_KEY_ID"], CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+    direct = crt_getter(s3, keys, CREDENTIALS["AWS_REGION"]) if args.tool == "spotrun" else None
     cpu, started = _cpu_seconds(), time.monotonic()
     if args.tool == "s5cmd":
         if args.case == "stage":
@@ -177,7 +184,7 @@ def once(args: argparse.Namespace) -> dict[str, Any]:
             moved = _ceiling_upload(s3, source, args.prefix, args.workers)
     elif args.case == "stage":
         items = plan_input(s3, f"s3://{BUCKET}/{args.prefix}", destination)
-        moved = stage(s3, items, root=destination, max_workers=args.workers).bytes
+        moved = stage(s3, items, root=destination, max_workers=args.workers, direct=direct).bytes
     else:
         upload_checkpoint(s3, BUCKET, args.prefix.split("/")[1], 1, source)
         moved = sum(p.stat().st_size for p in source.iterdir())

@@ -20,7 +20,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from spotrun.agent.links import LinkError, open_regular, real_directories, regular_files
-from spotrun.agent.staging import DEFAULT_WORKERS, LinkStagingError, StageItem, iter_objects, stage
+from spotrun.agent.staging import (
+    DEFAULT_WORKERS,
+    DirectGetter,
+    LinkStagingError,
+    StageItem,
+    iter_objects,
+    stage,
+)
 from spotrun.agent.upload import PartUploader, upload_file
 from spotrun.model import layout
 from spotrun.model.checkpoints import (
@@ -236,6 +243,7 @@ def download_checkpoint(
     checkpoint_dir: Path,
     *,
     max_workers: int = DEFAULT_WORKERS,
+    direct: DirectGetter | None = None,
 ) -> RestoredCheckpoint:
     """Copy a committed checkpoint into ``checkpoint_dir / step-<step>``, every file verified.
 
@@ -256,6 +264,8 @@ def download_checkpoint(
         The local checkpoint directory.
     max_workers
         Files copied at once.
+    direct
+        Makes the GETs of the files under the ranged threshold (:func:`spotrun.agent.staging.stage`).
 
     Returns
     -------
@@ -282,7 +292,7 @@ def download_checkpoint(
         raise LinkStagingError(f"checkpoint step {step}: cannot restore: {exc}") from None
     temporary.mkdir(mode=0o700)
     try:
-        report = stage(s3, items, root=temporary, max_workers=max_workers)
+        report = stage(s3, items, root=temporary, max_workers=max_workers, direct=direct)
         if final.is_symlink():
             final.unlink()  # a link left in its place is replaced, never written through or followed
         elif final.exists():

@@ -14,7 +14,7 @@ from spotrun.agent.gpu import MetricsPort
 from spotrun.agent.notices import NoticeWatcher
 from spotrun.agent.reporter import WorkflowReporter
 from spotrun.agent.secrets import Masker, SecretReader
-from spotrun.agent.staging import DEFAULT_WORKERS
+from spotrun.agent.staging import DEFAULT_WORKERS, DirectGetter
 from spotrun.model.command import FailureCause
 from spotrun.model.job import CheckpointIntervalUsed
 
@@ -53,6 +53,9 @@ class StepContext:
         heartbeats carry to the job's record.
     secret_reader
         Reads ``training.secrets`` with the job's credentials; None: none can be read.
+    direct
+        Makes staging's and the checkpoint restore's GETs of small objects (the CRT's S3 client, signed with
+        the same credentials as ``s3``); None: ``s3`` makes them.
     masker
         Set by the stage and train steps once they read the job's secrets: masks their values in what leaves
         the instance (the uploaded log, log tails, the live log shipper's lines).
@@ -72,6 +75,7 @@ class StepContext:
     secret_reader: SecretReader | None = None
     masker: Masker = field(default_factory=Masker)
     logs: Any = None
+    direct: DirectGetter | None = None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from spotrun.agent.periodic import Ticker
 from spotrun.agent.reporter import ApiReporter, ReportError, TaskAbandonedError, WorkflowReporter
 from spotrun.agent.secrets import SecretReader
 from spotrun.agent.stage import run_stage
-from spotrun.agent.staging import DEFAULT_WORKERS
+from spotrun.agent.staging import DEFAULT_WORKERS, DirectGetter
 from spotrun.agent.train import run_train
 from spotrun.model import layout
 from spotrun.model.command import STAGING_FAILED, TRAINING_FAILED, AgentCommand, FailureCause
@@ -51,7 +51,7 @@ class AgentSettings:
     imds_endpoint
         ``SPOTRUN_IMDS_ENDPOINT``, default ``http://169.254.169.254``.
     workers
-        ``SPOTRUN_AGENT_WORKERS``: files copied at once, default 16.
+        ``SPOTRUN_AGENT_WORKERS``: files copied at once, default 32 (``staging.DEFAULT_WORKERS``).
     credentials_url
         ``SPOTRUN_AGENT_CREDENTIALS_URL``: the API's credentials route, where the agent gets its job's S3
         credentials (the user data writes it; the command document itself can only be read with them).
@@ -198,18 +198,9 @@ _clients: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, tuple[str | None, 
 )
 
 
-def aws_client(service: str, region: str, session: Any = None) -> Any:
-    """A boto3 client with a connection pool sized for parallel transfers and patient retries, made once.
-
-    Made on first use (never at import) from ``session``, or from this process's one session of the machine's
-    credentials, and then kept for that session, service and region: a client is thread-safe and costs tens of
-    ms to make (its service model, the session's event hooks copied), a session is not thread-safe, so clients
-    are only made under a lock. ``AWS_ENDPOINT_URL`` in the environment (the emulator) is honoured by boto3
-    itself.
-    """
+def _made_once(kind: str, region: str, session: Any, make: Callable[[Any], Any]) -> Any:
+    """What ``make(session)`` returns, made once per session, ``kind``, region and client environment."""
     import boto3
-
-    from spotrun.agent.staging_client import transfer_config
 
     where = tuple(os.environ.get(name) for name in _CLIENT_ENVIRONMENT)
     with _clients_lock:
@@ -219,10 +210,42 @@ def aws_client(service: str, region: str, session: Any = None) -> Any:
             session = _machine_sessions[region, where]
         # Keyed weakly by the session: a session dropped (a finished step's job credentials) takes its clients.
         made = _clients.setdefault(session, {})
-        if (service, region, where) not in made:
-            config = transfer_config()
-            made[service, region, where] = session.client(service, config=config, region_name=region)
-        return made[service, region, where]
+        if (kind, region, where) not in made:
+            made[kind, region, where] = make(session)
+        return made[kind, region, where]
+
+
+def aws_client(service: str, region: str, session: Any = None) -> Any:
+    """A boto3 client with a connection pool sized for parallel transfers and patient retries, made once.
+
+    Made on first use (never at import) from ``session``, or from this process's one session of the machine's
+    credentials, and then kept for that session, service and region: a client is thread-safe and costs tens of
+    ms to make (its service model, the session's event hooks copied), a session is not thread-safe, so clients
+    are only made under a lock. ``AWS_ENDPOINT_URL`` in the environment (the emulator) is honoured by boto3
+    itself.
+    """
+    from spotrun.agent.staging_client import transfer_config
+
+    return _made_once(
+        service,
+        region,
+        session,
+        lambda made_from: made_from.client(service, config=transfer_config(), region_name=region),
+    )
+
+
+def direct_getter(region: str, session: Any = None) -> DirectGetter | None:
+    """The CRT's getter beside ``aws_client("s3", region, session)``: its endpoint, its credentials; made once.
+
+    None when the CRT cannot be used (:func:`spotrun.agent.staging_crt.crt_getter`): staging then makes every
+    GET through the boto3 client.
+    """
+    from spotrun.agent.staging_crt import crt_getter
+
+    s3 = aws_client("s3", region, session)
+    return _made_once(
+        "s3-crt", region, session, lambda made_from: crt_getter(s3, made_from.get_credentials(), region)
+    )
 
 
 def job_s3_session(command_uri: str, settings: AgentSettings, region: str) -> Any:
@@ -348,6 +371,7 @@ def build_context(
     notices = ImdsNotices(imds)
     return StepContext(
         s3=aws_client("s3", command.region, s3_session),
+        direct=direct_getter(command.region, s3_session),
         # The job's credentials write only this attempt's stream (spotrun.model.job_access).
         logs=aws_client("logs", command.region, s3_session),
         reporter=api_reporter(command),

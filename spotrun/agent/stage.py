@@ -105,6 +105,7 @@ def restore_checkpoint(
         latest.step,
         job_layout.checkpoint_dir,
         max_workers=ctx.workers,
+        direct=ctx.direct,
     )
 
 
@@ -136,7 +137,7 @@ def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
     job_layout.create()
     items = plan_job_inputs(command, ctx, job_layout)
     logger.info("staging %d files for job %s", len(items), command.job_id)
-    report = stage(ctx.s3, items, root=job_layout.root, max_workers=ctx.workers)
+    report = stage(ctx.s3, items, root=job_layout.root, max_workers=ctx.workers, direct=ctx.direct)
     if command.manifest.training.code is not None:
         unpack_code(command.manifest.training.code, job_layout)
     restored = restore_checkpoint(command, ctx, job_layout)

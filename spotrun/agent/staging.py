@@ -5,7 +5,8 @@ is always complete and verified. The check is chosen by :func:`spotrun.agent.int
 SHA-256 known in advance, S3's full-object SHA-256 or CRC32, a single-part ETag's MD5, and always the size),
 and computed in one pass over the bytes. A file that fails is fetched once more, then staging fails.
 
-A small object is one GET. An object of :data:`RANGED_THRESHOLD` bytes or more is fetched as parallel ranged
+A small object is one GET (:mod:`spotrun.agent.staging_whole`: through the CRT's S3 client when the agent has
+one, else through boto3). An object of :data:`RANGED_THRESHOLD` bytes or more is fetched as parallel ranged
 GETs of :func:`part_size` bytes (S3 serves byte ranges of one object in parallel:
 https://docs.aws.amazon.com/whitepapers/latest/s3-optimizing-performance-best-practices/use-byte-range-fetches.html),
 each written in place (``os.pwrite``) into a file preallocated to the object's size; every range asks for the
@@ -23,7 +24,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-import uuid
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -32,8 +32,6 @@ from typing import Any
 from spotrun.agent.integrity import (
     Expectation,
     OrderedDigest,
-    StreamDigest,
-    body_reader,
     crc32,
     crc32_combine,
     expectation_for,
@@ -54,12 +52,22 @@ from spotrun.agent.staging_plan import (
     plan_input,
     relative_destination,
 )
+from spotrun.agent.staging_whole import (
+    CHUNK_BYTES,
+    CREATE,
+    DirectGetter,
+    Fetched,
+    download_direct,
+    download_whole,
+    partial_name,
+)
 
 __all__ = [
     "CHUNK_BYTES",
     "DEFAULT_WORKERS",
     "RANGED_THRESHOLD",
     "Algorithm",
+    "DirectGetter",
     "Expectation",
     "LinkStagingError",
     "S3Reader",
@@ -79,11 +87,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Bodies are read (and written, and hashed) 256 KiB at a time. Measured against 128 KiB, 512 KiB and 1 MiB
-# (docs/transfers.md, third pass): 1 MiB reads cost 1.6 x the client CPU of 256 KiB ones for the same bytes, a
-# piece that stays in the CPU's cache between the socket read, the write and the CRC, and whose allocation is
-# reused rather than mapped and unmapped afresh.
-CHUNK_BYTES = 256 * 1024
 DEFAULT_WORKERS = 32  # files at once, and ranges at once: with 64 pooled connections (runner.aws_client)
 MIB = 1024 * 1024
 RANGED_THRESHOLD = 16 * MIB
@@ -122,47 +125,6 @@ def _prepare_directory(root: Path, item: StageItem) -> None:
         raise LinkStagingError(f"refusing to stage s3://{item.bucket}/{item.key}: {exc}") from None
 
 
-def _partial_name(item: StageItem) -> Path:
-    # A hidden name in the same directory: the final rename is atomic, and nothing reads a partial file. It is
-    # created afresh (O_EXCL: never a link left in its place) and the rename replaces a link at the final name
-    # rather than writing through it.
-    return item.destination.parent / f".{item.destination.name}.{uuid.uuid4().hex}.part"
-
-
-_CREATE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-
-
-class _Result:
-    def __init__(self, size: int, algorithm: Algorithm, requests: int):
-        self.size = size
-        self.algorithm = algorithm
-        self.requests = requests
-
-
-def _download_whole(s3: S3Reader, item: StageItem) -> _Result:
-    response = s3.get_object(Bucket=item.bucket, Key=item.key, ChecksumMode="ENABLED")
-    expectation = expectation_for(response, item.sha256)
-    body = response["Body"]
-    read, shared = body_reader(body, expectation.algorithm)
-    digest = StreamDigest(expectation, shared=shared)
-    partial = _partial_name(item)
-    try:
-        with os.fdopen(os.open(partial, os.O_WRONLY | _CREATE, 0o600), "wb") as handle:
-            while chunk := read(CHUNK_BYTES):
-                digest.update(chunk)
-                handle.write(chunk)
-        found = digest.problems()
-        if found:
-            raise VerificationError(f"s3://{item.bucket}/{item.key}: " + "; ".join(found))
-        partial.replace(item.destination)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    finally:
-        body.close()
-    return _Result(digest.size, expectation.algorithm, 1)
-
-
 def _fetch_range(
     s3: S3Reader,
     item: StageItem,
@@ -194,13 +156,13 @@ def _fetch_range(
 
 def _download_ranged(
     s3: S3Reader, item: StageItem, head: dict[str, Any], ranged_pool: ThreadPoolExecutor
-) -> _Result:
+) -> Fetched:
     expectation = expectation_for(head, item.sha256)
     size = expectation.size
     etag = str(head["ETag"])
     ranges = ranges_of(size)
-    partial = _partial_name(item)
-    descriptor = os.open(partial, os.O_RDWR | _CREATE, 0o600)
+    partial = partial_name(item)
+    descriptor = os.open(partial, os.O_RDWR | CREATE, 0o600)
     try:
         os.ftruncate(descriptor, size)  # preallocated: every range writes in place
         ordered = None
@@ -251,12 +213,16 @@ def _download_ranged(
     finally:
         if descriptor >= 0:
             os.close(descriptor)
-    return _Result(received, expectation.algorithm, len(ranges))
+    return Fetched(received, expectation.algorithm, len(ranges))
 
 
 def _download_once(
-    s3: S3Reader, item: StageItem, root: Path, ranged_pool: ThreadPoolExecutor | None
-) -> _Result:
+    s3: S3Reader,
+    item: StageItem,
+    root: Path,
+    ranged_pool: ThreadPoolExecutor | None,
+    direct: DirectGetter | None,
+) -> Fetched:
     _prepare_directory(root, item)
     if ranged_pool is not None and (item.size is None or item.size >= RANGED_THRESHOLD):
         # HeadObject chooses the check (a ranged GET carries no full-object checksum) and, for an object whose
@@ -264,7 +230,9 @@ def _download_once(
         head = s3.head_object(Bucket=item.bucket, Key=item.key, ChecksumMode="ENABLED")
         if int(head["ContentLength"]) >= RANGED_THRESHOLD:
             return _download_ranged(s3, item, head, ranged_pool)
-    return _download_whole(s3, item)
+    if direct is not None:
+        return download_direct(direct, item)
+    return download_whole(s3, item)
 
 
 def download_verified(
@@ -274,6 +242,7 @@ def download_verified(
     root: Path,
     attempts: int = 2,
     ranged_pool: ThreadPoolExecutor | None = None,
+    direct: DirectGetter | None = None,
 ) -> StagedFile:
     """Copy one object to its destination, verified, retrying a failed copy.
 
@@ -289,6 +258,9 @@ def download_verified(
         Tries in all (2: a failure is retried once).
     ranged_pool
         Where the ranged GETs of a large object run. None: every object is one GET.
+    direct
+        Makes the one GET of an object that is not fetched in ranges (the CRT, :mod:`.staging_crt`). None:
+        ``s3`` makes it.
 
     Returns
     -------
@@ -304,7 +276,7 @@ def download_verified(
     last: Exception | None = None
     for attempt in range(1, attempts + 1):
         try:
-            result = _download_once(s3, item, root, ranged_pool)
+            result = _download_once(s3, item, root, ranged_pool, direct)
         except LinkStagingError:
             raise
         except Exception as exc:  # any failure of one copy (network, checksum, disk) is worth one more try
@@ -329,6 +301,7 @@ def stage(
     root: Path,
     max_workers: int = DEFAULT_WORKERS,
     attempts: int = 2,
+    direct: DirectGetter | None = None,
 ) -> StagingReport:
     """Copy every item in parallel, each verified; large objects as parallel ranged GETs.
 
@@ -346,6 +319,9 @@ def stage(
         does not hold a range's place).
     attempts
         Tries per file.
+    direct
+        Makes the GET of each object under :data:`RANGED_THRESHOLD` (:func:`.staging_crt.crt_getter`). None:
+        ``s3`` makes every GET.
 
     Returns
     -------
@@ -370,7 +346,15 @@ def stage(
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stage") as pool,
     ):
         futures: list[Future[StagedFile]] = [
-            pool.submit(download_verified, s3, item, root=root, attempts=attempts, ranged_pool=ranged_pool)
+            pool.submit(
+                download_verified,
+                s3,
+                item,
+                root=root,
+                attempts=attempts,
+                ranged_pool=ranged_pool,
+                direct=direct,
+            )
             for item in items
         ]
         try:

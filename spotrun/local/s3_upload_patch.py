@@ -1,4 +1,4 @@
-"""S3 upload integrity in the emulator: checksum headers and presigned URLs' signatures, as S3 checks them.
+"""S3 integrity in the emulator: checksum headers and presigned URLs' signatures, as S3 checks them.
 
 moto 5.2.5 stores whatever a PUT carries: it neither checks an ``x-amz-checksum-sha256`` header against the body
 nor verifies a presigned URL's signature. The code upload (:mod:`spotrun.control.code_upload`) relies on both,
@@ -13,7 +13,11 @@ so the emulator checks them as S3 does:
   own credentials, or a session moto's STS issued); a mismatch, a signed header missing, or an expired URL fails
   with HTTP 403 ``SignatureDoesNotMatch`` / ``AccessDenied``
   (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html). A presigned URL whose key
-  is unknown to the emulator is served as before.
+  is unknown to the emulator is served as before;
+- ``x-amz-checksum-mode`` is read without regard to case. The AWS Common Runtime's S3 client (the AWS CLI v2's,
+  and the agent's for small objects: :mod:`spotrun.agent.staging_crt`) sends ``enabled`` (aws-c-s3,
+  ``source/s3_util.c``: ``g_enabled``) and S3 answers it with the object's checksum; moto 5.2.5 compares the
+  value with ``ENABLED`` exactly and would leave the checksum out.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from spotrun.local.patches import PatchSet
 from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS
 
 _UNSIGNED = "UNSIGNED-PAYLOAD"
+_CHECKSUM_MODE = "HTTP_X_AMZ_CHECKSUM_MODE"  # the WSGI environ's name of the x-amz-checksum-mode header
 
 
 def _secret_of(access_key: str) -> str | None:
@@ -126,6 +131,10 @@ def install(patches: PatchSet) -> None:
 
     def authorize(self: Any, bucket_name: str | None = None, key_name: str | None = None) -> None:
         request = self.request
+        # moto's headers are a view of the WSGI environ (werkzeug's EnvironHeaders), read live.
+        environ = getattr(request, "environ", None)
+        if environ is not None and str(environ.get(_CHECKSUM_MODE, "")).upper() == "ENABLED":
+            environ[_CHECKSUM_MODE] = "ENABLED"
         # The URL's own query (moto's querystring also holds what it adds, such as Action).
         query = urllib.parse.parse_qs(request.query_string.decode(), keep_blank_values=True)
         problem = presign_problem(request.method, request.path, query, self.headers)

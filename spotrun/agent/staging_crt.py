@@ -1,0 +1,241 @@
+"""Whole-object GETs through the AWS Common Runtime's S3 client (``awscrt``), for staging's small files.
+
+On 1,000 objects of 1 MiB, botocore's per-request path (building, signing and parsing each request in Python)
+is most of staging's CPU, and on two cores that CPU is taken from the transfer itself (docs/transfers.md). The
+CRT's S3 client does the request, its signature, the write to the file and the checksum in C: the same GET
+costs a fraction of the CPU. It is the client the AWS CLI v2 and boto3's own CRT transfer manager use.
+
+What stays in Python, and the same as botocore's engine: which check a file gets (``integrity.expectation_for``
+over the response's headers), the temporary name and the rename (:mod:`spotrun.agent.staging`), the link
+checks, the retry. What the CRT does:
+
+- one ``GetObject`` (``S3RequestType.DEFAULT``: no HeadObject first, no ranges) signed with SigV4 by the CRT,
+  with the credentials of the boto3 session the agent's other clients use (refreshed as theirs are);
+- the object's full-object checksum in the response (``x-amz-checksum-mode``) checked against the body as it
+  arrives; with a SHA-256 known in advance (a checkpoint's commit marker), the body checked against that
+  instead (``expected_checksum``);
+- the body written into the temporary file staging created (``O_EXCL | O_NOFOLLOW``), reopened through
+  ``/proc/self/fd``, so that nothing put at that name after it was created can be written through.
+
+The URL of an object is botocore's: the first GET of a bucket asks the boto3 client for a presigned URL (pure
+computation, no request), which applies its endpoint rules (virtual-hosted or path-style, a custom endpoint
+such as the emulator's); the CRT then signs each request itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spotrun.agent.staging_plan import StagingError
+
+# A key that needs no escaping: the part of a presigned URL's path before it is the bucket's (see below).
+_PROBE_KEY = "spotrun-probe"
+_FD_DIRECTORY = "/proc/self/fd"
+_ERROR_CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
+
+
+class DirectGetError(StagingError):
+    """The CRT's GET failed: the HTTP status and S3's error code when S3 answered, else the CRT's error."""
+
+
+@dataclass(frozen=True)
+class DirectGet:
+    """What one GET wrote into the file, as the verification needs it.
+
+    Attributes
+    ----------
+    response
+        The response's headers as boto3 names them in ``get_object``'s response (``ContentLength``, ``ETag``,
+        ``ChecksumSHA256``, ...): what :func:`spotrun.agent.integrity.expectation_for` reads.
+    validated
+        The algorithm whose checksum the CRT checked against the body (``"sha256"``, ``"crc32"``, another
+        lower-case name), or None when it checked none.
+    """
+
+    response: dict[str, Any]
+    validated: str | None
+
+
+_RESPONSE_HEADERS = {
+    "content-length": "ContentLength",
+    "etag": "ETag",
+    "x-amz-checksum-sha256": "ChecksumSHA256",
+    "x-amz-checksum-crc32": "ChecksumCRC32",
+    "x-amz-checksum-type": "ChecksumType",
+    "x-amz-server-side-encryption": "ServerSideEncryption",
+    "x-amz-server-side-encryption-customer-algorithm": "SSECustomerAlgorithm",
+}
+
+
+def response_of(headers: list[tuple[str, str]]) -> dict[str, Any]:
+    """The fields of a ``get_object`` response that the verification reads, from the raw response headers."""
+    found: dict[str, Any] = {}
+    for name, value in headers:
+        field = _RESPONSE_HEADERS.get(name.lower())
+        if field is not None:
+            found[field] = value
+    if "ContentLength" in found:
+        found["ContentLength"] = int(found["ContentLength"])
+    return found
+
+
+class CrtGetter:
+    """GETs whole objects into open files through one CRT S3 client; thread-safe, made by :func:`crt_getter`.
+
+    Parameters
+    ----------
+    s3
+        The boto3 S3 client whose endpoint rules give each bucket's URL.
+    credentials
+        The botocore credentials to sign with (a session's ``get_credentials()``; refreshable ones are
+        refreshed as they are for boto3).
+    region
+        The signing region.
+    """
+
+    def __init__(self, s3: Any, credentials: Any, region: str):
+        self._s3 = s3
+        self._credentials = credentials
+        self._region = region
+        self._client: Any = None
+        self._addresses: dict[str, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def _crt_client(self) -> Any:
+        """The CRT's S3 client, made on the first GET: a step that stages nothing pays nothing (~0.1 s)."""
+        import awscrt.io
+        import awscrt.s3
+        from s3transfer.crt import BotocoreCRTCredentialsWrapper
+
+        with self._lock:
+            if self._client is None:
+                scheme = urllib.parse.urlsplit(str(self._s3.meta.endpoint_url)).scheme
+                events = awscrt.io.EventLoopGroup()
+                bootstrap = awscrt.io.ClientBootstrap(events, awscrt.io.DefaultHostResolver(events))
+                self._client = awscrt.s3.S3Client(
+                    bootstrap=bootstrap,
+                    region=self._region,
+                    tls_mode=(
+                        awscrt.s3.S3RequestTlsMode.ENABLED
+                        if scheme == "https"
+                        else awscrt.s3.S3RequestTlsMode.DISABLED
+                    ),
+                    credential_provider=BotocoreCRTCredentialsWrapper(
+                        self._credentials
+                    ).to_crt_credentials_provider(),
+                )
+            return self._client
+
+    def _address(self, bucket: str) -> tuple[str, str]:
+        """``(host, path prefix)`` of the bucket's objects, as botocore's endpoint rules place them."""
+        with self._lock:
+            if bucket not in self._addresses:
+                url = urllib.parse.urlsplit(
+                    self._s3.generate_presigned_url(
+                        "get_object", Params={"Bucket": bucket, "Key": _PROBE_KEY}
+                    )
+                )
+                if not url.path.endswith("/" + _PROBE_KEY):
+                    raise DirectGetError(f"s3://{bucket}: unexpected object URL {url.scheme}://{url.netloc}")
+                self._addresses[bucket] = (url.netloc, url.path[: -len(_PROBE_KEY)])
+            return self._addresses[bucket]
+
+    def get_into(self, bucket: str, key: str, descriptor: int, sha256_hex: str | None = None) -> DirectGet:
+        """GET ``s3://bucket/key`` into the empty file open at ``descriptor``, its checksum checked on arrival.
+
+        Parameters
+        ----------
+        bucket, key
+            The object.
+        descriptor
+            A file this process created for it (staging's temporary file), empty.
+        sha256_hex
+            A SHA-256 known in advance: the CRT checks the body against it rather than against S3's header.
+
+        Returns
+        -------
+        DirectGet
+            The response's headers and the checksum the CRT checked.
+
+        Raises
+        ------
+        DirectGetError
+            When the GET failed (an error response, a checksum mismatch, the connection).
+        """
+        import awscrt.http
+        import awscrt.s3
+
+        client = self._crt_client()
+        s3, http = awscrt.s3, awscrt.http
+        host, prefix = self._address(bucket)
+        request = http.HttpRequest(
+            "GET",
+            prefix + urllib.parse.quote(key, safe="/~"),
+            # The CRT sets x-amz-checksum-mode itself when it validates (aws-c-s3, source/s3_util.c).
+            http.HttpHeaders([("host", host), ("Content-Length", "0")]),
+        )
+        checksums = s3.S3ChecksumConfig(validate_response=True)
+        if sha256_hex:
+            checksums = s3.S3ChecksumConfig(
+                validate_response=True,
+                expected_checksum=base64.b64encode(bytes.fromhex(sha256_hex)).decode(),
+                expected_checksum_algorithm=s3.S3ChecksumAlgorithm.SHA256,
+            )
+        headers: list[tuple[str, str]] = []
+        done: dict[str, Any] = {}
+        meta = client.make_request(
+            type=s3.S3RequestType.DEFAULT,
+            operation_name="GetObject",
+            request=request,
+            recv_filepath=f"{_FD_DIRECTORY}/{descriptor}",
+            checksum_config=checksums,
+            on_headers=lambda **kwargs: headers.extend(kwargs["headers"]),
+            on_done=lambda **kwargs: done.update(kwargs),
+        )
+        try:
+            meta.finished_future.result()
+        except Exception as exc:
+            raise DirectGetError(f"GetObject: {_describe(exc)}") from exc
+        algorithm = done.get("checksum_validation_algorithm")
+        validated = algorithm.name.lower() if done.get("did_validate_checksum") and algorithm else None
+        return DirectGet(response_of(headers), validated)
+
+
+def _describe(exc: Exception) -> str:
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        return str(exc)
+    code = _ERROR_CODE.search(bytes(getattr(exc, "body", b"") or b""))
+    return f"HTTP {status}" + (f" ({code.group(1).decode(errors='replace')})" if code else "")
+
+
+def crt_available() -> bool:
+    """Whether the CRT can be used: ``awscrt`` installed (the ``agent`` extra) and ``/proc/self/fd`` (Linux)."""
+    import importlib.util
+
+    return importlib.util.find_spec("awscrt") is not None and Path(_FD_DIRECTORY).is_dir()
+
+
+def crt_getter(s3: Any, credentials: Any, region: str) -> CrtGetter | None:
+    """A :class:`CrtGetter` beside the boto3 client ``s3``, or None when the CRT cannot be used.
+
+    Staging then makes every GET through ``s3`` (:func:`spotrun.agent.staging.stage` without ``direct``).
+
+    Parameters
+    ----------
+    s3
+        The agent's boto3 S3 client (its endpoint and addressing are the CRT's).
+    credentials
+        The botocore credentials of that client's session.
+    region
+        The signing region.
+    """
+    if not crt_available() or credentials is None:
+        return None
+    return CrtGetter(s3, credentials, region)

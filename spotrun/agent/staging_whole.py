@@ -1,0 +1,146 @@
+"""One GET per object, into a temporary file that is checked and then renamed: staging's small objects.
+
+Two ways to make that GET, verified alike (:mod:`spotrun.agent.staging` chooses; large objects are ranged there):
+
+- :func:`download_whole`: through the boto3 client, the body read, written and hashed 256 KiB at a time (one
+  hashing pass: botocore's running checksum is the digest checked when it is of the algorithm needed);
+- :func:`download_direct`: through a :class:`DirectGetter` (the CRT's S3 client, :mod:`.staging_crt`), which
+  writes the body into the file and checks S3's checksum (or a SHA-256 known in advance) on arrival. Whatever
+  check it could not make (an ETag's MD5, a SHA-256 the object does not carry) is made here, in one pass over
+  the file from the page cache. The size is always checked.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from spotrun.agent.integrity import (
+    Expectation,
+    StreamDigest,
+    body_reader,
+    expectation_for,
+    problems,
+)
+from spotrun.agent.staging_crt import DirectGet
+from spotrun.agent.staging_plan import Algorithm, S3Reader, StageItem, VerificationError
+
+# Bodies are read (and written, and hashed) 256 KiB at a time. Measured against 128 KiB, 512 KiB and 1 MiB
+# (docs/transfers.md, third pass): 1 MiB reads cost 1.6 x the client CPU of 256 KiB ones for the same bytes, a
+# piece that stays in the CPU's cache between the socket read, the write and the CRC, and whose allocation is
+# reused rather than mapped and unmapped afresh.
+CHUNK_BYTES = 256 * 1024
+
+
+def partial_name(item: StageItem) -> Path:
+    # A hidden name in the same directory: the final rename is atomic, and nothing reads a partial file. It is
+    # created afresh (O_EXCL: never a link left in its place) and the rename replaces a link at the final name
+    # rather than writing through it.
+    return item.destination.parent / f".{item.destination.name}.{uuid.uuid4().hex}.part"
+
+
+CREATE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What one download moved: bytes, the check made, and its GETs."""
+
+    size: int
+    algorithm: Algorithm
+    requests: int
+
+
+def download_whole(s3: S3Reader, item: StageItem) -> Fetched:
+    """GET ``item`` through ``s3`` into a temporary file, hashed as it is read, then renamed into place.
+
+    Raises
+    ------
+    VerificationError
+        When the bytes do not pass the check (the temporary file is removed; nothing is renamed).
+    """
+    response = s3.get_object(Bucket=item.bucket, Key=item.key, ChecksumMode="ENABLED")
+    expectation = expectation_for(response, item.sha256)
+    body = response["Body"]
+    read, shared = body_reader(body, expectation.algorithm)
+    digest = StreamDigest(expectation, shared=shared)
+    partial = partial_name(item)
+    try:
+        with os.fdopen(os.open(partial, os.O_WRONLY | CREATE, 0o600), "wb") as handle:
+            while chunk := read(CHUNK_BYTES):
+                digest.update(chunk)
+                handle.write(chunk)
+        found = digest.problems()
+        if found:
+            raise VerificationError(f"s3://{item.bucket}/{item.key}: " + "; ".join(found))
+        partial.replace(item.destination)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    finally:
+        body.close()
+    return Fetched(digest.size, expectation.algorithm, 1)
+
+
+class DirectGetter(Protocol):
+    """Whole-object GETs into an open file, with their checksum checked on arrival (:mod:`.staging_crt`)."""
+
+    def get_into(
+        self, bucket: str, key: str, descriptor: int, sha256_hex: str | None = None
+    ) -> DirectGet: ...
+
+
+def _checked_value(expectation: Expectation) -> bytes | int:
+    """The digest a :class:`DirectGetter` compared the body with, for :func:`problems` to compare again."""
+    if expectation.algorithm == "sha256" and expectation.sha256_hex:
+        return bytes.fromhex(expectation.sha256_hex)  # the SHA-256 known in advance: the CRT checked that one
+    raw = base64.b64decode(str(expectation.s3_value))
+    return int.from_bytes(raw, "big") if expectation.algorithm == "crc32" else raw
+
+
+def _read_back_problems(descriptor: int, expectation: Expectation) -> list[str]:
+    """Hash the written file once (from the page cache) for a check the getter did not make."""
+    digest = StreamDigest(expectation)
+    offset = 0
+    while chunk := os.pread(descriptor, CHUNK_BYTES, offset):
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.problems()
+
+
+def download_direct(direct: DirectGetter, item: StageItem) -> Fetched:
+    """GET ``item`` through ``direct`` into a temporary file, complete the check, then rename it into place.
+
+    Raises
+    ------
+    VerificationError
+        When the bytes do not pass the check (the temporary file is removed; nothing is renamed).
+    """
+    partial = partial_name(item)
+    descriptor = os.open(partial, os.O_RDWR | CREATE, 0o600)
+    try:
+        got = direct.get_into(item.bucket, item.key, descriptor, item.sha256)
+        expectation = expectation_for(got.response, item.sha256)
+        size = os.fstat(descriptor).st_size
+        if expectation.algorithm == "size":
+            found = problems(expectation, size, None)
+        elif got.validated == expectation.algorithm:
+            found = problems(expectation, size, _checked_value(expectation))
+        else:  # no checksum of that algorithm on arrival (an ETag's MD5, a CRC-32C): one pass over the file
+            found = _read_back_problems(descriptor, expectation)
+        if found:
+            raise VerificationError(f"s3://{item.bucket}/{item.key}: " + "; ".join(found))
+        os.close(descriptor)
+        descriptor = -1
+        partial.replace(item.destination)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    finally:
+        if descriptor >= 0:
+            os.close(descriptor)
+    return Fetched(size, expectation.algorithm, 1)
