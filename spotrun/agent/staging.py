@@ -54,12 +54,12 @@ from spotrun.agent.staging_plan import (
 )
 from spotrun.agent.staging_whole import (
     CHUNK_BYTES,
-    CREATE,
     DirectGetter,
     Fetched,
     download_direct,
     download_whole,
-    partial_name,
+    landing,
+    raise_if_unverified,
 )
 
 __all__ = [
@@ -161,9 +161,7 @@ def _download_ranged(
     size = expectation.size
     etag = str(head["ETag"])
     ranges = ranges_of(size)
-    partial = partial_name(item)
-    descriptor = os.open(partial, os.O_RDWR | CREATE, 0o600)
-    try:
+    with landing(item) as descriptor:
         os.ftruncate(descriptor, size)  # preallocated: every range writes in place
         ordered = None
         if new_hash(expectation.algorithm) is not None:
@@ -202,17 +200,7 @@ def _download_ranged(
                 for (_, length), (_, value) in zip(ranges, results, strict=True):
                     digest = crc32_combine(digest, value, length)
             found = problems(expectation, received, digest)
-        if found:
-            raise VerificationError(f"s3://{item.bucket}/{item.key}: " + "; ".join(found))
-        os.close(descriptor)
-        descriptor = -1
-        partial.replace(item.destination)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    finally:
-        if descriptor >= 0:
-            os.close(descriptor)
+        raise_if_unverified(item, found)
     return Fetched(received, expectation.algorithm, len(ranges))
 
 

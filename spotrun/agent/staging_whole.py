@@ -15,6 +15,8 @@ from __future__ import annotations
 import base64
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -46,6 +48,31 @@ def partial_name(item: StageItem) -> Path:
 CREATE = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
 
 
+@contextmanager
+def landing(item: StageItem) -> Iterator[int]:
+    """A new temporary file for ``item``, open read-write: renamed into place if the block ends normally.
+
+    If the block raises (a failed GET, a check that did not pass), the file is closed and removed, and
+    nothing under the final name changes.
+    """
+    partial = partial_name(item)
+    descriptor = os.open(partial, os.O_RDWR | CREATE, 0o600)
+    try:
+        yield descriptor
+    except BaseException:
+        os.close(descriptor)
+        partial.unlink(missing_ok=True)
+        raise
+    os.close(descriptor)
+    partial.replace(item.destination)
+
+
+def raise_if_unverified(item: StageItem, found: list[str]) -> None:
+    """Raise :class:`VerificationError` naming ``item`` and each of the check's findings, if there are any."""
+    if found:
+        raise VerificationError(f"s3://{item.bucket}/{item.key}: " + "; ".join(found))
+
+
 @dataclass(frozen=True)
 class Fetched:
     """What one download moved: bytes, the check made, and its GETs."""
@@ -68,19 +95,12 @@ def download_whole(s3: S3Reader, item: StageItem) -> Fetched:
     body = response["Body"]
     read, shared = body_reader(body, expectation.algorithm)
     digest = StreamDigest(expectation, shared=shared)
-    partial = partial_name(item)
     try:
-        with os.fdopen(os.open(partial, os.O_WRONLY | CREATE, 0o600), "wb") as handle:
+        with landing(item) as descriptor, os.fdopen(descriptor, "wb", closefd=False) as handle:
             while chunk := read(CHUNK_BYTES):
                 digest.update(chunk)
                 handle.write(chunk)
-        found = digest.problems()
-        if found:
-            raise VerificationError(f"s3://{item.bucket}/{item.key}: " + "; ".join(found))
-        partial.replace(item.destination)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+            raise_if_unverified(item, digest.problems())
     finally:
         body.close()
     return Fetched(digest.size, expectation.algorithm, 1)
@@ -120,9 +140,7 @@ def download_direct(direct: DirectGetter, item: StageItem) -> Fetched:
     VerificationError
         When the bytes do not pass the check (the temporary file is removed; nothing is renamed).
     """
-    partial = partial_name(item)
-    descriptor = os.open(partial, os.O_RDWR | CREATE, 0o600)
-    try:
+    with landing(item) as descriptor:
         got = direct.get_into(item.bucket, item.key, descriptor, item.sha256)
         expectation = expectation_for(got.response, item.sha256)
         size = os.fstat(descriptor).st_size
@@ -132,15 +150,5 @@ def download_direct(direct: DirectGetter, item: StageItem) -> Fetched:
             found = problems(expectation, size, _checked_value(expectation))
         else:  # no checksum of that algorithm on arrival (an ETag's MD5, a CRC-32C): one pass over the file
             found = _read_back_problems(descriptor, expectation)
-        if found:
-            raise VerificationError(f"s3://{item.bucket}/{item.key}: " + "; ".join(found))
-        os.close(descriptor)
-        descriptor = -1
-        partial.replace(item.destination)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    finally:
-        if descriptor >= 0:
-            os.close(descriptor)
+        raise_if_unverified(item, found)
     return Fetched(size, expectation.algorithm, 1)
