@@ -5,9 +5,9 @@ is most of staging's CPU, and on two cores that CPU is taken from the transfer i
 CRT's S3 client does the request, its signature, the write to the file and the checksum in C: the same GET
 costs a fraction of the CPU. It is the client the AWS CLI v2 and boto3's own CRT transfer manager use.
 
-What stays in Python, and the same as botocore's engine: which check a file gets (``integrity.expectation_for``
-over the response's headers), the temporary name and the rename (:mod:`spotrun.agent.staging`), the link
-checks, the retry. What the CRT does:
+What stays in Python, and the same as with boto3's GET: which check a file gets
+(``integrity.expectation_for`` over the response's headers), the temporary name and the rename
+(:mod:`spotrun.agent.staging_whole`), the link checks, the retry. What the CRT does:
 
 - one ``GetObject`` (``S3RequestType.DEFAULT``: no HeadObject first, no ranges) signed with SigV4 by the CRT,
   with the credentials of the boto3 session the agent's other clients use (refreshed as theirs are);
@@ -147,7 +147,7 @@ class CrtGetter:
             return self._addresses[bucket]
 
     def get_into(self, bucket: str, key: str, descriptor: int, sha256_hex: str | None = None) -> DirectGet:
-        """GET ``s3://bucket/key`` into the empty file open at ``descriptor``, its checksum checked on arrival.
+        """GET ``s3://bucket/key`` into the empty file open at ``descriptor``, checksum checked on arrival.
 
         Parameters
         ----------
@@ -216,7 +216,7 @@ def _describe(exc: Exception) -> str:
 
 
 def crt_available() -> bool:
-    """Whether the CRT can be used: ``awscrt`` installed (the ``agent`` extra) and ``/proc/self/fd`` (Linux)."""
+    """Whether the CRT can be used: ``awscrt`` (the ``agent`` extra) and ``/proc/self/fd`` (Linux)."""
     import importlib.util
 
     return importlib.util.find_spec("awscrt") is not None and Path(_FD_DIRECTORY).is_dir()

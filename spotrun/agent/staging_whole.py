@@ -1,6 +1,6 @@
 """One GET per object, into a temporary file that is checked and then renamed: staging's small objects.
 
-Two ways to make that GET, verified alike (:mod:`spotrun.agent.staging` chooses; large objects are ranged there):
+Two ways to make that GET, verified alike (:mod:`spotrun.agent.staging` chooses; it ranges large objects):
 
 - :func:`download_whole`: through the boto3 client, the body read, written and hashed 256 KiB at a time (one
   hashing pass: botocore's running checksum is the digest checked when it is of the algorithm needed);

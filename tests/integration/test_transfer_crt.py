@@ -1,4 +1,4 @@
-"""Staging's small objects through the CRT's S3 client, against the emulator's S3 over HTTP, verified as before."""
+"""Staging's small objects through the CRT's S3 client, against the emulator's S3 over HTTP, verified."""
 
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def test_the_crt_fetches_small_objects_and_checks_their_sha256_on_arrival(s3, tm
     # When they are staged with the CRT's getter
     report = stage(s3, plan_input(s3, f"s3://{BUCKET}/data/", out), root=out, direct=direct)
 
-    # Then every byte arrived, no GET went through boto3, and no body was hashed in Python: the CRT checked them
+    # Then every byte arrived, no GET went through boto3, and no body was hashed in Python (the CRT checked)
     assert report.files == 20
     assert {f"data/{path.name}": path.read_bytes() for path in out.iterdir()} == bodies
     assert gets == []
