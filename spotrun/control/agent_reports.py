@@ -21,14 +21,13 @@ from spotrun.control.ports import JobStore, Workflows
 from spotrun.control.store import update_job
 from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, StageResult, TrainResult, WorkflowStep
 from spotrun.model.deferred import DeferredModel, DeferredRootModel
-from spotrun.model.job import Attempt, CheckpointIntervalUsed, Job, JobStatus
+from spotrun.model.job import STEP_STATUS, Attempt, CheckpointIntervalUsed, Job
 from spotrun.model.layout import JOB_ID_PATTERN
 from spotrun.model.manifest_rules import JsonInt
 
 ReportKind = Literal["heartbeat", "success", "failure"]
 
 # The status a job is in while the workflow waits on the agent for a step (control.dispatch records it).
-STEP_STATUS: dict[str, JobStatus] = {"stage": JobStatus.STAGING, "train": JobStatus.TRAINING}
 _RESULTS: dict[str, type[BaseModel]] = {"stage": StageResult, "train": TrainResult}
 
 

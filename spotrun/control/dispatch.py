@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from spotrun.control.agent_reports import STEP_STATUS
 from spotrun.control.ports import Commands, JobStore, Objects
 from spotrun.control.store import update_job
 from spotrun.model.attempt_end import settle_steps_lost
 from spotrun.model.command import AgentCommand, StageResult, WorkflowStep
 from spotrun.model.errors import BudgetExceeded, InstanceLost
 from spotrun.model.interruption_rate import pool_rate
-from spotrun.model.job import Job, transition
+from spotrun.model.job import STEP_STATUS, Job, transition
 from spotrun.model.layout import agent_command_key
 from spotrun.model.limits import budget_stop_at, train_limits
 from spotrun.model.timing import WorkflowTiming

@@ -44,6 +44,10 @@ class JobStatus(StrEnum):
         return self in TERMINAL_STATUSES
 
 
+# The status a job holds while the agent runs each workflow step (``spotrun.model.command.WorkflowStep``).
+STEP_STATUS: dict[str, JobStatus] = {"stage": JobStatus.STAGING, "train": JobStatus.TRAINING}
+
+
 # Why an attempt (or an instance that hosted none) ended: ``Attempt.end_reason``. The workflow's release after
 # success and after failure passes "completed" and "failed" (statemachines/job.asl.json); a cancellation ends
 # the attempt "cancelled"; a standby never adopted ends "unused-standby"; the rest mean the capacity went away.
