@@ -180,13 +180,13 @@ class CrtGetter:
             # The CRT sets x-amz-checksum-mode itself when it validates (aws-c-s3, source/s3_util.c).
             http.HttpHeaders([("host", host), ("Content-Length", "0")]),
         )
-        checksums = s3.S3ChecksumConfig(validate_response=True)
+        expected: dict[str, Any] = {}
         if sha256_hex:
-            checksums = s3.S3ChecksumConfig(
-                validate_response=True,
-                expected_checksum=base64.b64encode(bytes.fromhex(sha256_hex)).decode(),
-                expected_checksum_algorithm=s3.S3ChecksumAlgorithm.SHA256,
-            )
+            expected = {
+                "expected_checksum": base64.b64encode(bytes.fromhex(sha256_hex)).decode(),
+                "expected_checksum_algorithm": s3.S3ChecksumAlgorithm.SHA256,
+            }
+        checksums = s3.S3ChecksumConfig(validate_response=True, **expected)
         headers: list[tuple[str, str]] = []
         done: dict[str, Any] = {}
         meta = client.make_request(
