@@ -21,6 +21,7 @@ from infra.constructs.training_logs import TrainingLogs
 from infra.constructs.workflow import Workflow
 from infra.options import StackOptions
 from spotrun.aws.settings import Settings
+from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH
 from spotrun.shape import SERVICE_NAME, STATE_MACHINE_FILE, DeploymentShape
 
 
@@ -58,7 +59,12 @@ class SpotrunStack(Stack):
         workflow = Workflow(
             self, "Workflow", shape=shape, definition_file=STATE_MACHINE_FILE, functions=functions.functions
         )
-        api = RestApi(self, "Api", function=functions.functions["api"])
+        api = RestApi(
+            self,
+            "Api",
+            function=functions.functions[shape.api_function],
+            subtrees={path: functions.functions[name] for path, name in shape.api_routes},
+        )
         training_logs = TrainingLogs(self, "TrainingLogs", jobs_bucket=jobs_bucket)
         job_access = JobAccess(
             self,
@@ -67,7 +73,8 @@ class SpotrunStack(Stack):
             training_logs_arn=training_logs.arn,
             data_buckets=options.data_buckets,
             secret_references=options.secret_references,
-            trusted=functions.roles["api"],
+            # Only the function that serves the credentials route may assume it.
+            trusted=functions.roles[shape.api_function_for(AGENT_CREDENTIALS_PATH)],
         )
         # After the API: the user data names its credentials route (the RestApi's id, not its deployment).
         instances = Instances(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spotrun.model.api_paths import AGENT_ROUTES_PREFIX, in_subtree
 from spotrun.model.bus_events import RETURN_TO_SPOT, SOURCE, STATUS_CHANGE
 from spotrun.model.ec2 import GONE_STATES, REBALANCE, SPOT_WARNING, STATE_CHANGE
 from spotrun.model.layout import ALL_JOBS_INDEX, BY_STATUS_INDEX, KIND_ATTRIBUTE, MANIFEST_PREFIX
@@ -98,6 +99,10 @@ class DeploymentShape:
     # ASL placeholder (without ${}) -> name of the function whose ARN fills it.
     state_machine_functions: dict[str, str] = field(default_factory=dict)
     agent_document_name: str = "spotrun-agent-run"
+    # The REST API: the function every path goes to, and the subtrees (a resource and every path beneath it)
+    # that go to another function instead.
+    api_function: str = "api"
+    api_routes: tuple[tuple[str, str], ...] = ()
 
     def agent_document(self) -> dict[str, Any]:
         """Content of the agent's SSM Command document (:func:`spotrun.model.agent_document.agent_document`)."""
@@ -107,6 +112,21 @@ class DeploymentShape:
         from spotrun.model.agent_document import agent_document
 
         return agent_document(self.agent_document_name)
+
+    def __post_init__(self) -> None:
+        declared = {spec.name for spec in self.functions}
+        routed = {self.api_function, *(function for _, function in self.api_routes)} - declared
+        if self.api_routes and routed:
+            raise ValueError(
+                f"the API routes paths to functions the shape does not declare: {sorted(routed)}"
+            )
+
+    def api_function_for(self, path: str) -> str:
+        """The function API Gateway sends a request for ``path`` to (:attr:`api_routes`, else :attr:`api_function`)."""
+        for prefix, function in self.api_routes:
+            if in_subtree(path, prefix):
+                return function
+        return self.api_function
 
     def function(self, name: str) -> FunctionSpec:
         """Return the function declared under ``name``."""
@@ -221,12 +241,25 @@ SHAPE = DeploymentShape(
                 "schedule_group",
                 "scheduler_role_arn",
                 "scheduled_run_arn",
-                "instance_role_name",
-                "job_access_role_arn",
-                # The deadline's move off spot sends the agent its notice (control.deadline_moves).
-                "agent_document_name",
                 # POST /plan: the pools a fleet request would offer (the subnets' zones).
                 "subnet_ids",
+            ),
+        ),
+        FunctionSpec(
+            "agent_api",
+            "functions.api.agent_app.handler",
+            "The API's agent routes (IAM auth, the instance role only): step reports, the job's S3 credentials.",
+            timeout_seconds=29,  # API Gateway's integration timeout
+            settings=(
+                *_ALL_STORE,
+                "jobs_bucket",
+                "time_scale",
+                # Only the instance of the job's open attempt is heard (control.agent_reports).
+                "instance_role_name",
+                # The job's S3 credentials: a session of the job-access role (control.job_credentials).
+                "job_access_role_arn",
+                # A heartbeat's deadline move off spot sends the agent its notice (control.deadline_moves).
+                "agent_document_name",
             ),
         ),
         FunctionSpec(
@@ -322,6 +355,8 @@ SHAPE = DeploymentShape(
             bus="events",
         ),
     ),
+    # The agents' routes have a function of their own: the users' API holds none of what they may ask for.
+    api_routes=((AGENT_ROUTES_PREFIX, "agent_api"),),
     state_machine_functions={
         "AcquireFunctionArn": "acquire",
         "InstanceReadyFunctionArn": "instance_ready",

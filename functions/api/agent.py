@@ -31,7 +31,7 @@ from spotrun.control.agent_reports import (
 )
 from spotrun.control.deadline_moves import redecide_while_training
 from spotrun.control.job_credentials import CredentialsRequest, issue_job_credentials
-from spotrun.model.command import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
+from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
 from spotrun.model.job import utc_now
 from spotrun.model.job_access import JobAccessRefused, JobCredentials
 
@@ -57,7 +57,7 @@ router = Router()
 )
 def report(report: Annotated[AgentReport, Body(description="What the agent reports.")]) -> ReportAnswer:
     identity = _caller()
-    aws = ports("api")
+    aws = ports("agent_api")
     answer = answer_agent_report(
         report.root,
         identity=identity,
@@ -117,7 +117,7 @@ def _redecide(job_id: str, aws: Any) -> None:
 def credentials(
     request: Annotated[CredentialsRequest, Body(description="The job and attempt the agent runs.")],
 ) -> JobCredentials:
-    aws = ports("api")
+    aws = ports("agent_api")
     issued = issue_job_credentials(
         request,
         identity=_caller(),

@@ -1,4 +1,6 @@
-"""Lambda: the REST API (API Gateway, IAM auth) over jobs. Its OpenAPI document is generated from this module.
+"""Lambda: the REST API (API Gateway, IAM auth) over jobs, every path but the agent's (:mod:`functions.api.agent_app`).
+
+Its OpenAPI document is generated from this module's resolver and the agent function's (:mod:`functions.api.openapi`).
 
 Each route parses its input (the resolver validates it against the models below), calls one function of the
 core and returns a model. Every refusal is a 4xx whose body names the problem; nothing leaks a stack trace.
@@ -12,20 +14,23 @@ from functions.import_window import collection_paused
 # job record, every route's use case): the collector stays off while they run (functions.import_window; the
 # window functions.runtime opens inside this one is then a no-op).
 with collection_paused():
-    import base64
     from typing import Annotated, Any
 
-    from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+    from aws_lambda_powertools.event_handler import Response, content_types
     from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
     from aws_lambda_powertools.metrics import MetricUnit
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyAlreadyInProgressError,
+        IdempotencyValidationError,
+    )
     from aws_lambda_powertools.utilities.typing import LambdaContext
     from pydantic import Field
 
-    from functions.api.agent import router as agent_router
     from functions.api.code import router as code_router
-    from functions.api.errors import ApiError, error_response, ok_response, register_error_handlers
+    from functions.api.errors import error_response, ok_response, register_error_handlers
     from functions.api.examples import example
+    from functions.api.gate import MAX_BODY_BYTES, answer, resolver
     from functions.api.plan import router as plan_router
     from functions.api.schedules import router as schedules_router
     from functions.runtime import logger, metrics, ports, tracer
@@ -36,12 +41,9 @@ with collection_paused():
     from spotrun.model.deferred import DeferredModel
     from spotrun.model.job import JobStatus, utc_now
     from spotrun.model.manifest import JobManifest
-    from spotrun.model.manifest_json import read_json_body
 
-# Bodies are read within the manifest reader's bounds: hostile JSON is a 400, never a RecursionError (500).
-app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=read_json_body)
+app = resolver()
 
-MAX_BODY_BYTES = 256 * 1024
 EXAMPLE_JOB_ID = "tiny-regression-24d470213b76"
 EXAMPLE_MANIFEST = {
     "name": "tiny-regression",
@@ -71,7 +73,6 @@ class SubmitAccepted(DeferredModel):
 
 NOT_FOUND = error_response(404, "No job has that id.")
 INVALID = error_response(422, "A parameter or the body fails validation; errors names each problem.")
-FORM = "application/x-www-form-urlencoded"  # `curl -d`'s default: never parsed as a form
 UNSUPPORTED = error_response(415, "The body is not sent as JSON (Content-Type: application/json).")
 
 
@@ -291,10 +292,22 @@ def restore_report(job_id: JOB_ID) -> RestoreReport:
 
 
 app.include_router(schedules_router)
-app.include_router(agent_router)
 app.include_router(code_router)
 app.include_router(plan_router)
-register_error_handlers(app, logger)
+register_error_handlers(
+    app,
+    logger,
+    {
+        IdempotencyValidationError: (
+            409,
+            "this Idempotency-Key was used with a different manifest; use a new key",
+        ),
+        IdempotencyAlreadyInProgressError: (
+            409,
+            "the same submission is still being handled; retry in a few seconds",
+        ),
+    },
+)
 
 
 # ----------------------------------------------------------------------------------------------- entry
@@ -304,62 +317,4 @@ register_error_handlers(app, logger)
 @tracer.capture_lambda_handler
 @metrics.log_metrics(raise_on_empty_metrics=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    refused = _refuse_method(event) or _refuse_body(event)
-    if refused is not None:
-        status, message, *headers = refused
-        return {
-            "statusCode": status,
-            "headers": {"Content-Type": content_types.APPLICATION_JSON, **dict(headers)},
-            "body": ApiError(message=message).model_dump_json(),
-            "isBase64Encoded": False,
-        }
-    return app.resolve(event, context)
-
-
-def _refuse_method(event: dict[str, Any]) -> tuple[int, str, tuple[str, str]] | None:
-    """405, with the methods the path allows, for a path that exists but not with this method (RFC 9110 15.5.6)."""
-    method = str(event.get("httpMethod") or "").upper()
-    path = str(event.get("path") or "/")
-    # fullmatch: the rules end in "$", which also matches before a trailing newline ("/schedules/%0A").
-    routes = [route for route in app._static_routes + app._dynamic_routes if route.rule.fullmatch(path)]
-    allowed = sorted({route.method.upper() for route in routes})
-    if not allowed or method in allowed:
-        return None
-    return (
-        405,
-        f"{method} is not allowed on {path}; allowed: {', '.join(allowed)}",
-        ("Allow", ", ".join(allowed)),
-    )
-
-
-def _content_type(event: dict[str, Any]) -> str | None:
-    for name, value in (event.get("headers") or {}).items():
-        if name.lower() == "content-type":
-            return str(value)
-    return None
-
-
-def _refuse_body(event: dict[str, Any]) -> tuple[int, str] | None:
-    """413 for a body over the limit, 415 for one not sent as JSON, 400 for one that is not UTF-8 text."""
-    body = event.get("body") or ""
-    content_type = _content_type(event)
-    media_type = (content_type or "").split(";")[0].strip().lower()
-    # Powertools would parse a form as the manifest, and fail on any other type: the API takes JSON only.
-    if body and media_type not in ("", content_types.APPLICATION_JSON):
-        message = f"the body must be JSON (Content-Type: application/json), not {content_type!r}"
-        if media_type == FORM:  # what `curl -d` sends unless told otherwise: say how to tell it
-            message += "; with curl, add -H 'Content-Type: application/json' (or use --json)"
-        return 415, message
-    raw = body.encode()
-    if event.get("isBase64Encoded"):
-        try:
-            raw = base64.b64decode(raw, validate=True)
-        except ValueError:
-            return 400, "the body is not valid base64"
-    if len(raw) > MAX_BODY_BYTES:
-        return 413, f"the body has {len(raw)} bytes; the limit is {MAX_BODY_BYTES}"
-    try:
-        raw.decode()
-    except UnicodeDecodeError as exc:
-        return 400, f"the body is not UTF-8 text (byte {exc.start})"
-    return None
+    return answer(app, event, context)

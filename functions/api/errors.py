@@ -1,4 +1,4 @@
-"""How the API function refuses: one error body, its OpenAPI responses, and the exceptions mapped to 4xx.
+"""How the API functions refuse: one error body, its OpenAPI responses, and the exceptions mapped to 4xx.
 
 Every refusal names the problem; nothing answers with a stack trace. An unexpected error is logged with its
 trace and answered with a bare 500.
@@ -6,6 +6,7 @@ trace and answered with a bare 500.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -14,10 +15,6 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError, Servic
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
-)
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyValidationError,
 )
 from pydantic import BaseModel, Field
 
@@ -67,21 +64,29 @@ def validation_refusal(exc: RequestValidationError) -> Response[ApiError]:
     return refusal(422, f"{len(lines)} problem(s) in the request", lines)
 
 
-def register_error_handlers(app: APIGatewayRestResolver, logger: Logger) -> None:
-    """Map spotrun's and Powertools' exceptions to refusals on ``app``."""
+def register_error_handlers(
+    app: APIGatewayRestResolver,
+    logger: Logger,
+    more: Mapping[type[Exception], tuple[int, str | None]] | None = None,
+) -> None:
+    """Map spotrun's and Powertools' exceptions to refusals on ``app``.
+
+    Parameters
+    ----------
+    app
+        The function's resolver.
+    logger
+        Where an unexpected error is logged, with its trace.
+    more
+        Exceptions of the function's own routes -> the status and message (None: the exception's text) they
+        answer with.
+    """
     fixed: dict[type[Exception], tuple[int, str | None]] = {
         JobNotFound: (404, None),
         ScheduleNotFound: (404, None),
         JobFinished: (409, None),
         InvalidPageToken: (400, None),
-        IdempotencyValidationError: (
-            409,
-            "this Idempotency-Key was used with a different manifest; use a new key",
-        ),
-        IdempotencyAlreadyInProgressError: (
-            409,
-            "the same submission is still being handled; retry in a few seconds",
-        ),
+        **(more or {}),
     }
     for exception, (status, message) in fixed.items():
 

@@ -1,4 +1,7 @@
-"""The REST API's OpenAPI document, generated from the API function's resolver into ``openapi.json``.
+"""The REST API's OpenAPI document, generated from the two API functions' resolvers into ``openapi.json``.
+
+The users' routes (:mod:`functions.api.app`) and the agents' (:mod:`functions.api.agent_app`) are one API behind
+one stage: their documents are merged into one, and a path or a schema both define differently is an error.
 
 ``python -m functions.api.openapi`` (``make openapi``) rewrites the file; ``tests/unit/test_openapi.py`` fails when the
 committed file differs from what the code generates.
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from spotrun.shape import REPO_ROOT
 
@@ -18,11 +22,16 @@ VERSION = "1.0.0"
 
 def generate() -> str:
     """The OpenAPI document as pretty-printed JSON text, ending with a newline."""
+    from functions.api import agent_app, app
+
+    documents = [json.loads(_document(module.app)) for module in (app, agent_app)]
+    return json.dumps(merge(*documents), indent=2, sort_keys=True) + "\n"
+
+
+def _document(resolver: Any) -> str:
     from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 
-    from functions.api.app import app
-
-    document = app.get_openapi_json_schema(
+    document: str = resolver.get_openapi_json_schema(
         title=TITLE,
         version=VERSION,
         description=(
@@ -39,7 +48,41 @@ def generate() -> str:
         },
         security=[{"sigv4": []}],
     )
-    return json.dumps(json.loads(document), indent=2, sort_keys=True) + "\n"
+    return document
+
+
+def merge(first: dict[str, Any], *others: dict[str, Any]) -> dict[str, Any]:
+    """One OpenAPI document of several of the same API: their paths and components side by side.
+
+    Parameters
+    ----------
+    first
+        A document; everything but its paths and components (title, servers, security) is the merged one's.
+    others
+        More documents of the same API.
+
+    Returns
+    -------
+    dict[str, Any]
+        The merged document.
+
+    Raises
+    ------
+    ValueError
+        When two documents define one path, or one component under the same name differently.
+    """
+    merged = json.loads(json.dumps(first))
+    for other in others:
+        for path, item in other.get("paths", {}).items():
+            if path in merged.setdefault("paths", {}):
+                raise ValueError(f"two functions serve the path {path}")
+            merged["paths"][path] = item
+        for kind, named in other.get("components", {}).items():
+            into = merged.setdefault("components", {}).setdefault(kind, {})
+            for name, definition in named.items():
+                if into.setdefault(name, definition) != definition:
+                    raise ValueError(f"the component {kind}/{name} differs between the functions' documents")
+    return merged
 
 
 def main() -> None:

@@ -1,6 +1,14 @@
-"""The REST API: API Gateway proxying every path to the ``api`` function, every method behind IAM (SigV4)."""
+"""The REST API: API Gateway proxying each path to its function, every method behind IAM (SigV4).
+
+Every path goes to the ``api`` function but the subtrees the shape routes elsewhere (``/agent`` and beneath it, to
+``agent_api``: :attr:`spotrun.shape.DeploymentShape.api_routes`). A resource of API Gateway's takes the requests
+for its own path, and its ``{proxy+}`` child those for every path beneath it; the most specific resource wins
+(https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-set-up-simple-proxy.html).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
@@ -9,7 +17,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.nag import acknowledge
-from spotrun.model.command import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
+from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
 
 # Steady requests per second and burst for the whole stage: a control plane, not a data plane.
 THROTTLE_RATE = 20
@@ -20,11 +28,18 @@ AGENT_REPORTS_METHOD = "POST"
 
 
 class RestApi(Construct):
-    """API Gateway REST API in front of the ``api`` function.
+    """API Gateway REST API in front of the API's functions.
 
-    Every resource and method, the root and the ``{proxy+}`` catch-all included, requires IAM authorization:
-    callers sign requests with SigV4 and need ``execute-api:Invoke`` on the API. The function routes the
-    request itself (Powertools' resolver) and owns the OpenAPI document (``openapi.json``).
+    Every resource and method, the root and the ``{proxy+}`` catch-alls included, requires IAM authorization:
+    callers sign requests with SigV4 and need ``execute-api:Invoke`` on the API. Each function routes its requests
+    itself (Powertools' resolver); together they own the OpenAPI document (``openapi.json``).
+
+    Parameters
+    ----------
+    function
+        The function every path goes to that no subtree claims.
+    subtrees
+        Path (``/agent``) -> the function that serves it and every path beneath it.
 
     Attributes
     ----------
@@ -40,16 +55,21 @@ class RestApi(Construct):
         The same for the route where the agent gets its job's S3 credentials (``POST``).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, function: lambda_.IFunction):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        function: lambda_.IFunction,
+        subtrees: Mapping[str, lambda_.IFunction] | None = None,
+    ):
         super().__init__(scope, construct_id)
         access_logs = logs.LogGroup(
             self, "AccessLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
         )
-        self.api = apigw.LambdaRestApi(
+        self.api = apigw.RestApi(
             self,
             "Api",
-            handler=function,
-            proxy=True,
             description="spotrun jobs API (IAM auth); its OpenAPI document is openapi.json in the repository",
             default_method_options=apigw.MethodOptions(authorization_type=apigw.AuthorizationType.IAM),
             endpoint_types=[apigw.EndpointType.REGIONAL],
@@ -76,6 +96,9 @@ class RestApi(Construct):
                 throttling_burst_limit=THROTTLE_BURST,
             ),
         )
+        _proxy(self.api.root, function)
+        for path, served_by in (subtrees or {}).items():
+            _proxy(self.api.root.resource_for_path(path), served_by)
         self.url = self.api.url
         # Built from the API's id, not from its stage: the agent_step function's setting would otherwise wait
         # for the deployment, which waits for the api function, which waits for the state machine, which waits
@@ -119,3 +142,10 @@ class RestApi(Construct):
             "API Gateway's account-level role for execution logs must carry this AWS-managed policy; it only "
             "writes to CloudWatch Logs.",
         )
+
+
+def _proxy(resource: apigw.IResource, function: lambda_.IFunction) -> None:
+    """``ANY`` on ``resource`` and on its ``{proxy+}`` child, both a Lambda proxy integration of ``function``."""
+    integration = apigw.LambdaIntegration(function)
+    resource.add_method("ANY", integration)
+    resource.add_proxy(default_integration=integration, any_method=True)

@@ -38,9 +38,10 @@ BUCKET_ACCESS: dict[tuple[str, str], list[tuple[tuple[str, ...], str]]] = {
         # Lists keys anywhere: POST /code (is that archive there?) and admission (POST /jobs, POST /plan: do
         # the manifest's inputs and code exist?). It reads no object outside jobs/.
         (LIST, "*"),
-        # The deadline's move off spot writes the agent's "notice" command (control.deadline_moves).
-        (WRITE, f"{JOBS_PREFIX}*/agent/*"),
     ],
+    # A heartbeat's deadline decision reads the job's progress; its move off spot writes the agent's "notice"
+    # command (control.deadline_moves).
+    ("agent_api", "jobs"): [(READ, f"{JOBS_PREFIX}*"), (WRITE, f"{JOBS_PREFIX}*/agent/*")],
     # The deadline's return to spot writes the agent's "notice" command (control.deadline_moves).
     ("deadline_return", "jobs"): [(WRITE, f"{JOBS_PREFIX}*/agent/*")],
     # Reads a schedule's manifest; lists the inputs and code it names (the fingerprint of "data changed").

@@ -248,14 +248,19 @@ def _list_data_buckets(targets: Targets) -> list[Grant]:
     ]
 
 
-def _training_logs(targets: Targets) -> list[Grant]:
+def _read_training_logs(targets: Targets) -> list[Grant]:
     return [
         Grant(
             ("logs:GetLogEvents",),
             (f"{targets.training_logs_arn}:log-stream:*",),
             "reads the live training logs (GET /jobs/{id}/logs): the streams of the deployment's training log "
             "group, and of no other group",
-        ),
+        )
+    ]
+
+
+def _open_training_log_streams(targets: Targets) -> list[Grant]:
+    return [
         # Judged on the group, in either of its ARN forms
         # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/iam-access-control-overview-cwl.html).
         Grant(
@@ -292,16 +297,10 @@ FUNCTION_GRANTS: dict[str, tuple[Callable[[Targets], list[Grant]], ...]] = {
     "ec2_events": (_spot_prices, _terminate, _fail_tasks),
     # The return to spot's standby: its price; terminated again when it loses a race with another delivery.
     "deadline_return": (_spot_prices, _terminate),
-    # cancel: stop the workflow, terminate the job's instances; the agent route answers the workflow's tasks.
-    # POST /plan reads today's spot prices.
-    "api": (
-        _stop_executions,
-        _terminate,
-        _answer_agent_tasks,
-        _list_data_buckets,
-        _spot_prices,
-        _training_logs,
-    ),
+    # cancel: stop the workflow, terminate the job's instances. POST /plan reads today's spot prices.
+    "api": (_stop_executions, _terminate, _list_data_buckets, _spot_prices, _read_training_logs),
+    # A report answers the workflow's task; the job's credentials open the attempt's log stream first.
+    "agent_api": (_answer_agent_tasks, _open_training_log_streams),
     # Every entry point refuses inputs and code that do not exist (spotrun.control.staged_sources).
     "submit": (_list_data_buckets,),
     "scheduled_run": (_list_data_buckets,),

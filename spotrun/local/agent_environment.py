@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from spotrun.local.simulated_instance import SimulatedInstance
-from spotrun.model.command import AGENT_CREDENTIALS_PATH
+from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH
 from spotrun.shape import REPO_ROOT
 
 # The runtime's own credentials: an agent must not inherit them, since it acts as its instance only.

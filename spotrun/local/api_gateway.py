@@ -26,7 +26,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -39,6 +39,7 @@ from spotrun.local.imds import RoleCredentials
 from spotrun.local.lambda_patch import Handler, LambdaContext
 from spotrun.local.loopback import LoopbackServer
 from spotrun.local.server import ACCOUNT_ID
+from spotrun.model.api_paths import in_subtree
 
 STAGE = "local"
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's own payload limit
@@ -161,8 +162,10 @@ def rest_event(
     headers: dict[str, str],
     body: bytes,
     identity: dict[str, str | None] | None = None,
+    *,
+    resource: str = "/",
 ) -> dict[str, Any]:
-    """The event API Gateway's REST ``{proxy+}`` integration sends for one request.
+    """The event API Gateway's REST proxy integration sends for one request.
 
     Parameters
     ----------
@@ -174,22 +177,31 @@ def rest_event(
         Request body; non-UTF-8 bytes are passed base64-encoded, as API Gateway does for binary media.
     identity
         The authenticated caller's fields (:meth:`Callers.identity`); None or empty: no IAM identity.
+    resource
+        The resource whose ``ANY`` method takes ``path`` itself and whose ``{proxy+}`` child takes every path
+        beneath it: the root, or a subtree routed to another function. The event names the one that matched and
+        the part of the path its ``{proxy+}`` stood for.
     """
     multi_query = parse_qs(query, keep_blank_values=True) or None
+    base = resource.rstrip("/")
+    if path.rstrip("/") == base:
+        matched, parameters = resource, None
+    else:
+        matched, parameters = f"{base}/{{proxy+}}", {"proxy": path[len(base) + 1 :]}
     try:
         text, encoded = body.decode(), False
     except UnicodeDecodeError:
         text, encoded = base64.b64encode(body).decode(), True
     request_id = str(uuid.uuid4())
     return {
-        "resource": "/{proxy+}",
+        "resource": matched,
         "path": path,
         "httpMethod": method,
         "headers": headers or None,
         "multiValueHeaders": {name: [value] for name, value in headers.items()} or None,
         "queryStringParameters": {k: v[-1] for k, v in multi_query.items()} if multi_query else None,
         "multiValueQueryStringParameters": multi_query,
-        "pathParameters": {"proxy": path.lstrip("/")},
+        "pathParameters": parameters,
         "stageVariables": None,
         "requestContext": {
             "accountId": ACCOUNT_ID,
@@ -199,7 +211,7 @@ def rest_event(
             "extendedRequestId": request_id,
             "httpMethod": method,
             "path": f"/{STAGE}{path}",
-            "resourcePath": "/{proxy+}",
+            "resourcePath": matched,
             "protocol": "HTTP/1.1",
             "requestTimeEpoch": int(time.time() * 1000),
             "identity": {
@@ -232,12 +244,37 @@ def _context(function_name: str) -> LambdaContext:
 
 
 class ProxyApp:
-    """WSGI application: each request becomes a REST proxy event for ``handler``, its answer the response."""
+    """WSGI application: each request becomes a REST proxy event for its function's handler, its answer the response.
 
-    def __init__(self, handler: Handler, function_name: str = "spotrun-api", callers: Callers | None = None):
+    Parameters
+    ----------
+    handler, function_name
+        The function every path goes to that no subtree claims.
+    callers
+        The registered role sessions (IAM identities).
+    subtrees
+        Path (``/agent``) -> the handler and function name that serve it and every path beneath it, as API Gateway
+        routes a resource and its ``{proxy+}`` child (:func:`spotrun.model.api_paths.in_subtree`).
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        function_name: str = "spotrun-api",
+        callers: Callers | None = None,
+        subtrees: Mapping[str, tuple[Handler, str]] | None = None,
+    ):
         self.handler = handler
         self.function_name = function_name
         self.callers = callers if callers is not None else Callers()
+        self.subtrees = dict(subtrees or {})
+
+    def target(self, path: str) -> tuple[Handler, str, str]:
+        """What a request for ``path`` reaches: the handler, its function's name, its resource (``/`` or a subtree)."""
+        for prefix, (handler, name) in self.subtrees.items():
+            if in_subtree(path, prefix):
+                return handler, name, prefix
+        return self.handler, self.function_name, "/"
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         length = int(environ.get("CONTENT_LENGTH") or 0)
@@ -263,8 +300,9 @@ class ProxyApp:
         except SignatureMismatch as exc:
             start_response("403 Forbidden", [("Content-Type", "application/json")])
             return [f'{{"message": "{exc}"}}'.encode()]
-        event = rest_event(method, path, query, headers, body, identity)
-        answer = self.handler(event, _context(self.function_name))
+        handler, function_name, resource = self.target(path)
+        event = rest_event(method, path, query, headers, body, identity, resource=resource)
+        answer = handler(event, _context(function_name))
         status = int(answer.get("statusCode", 200))
         out = answer.get("body") or ""
         payload = base64.b64decode(out) if answer.get("isBase64Encoded") else out.encode()

@@ -48,13 +48,11 @@ from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import ACCOUNT_ID, EmbeddedServer
 from spotrun.local.simulated_instance import SimulatedInstance
 from spotrun.local.trace_pools import TracePools
-from spotrun.model.command import AGENT_REPORTS_PATH
+from spotrun.model.api_paths import AGENT_REPORTS_PATH
 from spotrun.model.traces import Trace
 from spotrun.shape import SHAPE, DeploymentShape
 
 logger = logging.getLogger(__name__)
-
-API_FUNCTION = "api"
 
 
 class LocalRuntime:
@@ -245,13 +243,18 @@ class LocalRuntime:
             self.trace_pools.start()
 
     def _has_api(self) -> bool:
-        return any(spec.name == API_FUNCTION for spec in self.shape.functions)
+        return any(spec.name == self.shape.api_function for spec in self.shape.functions)
 
     def _start_api(self) -> str:
-        """Serve the REST API on 127.0.0.1 through the ``api`` function's execution environments."""
-        name = function_name(API_FUNCTION)
-        handler = self.handlers.resolve(name, self.shape.function(API_FUNCTION).handler)
-        self._api = ApiServer(ProxyApp(handler, name, self.callers))
+        """Serve the REST API on 127.0.0.1, each path through its function's execution environments."""
+
+        def served_by(logical: str) -> tuple[lambda_patch.Handler, str]:
+            name = function_name(logical)
+            return self.handlers.resolve(name, self.shape.function(logical).handler), name
+
+        handler, name = served_by(self.shape.api_function)
+        subtrees = {path: served_by(logical) for path, logical in self.shape.api_routes}
+        self._api = ApiServer(ProxyApp(handler, name, self.callers, subtrees))
         self.api_url = self._api.start()
         return self.api_url
 

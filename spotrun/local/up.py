@@ -27,8 +27,6 @@ from spotrun.model.job import utc_now
 from spotrun.model.layout import MANIFEST_PREFIX
 from spotrun.model.traces import Trace
 
-API_FUNCTION = "api"
-
 
 class AlreadyRunning(RuntimeError):
     """Another ``spotrun local up`` answers for the same working directory."""

@@ -23,6 +23,7 @@ from typing import Any, Final, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.interruption_rate import PoolRate
 from spotrun.model.layout import BUCKET_NAME_PATTERN, check_job_id
@@ -75,14 +76,8 @@ def check_relative_path(value: str, field: str) -> str:
     return value
 
 
-# The REST API route the agent posts its reports to (functions.api.agent serves it; the instance role may invoke
-# only this one). A command's report_url is that route on the deployment's API: execute-api on AWS, the
-# emulator's API Gateway stand-in on the loopback interface locally. Anything else is refused, so that a
-# rewritten command cannot send the instance's signed reports elsewhere.
-AGENT_REPORTS_PATH: Final = "/agent/reports"
-# Beside it, the route that answers the agent's S3 credentials for its job (functions.api.agent): a command's
-# report_url names the API, and this path on the same stage is where the agent asks.
-AGENT_CREDENTIALS_PATH: Final = "/agent/credentials"
+# A command's report_url must be the agent's reports route (spotrun.model.api_paths) on the deployment's API;
+# anything else is refused, so that a rewritten command cannot send the instance's signed reports elsewhere.
 # What a failure report may carry: Step Functions' limits on SendTaskFailure (error <= 256 characters, cause
 # <= 32768), which the API function passes the report on to.
 MAX_ERROR_CHARS: Final = 256

@@ -57,9 +57,9 @@ def test_the_instance_role_has_no_workflow_action_and_invokes_only_the_agent_rou
     assert not [resource for resource in resources if "*" in resource]
 
 
-def test_the_api_function_answers_tasks_of_the_state_machine_only(synthesized: Synthesized) -> None:
-    # Given the API function's statements
-    statements = statements_of(synthesized, function_role(synthesized, "api"))
+def test_the_agent_api_function_answers_tasks_of_the_state_machine_only(synthesized: Synthesized) -> None:
+    # Given the agents' API function's statements
+    statements = statements_of(synthesized, function_role(synthesized, "agent_api"))
     (machine_id,) = synthesized.resources("AWS::StepFunctions::StateMachine")
 
     # Then every task-answering action is on the job state machine, and all three are there
@@ -67,6 +67,18 @@ def test_the_api_function_answers_tasks_of_the_state_machine_only(synthesized: S
     assert answering
     assert all(s["Resource"] == ref(machine_id) for s in answering)
     assert {a for s in answering for a in actions_of(s)} >= REPORT_ACTIONS
+
+
+def test_the_users_api_function_holds_none_of_the_agents_powers(synthesized: Synthesized) -> None:
+    # Given the statements of the function that serves the users' routes
+    statements = statements_of(synthesized, function_role(synthesized, "api"))
+    actions = {a for s in statements for a in actions_of(s)}
+
+    # Then it may answer no workflow task, assume no role and write no agent command (the training log streams:
+    # tests/infra/test_live_logs_infra.py)
+    assert actions & (REPORT_ACTIONS | {"sts:AssumeRole"}) == set()
+    writes = [s for s in statements if "s3:PutObject" in actions_of(s)]
+    assert not [s for s in writes if "/agent/" in json.dumps(s["Resource"])]
 
 
 def test_the_agent_step_writes_the_routes_url_and_the_api_knows_the_instance_role(
@@ -83,6 +95,7 @@ def test_the_agent_step_writes_the_routes_url_and_the_api_knows_the_instance_rol
     url = joined(environment("agent_step")["SPOTRUN_AGENT_REPORT_URL"])
     assert url.startswith(f"https://<{api_id}>.execute-api.")
     assert url.endswith("/v1/agent/reports")
-    # and the API function compares callers with the instances' role
-    assert environment("api")["SPOTRUN_INSTANCE_ROLE_NAME"] == ref(instance_role(synthesized))
-    assert "SPOTRUN_AGENT_REPORT_URL" not in json.dumps(environment("api"))
+    # and the agents' API function compares callers with the instances' role; the users' knows neither
+    assert environment("agent_api")["SPOTRUN_INSTANCE_ROLE_NAME"] == ref(instance_role(synthesized))
+    assert "SPOTRUN_INSTANCE_ROLE_NAME" not in environment("api")
+    assert "SPOTRUN_AGENT_REPORT_URL" not in json.dumps([environment("api"), environment("agent_api")])

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from infra.constructs.api import THROTTLE_BURST, THROTTLE_RATE
+from spotrun.model.api_paths import AGENT_ROUTES_PREFIX
+from spotrun.shape import SHAPE
 from tests.infra.conftest import Synthesized, get_att
 from tests.infra.test_storage_and_network import actions_of, statements_of
 
@@ -23,14 +26,39 @@ def test_every_api_method_requires_iam_authorization(synthesized: Synthesized) -
     assert {m["Properties"]["HttpMethod"] for m in methods.values()} == {"ANY"}
 
 
-def test_every_method_proxies_to_the_api_function(synthesized: Synthesized) -> None:
-    # Given the api function and the methods' integrations
-    function_id = synthesized.marked("function")["api"]
+def test_every_method_proxies_to_the_function_of_its_path(synthesized: Synthesized) -> None:
+    # Given the functions, the API's resources by id (their paths) and the methods' integrations
+    functions = synthesized.marked("function")
+    resources = synthesized.resources("AWS::ApiGateway::Resource")
+
+    def path_of(resource_id: Any) -> str:
+        if "Ref" not in resource_id:  # the root: {"Fn::GetAtt": [api, "RootResourceId"]}
+            return ""
+        props = resources[resource_id["Ref"]]["Properties"]
+        return f"{path_of(props['ParentId'])}/{props['PathPart']}"
+
+    served: dict[str, str] = {}
     for method in synthesized.resources("AWS::ApiGateway::Method").values():
         integration = method["Properties"]["Integration"]
-        # Then each is a Lambda proxy integration of that function
+        path = path_of(method["Properties"]["ResourceId"]) or "/"
+        # Then each is a Lambda proxy integration
         assert integration["Type"] == "AWS_PROXY"
-        assert json.dumps(get_att(function_id)) in json.dumps(integration["Uri"])
+        [function] = [
+            name
+            for name, logical in functions.items()
+            if json.dumps(get_att(logical)) in json.dumps(integration["Uri"])
+        ]
+        served[path] = function
+
+    # and the agents' subtree, and only it, goes to the agents' function, every other path to the users' API
+    assert served == {
+        "/": "api",
+        "/{proxy+}": "api",
+        AGENT_ROUTES_PREFIX: "agent_api",
+        f"{AGENT_ROUTES_PREFIX}/{{proxy+}}": "agent_api",
+    }
+    assert {SHAPE.api_function_for(path.replace("{proxy+}", "x")) for path in served} == {"api", "agent_api"}
+    assert all(SHAPE.api_function_for(path.replace("{proxy+}", "x")) == name for path, name in served.items())
 
 
 def test_stage_logs_access_and_errors_and_is_throttled(synthesized: Synthesized) -> None:

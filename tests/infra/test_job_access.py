@@ -69,20 +69,25 @@ def renamed(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def test_only_the_api_function_may_assume_the_role_for_an_hour_at_most(synthesized: Synthesized) -> None:
-    # Given the job-access role and the API function's role
+def test_only_the_agent_api_function_may_assume_the_role_for_an_hour_at_most(
+    synthesized: Synthesized,
+) -> None:
+    # Given the job-access role and the role of the function that serves the agents' credentials route
     role = synthesized.properties(job_access_role(synthesized))
-    api_role = function_role(synthesized, "api")
+    api_role = function_role(synthesized, "agent_api")
 
-    # Then its trust policy names the API function's role alone
+    # Then its trust policy names that function's role alone
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Effect"] == "Allow"
     assert trust["Action"] == "sts:AssumeRole"
     assert trust["Principal"] == {"AWS": get_att(api_role)}
     assert role["MaxSessionDuration"] == SESSION_SECONDS
-    # and the API function may assume it, and no other role
+    # and that function may assume it, and no other role
     assumes = [s for s in statements_of(synthesized, api_role) if "sts:AssumeRole" in actions_of(s)]
     assert [s["Resource"] for s in assumes] == [get_att(job_access_role(synthesized))]
+    # and the users' API function may assume no role at all
+    users = statements_of(synthesized, function_role(synthesized, "api"))
+    assert [s for s in users if "sts:AssumeRole" in actions_of(s)] == []
 
 
 @pytest.mark.parametrize(

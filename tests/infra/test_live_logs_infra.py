@@ -61,15 +61,31 @@ def test_a_job_writes_its_own_attempts_stream_and_no_other(synthesized: Synthesi
     assert not allowed_by_all(policies, "logs:CreateLogStream", group(synthesized))
 
 
-def test_the_api_reads_the_training_streams_opens_them_and_writes_none(synthesized: Synthesized) -> None:
-    # Given the API function's statements
+def test_the_api_reads_the_training_streams_and_neither_opens_nor_writes_them(
+    synthesized: Synthesized,
+) -> None:
+    # Given the users' API function's statements
     api = role_statements(synthesized, function_role(synthesized, "api"))
 
-    # Then it reads any job's stream of the group, creates streams in it (either ARN form), and writes none
+    # Then it reads any job's stream of the group (GET /jobs/{id}/logs), and creates or writes none
     assert allowed(api, "logs:GetLogEvents", stream(synthesized, f"{JOB}/attempt-001"))
-    assert allowed(api, "logs:CreateLogStream", group(synthesized))
-    assert allowed(api, "logs:CreateLogStream", f"{group(synthesized)}:*")
+    assert not allowed(api, "logs:CreateLogStream", group(synthesized))
+    assert not allowed(api, "logs:CreateLogStream", f"{group(synthesized)}:*")
     assert not allowed(api, "logs:PutLogEvents", stream(synthesized, f"{JOB}/attempt-001"))
     other_group = f"arn:<AWS::Partition>:logs:{REGION_ACCOUNT}:log-group:/aws/other"
     assert not allowed(api, "logs:GetLogEvents", f"{other_group}:log-stream:x")
-    assert not allowed(api, "logs:CreateLogStream", other_group)
+
+
+def test_the_agent_api_opens_the_training_streams_and_neither_reads_nor_writes_them(
+    synthesized: Synthesized,
+) -> None:
+    # Given the agents' API function's statements (it issues the job's credentials, which may write the stream)
+    agent_api = role_statements(synthesized, function_role(synthesized, "agent_api"))
+
+    # Then it creates streams in the group (either ARN form), in no other group, and reads or writes none
+    assert allowed(agent_api, "logs:CreateLogStream", group(synthesized))
+    assert allowed(agent_api, "logs:CreateLogStream", f"{group(synthesized)}:*")
+    other_group = f"arn:<AWS::Partition>:logs:{REGION_ACCOUNT}:log-group:/aws/other"
+    assert not allowed(agent_api, "logs:CreateLogStream", other_group)
+    assert not allowed(agent_api, "logs:GetLogEvents", stream(synthesized, f"{JOB}/attempt-001"))
+    assert not allowed(agent_api, "logs:PutLogEvents", stream(synthesized, f"{JOB}/attempt-001"))

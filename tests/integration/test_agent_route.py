@@ -31,7 +31,8 @@ from spotrun.aws.adapters import job_store  # noqa: E402
 from spotrun.local import LocalRuntime  # noqa: E402
 from spotrun.local.imds import ImdsServer, InstanceMetadata, RoleCredentials  # noqa: E402
 from spotrun.local.provision import INSTANCE_ROLE_NAME, JOB_ACCESS_ROLE_NAME  # noqa: E402
-from spotrun.model.command import AGENT_CREDENTIALS_PATH, StageResult  # noqa: E402
+from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH  # noqa: E402
+from spotrun.model.command import StageResult  # noqa: E402
 from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource  # noqa: E402
 from spotrun.model.job_access import SESSION_SECONDS  # noqa: E402
 from spotrun.model.layout import agent_command_key, checkpoints_prefix  # noqa: E402
@@ -42,11 +43,13 @@ SHAPE_UNDER_TEST = DeploymentShape(
     functions=(
         FunctionSpec("park", "fixtures_handlers.park", "Keeps the task token."),
         SHAPE.function("api"),
+        SHAPE.function("agent_api"),
     ),
     tables=SHAPE.tables,
     buckets=SHAPE.buckets,
     rules=(),
     state_machine_functions={"ParkArn": "park"},
+    api_routes=SHAPE.api_routes,
 )
 ASL = {
     "StartAt": "Park",

@@ -34,6 +34,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from functions.api import agent_app
 from functions.api import app as api
 from functions.api.app import EXAMPLE_JOB_ID
 from functions.api.openapi import OPENAPI_FILE
@@ -41,6 +42,7 @@ from spotrun.aws.adapters import job_store
 from spotrun.local.api_gateway import ProxyApp
 from spotrun.model.job import ArchivedObject, Attempt, JobStatus, ManifestSource, new_job, transition, utc_now
 from spotrun.model.layout import log_key
+from spotrun.shape import SHAPE
 
 # Per operation, in each run a new random sample (not derandomized): a 5xx that only a long or unusual value
 # triggers is found over runs, while `make test` stays bounded (under a minute on 2 cores). A deeper run by hand:
@@ -179,6 +181,13 @@ def load_schema():
     return schemathesis.openapi.from_dict(document, config=REFUSALS)
 
 
+def deployed_api() -> ProxyApp:
+    """Both API functions behind the REST proxy, each path routed as API Gateway routes it (SHAPE.api_routes)."""
+    handlers = {"api": api.handler, "agent_api": agent_app.handler}
+    subtrees = {path: (handlers[name], f"spotrun-{name}") for path, name in SHAPE.api_routes}
+    return ProxyApp(handlers[SHAPE.api_function], "spotrun-api", subtrees=subtrees)
+
+
 def operations():
     return [result.ok() for result in load_schema().get_all_operations()]
 
@@ -189,7 +198,7 @@ def test_generated_requests_get_no_5xx_and_only_documented_answers(deployment):
     # that the document's examples name
     seed_example_job(deployment)
     found = operations()
-    app = ProxyApp(api.handler)
+    app = deployed_api()
     assert len(found) == 15  # the agent routes included (reports, credentials), POST /code and POST /plan
 
     for operation in found:
@@ -232,7 +241,7 @@ def test_boundary_and_unusual_requests_get_no_5xx_and_only_documented_answers(de
     # bodies of other media types or none at all
     seed_example_job(deployment)
     schema = load_schema()
-    app = ProxyApp(api.handler)
+    app = deployed_api()
     for operation in operations():
         generation = schema.config.generation_for(operation=operation, phase="coverage")
         cases = CoverageGenerator(

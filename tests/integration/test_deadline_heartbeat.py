@@ -14,13 +14,13 @@ import boto3
 import pytest
 
 from functions import acquire, agent_step, deadline_return
-from functions.api import app as api
+from functions.api import agent_app
 from spotrun.aws.adapters import job_store
 from spotrun.aws.settings import Settings
 from spotrun.control.store import update_job
 from spotrun.local.api_gateway import rest_event
 from spotrun.local.server import ACCOUNT_ID
-from spotrun.model.command import AGENT_REPORTS_PATH
+from spotrun.model.api_paths import AGENT_REPORTS_PATH
 from spotrun.model.job import Job, JobStatus, ManifestSource, new_job, utc_now
 from spotrun.model.manifest import JobManifest
 from spotrun.model.manifest_io import parse_manifest_document
@@ -84,7 +84,7 @@ def heartbeat(deployment: Settings, instance_id: str, lambda_context) -> dict:
         "userArn": f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/{deployment.instance_role_name}/{instance_id}"
     }
     event = rest_event("POST", AGENT_REPORTS_PATH, "", {"Content-Type": "application/json"}, body, identity)
-    return api.handler(event, lambda_context)
+    return agent_app.handler(event, lambda_context)
 
 
 def notices() -> list[dict]:

@@ -24,17 +24,18 @@ from spotrun.local import LocalRuntime
 from spotrun.local.imds import RoleCredentials
 from spotrun.local.provision import INSTANCE_ROLE_NAME
 from spotrun.local.server import ACCOUNT_ID
-from spotrun.model.command import AGENT_CREDENTIALS_PATH
+from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH
 from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource
 from spotrun.model.manifest import JobManifest
 from spotrun.shape import SHAPE, DeploymentShape
 
 SHAPE_UNDER_TEST = DeploymentShape(
-    functions=(SHAPE.function("api"),),
+    functions=(SHAPE.function("api"), SHAPE.function("agent_api")),
     tables=SHAPE.tables,
     buckets=SHAPE.buckets,
     rules=(),
     state_machine_functions={},
+    api_routes=SHAPE.api_routes,
 )
 ASL = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

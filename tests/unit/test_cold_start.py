@@ -25,6 +25,8 @@ from spotrun.shape import REPO_ROOT, SHAPE
 _PROBE = """
 import importlib, json, os, sys
 import boto3, pydantic
+# Each API function's module -> the name its last import binds
+API_WINDOWS = {"functions.api.app": "JobManifest", "functions.api.agent_app": "tracer"}
 children = []
 for module in sys.argv[1:]:
     read, write = os.pipe()
@@ -44,16 +46,17 @@ for module in sys.argv[1:]:
                 and not hasattr(runtime, "metrics")
             ):
                 in_runtime_imports.append(info["generation"])
-            # The API's window is its own module's imports, from the resolver's (most of its cold start) to its
-            # last
-            api = sys.modules.get("functions.api.app")
-            if (
-                phase == "start"
-                and api is not None
-                and "aws_lambda_powertools.event_handler" in sys.modules
-                and not hasattr(api, "read_json_body")  # its last import
-            ):
-                in_api_imports.append(info["generation"])
+            # An API function's window is its own module's imports, from the resolver's (most of its cold start)
+            # to its last
+            for name, last in API_WINDOWS.items():
+                api = sys.modules.get(name)
+                if (
+                    phase == "start"
+                    and api is not None
+                    and "aws_lambda_powertools.event_handler" in sys.modules
+                    and not hasattr(api, last)
+                ):
+                    in_api_imports.append(info["generation"])
         gc.callbacks.append(watch)
         importlib.import_module(module)
         gc.callbacks.remove(watch)
@@ -159,15 +162,28 @@ def test_no_handler_loads_the_openapi_document_models(loaded):
 
 def test_only_the_api_loads_the_rest_resolver_and_idempotency(loaded):
     # Given every handler imported
-    # Then the resolver and Powertools' idempotency are the API's alone
-    assert _loading(loaded, "aws_lambda_powertools.event_handler") == {"api"}
+    # Then the resolver is the two API functions' alone, and Powertools' idempotency the users' API's (POST /jobs)
+    assert _loading(loaded, "aws_lambda_powertools.event_handler") == {"api", "agent_api"}
     assert _loading(loaded, "aws_lambda_powertools.utilities.idempotency") == {"api"}
+
+
+def test_each_api_function_loads_only_its_own_routes(loaded):
+    # Given every handler imported
+    # Then the agents' routes and their use cases are the agent function's alone, and the users' routes the API's
+    assert _loading(loaded, "functions.api.agent", "spotrun.control.agent_reports") == {"agent_api"}
+    assert _loading(loaded, "spotrun.control.job_credentials", "spotrun.control.deadline_moves") <= {
+        "agent_api",
+        "deadline_return",
+    }
+    assert _loading(loaded, "functions.api.app", "functions.api.schedules", "functions.api.plan") == {"api"}
 
 
 def test_only_the_functions_that_submit_load_the_submission_and_the_manifest_reader(loaded):
     # Given every handler imported
     # Then the submission and the manifest reader are loaded by the functions that submit jobs only
-    assert _loading(loaded, "spotrun.control.submission", "spotrun.model.manifest_io") == SUBMITTING
+    assert _loading(loaded, "spotrun.control.submission") == SUBMITTING
+    # And the manifest reader's module by those, and by the agents' API, whose 422s it words as the users' API's
+    assert _loading(loaded, "spotrun.model.manifest_io") == SUBMITTING | {"agent_api"}
     # And YAML by none: it is loaded by the first manifest text read (the API reads JSON bodies only)
     assert _loading(loaded, "yaml", "spotrun.model.manifest_yaml") == set()
     # And the schedules' use cases by the two that manage or fire schedules (finalize reads run records only)
@@ -209,7 +225,7 @@ def test_only_the_functions_that_talk_to_the_agent_load_its_command_models(loade
         "archive",
         "interrupted",
         "ec2_events",
-        "api",
+        "agent_api",  # the reports (the users' API no longer loads them)
         "deadline_return",  # the notice of its move
     }
 
@@ -221,8 +237,11 @@ def test_no_collection_runs_while_the_runtime_imports(loaded):
     assert {name: result["collections"] for name, result in loaded.items() if result["collections"]} == {}
 
 
-def test_no_young_collection_runs_while_the_api_imports(loaded):
-    # Given the API's handler imported, the collector on
-    # Then no young-generation collection ran while its module's imports did (Powertools' resolver with every
+def test_no_young_collection_runs_while_the_api_functions_import(loaded):
+    # Given the two API functions' handlers imported, the collector on
+    # Then no young-generation collection ran while their modules' imports did (Powertools' resolver with every
     # event data class comes before functions.runtime's own window opens)
-    assert loaded["api"]["api_collections"] == []
+    assert {name: loaded[name]["api_collections"] for name in ("api", "agent_api")} == {
+        "api": [],
+        "agent_api": [],
+    }
