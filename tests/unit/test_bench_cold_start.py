@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from bench.cold_start import handlers, markdown, measure_import, pairs_for, summarize
+from bench.cold_start import handlers, instruction_counts, markdown, measure_import, pairs_for, summarize
 from bench.common import MeasurementError
 from infra.lambda_env import init_environment
 from spotrun.shape import SERVICE_NAME, SHAPE
@@ -100,8 +101,8 @@ def test_the_verdict_is_the_median_of_the_paired_cpu_ratios_against_two():
     table = markdown(results, 3)
     assert (
         "| `functions.a.handler` | 150 ms [150\u2013150] | 100 ms [100\u2013100] | 1.50\u00d7 [1.50\u20131.50] "
-        "| 3.00\u00d7 [3.00\u20133.00] | yes |" in table
-    )
+        "| 3.00\u00d7 [3.00\u20133.00] | n/a | yes |" in table
+    )  # no instruction counts given: n/a
     assert "(over: functions.b.handler)" in table
     assert "CPU ratio" in table
 
@@ -128,6 +129,13 @@ def test_each_handler_is_paired_with_a_fresh_baseline_and_its_ratio_is_per_pair(
     monkeypatch.setattr(cold_start, "measure_import", measured)
     monkeypatch.setattr(cold_start, "lambda_python", lambda: Path("/layer-venv/bin/python"))
     monkeypatch.setattr(cold_start, "pairs_for", lambda runs: runs)
+    counted: list[list[str]] = []
+
+    def instructions(python, package, tmp, names):
+        counted.append(names)
+        return {"baseline": 600e6, "handlers": {"x.handler": {"instructions": 1200e6, "ratio": 2.0}}}
+
+    monkeypatch.setattr(cold_start, "instruction_counts", instructions)
     # When the section runs two pairs
     section = cold_start.run(2)
     # Then every module is imported once uncounted, and then every handler import follows its own baseline,
@@ -140,8 +148,30 @@ def test_each_handler_is_paired_with_a_fresh_baseline_and_its_ratio_is_per_pair(
     assert [p["cpu_ratio"] for p in x["samples"]] == pytest.approx([3.0, 1.5])
     assert section["name"] == "cold_start"
     assert "| `x.handler` |" in section["markdown"]
+    # And every handler's instructions are counted once, shown beside its CPU ratio (n/a where none came back)
+    assert counted == [["x.handler", "y.handler"]]
+    assert section["results"]["instructions"]["baseline"] == 600e6
+    assert "| 1,200 M, 2.000\u00d7 | **no** |" in section["markdown"]
+    assert "| n/a |" in section["markdown"]  # y
+    assert "`import boto3` (600 M)" in section["markdown"]
 
 
 def test_the_default_runs_take_five_pairs_per_handler():
     # Given make bench's default of 3 runs / Then each handler gets five pairs: the ratios are noisy
     assert pairs_for(3) == 5
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_instructions_are_counted_for_the_import_alone_against_boto3s(tmp_path):
+    # Given a package of two handler modules, one doing ten times the work of the other at import
+    (tmp_path / "light.py").write_text("sum(range(20_000))\nhandler = print\n")
+    (tmp_path / "heavy.py").write_text("sum(range(200_000))\nhandler = print\n")
+    # When their instructions are counted under callgrind
+    counted = instruction_counts(Path(sys.executable), tmp_path, tmp_path, ["light.handler", "heavy.handler"])
+    # Then each is its import's count less an empty interpreter's, over boto3's import (which does far more)
+    assert counted is not None
+    light, heavy = counted["handlers"]["light.handler"], counted["handlers"]["heavy.handler"]
+    assert 0 < light["instructions"] < heavy["instructions"] < counted["baseline"]
+    assert heavy["ratio"] == pytest.approx(heavy["instructions"] / counted["baseline"])
+    # and the loop's extra 180,000 additions (some hundred instructions each) are what separates the two
+    assert 10e6 < heavy["instructions"] - light["instructions"] < 200e6
