@@ -104,6 +104,15 @@ class DeploymentShape:
     api_function: str = "api"
     api_routes: tuple[tuple[str, str], ...] = ()
 
+    def __post_init__(self) -> None:
+        # A route to a function the shape lacks would fail only when API Gateway (or the emulator) is built.
+        declared = {spec.name for spec in self.functions}
+        routed = {self.api_function, *(function for _, function in self.api_routes)} - declared
+        if self.api_routes and routed:
+            raise ValueError(
+                f"the API routes paths to functions the shape does not declare: {sorted(routed)}"
+            )
+
     def agent_document(self) -> dict[str, Any]:
         """Content of the agent's SSM Command document (:func:`spotrun.model.agent_document.agent_document`)."""
         # Imported here: only infra and the emulator build the document's content. Every Lambda function imports
@@ -112,14 +121,6 @@ class DeploymentShape:
         from spotrun.model.agent_document import agent_document
 
         return agent_document(self.agent_document_name)
-
-    def __post_init__(self) -> None:
-        declared = {spec.name for spec in self.functions}
-        routed = {self.api_function, *(function for _, function in self.api_routes)} - declared
-        if self.api_routes and routed:
-            raise ValueError(
-                f"the API routes paths to functions the shape does not declare: {sorted(routed)}"
-            )
 
     def api_function_for(self, path: str) -> str:
         """The function API Gateway sends a request for ``path`` to (:attr:`api_routes`, else :attr:`api_function`)."""
