@@ -180,3 +180,26 @@ def test_an_unknown_job_id_is_a_404_naming_it(deployment, lambda_context):
     # Then the answer names it
     assert answer.status == 404
     assert "nope-123" in answer.body["message"]
+
+
+def test_the_same_submission_while_the_first_is_still_handled_is_refused_for_now(
+    deployment, lambda_context, monkeypatch
+):
+    # Given a submission that, while it is being handled, is sent again with the same key
+    from functions.api import app
+
+    submit, again = app.submit_api_manifest, []
+
+    def sent_again_meanwhile(*args, **kwargs):
+        again.append(call(lambda_context, "POST", "/jobs", TINY, headers={"Idempotency-Key": "k-busy"}))
+        return submit(*args, **kwargs)
+
+    monkeypatch.setattr(app, "submit_api_manifest", sent_again_meanwhile)
+    # When the first completes
+    first = call(lambda_context, "POST", "/jobs", TINY, headers={"Idempotency-Key": "k-busy"})
+    # Then it started the job, and the second was told to retry, having started nothing
+    assert first.status == 202
+    [second] = again
+    assert second.status == 409
+    assert "still being handled" in second.body["message"]
+    assert len(executions(deployment)) == 1
