@@ -76,12 +76,12 @@ def check_relative_path(value: str, field: str) -> str:
     return value
 
 
-# A command's report_url must be the agent's reports route (spotrun.model.api_paths) on the deployment's API;
-# anything else is refused, so that a rewritten command cannot send the instance's signed reports elsewhere.
 # What a failure report may carry: Step Functions' limits on SendTaskFailure (error <= 256 characters, cause
-# <= 32768), which the API function passes the report on to.
+# <= 32768), which the agents' API function passes the report on to.
 MAX_ERROR_CHARS: Final = 256
 MAX_CAUSE_CHARS: Final = 32768
+# A command's report_url must be the agent's reports route (spotrun.model.api_paths) on the deployment's API;
+# anything else is refused, so that a rewritten command cannot send the instance's signed reports elsewhere.
 _API_STAGE: Final = (
     r"^(?:https://[a-z0-9]+\.execute-api\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/[A-Za-z0-9_-]+"
     r"|http://127\.0\.0\.1:[0-9]{1,5}(?:/[A-Za-z0-9_-]+)?)"
