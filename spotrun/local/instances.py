@@ -135,6 +135,9 @@ class InstanceManager:
                 return
             sim.model._state.name, sim.model._state.code = "running", 16
             sim.booted.set()
+        # The SSM agent's registration counts from "running", whatever the emulator then spends publishing the
+        # state change (its handlers run in this process) and starting the resident agent.
+        self.clock.call_later(self.ssm_registration_delay_seconds, sim.registered.set)
         self._state_change(sim, "running")
         if self.resident_environment is not None:
             # The user data's unit starts it as early in boot as it can: before the SSM agent registers.
@@ -142,7 +145,6 @@ class InstanceManager:
                 sim.start_resident_agent(self.resident_environment(sim))
             except RuntimeError as exc:  # it ended meanwhile
                 logger.info("no resident agent on %s: %s", sim.instance_id, exc)
-        self.clock.call_later(self.ssm_registration_delay_seconds, sim.registered.set)
 
     def can_receive(self, instance_id: str) -> bool:
         """Whether SSM can deliver a command to ``instance_id``: launched here, reachable, its SSM agent registered."""

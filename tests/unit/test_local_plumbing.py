@@ -158,3 +158,33 @@ def test_event_envelope_and_target_input() -> None:
     assert target_input({"Arn": "x"}, delivered) == delivered
     assert target_input({"Arn": "x", "Input": '{"c": 1}'}, delivered) == {"c": 1}
     assert target_input({"Arn": "x", "InputPath": "$.detail"}, delivered) == {"k": "v"}
+
+
+class _BootingInstance:
+    """What InstanceManager's boot reads and sets of a simulated instance (its moto record's state, its events)."""
+
+    def __init__(self) -> None:
+        self.instance_id = "i-0123456789abcdef0"
+        self.model = type("Record", (), {"state": "pending", "_state": type("State", (), {})()})()
+        self.booted, self.registered, self.ended = threading.Event(), threading.Event(), threading.Event()
+
+
+def test_the_ssm_agent_registers_a_delay_after_running_however_slow_the_state_change_is_to_publish(tmp_path):
+    # Given an emulator whose registration delay is 0.1 s real and whose "running" event takes 1 s to publish
+    from spotrun.local.capacity import CapacityModel
+    from spotrun.local.instances import InstanceManager
+
+    def slow_publish(source: str, detail_type: str, detail: dict[str, Any], resources: list[str]) -> None:
+        time.sleep(1.0)
+
+    clock = Clock(0.01)
+    manager = InstanceManager(
+        tmp_path, clock, CapacityModel([]), slow_publish, "123456789012", "us-east-1", 10.0
+    )
+    sim = _BootingInstance()
+    # When the instance boots
+    manager._boot(sim)
+    # Then its SSM agent registered while the event was still being published: SSM's delay counts from running
+    assert sim.booted.is_set()
+    assert sim.registered.is_set()
+    clock.close()
