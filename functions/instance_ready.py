@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
-from spotrun.control.readiness import check_ready
+from spotrun.control.readiness import await_ready
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 from spotrun.model.timing import WorkflowTiming
@@ -24,13 +25,14 @@ class ReadyRequest(DeferredModel):
 @parse_event(ReadyRequest)
 def handler(event: ReadyRequest, context: LambdaContext) -> dict[str, Any]:
     aws = ports("instance_ready")
-    report = check_ready(
+    report = await_ready(
         job_id=event.job_id,
         store=aws.store,
         compute=aws.compute,
         commands=aws.commands,
         timing=event.timing,
-        now=utc_now(),
+        clock=utc_now,
+        sleep=time.sleep,
     )
     logger.info("instance state", extra={"job_id": event.job_id, **report.model_dump()})
     return report.model_dump(mode="json")

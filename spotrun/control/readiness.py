@@ -6,6 +6,7 @@ visible yet, not lost.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from spotrun.control.ports import Commands, Compute, JobStore
@@ -84,6 +85,42 @@ def check_ready(
             f"instance {instance_id} still {state} after {timing.boot_timeout_seconds:.0f} s"
         )
     return ReadyReport(ready=False, instance_id=instance_id, state=state)
+
+
+def await_ready(
+    *,
+    job_id: str,
+    store: JobStore,
+    compute: Compute,
+    commands: Commands,
+    timing: WorkflowTiming,
+    clock: Callable[[], datetime],
+    sleep: Callable[[float], None],
+) -> ReadyReport:
+    """Check readiness every ``timing.ready_recheck_seconds`` until ready, or ``timing.ready_hold_seconds`` passed.
+
+    The workflow polls between checks at ``timing.boot_poll_seconds``; looking again at a finer grain inside
+    the check answers within a recheck of the instance becoming reachable for most of its boot. Each look is
+    :func:`check_ready` (its errors end the hold at once).
+
+    Parameters
+    ----------
+    clock, sleep
+        The current time, and a pause of so many seconds (the handler's are the wall clock and ``time.sleep``).
+
+    Returns
+    -------
+    ReadyReport
+        The last look's report: ready, or not yet once the hold is over.
+    """
+    deadline = clock() + timedelta(seconds=timing.ready_hold_seconds)
+    while True:
+        report = check_ready(
+            job_id=job_id, store=store, compute=compute, commands=commands, timing=timing, now=clock()
+        )
+        if report.ready or clock() + timedelta(seconds=timing.ready_recheck_seconds) > deadline:
+            return report
+        sleep(timing.ready_recheck_seconds)
 
 
 def _check_managed(

@@ -16,6 +16,11 @@ class WorkflowTiming(DeferredModel):
 
     boot_poll_seconds: int
     boot_timeout_seconds: float
+    # The readiness check looks again every ready_recheck_seconds for up to ready_hold_seconds before it answers
+    # "not yet". The workflow's Wait between checks alone would add half a poll on average (7.5 s on AWS) between
+    # the instance becoming reachable and its first command. 0: one look per check.
+    ready_hold_seconds: float = 0.0
+    ready_recheck_seconds: float = 1.0
     capacity_retry_seconds: int
     # capacity.max_wait_minutes (or its default), scaled: how long the job may wait for capacity, over all waits.
     capacity_patience_seconds: float
@@ -56,9 +61,15 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
     # The margin is what a spot warning leaves (two minutes), scaled like it; at least 10 s in the emulator,
     # where the upload and the release, which are not scaled, run on a loaded laptop.
     budget_margin = 120.0 if time_scale >= 1 else max(10.0, 120.0 * time_scale)
+    boot_poll = max(1, round(15 * time_scale))
     return WorkflowTiming(
         time_scale=time_scale,
-        boot_poll_seconds=max(1, round(15 * time_scale)),
+        boot_poll_seconds=boot_poll,
+        # Three polls' worth inside one check (45 s on AWS, within instance_ready's 60 s timeout), looking every
+        # 2 s: the check covers three quarters of the boot at a fine grain, at the cost of a few cheap describe
+        # calls. In the emulator no finer than 0.1 s, so that a boot costs it some tens of calls, not hundreds.
+        ready_hold_seconds=3.0 * boot_poll,
+        ready_recheck_seconds=max(0.1, 2 * time_scale),
         boot_timeout_seconds=900 * time_scale,
         ssm_registration_timeout_seconds=600 * time_scale,
         capacity_retry_seconds=max(1, round(60 * time_scale)),

@@ -16,6 +16,8 @@ from spotrun.shape import SHAPE
 from tests.integration.conftest import MANIFEST
 
 TIMING = workflow_timing(MANIFEST, 1.0).model_dump()
+# One look per readiness check: AWS's hold (45 s) would only slow these tests (tests/unit/test_readiness.py has it).
+ONE_LOOK = {**TIMING, "ready_hold_seconds": 0}
 
 
 @pytest.fixture
@@ -78,23 +80,23 @@ def test_instance_ready_waits_for_ssm_and_raises_when_the_instance_is_gone(
     attempt = acquire.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
     instance_id = attempt["instance_id"]
     # When readiness is checked
-    report = instance_ready.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
+    report = instance_ready.handler({"job_id": job_id, "timing": ONE_LOOK}, lambda_context)
     # Then it is not ready yet
     assert report == {"ready": False, "instance_id": instance_id, "state": "running", "agent_online": False}
     # When SSM knows it but its agent does not answer
     ssm_nodes[instance_id] = "ConnectionLost"
     # Then it is still not ready
-    assert not instance_ready.handler({"job_id": job_id, "timing": TIMING}, lambda_context)["ready"]
+    assert not instance_ready.handler({"job_id": job_id, "timing": ONE_LOOK}, lambda_context)["ready"]
     # When its SSM agent is online
     ssm_nodes[instance_id] = "Online"
-    report = instance_ready.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
+    report = instance_ready.handler({"job_id": job_id, "timing": ONE_LOOK}, lambda_context)
     # Then it is ready
     assert report == {"ready": True, "instance_id": instance_id, "state": "running", "agent_online": True}
     # When it is terminated before the job used it
     boto3.client("ec2").terminate_instances(InstanceIds=[attempt["instance_id"]])
     # Then the check fails with the error the workflow routes on
     with pytest.raises(InstanceLost) as raised:
-        instance_ready.handler({"job_id": job_id, "timing": TIMING}, lambda_context)
+        instance_ready.handler({"job_id": job_id, "timing": ONE_LOOK}, lambda_context)
     assert type(raised.value).__name__ == "Instance.Lost"
 
 

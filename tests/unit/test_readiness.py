@@ -5,14 +5,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from spotrun.control.instances import acquire_instance
-from spotrun.control.readiness import EC2_CONSISTENCY_GRACE, check_ready
+from spotrun.control.readiness import EC2_CONSISTENCY_GRACE, await_ready, check_ready
 from spotrun.control.release import release_for_workflow, release_instances
 from spotrun.control.standby import launch_standby
 from spotrun.control.store import update_job
 from spotrun.model.errors import InstanceLost, InstanceNotManaged, InstancesNotReleased
 from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest_io import parse_manifest_text
-from spotrun.model.timing import workflow_timing
+from spotrun.model.timing import WorkflowTiming, workflow_timing
+from spotrun.shape import SHAPE
 from tests.unit.fakes import FakeCommands, FakeCompute, InMemoryJobStore
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -75,6 +76,73 @@ def test_an_agent_that_never_registers_fails_with_advice_and_the_instance_is_ter
     # Then the error, under its ASL name, says why; the instance is terminated
     assert type(caught.value).__name__ == "Instance.NotManaged"
     assert compute.states[instance_id] == "terminated"
+
+
+class SteppedClock:
+    """A clock that only moves when the code under test sleeps; something may happen after the n-th pause."""
+
+    def __init__(self, start, on_sleep=None):
+        self.now, self.pauses, self.on_sleep = start, [], on_sleep
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.pauses.append(seconds)
+        self.now += timedelta(seconds=seconds)
+        if self.on_sleep is not None:
+            self.on_sleep(len(self.pauses))
+
+
+def held(store, compute, commands, clock, timing=TIMING):
+    return await_ready(
+        job_id="tiny-1",
+        store=store,
+        compute=compute,
+        commands=commands,
+        timing=timing,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+
+
+def test_the_check_answers_within_a_recheck_of_the_agent_registering(booting):
+    # Given a running instance whose SSM agent registers after the check's third pause
+    store, compute, commands, instance_id = booting
+    compute.states[instance_id] = "running"
+    commands.unregistered.add(instance_id)
+    clock = SteppedClock(T0, on_sleep=lambda n: n == 3 and commands.unregistered.clear())
+    # When readiness is checked
+    report = held(store, compute, commands, clock)
+    # Then the check looked again every recheck interval and answered ready at the next look, not after a poll
+    assert report.ready
+    assert clock.pauses == [TIMING.ready_recheck_seconds] * 3
+
+
+def test_the_check_holds_no_longer_than_its_hold(booting):
+    # Given a running instance whose SSM agent does not register
+    store, compute, commands, instance_id = booting
+    compute.states[instance_id] = "running"
+    commands.unregistered.add(instance_id)
+    clock = SteppedClock(T0)
+    # When readiness is checked
+    report = held(store, compute, commands, clock)
+    # Then it answers "not yet" once the hold is spent, never past it: the workflow's Wait takes over
+    assert not report.ready
+    assert sum(clock.pauses) <= TIMING.ready_hold_seconds
+    assert sum(clock.pauses) > TIMING.ready_hold_seconds - TIMING.ready_recheck_seconds
+    # And without a hold (an execution started before the field existed) it looks once
+    once = SteppedClock(T0)
+    legacy = WorkflowTiming.model_validate(TIMING.model_dump(exclude={"ready_hold_seconds"}))
+    assert not held(store, compute, commands, once, legacy).ready
+    assert once.pauses == []
+
+
+def test_the_hold_fits_in_the_readiness_function_timeout():
+    # Given the deployed timing (AWS's clock) and the function that runs the check
+    (spec,) = [f for f in SHAPE.functions if f.name == "instance_ready"]
+    # Then a hold, plus a last look, ends well before Lambda would cut the function off
+    assert TIMING.ready_hold_seconds + 10 <= spec.timeout_seconds
 
 
 def test_not_found_just_after_launch_is_not_yet_visible_not_lost(booting):
