@@ -2,8 +2,8 @@
 
 One measurement (``python -m bench.recovery --once --overlap yes|no``, a fresh process each) runs the example
 job through the real code path in the embedded runtime (state machine, handlers, agents as subprocesses), with
-the replacement's boot at 120 s on AWS's clock (6 s at the time scale 0.05) and a 96 MiB checkpoint every 10 s
-of training. Once the first checkpoint is committed (its marker in S3), the instance is interrupted; the
+the replacement reachable 120 s after its launch on AWS's clock (6 s at the time scale 0.05: EC2 running after
+60 s, its SSM agent registered 60 s later) and a 96 MiB checkpoint every 10 s of training. Once the first checkpoint is committed (its marker in S3), the instance is interrupted; the
 measurement ends when the resumed attempt has trained its first step (a job that ends first is an error).
 
 How the times are taken. A probe thread in the measuring process polls, every :data:`POLL_SECONDS`, what the
@@ -32,6 +32,7 @@ Both configurations run interleaved (A B A B ...): the replacement launched on t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -46,6 +47,9 @@ from bench.common import TIMES, MeasurementError, fmt, interleaved, run_once, st
 from bench.recovery_timeline import IncompleteTimeline, RecoveryFigures, Timeline, recovery_figures
 
 POLL_SECONDS = 0.01
+# A checkpoint whose save and upload take most of the boot (and still fit the notice): the second size measured.
+LARGE_CHECKPOINT_MB = 256
+NOTICE_SECONDS = 120.0  # the spot warning's lead on AWS's clock: the emulator reclaims the instance after it
 # The issue's targets: warning -> first resumed step within 1.3x the limit, and 0.6x the same job without overlap
 LIMIT_TARGET = 1.3
 BASELINE_TARGET = 0.6
@@ -56,7 +60,11 @@ class RecoveryConfig:
     """What one measurement is made of."""
 
     time_scale: float = 0.05
-    boot_delay_seconds: float = 120.0  # on AWS's clock; the emulator waits boot_delay x time_scale
+    # The issue's "boot 6 s (scaled 120 s)": the replacement takes commands 120 s after its launch on AWS's clock,
+    # EC2 reporting it running after 60 s and its SSM agent registering 60 s later (the emulator waits each
+    # x time_scale). The bench's "boot" is that whole span, launch -> reachable.
+    boot_delay_seconds: float = 60.0
+    ssm_registration_delay_seconds: float = 60.0
     checkpoint_padding_mb: int = 96  # extra MiB in each checkpoint, so that upload and restore take time
     step_seconds: float = 0.02
     # A checkpoint every 10 s of training: longer than a 96 MiB upload takes here even under load, so the save on
@@ -69,6 +77,7 @@ class RecoveryConfig:
         return [
             f"--time-scale={self.time_scale}",
             f"--boot-delay={self.boot_delay_seconds}",
+            f"--registration-delay={self.ssm_registration_delay_seconds}",
             f"--padding-mb={self.checkpoint_padding_mb}",
             f"--step-seconds={self.step_seconds}",
             f"--interval-steps={self.checkpoint_interval_steps}",
@@ -216,6 +225,7 @@ def measure_once(config: RecoveryConfig, overlap: bool, workdir: Path) -> dict[s
         pools=pools,
         settings_overrides={"overlap_replacement": overlap},
     )
+    runtime.manager.ssm_registration_delay_seconds = config.ssm_registration_delay_seconds
     with control_plane_logs(workdir / "control-plane.log"), runtime:
         upload_example(runtime)
         submitted = drop_manifest(runtime, _manifest(config), "recovery-bench.yaml")
@@ -247,13 +257,22 @@ def _child(argv: list[str]) -> None:
     parser.add_argument("--overlap", choices=("yes", "no"), required=True)
     parser.add_argument("--time-scale", type=float, default=RecoveryConfig.time_scale)
     parser.add_argument("--boot-delay", type=float, default=RecoveryConfig.boot_delay_seconds)
+    parser.add_argument(
+        "--registration-delay", type=float, default=RecoveryConfig.ssm_registration_delay_seconds
+    )
     parser.add_argument("--padding-mb", type=int, default=RecoveryConfig.checkpoint_padding_mb)
     parser.add_argument("--step-seconds", type=float, default=RecoveryConfig.step_seconds)
     parser.add_argument("--interval-steps", type=int, default=RecoveryConfig.checkpoint_interval_steps)
     parser.add_argument("--steps", type=int, default=RecoveryConfig.steps)
     args = parser.parse_args(argv)
     config = RecoveryConfig(
-        args.time_scale, args.boot_delay, args.padding_mb, args.step_seconds, args.interval_steps, args.steps
+        time_scale=args.time_scale,
+        boot_delay_seconds=args.boot_delay,
+        ssm_registration_delay_seconds=args.registration_delay,
+        checkpoint_padding_mb=args.padding_mb,
+        step_seconds=args.step_seconds,
+        checkpoint_interval_steps=args.interval_steps,
+        steps=args.steps,
     )
     with tempfile.TemporaryDirectory(prefix="spotrun-bench-recovery-") as scratch:
         result = measure_once(config, args.overlap == "yes", Path(scratch))
@@ -264,14 +283,24 @@ def _child(argv: list[str]) -> None:
 
 
 def summarize(measured: list[dict[str, Any]], config: RecoveryConfig) -> dict[str, Any]:
-    """The figures of every measurement, their statistics per configuration, and the verdicts."""
+    """The figures of every measurement, their statistics per configuration, and the verdicts.
+
+    Beside the issue's two targets, two figures say what the second one can be measured against:
+
+    - ``floor_over_baseline``: the medians over every run of ``limit / sequential``, the ratio to the baseline
+      with no overhead on either side (:class:`~bench.recovery_timeline.RecoveryFigures`); a target below it
+      cannot be met by removing overhead, only by an upload that takes longer against the boot;
+    - ``overlap_over_reclaimed``: the recovery against a replacement launched when EC2 reclaims the old instance
+      at the end of the two-minute notice, as a system that does not act on the warning launches one at the
+      earliest: the notice (scaled) plus the baseline's launch -> first resumed step, both measured.
+    """
     per: dict[bool, list[RecoveryFigures]] = {True: [], False: []}
     runs = []
     for item in measured:
         figures = recovery_figures(Timeline.from_dict(item["timeline"]))
         per[bool(item["overlap"])].append(figures)
         runs.append({**item, "figures": figures.as_dict()})
-    parts = ("recovery", "boot", "upload", "restore", "limit", "ratio_to_limit")
+    parts = ("recovery", "boot", "upload", "restore", "limit", "ratio_to_limit", "sequential", "after_launch")
     summary = {
         ("overlap" if overlap else "baseline"): {
             part: stats(getattr(f, part) for f in figures).as_dict() for part in parts
@@ -288,11 +317,26 @@ def summarize(measured: list[dict[str, Any]], config: RecoveryConfig) -> dict[st
             "met": ratio <= LIMIT_TARGET,
         }
     if "overlap" in summary and "baseline" in summary:
-        ratio = summary["overlap"]["recovery"]["median"] / summary["baseline"]["recovery"]["median"]
+        recovery = summary["overlap"]["recovery"]["median"]
+        ratio = recovery / summary["baseline"]["recovery"]["median"]
         verdicts["overlap_over_baseline"] = {
             "value": ratio,
             "target": BASELINE_TARGET,
             "met": ratio <= BASELINE_TARGET,
+        }
+        every = per[True] + per[False]
+        floor = stats(f.limit for f in every).median / stats(f.sequential for f in every).median
+        verdicts["floor_over_baseline"] = {
+            "value": floor,
+            "target": BASELINE_TARGET,
+            "met": floor <= BASELINE_TARGET,
+        }
+        reclaimed = NOTICE_SECONDS * config.time_scale + summary["baseline"]["after_launch"]["median"]
+        verdicts["overlap_over_reclaimed"] = {
+            "value": recovery / reclaimed,
+            "reclaimed_seconds": reclaimed,
+            "target": BASELINE_TARGET,
+            "met": recovery / reclaimed <= BASELINE_TARGET,
         }
     return {"config": config.__dict__, "runs": runs, "summary": summary, "verdicts": verdicts}
 
@@ -309,6 +353,8 @@ def markdown(results: dict[str, Any]) -> str:
         ("restore", "restore", " s"),
         ("limit max(boot, upload) + restore", "limit", " s"),
         ("recovery ÷ limit", "ratio_to_limit", TIMES),
+        ("sequential limit (commit - warning) + boot + restore", "sequential", " s"),
+        ("replacement's launch → first resumed step", "after_launch", " s"),
     ]
     lines = [
         "| | " + " | ".join(heads[c] for c in columns) + " |",
@@ -334,15 +380,30 @@ def markdown(results: dict[str, Any]) -> str:
         )
     if "overlap_over_baseline" in verdicts:
         v = verdicts["overlap_over_baseline"]
-        lines.append(
+        floor = verdicts["floor_over_baseline"]["value"]
+        reclaimed = verdicts["overlap_over_reclaimed"]
+        lines += [
             f"- Recovery ≤ {BASELINE_TARGET} \u00d7 the no-overlap baseline (ratio of medians): {v['value']:.2f}\u00d7 "
-            f"{verdict(v['met'])}."
-        )
+            f"{verdict(v['met'])}.",
+            f"  - With no overhead on either side (median limit ÷ median sequential limit, every run) the ratio "
+            f"would be {floor:.2f}\u00d7: "
+            + (
+                "the target is below what removing overhead can reach at this boot and checkpoint size."
+                if floor > BASELINE_TARGET
+                else "within reach of the target."
+            ),
+            f"  - Against a replacement launched when EC2 reclaims the old instance, at the end of the notice "
+            f"({NOTICE_SECONDS * config['time_scale']:g} s, then the baseline's launch → first step: "
+            f"{reclaimed['reclaimed_seconds']:.1f} s), what a control plane that does not act on the warning gets at "
+            f"best: {reclaimed['value']:.2f}\u00d7.",
+        ]
     n = {c: summary[c]["recovery"]["n"] for c in columns}
+    boot = config["boot_delay_seconds"] + config["ssm_registration_delay_seconds"]
     lines += [
         "",
-        f"Config: boot {config['boot_delay_seconds']:g} s on AWS's clock at time scale {config['time_scale']:g} "
-        f"(= {config['boot_delay_seconds'] * config['time_scale']:g} s), checkpoint padding "
+        f"Config: boot {boot:g} s on AWS's clock (EC2 running after {config['boot_delay_seconds']:g} s, its SSM "
+        f"agent registered {config['ssm_registration_delay_seconds']:g} s later) at time scale "
+        f"{config['time_scale']:g} (= {boot * config['time_scale']:g} s), checkpoint padding "
         f"{config['checkpoint_padding_mb']} MiB, steps of {config['step_seconds']:g} s and a checkpoint every "
         f"{config['checkpoint_interval_steps']} steps, interrupted once the first checkpoint is committed; "
         f"{' and '.join(f'{n[c]} {c}' for c in columns)} runs, interleaved, each in a fresh process. "
@@ -358,24 +419,34 @@ def _stats(d: dict[str, Any]) -> Any:
 
 
 def run(runs: int, config: RecoveryConfig | None = None) -> dict[str, Any]:
-    """Measure ``runs`` interruptions with overlap and ``runs`` without, interleaved, each in a fresh process."""
+    """Measure ``runs`` interruptions with overlap and ``runs`` without at each checkpoint size, interleaved.
+
+    The sizes are the issue's (``config.checkpoint_padding_mb``, 96 MiB) and :data:`LARGE_CHECKPOINT_MB`, whose
+    upload takes most of the boot: what the overlap saves is the upload, so the second size shows how the ratio
+    to the baseline moves with it. Each measurement runs in a fresh process.
+    """
     config = config or RecoveryConfig()
-    measured = []
-    for index, overlap in interleaved((True, False), runs):
-        print(f"   recovery run {index + 1}/{runs}, overlap {'yes' if overlap else 'no'}", flush=True)
-        item = run_once(
-            "bench.recovery", ["--overlap", "yes" if overlap else "no", *config.args()], timeout=900
-        )
+    sizes = {
+        mib: dataclasses.replace(config, checkpoint_padding_mb=mib)
+        for mib in dict.fromkeys((config.checkpoint_padding_mb, LARGE_CHECKPOINT_MB))
+    }
+    measured: dict[int, list[dict[str, Any]]] = {mib: [] for mib in sizes}
+    for index, (mib, overlap) in interleaved([(m, o) for m in sizes for o in (True, False)], runs):
+        label = f"{mib} MiB, overlap {'yes' if overlap else 'no'}"
+        print(f"   recovery run {index + 1}/{runs}, {label}", flush=True)
+        args = ["--overlap", "yes" if overlap else "no", *sizes[mib].args()]
+        item = run_once("bench.recovery", args, timeout=900)
         try:
             recovery_figures(Timeline.from_dict(item["timeline"]))
         except IncompleteTimeline as exc:
-            raise MeasurementError(f"recovery run {index + 1} (overlap {overlap}): {exc}: {item}") from exc
-        measured.append(item)
-    results = summarize(measured, config)
+            raise MeasurementError(f"recovery run {index + 1} ({label}): {exc}: {item}") from exc
+        measured[mib].append(item)
+    results = {str(mib): summarize(measured[mib], sizes[mib]) for mib in sizes}
+    tables = [f"### Checkpoint of {mib} MiB\n\n{markdown(results[str(mib)])}" for mib in sizes]
     return {
         "name": "recovery",
         "title": "Recovery: spot warning → first training step of the resumed attempt",
-        "markdown": markdown(results),
+        "markdown": "\n\n".join(tables),
         "results": results,
     }
 

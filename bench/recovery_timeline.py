@@ -80,7 +80,10 @@ class RecoveryFigures:
     """One interruption's recovery and its parts, in seconds.
 
     ``limit`` is what the issue calls the limit: the replacement's boot and the old instance's upload run in
-    parallel at best, then the restore, ``max(boot, upload) + restore``.
+    parallel at best, then the restore, ``max(boot, upload) + restore``. ``sequential`` is its counterpart when
+    nothing overlaps: the replacement launched the moment the checkpoint it restores is committed, then its boot
+    and the restore, ``(commit - warning) + boot + restore``. ``limit / sequential`` is then the ratio the
+    overlap would reach against the baseline if neither side spent a moment more than its parts.
     """
 
     recovery: float  # warning -> the resumed attempt's first step
@@ -90,6 +93,8 @@ class RecoveryFigures:
     save: float | None  # warning -> the restored checkpoint complete on the old disk (None: saved before it)
     limit: float
     ratio_to_limit: float
+    sequential: float
+    after_launch: float  # the replacement's launch -> the resumed attempt's first step
     restored_step: int
     first_resumed_step: int
     steps_lost: int | None  # steps the old attempt reported past the restored checkpoint
@@ -131,6 +136,7 @@ def recovery_figures(timeline: Timeline) -> RecoveryFigures:
     upload = committed - saved
     restore = max(0.0, restored_at - restore_started)
     limit = max(boot, upload) + restore
+    sequential = max(0.0, committed - warning) + boot + restore
     recovery = first - warning
     steps_lost = None if timeline.old_last_step is None else max(0, timeline.old_last_step - restored_step)
     return RecoveryFigures(
@@ -141,6 +147,8 @@ def recovery_figures(timeline: Timeline) -> RecoveryFigures:
         save=saved - warning if saved >= warning else None,
         limit=limit,
         ratio_to_limit=recovery / limit if limit > 0 else float("inf"),
+        sequential=sequential,
+        after_launch=first - launched,
         restored_step=restored_step,
         first_resumed_step=step,
         steps_lost=steps_lost,

@@ -42,6 +42,9 @@ def test_recovery_runs_from_the_warning_to_the_first_resumed_step_and_the_limit_
     assert figures.limit == pytest.approx(7.1)
     assert figures.ratio_to_limit == pytest.approx(9.1 / 7.1)
     assert (figures.restored_step, figures.first_resumed_step, figures.steps_lost) == (60, 61, 1)
+    # And with nothing overlapped the least it could take is the commit, then the boot and the restore
+    assert figures.sequential == pytest.approx(1.9 + 6.1 + 1.0)
+    assert figures.after_launch == pytest.approx(9.1 - 0.5)
 
 
 def test_the_checkpoint_that_counts_is_the_one_the_replacement_restored():
@@ -141,3 +144,21 @@ def test_a_recovery_far_from_the_limit_is_not_met():
     assert results["verdicts"]["recovery_over_limit"]["met"] is False
     assert results["verdicts"]["overlap_over_baseline"]["met"] is False
     assert "**NOT met**" in markdown(results)
+
+
+def test_the_floor_and_the_reclaimed_baseline_say_what_the_baseline_target_is_measured_against():
+    # Given overlap runs at 9.0 s and baseline runs at 11.0 s, every run with a limit of 7.1 s and a sequential
+    # limit of 9.0 s, the replacement launched 0.5 s after the warning
+    measured = [run_of(True, 9.0), run_of(False, 11.0), run_of(True, 9.0), run_of(False, 11.0)]
+    # When summarized at the default time scale (the notice: 120 s x 0.05 = 6 s)
+    results = summarize(measured, RecoveryConfig())
+    verdicts = results["verdicts"]
+    # Then the floor is the limit over the sequential limit: no overhead removed could bring the ratio below it
+    assert verdicts["floor_over_baseline"]["value"] == pytest.approx(7.1 / 9.0)
+    assert verdicts["floor_over_baseline"]["met"] is False
+    # And the reclaimed baseline launches at the notice's end, then takes the baseline's launch -> first step
+    assert verdicts["overlap_over_reclaimed"]["reclaimed_seconds"] == pytest.approx(6.0 + 10.5)
+    assert verdicts["overlap_over_reclaimed"]["value"] == pytest.approx(9.0 / 16.5)
+    table = markdown(results)
+    assert "would be 0.79\u00d7: the target is below what removing overhead can reach" in table
+    assert "(6 s, then the baseline's launch → first step: 16.5 s)" in table
