@@ -67,9 +67,10 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
         boot_poll_seconds=boot_poll,
         # Three polls' worth inside one check (45 s on AWS, within instance_ready's 60 s timeout), looking every
         # 2 s: the check covers three quarters of the boot at a fine grain, at the cost of a few cheap describe
-        # calls. In the emulator no finer than 0.1 s, so that a boot costs it some tens of calls, not hundreds.
+        # calls. In the emulator no finer than 0.25 s: each look is three calls to moto on the same cores, and
+        # eight jobs may boot at once.
         ready_hold_seconds=3.0 * boot_poll,
-        ready_recheck_seconds=max(0.1, 2 * time_scale),
+        ready_recheck_seconds=max(0.25, 2 * time_scale),
         boot_timeout_seconds=900 * time_scale,
         ssm_registration_timeout_seconds=600 * time_scale,
         capacity_retry_seconds=max(1, round(60 * time_scale)),
