@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import urllib.error
 import urllib.request
@@ -60,7 +61,7 @@ class JobCredentialsSource:
         backoff_seconds: float = 0.5,
         timeout_seconds: float = 20.0,
     ):
-        if not CREDENTIALS_URL.fullmatch(url):
+        if not re.fullmatch(CREDENTIALS_URL, url):
             raise CredentialsError(f"{url!r} is not the API's credentials route")
         self._url = url
         self._region = region

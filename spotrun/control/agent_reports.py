@@ -13,7 +13,7 @@ attempt runs on, so training code on one instance cannot answer another job's wo
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, Field
 
@@ -36,8 +36,9 @@ class ReportInvalid(Exception):
 
 
 # An assumed-role session ARN, as STS and API Gateway name it: account, role name (no path), session name.
-_SESSION_ARN = re.compile(
-    r"^arn:aws[a-z-]*:sts::(?P<account>\d{12}):assumed-role/(?P<role>[\w+=,.@-]{1,64})/(?P<session>[\w+=,.@-]{2,64})$"
+_SESSION_ARN: Final = (
+    r"^arn:aws[a-z-]*:sts::(?P<account>\d{12}):assumed-role/"
+    r"(?P<role>[\w+=,.@-]{1,64})/(?P<session>[\w+=,.@-]{2,64})$"
 )
 
 
@@ -122,7 +123,7 @@ def caller_instance(identity: CallerIdentity, instance_role_name: str) -> str:
     ReportRefused
         When the caller is not a session of ``instance_role_name`` in the API's account.
     """
-    match = _SESSION_ARN.match(identity.user_arn or "")
+    match = re.match(_SESSION_ARN, identity.user_arn or "")
     if match is None:
         raise ReportRefused("only an instance of this deployment, signing with its role, may report")
     if match["account"] != identity.account_id or match["role"] != instance_role_name:

@@ -7,7 +7,7 @@ import binascii
 import json
 import re
 from collections.abc import Collection
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -22,7 +22,7 @@ from spotrun.model.manifest import split_s3_uri
 LOG_TAIL_BYTES = 256 * 1024
 # Storage classes whose objects must be restored before they can be read; GLACIER_IR reads at once.
 ARCHIVED_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
-_EXPIRY = re.compile(r'expiry-date="([^"]+)"')
+_EXPIRY: Final = r'expiry-date="([^"]+)"'
 
 # Lines one answer after a cursor holds at most (the tail's maximum): a follower far behind catches up in steps.
 MAX_FOLLOW_LINES = 5000
@@ -239,7 +239,7 @@ def _state(uri: str, head: dict[str, str] | None) -> ObjectRestore:
         return ObjectRestore(uri=uri, storage_class=storage_class, state="readable")
     if 'ongoing-request="true"' in restore:
         return ObjectRestore(uri=uri, storage_class=storage_class, state="in-progress")
-    expiry = _EXPIRY.search(restore)
+    expiry = re.search(_EXPIRY, restore)
     if 'ongoing-request="false"' in restore:
         return ObjectRestore(
             uri=uri,

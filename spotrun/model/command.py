@@ -51,8 +51,8 @@ MAX_RUNTIME_EXCEEDED = "Training.MaxRuntimeExceeded"
 
 # AWS region names (us-east-1, us-gov-west-1, ap-southeast-4, eu-central-2, ...): area, optional partition
 # qualifier, direction, number.
-REGION: Final = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}$")
-BUCKET: Final = re.compile(rf"^{BUCKET_NAME_PATTERN}$")
+REGION: Final = r"^[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}$"
+BUCKET: Final = rf"^{BUCKET_NAME_PATTERN}$"
 
 
 def check_relative_path(value: str, field: str) -> str:
@@ -86,10 +86,10 @@ _API_STAGE: Final = (
     r"^(?:https://[a-z0-9]+\.execute-api\.[a-z0-9-]+\.amazonaws\.com(?:\.cn)?/[A-Za-z0-9_-]+"
     r"|http://127\.0\.0\.1:[0-9]{1,5}(?:/[A-Za-z0-9_-]+)?)"
 )
-REPORT_URL: Final = re.compile(_API_STAGE + re.escape(AGENT_REPORTS_PATH) + "$")
+REPORT_URL: Final = _API_STAGE + re.escape(AGENT_REPORTS_PATH) + "$"
 # Where the agent asks for its job's S3 credentials: the same API (its environment names it, since the command
 # document can only be read with those credentials).
-CREDENTIALS_URL: Final = re.compile(_API_STAGE + re.escape(AGENT_CREDENTIALS_PATH) + "$")
+CREDENTIALS_URL: Final = _API_STAGE + re.escape(AGENT_CREDENTIALS_PATH) + "$"
 
 
 class AgentCommand(DeferredModel):
@@ -152,21 +152,21 @@ class AgentCommand(DeferredModel):
     @field_validator("report_url")
     @classmethod
     def _report_url_shape(cls, value: str) -> str:
-        if value and not REPORT_URL.fullmatch(value):
+        if value and not re.fullmatch(REPORT_URL, value):
             raise ValueError(f"{value!r} is not the agent route of a spotrun API")
         return value
 
     @field_validator("region")
     @classmethod
     def _region_shape(cls, value: str) -> str:
-        if not REGION.fullmatch(value):
+        if not re.fullmatch(REGION, value):
             raise ValueError(f"{value!r} is not an AWS region name such as us-east-1")
         return value
 
     @field_validator("jobs_bucket")
     @classmethod
     def _bucket_shape(cls, value: str) -> str:
-        if not BUCKET.fullmatch(value) or ".." in value:
+        if not re.fullmatch(BUCKET, value) or ".." in value:
             raise ValueError(f"{value!r} is not an S3 bucket name")
         return value
 

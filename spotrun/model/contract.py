@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Final
 
 ENV_JOB_ID = "SPOTRUN_JOB_ID"
 ENV_ATTEMPT = "SPOTRUN_ATTEMPT"
@@ -56,7 +57,7 @@ CONTRACT_VARIABLES: frozenset[str] = frozenset(
 
 # Only the braced form: a bare `$` (a regular expression's anchor, say) stays as written. Whatever is between
 # the braces is captured, so that `${not a name}` is refused by name rather than passed on as text.
-_REFERENCE = re.compile(r"\$\{([^}]*)\}")
+_REFERENCE: Final = r"\$\{([^}]*)\}"
 
 
 def argv_references(argv: Iterable[str]) -> list[str]:
@@ -72,7 +73,7 @@ def argv_references(argv: Iterable[str]) -> list[str]:
     list[str]
         What stands between each ``${`` and ``}``.
     """
-    return [match.group(1) for argument in argv for match in _REFERENCE.finditer(argument)]
+    return [match.group(1) for argument in argv for match in re.finditer(_REFERENCE, argument)]
 
 
 def expand_argv(argv: Iterable[str], environment: Mapping[str, str]) -> list[str]:
@@ -105,4 +106,4 @@ def expand_argv(argv: Iterable[str], environment: Mapping[str, str]) -> list[str
             raise KeyError(f"${{{name}}} in the command, but {name} is not in its environment")
         return environment[name]
 
-    return [_REFERENCE.sub(value, argument) for argument in argv]
+    return [re.sub(_REFERENCE, value, argument) for argument in argv]

@@ -20,8 +20,7 @@ _INSTANT_PATTERN: Final = (
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?(?:Z|[+\-][0-9]{2}:[0-9]{2})"
 )
 DEADLINE_PATTERN: Final = rf"^(?:{_DURATION_PATTERN}|{_INSTANT_PATTERN})$"
-_DURATION = re.compile(r"^(?P<value>[0-9.]+)(?P<unit>[mhd])$")
-_DEADLINE = re.compile(DEADLINE_PATTERN)
+_DURATION: Final = r"^(?P<value>[0-9.]+)(?P<unit>[mhd])$"
 _UNIT_HOURS: Final = {"m": 1 / 60, "h": 1.0, "d": 24.0}
 
 DEADLINE_DESCRIPTION: Final = (
@@ -36,12 +35,12 @@ DEADLINE_DESCRIPTION: Final = (
 
 def check_deadline(value: str) -> str:
     """The pydantic validator of ``capacity.deadline``: the text as written, when one of the two forms."""
-    if not _DEADLINE.fullmatch(value):
+    if not re.fullmatch(DEADLINE_PATTERN, value):
         raise ValueError(
             f"{value!r} is neither a duration like '36h', '90m' or '1.5d' nor an ISO-8601 time with its zone "
             "like '2026-12-03T18:00:00Z'"
         )
-    if not _DURATION.fullmatch(value):
+    if not re.fullmatch(_DURATION, value):
         try:
             datetime.fromisoformat(value)
         except ValueError as exc:  # the pattern lets 2026-13-40 through; the calendar does not
@@ -51,12 +50,12 @@ def check_deadline(value: str) -> str:
 
 def is_absolute(deadline: str) -> bool:
     """Whether the deadline is an instant (not a duration after submission)."""
-    return _DURATION.fullmatch(deadline) is None
+    return re.fullmatch(_DURATION, deadline) is None
 
 
 def deadline_at(deadline: str, submitted_at: datetime) -> datetime:
     """The instant a (checked) deadline stands for, for a job submitted at ``submitted_at``."""
-    duration = _DURATION.fullmatch(deadline)
+    duration = re.fullmatch(_DURATION, deadline)
     if duration is None:
         return datetime.fromisoformat(deadline)
     return submitted_at + timedelta(hours=float(duration["value"]) * _UNIT_HOURS[duration["unit"]])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Final
 
 # The jobs bucket: users drop manifests under MANIFEST_PREFIX; everything a job keeps is under JOBS_PREFIX;
 # the manifests of schedules are under SCHEDULES_PREFIX.
@@ -43,7 +44,7 @@ ATTEMPT_TAG = "spotrun:attempt"
 # name (lower-case letters, digits and '-', at most 48, starting with a letter or digit), '-', 12 hex digits.
 # It is what keeps a job's keys under its own prefix and its directories under the NVMe root: no '/', no '.'.
 JOB_ID_PATTERN = r"[a-z0-9][a-z0-9-]{0,47}-[0-9a-f]{12}"
-JOB_ID = re.compile(rf"^{JOB_ID_PATTERN}$")
+_JOB_ID: Final = rf"^{JOB_ID_PATTERN}$"
 # S3 general purpose bucket names: 3 to 63 of lower-case letters, digits, '.' and '-', starting and ending with a
 # letter or digit (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html); no '..' either,
 # which a pattern over single characters cannot say: check it beside the pattern.
@@ -101,7 +102,7 @@ def schedule_manifest_key(name: str, manifest_digest: str) -> str:
 
 
 def check_job_id(job_id: str) -> str:
-    """Return ``job_id`` when it has the shape the control plane mints (:data:`JOB_ID`).
+    """Return ``job_id`` when it has the shape the control plane mints (:data:`JOB_ID_PATTERN`).
 
     Raises
     ------
@@ -109,7 +110,7 @@ def check_job_id(job_id: str) -> str:
         When it does not: a path separator, a ``..``, a NUL or anything else that could lead a key or a
         directory out of the job's own.
     """
-    if not JOB_ID.fullmatch(job_id):
+    if not re.fullmatch(_JOB_ID, job_id):
         raise ValueError(
             f"{job_id!r} is not a spotrun job id (<name>-<12 hex digits>, lower-case letters, digits and '-')"
         )
@@ -126,8 +127,9 @@ def agent_command_key(job_id: str, attempt: int, step: str) -> str:
     return f"{job_prefix(job_id)}agent/attempt-{attempt:03d}-{step}.json"
 
 
-_COMMAND_KEY = re.compile(
-    rf"^{re.escape(JOBS_PREFIX)}(?P<job>{JOB_ID_PATTERN})/agent/attempt-(?P<attempt>[0-9]{{3,}})-(?P<step>[a-z]+)\.json$"
+_COMMAND_KEY: Final = (
+    rf"^{re.escape(JOBS_PREFIX)}(?P<job>{JOB_ID_PATTERN})"
+    r"/agent/attempt-(?P<attempt>[0-9]{3,})-(?P<step>[a-z]+)\.json$"
 )
 
 
@@ -139,7 +141,7 @@ def parse_agent_command_key(key: str) -> tuple[str, int, str]:
     ValueError
         When ``key`` is not one.
     """
-    match = _COMMAND_KEY.fullmatch(key)
+    match = re.fullmatch(_COMMAND_KEY, key)
     if match is None:
         raise ValueError(f"{key!r} is not the key of an agent command document")
     return match["job"], int(match["attempt"]), match["step"]

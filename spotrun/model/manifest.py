@@ -11,6 +11,7 @@ This module holds :class:`JobManifest` and its smaller parts (data, outputs, arc
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import Annotated, Final, Literal
@@ -109,7 +110,7 @@ class Schedule(StrictModel):
     """Recurring runs (retraining)."""
 
     expression: Annotated[str, AS_WRITTEN] = Field(
-        json_schema_extra={"pattern": SCHEDULE.pattern},
+        json_schema_extra={"pattern": SCHEDULE},
         description="An EventBridge Scheduler expression: cron(...) with 6 fields, or rate(...).",
     )
     # Which zones exist depends on the tz database of the machine (and of Scheduler): no enum here, it is
@@ -122,7 +123,7 @@ class Schedule(StrictModel):
     @field_validator("expression")
     @classmethod
     def _scheduler_syntax(cls, value: str) -> str:
-        rate = RATE.fullmatch(value)
+        rate = re.fullmatch(RATE, value)
         if rate:
             singular = rate["value"] == "1"
             if singular != (not rate["unit"].endswith("s")):
@@ -130,7 +131,7 @@ class Schedule(StrictModel):
                     f"{value!r}: use a singular unit for 1 and a plural one otherwise, e.g. rate(1 day)"
                 )
             return value
-        if not CRON.fullmatch(value):
+        if not re.fullmatch(CRON, value):
             raise ValueError(
                 f"{value!r} is not a schedule expression: use cron(min hour day month weekday year) or rate(N unit)"
             )
@@ -174,7 +175,7 @@ class JobManifest(StrictModel):
 
     version: Literal["spotrun/v1"] = Field(MANIFEST_VERSION, description="Manifest format version.")
     name: Annotated[str, AS_WRITTEN] = Field(
-        json_schema_extra={"pattern": NAME.pattern},
+        json_schema_extra={"pattern": NAME},
         description="Lower-case letters, digits and '-', at most 48 characters.",
     )
     resources: Resources = Field(default_factory=lambda: Resources())
@@ -189,7 +190,7 @@ class JobManifest(StrictModel):
         default_factory=dict,
         json_schema_extra={
             "maxProperties": MAX_TAGS,
-            "propertyNames": {"pattern": TAG_KEY.pattern, "not": {"pattern": RESERVED_TAG_KEY.pattern}},
+            "propertyNames": {"pattern": TAG_KEY, "not": {"pattern": RESERVED_TAG_KEY}},
             "additionalProperties": {"type": "string", "maxLength": MAX_TAG_VALUE},
         },
         description="Tags put on every instance of the job: at most 40; keys of letters, digits, spaces and "
@@ -222,7 +223,7 @@ class JobManifest(StrictModel):
     @field_validator("name")
     @classmethod
     def _name_shape(cls, value: str) -> str:
-        if not NAME.fullmatch(value):
+        if not re.fullmatch(NAME, value):
             raise ValueError(
                 f"{value!r} must be lower-case letters, digits and '-', starting with a letter or digit"
             )
@@ -234,7 +235,7 @@ class JobManifest(StrictModel):
         if len(value) > MAX_TAGS:
             raise ValueError(f"at most {MAX_TAGS} tags")
         for key, tag_value in value.items():
-            if not TAG_KEY.fullmatch(key) or RESERVED_TAG_KEY.match(key):
+            if not re.fullmatch(TAG_KEY, key) or re.match(RESERVED_TAG_KEY, key):
                 raise ValueError(f"{key!r} is not an allowed tag key (aws: and spotrun: are reserved)")
             if len(tag_value) > MAX_TAG_VALUE:
                 raise ValueError(f"the value of tag {key!r} is longer than {MAX_TAG_VALUE} characters")

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Final
 
 from pydantic import AfterValidator, ConfigDict, Field, StrictBool, field_validator, model_validator
@@ -66,7 +67,7 @@ class Resources(StrictModel):
     @classmethod
     def _types_look_like_ec2(cls, value: list[str] | None) -> list[str] | None:
         for name in value or []:
-            if not INSTANCE_TYPE.fullmatch(name):
+            if not re.fullmatch(INSTANCE_TYPE, name):
                 raise ValueError(f"{name!r} is not an EC2 instance type like g5.xlarge")
         return value
 

@@ -29,31 +29,33 @@ from spotrun.model.deferred import DeferredModel
 # `\d` and `[^\n]` rather than `.` (whose meanings differ between Python and ECMA-262), and they are matched
 # with `fullmatch` here because Python's `$` also matches before a final newline, ECMA's does not. `\w` in the
 # tag-key pattern is Unicode to Python and ASCII to ECMA: a tool of the latter kind is only stricter.
+# Each is kept as its text and matched with `re.fullmatch(PATTERN, value)` (or `re.match`): `re` compiles a
+# pattern at its first use and caches it, so importing the manifest's models compiles none (a cold start's cost).
 _BUCKET: Final = r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
 # The schema's pattern has no named groups (ECMA-262 spells them differently); splitting needs them.
-_S3_URI = re.compile(rf"^s3://{_BUCKET}(?:/[^\n]*)?$")
-_S3_PARTS = re.compile(rf"^s3://(?P<bucket>{_BUCKET})(?:/(?P<key>[^\n]*))?$")
-NAME = re.compile(r"^[a-z0-9][a-z0-9\-]{0,47}$")
+_S3_URI: Final = rf"^s3://{_BUCKET}(?:/[^\n]*)?$"
+_S3_PARTS: Final = rf"^s3://(?P<bucket>{_BUCKET})(?:/(?P<key>[^\n]*))?$"
+NAME: Final = r"^[a-z0-9][a-z0-9\-]{0,47}$"
 _CRON_PATTERN: Final = r"cron\((?:[0-9A-Za-z*?/,#\-]+ ){5}[0-9A-Za-z*?/,#\-]+\)"
 # Scheduler wants a singular unit for 1 and a plural one otherwise; the two alternatives say so.
 _RATE_PATTERN: Final = r"rate\((?:1 (?:minute|hour|day)|(?:[2-9]|[1-9][0-9]+) (?:minutes|hours|days))\)"
-CRON = re.compile(rf"^{_CRON_PATTERN}$")
-RATE = re.compile(r"^rate\((?P<value>[1-9][0-9]*) (?P<unit>minute|minutes|hour|hours|day|days)\)$")
-SCHEDULE = re.compile(rf"^(?:{_CRON_PATTERN}|{_RATE_PATTERN})$")
-TAG_KEY = re.compile(r"^[\w.:/=+\-@ ]{1,128}$")
+CRON: Final = rf"^{_CRON_PATTERN}$"
+RATE: Final = r"^rate\((?P<value>[1-9][0-9]*) (?P<unit>minute|minutes|hour|hours|day|days)\)$"
+SCHEDULE: Final = rf"^(?:{_CRON_PATTERN}|{_RATE_PATTERN})$"
+TAG_KEY: Final = r"^[\w.:/=+\-@ ]{1,128}$"
 # Reserved prefixes, any case: a pattern without lookahead cannot forbid them, a `not` beside it can.
-RESERVED_TAG_KEY = re.compile(r"^(?:[Aa][Ww][Ss]|[Ss][Pp][Oo][Tt][Rr][Uu][Nn]):")
+RESERVED_TAG_KEY: Final = r"^(?:[Aa][Ww][Ss]|[Ss][Pp][Oo][Tt][Rr][Uu][Nn]):"
 MAX_TAGS: Final = 40
 MAX_TAG_VALUE: Final = 256
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-RESERVED_ENV_NAME = re.compile(r"^SPOTRUN_")
-INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9\-]*\.[a-z0-9]+$")
+ENV_NAME: Final = r"^[A-Za-z_][A-Za-z0-9_]*$"
+RESERVED_ENV_NAME: Final = r"^SPOTRUN_"
+INSTANCE_TYPE: Final = r"^[a-z][a-z0-9\-]*\.[a-z0-9]+$"
 # A relative path: no leading '/', no '..' segment, no NUL (no file name holds one), not empty. Without
 # lookahead, a segment other than '..' is '' or '.', or starts with another character, or is '.' then another
 # character, or '..' and more.
 _SEGMENT = r"(?:\.?|[^/.\x00][^/\x00]*|\.[^/.\x00][^/\x00]*|\.\.[^/\x00]+)"
 _FIRST_SEGMENT = r"(?:\.|[^/.\x00][^/\x00]*|\.[^/.\x00][^/\x00]*|\.\.[^/\x00]+)"
-_RELATIVE_PATH = re.compile(rf"^{_FIRST_SEGMENT}(?:/{_SEGMENT})*$")
+_RELATIVE_PATH: Final = rf"^{_FIRST_SEGMENT}(?:/{_SEGMENT})*$"
 # The white space str_strip_whitespace strips (pydantic-core trims Unicode's White_Space, as Rust's str::trim does:
 # not \x1c-\x1f, which Python's str.strip() also removes), spelt out because the regex dialects disagree on \s:
 # ECMA-262's (schemathesis, a browser) lacks \x85 and adds \ufeff. With \s, an argument of NEL and tabs passed
@@ -61,7 +63,7 @@ _RELATIVE_PATH = re.compile(rf"^{_FIRST_SEGMENT}(?:/{_SEGMENT})*$")
 WHITE_SPACE = r"\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 # One argument without a space once the white space around it is stripped (a one-argument command is no shell
 # string).
-ONE_WORD = re.compile(rf"^[{WHITE_SPACE}]*[^ ]*[{WHITE_SPACE}]*$")
+ONE_WORD: Final = rf"^[{WHITE_SPACE}]*[^ ]*[{WHITE_SPACE}]*$"
 CheckpointSignal = Literal["SIGTERM", "SIGINT", "SIGUSR1", "SIGUSR2", "SIGHUP"]
 
 # A string checked against a pattern is taken as written: stripping it first would accept " name" (and refuse
@@ -105,13 +107,13 @@ class StrictModel(DeferredModel):
 
 
 def _check_s3_uri(value: str) -> str:
-    if not _S3_URI.fullmatch(value):
+    if not re.fullmatch(_S3_URI, value):
         raise ValueError(f"must be an S3 URI like s3://bucket/prefix/, got {value!r}")
     return value
 
 
 def _check_relative_path(value: str) -> str:
-    if not _RELATIVE_PATH.fullmatch(value):
+    if not re.fullmatch(_RELATIVE_PATH, value):
         raise ValueError(f"must be a relative path without '..' or NUL, got {value!r}")
     return value
 
@@ -138,7 +140,7 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     tuple[str, str]
         The bucket name and the key (possibly ``""``).
     """
-    match = _S3_PARTS.fullmatch(uri)
+    match = re.fullmatch(_S3_PARTS, uri)
     if not match:
         raise ValueError(f"not an S3 URI: {uri!r}")
     return match["bucket"], match["key"] or ""
@@ -148,13 +150,13 @@ S3Uri = Annotated[
     str,
     AS_WRITTEN,
     AfterValidator(_check_s3_uri),
-    WithJsonSchema({"type": "string", "pattern": _S3_URI.pattern}),
+    WithJsonSchema({"type": "string", "pattern": _S3_URI}),
 ]
 RelativePath = Annotated[
     str,
     AS_WRITTEN,
     AfterValidator(_check_relative_path),
-    WithJsonSchema({"type": "string", "pattern": _RELATIVE_PATH.pattern}),
+    WithJsonSchema({"type": "string", "pattern": _RELATIVE_PATH}),
 ]
 # An argument may have spaces around it (they are stripped) but must hold something else.
 Argument = Annotated[str, StringConstraints(min_length=1, pattern=rf"[^{WHITE_SPACE}]")]
@@ -171,12 +173,8 @@ def _check_argv(value: list[str]) -> list[str]:
 # a space; the schema says the same, as two or more arguments or one that is white space around a word.
 Argv = Annotated[
     list[Argument],
-    Field(
-        min_length=1, json_schema_extra={"anyOf": [{"minItems": 2}, {"items": {"pattern": ONE_WORD.pattern}}]}
-    ),
+    Field(min_length=1, json_schema_extra={"anyOf": [{"minItems": 2}, {"items": {"pattern": ONE_WORD}}]}),
     AfterValidator(_check_argv),
 ]
-InstanceType = Annotated[
-    str, AS_WRITTEN, WithJsonSchema({"type": "string", "pattern": INSTANCE_TYPE.pattern})
-]
+InstanceType = Annotated[str, AS_WRITTEN, WithJsonSchema({"type": "string", "pattern": INSTANCE_TYPE})]
 GpuName = Literal["t4", "a10g", "l4", "l40s", "v100", "a100", "h100", "h200"]

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import BeforeValidator, ConfigDict, Field, StrictInt, field_validator, model_validator
@@ -146,7 +147,7 @@ class TrainingSpec(StrictModel):
     env: dict[Annotated[str, AS_WRITTEN], Annotated[str, BeforeValidator(scalar_to_text)]] = Field(
         default_factory=dict,
         json_schema_extra={
-            "propertyNames": {"pattern": ENV_NAME.pattern, "not": {"pattern": RESERVED_ENV_NAME.pattern}},
+            "propertyNames": {"pattern": ENV_NAME, "not": {"pattern": RESERVED_ENV_NAME}},
             # scalar_to_text turns numbers and booleans into text: the schema says they are accepted.
             "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]},
         },
@@ -157,7 +158,7 @@ class TrainingSpec(StrictModel):
     secrets: dict[Annotated[str, AS_WRITTEN], Annotated[str, AS_WRITTEN]] = Field(
         default_factory=dict,
         json_schema_extra={
-            "propertyNames": {"pattern": ENV_NAME.pattern, "not": {"pattern": RESERVED_ENV_NAME.pattern}},
+            "propertyNames": {"pattern": ENV_NAME, "not": {"pattern": RESERVED_ENV_NAME}},
             "additionalProperties": {"type": "string", "pattern": SECRET_REFERENCE_PATTERN},
         },
         description="Environment names mapped to references of secrets, never values: a Secrets Manager "
@@ -261,9 +262,9 @@ class TrainingSpec(StrictModel):
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
         for name in value:
-            if not ENV_NAME.fullmatch(name):
+            if not re.fullmatch(ENV_NAME, name):
                 raise ValueError(f"{name!r} is not a valid environment variable name")
-            if RESERVED_ENV_NAME.match(name):
+            if re.match(RESERVED_ENV_NAME, name):
                 raise ValueError(f"{name!r}: SPOTRUN_ variables are set by spotrun itself")
         return value
 
@@ -271,9 +272,9 @@ class TrainingSpec(StrictModel):
     @classmethod
     def _secret_names_and_references(cls, value: dict[str, str]) -> dict[str, str]:
         for name, reference in value.items():
-            if not ENV_NAME.fullmatch(name):
+            if not re.fullmatch(ENV_NAME, name):
                 raise ValueError(f"{name!r} is not a valid environment variable name")
-            if RESERVED_ENV_NAME.match(name):
+            if re.match(RESERVED_ENV_NAME, name):
                 raise ValueError(f"{name!r}: SPOTRUN_ variables are set by spotrun itself")
             try:
                 parse_reference(reference)

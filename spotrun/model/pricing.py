@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from pydantic import ConfigDict, Field
 
@@ -104,7 +104,7 @@ spot instance more than that, so the cost is an upper bound); ``unknown``: no fi
 is not in the cost (and the report says how many such instances ran).
 """
 
-_REGION = re.compile(r"^[a-z]{2}(?:-gov)?-[a-z]+-\d+")
+_REGION: Final = r"^[a-z]{2}(?:-gov)?-[a-z]+-\d+"
 
 
 def region_of_zone(availability_zone: str) -> str:
@@ -115,7 +115,7 @@ def region_of_zone(availability_zone: str) -> str:
     ValueError
         When the name is not an AWS zone name.
     """
-    match = _REGION.match(availability_zone)
+    match = re.match(_REGION, availability_zone)
     if match is None:
         raise ValueError(f"{availability_zone!r} is not an AWS availability zone name")
     return match.group(0)

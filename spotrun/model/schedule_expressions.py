@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-_RATE = re.compile(r"^rate\((?P<value>\S+) (?P<unit>\S+)\)$")
+_RATE: Final = r"^rate\((?P<value>\S+) (?P<unit>\S+)\)$"
 _UNITS = {"minute": 60, "hour": 3600, "day": 86400}
 _MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
 _DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
@@ -66,7 +67,7 @@ def parse(expression: str) -> Rate | Cron:
 
 
 def _rate(expression: str) -> Rate:
-    match = _RATE.match(expression)
+    match = re.match(_RATE, expression)
     if not match:
         raise InvalidExpression(f"{expression!r}: a rate is rate(N unit), e.g. rate(5 minutes)")
     value, unit = match["value"], match["unit"]

@@ -31,24 +31,24 @@ _PARTITION: Final = r"aws(?:-[a-z]+)*"
 _REGION: Final = r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}"
 # A secret's name: letters, digits and /_+=.@- (at most 512), then '-' and the six characters Secrets Manager adds
 # (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_CreateSecret.html, Name).
-_SECRET_ARN: Final = re.compile(
+_SECRET_ARN: Final = (
     rf"^(?P<arn>arn:(?P<partition>{_PARTITION}):secretsmanager:(?P<region>{_REGION}):(?P<account>[0-9]{{12}})"
     r":secret:[A-Za-z0-9/_+=.@-]{1,512}-[A-Za-z0-9]{6})"
     r"(?::(?P<json_key>[^:]*)(?::(?P<version_stage>[^:]*)(?::(?P<version_id>[^:]*))?)?)?$"
 )
 # A parameter's name: letters, digits and _.-/ (https://docs.aws.amazon.com/systems-manager/latest/userguide/
 # sysman-parameter-name-constraints.html); in its ARN the name's leading '/' merges with parameter/'s.
-_PARAMETER_ARN: Final = re.compile(
+_PARAMETER_ARN: Final = (
     rf"^(?P<arn>arn:(?P<partition>{_PARTITION}):ssm:(?P<region>{_REGION}):(?P<account>[0-9]{{12}})"
     r":parameter/[A-Za-z0-9_.\-/]{1,1011})$"
 )
 # Both shapes in one pattern without named groups, for the manifest's JSON schema (ECMA-262 and Python alike).
 REFERENCE_PATTERN: Final = "|".join(
-    re.sub(r"\?P<[a-z_]+>", "", pattern.pattern).removeprefix("^").removesuffix("$")
+    re.sub(r"\?P<[a-z_]+>", "", pattern).removeprefix("^").removesuffix("$")
     for pattern in (_SECRET_ARN, _PARAMETER_ARN)
 ).join(("^(?:", ")$"))
 # A deployment's pattern: an ARN of either kind whose resource part may hold IAM's wildcards.
-_PATTERN: Final = re.compile(
+_PATTERN: Final = (
     rf"^arn:{_PARTITION}:(?:secretsmanager:[a-z0-9*?-]+:[0-9*?]+:secret:|ssm:[a-z0-9*?-]+:[0-9*?]+:parameter/)"
     r"[A-Za-z0-9/_+=.@*?-]+$"
 )
@@ -105,7 +105,7 @@ def parse_reference(text: str) -> SecretReference:
     ValueError
         When ``text`` is neither, saying what is accepted.
     """
-    found = _SECRET_ARN.fullmatch(text)
+    found = re.fullmatch(_SECRET_ARN, text)
     if found:
         return SecretReference(
             text=text,
@@ -116,7 +116,7 @@ def parse_reference(text: str) -> SecretReference:
             version_stage=found["version_stage"] or None,
             version_id=found["version_id"] or None,
         )
-    found = _PARAMETER_ARN.fullmatch(text)
+    found = re.fullmatch(_PARAMETER_ARN, text)
     if found:
         return SecretReference(text=text, service="ssm", arn=found["arn"], region=found["region"])
     if text.startswith("/") or not text.startswith("arn:"):
@@ -137,7 +137,7 @@ def check_pattern(text: str) -> str:
     ValueError
         When it is not, naming it.
     """
-    if not _PATTERN.fullmatch(text):
+    if not re.fullmatch(_PATTERN, text):
         raise ValueError(
             f"{text!r} is not a pattern of secret references: an ARN such as "
             "arn:aws:secretsmanager:us-east-1:123456789012:secret:training/* or "
