@@ -1,5 +1,6 @@
 """Readiness (EC2 running and SSM online) and EC2's eventual consistency: no instance lost, none orphaned."""
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,7 +14,7 @@ from spotrun.model.errors import InstanceLost, InstanceNotManaged, InstancesNotR
 from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.model.timing import WorkflowTiming, workflow_timing
-from spotrun.shape import SHAPE
+from spotrun.shape import SHAPE, STATE_MACHINE_FILE
 from tests.unit.fakes import FakeCommands, FakeCompute, InMemoryJobStore
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -136,6 +137,17 @@ def test_the_check_holds_no_longer_than_its_hold(booting):
     legacy = WorkflowTiming.model_validate(TIMING.model_dump(exclude={"ready_hold_seconds"}))
     assert not held(store, compute, commands, once, legacy).ready
     assert once.pauses == []
+
+
+def test_the_workflow_checks_readiness_as_soon_as_it_has_an_instance():
+    # Given the workflow
+    states = json.loads(STATE_MACHINE_FILE.read_text())["States"]
+    # Then the first check follows the acquisition at once: an adopted standby, which booted while the old
+    # instance uploaded its checkpoint, is staged without waiting a poll (15 s on AWS)
+    assert states["AcquireCapacity"]["Next"] == "CheckInstanceReady"
+    # And the poll's Wait comes only after a "not yet", before the next check
+    assert states["InstanceReady?"]["Default"] == "WaitForBoot"
+    assert states["WaitForBoot"]["Next"] == "CheckInstanceReady"
 
 
 def test_the_hold_fits_in_the_readiness_function_timeout():
