@@ -14,7 +14,6 @@ from pydantic import Field
 from spotrun.control.ports import Compute, JobStore, Workflows
 from spotrun.control.progress import JobProgress, summary_figures
 from spotrun.control.records import job_record
-from spotrun.control.release import release_instances
 from spotrun.control.store import update_job
 from spotrun.model.capacity_wait import CapacityWaitView
 from spotrun.model.deferred import DeferredModel
@@ -171,6 +170,10 @@ def cancel_job(
     JobFinished
         When the job has ended already (nothing is changed).
     """
+    # Imported here: only a cancel releases instances. The users' API imports this module at every cold start for
+    # the job views; the release (with the readiness checks and the standby's retirement) loads at the first cancel.
+    from spotrun.control.release import release_instances
+
     job = get_job(store, job_id)
     if job.status.is_terminal:
         raise JobFinished(

@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from spotrun.control.ports import Objects
-from spotrun.model.checkpoints import CommitMarker, group_checkpoint_keys
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import Job
 from spotrun.model.layout import checkpoints_prefix, commit_marker_key, progress_key
@@ -99,6 +98,10 @@ def job_progress(job: Job, *, objects: Objects, jobs_bucket: str, now: datetime)
     now
         The end of the instances still running, for the cost so far.
     """
+    # Imported here: only this view (a running job's GET /jobs/{id}) reads checkpoints. The users' API imports
+    # this module at every cold start for the job views' figures; their reader loads at the first such request.
+    from spotrun.model.checkpoints import CommitMarker, group_checkpoint_keys
+
     if job.status.is_terminal:
         return None
     running = next((a for a in reversed(job.attempts) if a.ended_at is None), None)
