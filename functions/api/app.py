@@ -11,19 +11,16 @@ from __future__ import annotations
 from functions.import_window import collection_paused
 
 # The API's cold start is mostly these imports (Powertools' REST resolver with every event data class, boto3, the
-# job record, every route's use case): the collector stays off while they run (functions.import_window; the
-# window functions.runtime opens inside this one is then a no-op).
+# job record, the routes' answer models and the use cases most routes call): the collector stays off while they
+# run (functions.import_window; the window functions.runtime opens inside this one is then a no-op). What one
+# route alone calls (POST /jobs' submission and idempotency, the plan's and the schedules' use cases) is
+# imported by that route, at its first request (docs/cold-start.md, "The rule").
 with collection_paused():
     from typing import Annotated, Any
 
     from aws_lambda_powertools.event_handler import Response, content_types
     from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
     from aws_lambda_powertools.metrics import MetricUnit
-    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-    from aws_lambda_powertools.utilities.idempotency.exceptions import (
-        IdempotencyAlreadyInProgressError,
-        IdempotencyValidationError,
-    )
     from aws_lambda_powertools.utilities.typing import LambdaContext
     from pydantic import Field
 
@@ -37,8 +34,8 @@ with collection_paused():
     from spotrun.control.artifacts import JobLogs, RestoreReport, job_logs, restore_status, start_restore
     from spotrun.control.jobs import CancelResult, JobPage, JobView, cancel_job, get_job, job_view, list_jobs
     from spotrun.control.progress import job_progress
-    from spotrun.control.submission import api_source, manifest_sha256, submit_api_manifest
     from spotrun.model.deferred import DeferredModel
+    from spotrun.model.errors import RequestRejected
     from spotrun.model.job import JobStatus, utc_now
     from spotrun.model.manifest import JobManifest
 
@@ -110,6 +107,16 @@ def submit(
         str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128, pattern=r"^[\x21-\x7e]+$")
     ] = None,
 ) -> Response[SubmitAccepted]:
+    # This route alone submits: the submission (with the deadline policy it checks a manifest against) and
+    # Powertools' idempotency are loaded by its first request, not by every cold start of the API.
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyAlreadyInProgressError,
+        IdempotencyValidationError,
+    )
+
+    from spotrun.control.submission import api_source, manifest_sha256, submit_api_manifest
+
     aws = ports("api")
     request = {
         "identity": api_source(manifest, idempotency_key).key,
@@ -144,7 +151,16 @@ def submit(
         config=config,
         key_prefix="spotrun-api-submit",
     )(start)
-    accepted = SubmitAccepted.model_validate(once(request=request))
+    try:
+        accepted = SubmitAccepted.model_validate(once(request=request))
+    except IdempotencyValidationError as exc:
+        raise RequestRejected(
+            "this Idempotency-Key was used with a different manifest; use a new key", status=409
+        ) from exc
+    except IdempotencyAlreadyInProgressError as exc:
+        raise RequestRejected(
+            "the same submission is still being handled; retry in a few seconds", status=409
+        ) from exc
     if not started_now:  # Powertools replayed the first request's answer: this one started nothing
         accepted = accepted.model_copy(update={"outcome": "duplicate"})
     logger.info("job submitted through the API", extra=accepted.model_dump())
@@ -294,20 +310,7 @@ def restore_report(job_id: JOB_ID) -> RestoreReport:
 app.include_router(schedules_router)
 app.include_router(code_router)
 app.include_router(plan_router)
-register_error_handlers(
-    app,
-    logger,
-    {
-        IdempotencyValidationError: (
-            409,
-            "this Idempotency-Key was used with a different manifest; use a new key",
-        ),
-        IdempotencyAlreadyInProgressError: (
-            409,
-            "the same submission is still being handled; retry in a few seconds",
-        ),
-    },
-)
+register_error_handlers(app, logger)
 
 
 # ----------------------------------------------------------------------------------------------- entry

@@ -6,7 +6,6 @@ trace and answered with a bare 500.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -64,11 +63,7 @@ def validation_refusal(exc: RequestValidationError) -> Response[ApiError]:
     return refusal(422, f"{len(lines)} problem(s) in the request", lines)
 
 
-def register_error_handlers(
-    app: APIGatewayRestResolver,
-    logger: Logger,
-    more: Mapping[type[Exception], tuple[int, str | None]] | None = None,
-) -> None:
+def register_error_handlers(app: APIGatewayRestResolver, logger: Logger) -> None:
     """Map spotrun's and Powertools' exceptions to refusals on ``app``.
 
     Parameters
@@ -77,16 +72,12 @@ def register_error_handlers(
         The function's resolver.
     logger
         Where an unexpected error is logged, with its trace.
-    more
-        Exceptions of the function's own routes -> the status and message (None: the exception's text) they
-        answer with.
     """
     fixed: dict[type[Exception], tuple[int, str | None]] = {
         JobNotFound: (404, None),
         ScheduleNotFound: (404, None),
         JobFinished: (409, None),
         InvalidPageToken: (400, None),
-        **(more or {}),
     }
     for exception, (status, message) in fixed.items():
 

@@ -16,7 +16,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from functions.api.errors import error_response, ok_response
 from functions.api.examples import example
 from functions.runtime import logger, ports
-from spotrun.control.plan import JobPlan, plan_job
+from spotrun.control.job_plan import JobPlan
 from spotrun.model.job import utc_now
 from spotrun.model.manifest import JobManifest
 
@@ -54,6 +54,10 @@ def plan(
         ),
     ],
 ) -> JobPlan:
+    # Only this route plans: the planning, with the submission's admission checks and the deadline policy, is
+    # loaded by its first request rather than by every cold start of the API (docs/cold-start.md).
+    from spotrun.control.plan import plan_job
+
     aws = ports("api")
     settings = aws.settings
     answer = plan_job(

@@ -1,4 +1,9 @@
-"""The API's schedule routes (a Powertools Router included by :mod:`functions.api.app`): scheduled retraining."""
+"""The API's schedule routes (a Powertools Router included by :mod:`functions.api.app`): scheduled retraining.
+
+Each route imports the schedules' use cases (:mod:`spotrun.control.schedules`, which carries the submission and
+the deadline policy a firing starts a job with) when it is first called: a cold start of the API that serves no
+schedule route does not load them. The answers' models are imported here, for Powertools to validate against.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +16,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 from functions.api.errors import error_response, ok_response
 from functions.api.examples import example
 from functions.runtime import ports
-from spotrun.control.schedules import (
-    RunRecord,
-    ScheduleView,
-    create_schedule,
-    delete_schedule,
-    list_schedules,
-    schedule_runs,
-)
+from spotrun.control.run_records import RunRecord
+from spotrun.control.schedule_view import ScheduleView
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.job import utc_now
 from spotrun.model.manifest import JobManifest
@@ -72,6 +71,8 @@ def create(
         ),
     ],
 ) -> Response[ScheduleView]:
+    from spotrun.control.schedules import create_schedule  # at first use: see the module's docstring
+
     aws = ports("api")
     view = create_schedule(
         manifest,
@@ -91,6 +92,8 @@ def create(
     responses={**ok_response(ScheduleList, "Every schedule."), **INVALID},
 )
 def list_() -> ScheduleList:
+    from spotrun.control.schedules import list_schedules  # at first use: see the module's docstring
+
     return ScheduleList(schedules=list_schedules(ports("api").schedules, utc_now()))
 
 
@@ -101,6 +104,8 @@ def list_() -> ScheduleList:
     responses={204: {"description": "The schedule is deleted."}, **NOT_FOUND, **INVALID},
 )
 def delete(name: NAME) -> Response[None]:
+    from spotrun.control.schedules import delete_schedule  # at first use: see the module's docstring
+
     delete_schedule(name, ports("api").schedules)
     return Response(204)
 
@@ -111,5 +116,7 @@ def delete(name: NAME) -> Response[None]:
     responses={**ok_response(ScheduleRuns, "The schedule's firings, newest first."), **NOT_FOUND, **INVALID},
 )
 def runs(name: NAME) -> ScheduleRuns:
+    from spotrun.control.schedules import schedule_runs  # at first use: see the module's docstring
+
     aws = ports("api")
     return ScheduleRuns(name=name, runs=schedule_runs(name, aws.schedules, aws.run_records))

@@ -16,6 +16,7 @@ from typing import Any
 
 from spotrun.control.ports import JobStore, Objects, Schedules, Workflows
 from spotrun.control.run_records import RunRecord, RunRecords
+from spotrun.control.schedule_view import ScheduleView
 from spotrun.control.staged_sources import missing_sources
 from spotrun.control.submission import admission_problems, manifest_sha256, start_job
 from spotrun.model.deferred import DeferredModel
@@ -34,16 +35,6 @@ CONTEXT = {
     "execution_id": "<aws.scheduler.execution-id>",
     "attempt_number": "<aws.scheduler.attempt-number>",
 }
-
-
-class ScheduleView(DeferredModel):
-    """A schedule as the API shows it."""
-
-    name: str
-    expression: str
-    timezone: str
-    state: str = "ENABLED"
-    next_run: datetime | None = None  # computed for cron, and for a rate at creation
 
 
 class Invocation(DeferredModel):

@@ -185,16 +185,17 @@ def test_an_unknown_job_id_is_a_404_naming_it(deployment, lambda_context):
 def test_the_same_submission_while_the_first_is_still_handled_is_refused_for_now(
     deployment, lambda_context, monkeypatch
 ):
-    # Given a submission that, while it is being handled, is sent again with the same key
-    from functions.api import app
+    # Given a submission that, while it is being handled, is sent again with the same key (POST /jobs imports the
+    # use case from its module at each request)
+    from spotrun.control import submission
 
-    submit, again = app.submit_api_manifest, []
+    submit, again = submission.submit_api_manifest, []
 
     def sent_again_meanwhile(*args, **kwargs):
         again.append(call(lambda_context, "POST", "/jobs", TINY, headers={"Idempotency-Key": "k-busy"}))
         return submit(*args, **kwargs)
 
-    monkeypatch.setattr(app, "submit_api_manifest", sent_again_meanwhile)
+    monkeypatch.setattr(submission, "submit_api_manifest", sent_again_meanwhile)
     # When the first completes
     first = call(lambda_context, "POST", "/jobs", TINY, headers={"Idempotency-Key": "k-busy"})
     # Then it started the job, and the second was told to retry, having started nothing

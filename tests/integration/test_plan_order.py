@@ -19,7 +19,8 @@ import fixtures_handlers as handlers  # noqa: E402
 from spotrun.aws.adapters import Ec2Compute  # noqa: E402
 from spotrun.aws.objects import S3Objects  # noqa: E402
 from spotrun.control.instances import launch_instance  # noqa: E402
-from spotrun.control.plan import JobPlan, plan_job  # noqa: E402
+from spotrun.control.job_plan import JobPlan  # noqa: E402
+from spotrun.control.plan import plan_job  # noqa: E402
 from spotrun.local import LocalRuntime, Pool  # noqa: E402
 from spotrun.model.job import ManifestSource, new_job  # noqa: E402
 from spotrun.model.manifest_io import parse_manifest_document  # noqa: E402

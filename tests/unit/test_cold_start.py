@@ -107,6 +107,9 @@ print(json.dumps(results))
 HANDLERS = {spec.name: spec.handler.rpartition(".")[0] for spec in SHAPE.functions}
 # The functions whose use cases read manifests (YAML) and submit jobs.
 SUBMITTING = {"submit", "api", "scheduled_run"}
+# Those that load the submission at import: the users' API loads it at the first request of a route that submits
+# or plans (POST /jobs, POST /plan, POST /schedules).
+SUBMITTING_AT_IMPORT = SUBMITTING - {"api"}
 
 
 @pytest.fixture(scope="module")
@@ -160,11 +163,12 @@ def test_no_handler_loads_the_openapi_document_models(loaded):
     assert _loading(loaded, "aws_lambda_powertools.event_handler.openapi.models") == set()
 
 
-def test_only_the_api_loads_the_rest_resolver_and_idempotency(loaded):
+def test_only_the_api_loads_the_rest_resolver_and_none_idempotency(loaded):
     # Given every handler imported
-    # Then the resolver is the two API functions' alone, and Powertools' idempotency the users' API's (POST /jobs)
+    # Then the resolver is the two API functions' alone
     assert _loading(loaded, "aws_lambda_powertools.event_handler") == {"api", "agent_api"}
-    assert _loading(loaded, "aws_lambda_powertools.utilities.idempotency") == {"api"}
+    # And Powertools' idempotency is loaded by none: POST /jobs, its only user, imports it at its first request
+    assert _loading(loaded, "aws_lambda_powertools.utilities.idempotency") == set()
 
 
 def test_each_api_function_loads_only_its_own_routes(loaded):
@@ -180,14 +184,34 @@ def test_each_api_function_loads_only_its_own_routes(loaded):
 
 def test_only_the_functions_that_submit_load_the_submission_and_the_manifest_reader(loaded):
     # Given every handler imported
-    # Then the submission and the manifest reader are loaded by the functions that submit jobs only
-    assert _loading(loaded, "spotrun.control.submission") == SUBMITTING
+    # Then the submission is loaded by the functions that submit jobs on every invocation only (the users' API
+    # loads it with the route that submits or plans)
+    assert _loading(loaded, "spotrun.control.submission") == SUBMITTING_AT_IMPORT
     # And the manifest reader's module by those, and by the agents' API, whose 422s it words as the users' API's
     assert _loading(loaded, "spotrun.model.manifest_io") == SUBMITTING | {"agent_api"}
     # And YAML by none: it is loaded by the first manifest text read (the API reads JSON bodies only)
     assert _loading(loaded, "yaml", "spotrun.model.manifest_yaml") == set()
-    # And the schedules' use cases by the two that manage or fire schedules (finalize reads run records only)
-    assert _loading(loaded, "spotrun.control.schedules") == {"api", "scheduled_run"}
+    # And the schedules' use cases by the function that fires schedules only (finalize reads run records only; the
+    # users' API loads them with its schedule routes)
+    assert _loading(loaded, "spotrun.control.schedules") == {"scheduled_run"}
+
+
+def test_the_users_api_loads_what_one_route_alone_calls_at_that_routes_first_request(loaded):
+    # Given the users' API imported
+    # Then it loaded none of what a single route calls: the submission and idempotency (POST /jobs), the planning
+    # (POST /plan), the schedules' use cases (the schedule routes), the deadline policy the first three check a
+    # manifest with, the release (DELETE /jobs/{id}) and the checkpoints' reader (a running job's GET /jobs/{id}).
+    # Each is imported inside its route or use case: importing one at module level again fails here.
+    one_route = (
+        "aws_lambda_powertools.utilities.idempotency",
+        "spotrun.control.submission",
+        "spotrun.control.plan",
+        "spotrun.control.schedules",
+        "spotrun.model.deadline_job",
+        "spotrun.control.release",
+        "spotrun.model.checkpoints",
+    )
+    assert {module for module in one_route if _loading({"api": loaded["api"]}, module)} == set()
 
 
 def test_no_handler_loads_what_only_a_refusal_or_a_person_needs(loaded):

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from spotrun.control.plan import JobPlan, plan_job
+from spotrun.control.job_plan import JobPlan
+from spotrun.control.plan import plan_job
 from spotrun.model.capacity import candidate_types
 from spotrun.model.fleet_request import build_fleet_request
 from spotrun.model.manifest_io import parse_manifest_document
