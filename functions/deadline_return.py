@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.aws.events import ReturnToSpotEvent
-from spotrun.control.deadline_moves import return_to_spot
+from spotrun.control.spot_return import return_to_spot
 from spotrun.model.job import utc_now
 
 

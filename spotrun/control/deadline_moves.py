@@ -13,11 +13,12 @@ interruption, the pool is not avoided) and acquires again.
   on on-demand; before the work is known, while over half the time to the deadline is left): spot's
   availability is learnt by asking EC2 for it, as at an acquisition, and only a function allowed to launch
   instances may ask. So the heartbeat (answered by the API, which may not) puts a
-  :class:`~spotrun.model.bus_events.ReturnToSpot` request on the deployment's bus, and :func:`return_to_spot`
-  (the ``deadline_return`` function) launches a spot standby: when EC2 has none, the job stays on on-demand and
-  nothing is recorded (the simulator's "spot is not obtainable"); when it has, the job is moved and the next
-  acquisition adopts the standby, whose boot overlapped the checkpoint. EventBridge delivers at least once: a
-  request for an attempt already moved, or ended, does nothing.
+  :class:`~spotrun.model.bus_events.ReturnToSpot` request on the deployment's bus, and
+  :func:`spotrun.control.spot_return.return_to_spot` (the ``deadline_return`` function) launches a spot standby:
+  when EC2 has none, the job stays on on-demand and nothing is recorded (the simulator's "spot is not
+  obtainable"); when it has, the job is moved and the next acquisition adopts the standby, whose boot overlapped
+  the checkpoint. EventBridge delivers at least once: a request for an attempt already moved, or ended, does
+  nothing.
 
 With ``training.total_steps`` the heartbeat is also where the work is learnt: the step in the attempt's progress
 document, with the job's training time up to the moment it was read, goes on the record (``steps_reported``),
@@ -29,14 +30,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from spotrun.control.interruptions import notify_agent
-from spotrun.control.ports import Commands, Compute, Events, JobStore, Objects
+from spotrun.control.ports import Commands, Events, JobStore, Objects
 from spotrun.control.progress import reported_step
-from spotrun.control.standby import launch_standby
 from spotrun.control.store import update_job
 from spotrun.model.bus_events import RETURN_TO_SPOT, ReturnToSpot
 from spotrun.model.deadline import Choice, Decision, Running
-from spotrun.model.deadline_job import ASSUMED, decide_for_job, with_decision
 from spotrun.model.job import Attempt, Job, JobStatus, StepsReported
 from spotrun.model.limits import training_seconds_used
 
@@ -114,9 +112,13 @@ def redecide_while_training(
     job = store.get(job_id)
     if job is not None and job.status is JobStatus.TRAINING:
         job = record_steps(job, store=store, objects=objects, jobs_bucket=settings.jobs_bucket, now=now)
-    attempt = None if job is None else _movable(job)
+    attempt = None if job is None else movable_attempt(job)
     if job is None or attempt is None:
         return None
+    # Imported here: only a deadline job is decided again. The agents' API reaches this at every training
+    # heartbeat, and its cold start then loads the deadline policy only with a deadline job's first heartbeat.
+    from spotrun.model.deadline_job import ASSUMED, decide_for_job
+
     assumed = ASSUMED.scaled(settings.time_scale)
     if attempt.lifecycle == "on-demand":
         decision = decide_for_job(job, now, running=Running.ON_DEMAND, spot_available=True, assumed=assumed)
@@ -126,7 +128,7 @@ def redecide_while_training(
         return decision
     decision = decide_for_job(job, now, running=Running.SPOT, spot_available=True, assumed=assumed)
     if decision.choice is Choice.ON_DEMAND:
-        _move(
+        move_attempt(
             job,
             attempt,
             decision,
@@ -139,68 +141,19 @@ def redecide_while_training(
     return decision
 
 
-def return_to_spot(
-    request: ReturnToSpot,
-    *,
-    store: JobStore,
-    compute: Compute,
-    objects: Objects,
-    commands: Commands,
-    settings: Any,
-    now: datetime,
-) -> Decision | None:
-    """Move a deadline job from on-demand back to spot, once a spot instance for it is had.
+def movable_attempt(job: Job) -> Attempt | None:
+    """The attempt a deadline may move: training, with no notice given yet (EC2's or the policy's own).
 
     Parameters
     ----------
-    request
-        The job and the on-demand attempt the heartbeat asked to move.
-    store, compute, objects, commands
-        Ports to the job store, EC2, S3 (the command document) and SSM.
-    settings
-        The deployment's :class:`spotrun.aws.settings.Settings` (subnets, launch template, time scale...).
-    now
-        When the request arrived.
+    job
+        The stored job.
 
     Returns
     -------
-    Decision | None
-        ``spot`` when the job is moved (the standby launched, the agent told); ``on-demand`` when the policy no
-        longer pays for the trip or EC2 had no spot; None when the request is outlived (another attempt, a
-        notice already given, the job no longer training).
+    Attempt | None
+        Its open attempt when the job has a deadline, trains and was given no notice; None otherwise.
     """
-    job = store.get(request.job_id)
-    attempt = None if job is None else _movable(job)
-    if (
-        job is None
-        or attempt is None
-        or attempt.number != request.attempt
-        or attempt.lifecycle != "on-demand"
-    ):
-        return None
-    assumed = ASSUMED.scaled(settings.time_scale)
-    decision = decide_for_job(job, now, running=Running.ON_DEMAND, spot_available=True, assumed=assumed)
-    if decision.choice is not Choice.SPOT:
-        return decision
-    # A standby already there is this request's, launched by a delivery that stopped short of the move.
-    standby = job.standby or launch_standby(
-        job_id=job.job_id,
-        store=store,
-        compute=compute,
-        subnet_ids=settings.subnet_ids,
-        launch_template_name=settings.launch_template_name,
-        now=now,
-        assumed=assumed,
-        lifecycle="spot",
-    )
-    if standby is None:
-        return decide_for_job(job, now, running=Running.ON_DEMAND, spot_available=False, assumed=assumed)
-    _move(job, attempt, decision, store=store, objects=objects, commands=commands, settings=settings, now=now)
-    return decision
-
-
-def _movable(job: Job) -> Attempt | None:
-    # The attempt a deadline may move: training, with no notice given yet (EC2's or the policy's own).
     attempt = job.open_attempt
     if (
         attempt is None
@@ -212,7 +165,7 @@ def _movable(job: Job) -> Attempt | None:
     return attempt
 
 
-def _move(
+def move_attempt(
     job: Job,
     attempt: Attempt,
     decision: Decision,
@@ -223,7 +176,26 @@ def _move(
     settings: Any,
     now: datetime,
 ) -> None:
-    # Mark the attempt moved and record the decision, once; the winner tells the agent to checkpoint and end.
+    """Mark ``attempt`` moved and record ``decision``, once; the winner tells the agent to checkpoint and end.
+
+    Parameters
+    ----------
+    job, attempt
+        The deadline job and its :func:`movable_attempt`.
+    decision
+        The deadline policy's decision that moves it.
+    store, objects, commands
+        Ports to the job store, S3 (the command document) and SSM.
+    settings
+        The deployment's :class:`spotrun.aws.settings.Settings`.
+    now
+        When the move is decided.
+    """
+    # Imported here: a move is rare (a deadline job the policy moves), and the agents' API, which moves jobs off
+    # spot, imports this module for every training heartbeat (the notice also loads the agent's command models).
+    from spotrun.control.interruptions import notify_agent
+    from spotrun.model.deadline_job import with_decision
+
     won = False
 
     def note(current: Job) -> Job:

@@ -243,15 +243,23 @@ def test_only_the_functions_that_talk_to_the_agent_load_its_command_models(loade
     # Given every handler imported
     # Then the agent's command models are loaded by the functions that send, read or answer agent commands only:
     # the deployment's shape names the agent document without building it, and finalize parses a caught error
-    # (with those models) only when a job failed
+    # (with those models) only when a job failed; deadline_return sends the notice of a move (with them) only when
+    # EC2 had spot for the job
     assert _loading(loaded, "spotrun.model.command") == {
         "agent_step",
         "archive",
         "interrupted",
         "ec2_events",
         "agent_api",  # the reports (the users' API no longer loads them)
-        "deadline_return",  # the notice of its move
     }
+
+
+def test_the_agents_api_loads_the_deadline_policy_with_a_deadline_jobs_first_heartbeat(loaded):
+    # Given the agents' API imported
+    # Then it loaded neither the deadline policy nor what moves a job (the notice's sender, the standby's launch):
+    # a training heartbeat decides again for a deadline job only, and imports them then
+    moves = ("spotrun.model.deadline_job", "spotrun.control.interruptions", "spotrun.control.standby")
+    assert {module for module in moves if _loading({"agent_api": loaded["agent_api"]}, module)} == set()
 
 
 def test_no_collection_runs_while_the_runtime_imports(loaded):

@@ -10,8 +10,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from spotrun.control.deadline_moves import redecide_while_training, return_to_spot
+from spotrun.control.deadline_moves import redecide_while_training
 from spotrun.control.instances import acquire_instance
+from spotrun.control.spot_return import return_to_spot
 from spotrun.control.store import update_job
 from spotrun.model.bus_events import RETURN_TO_SPOT, ReturnToSpot
 from spotrun.model.deadline import Choice
