@@ -3,8 +3,9 @@
 One measurement (``python -m bench.recovery --once --overlap yes|no``, a fresh process each) runs the example
 job through the real code path in the embedded runtime (state machine, handlers, agents as subprocesses), with
 the replacement reachable 120 s after its launch on AWS's clock (6 s at the time scale 0.05: EC2 running after
-60 s, its SSM agent registered 60 s later) and a 96 MiB checkpoint every 10 s of training. Once the first checkpoint is committed (its marker in S3), the instance is interrupted; the
-measurement ends when the resumed attempt has trained its first step (a job that ends first is an error).
+60 s, its SSM agent registered 60 s later) and a 96 MiB checkpoint every 10 s of training. Once the first
+checkpoint is committed (its marker in S3), the instance is interrupted; the measurement ends when the resumed
+attempt has trained its first step (a job that ends first is an error).
 
 How the times are taken. A probe thread in the measuring process polls, every :data:`POLL_SECONDS`, what the
 emulator exposes and what the instances write, and records the wall-clock time it first sees each event:
