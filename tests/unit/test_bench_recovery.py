@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from bench.recovery import RecoveryConfig, markdown, summarize
+from bench.recovery import RecoveryConfig
+from bench.recovery_report import markdown, summarize
 from bench.recovery_timeline import IncompleteTimeline, Timeline, recovery_figures
 
 T0 = 1_700_000_000.0  # the warning
