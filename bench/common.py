@@ -182,5 +182,8 @@ def results_readme(sections: Sequence[dict[str, Any]]) -> str:
     ]
     for section in sections:
         commit = section.get("commit", "unknown") + ("+dirty" if section.get("dirty") else "")
-        lines += [f"## {section['title']}", "", f"Commit `{commit}`.", "", section["markdown"].rstrip(), ""]
+        body = section["markdown"].strip()
+        if body.startswith("## "):  # a document written when the sections titled their own markdown
+            body = body.partition("\n")[2].strip()
+        lines += [f"## {section['title']}", "", f"Commit `{commit}`.", "", body, ""]
     return "\n".join(lines)

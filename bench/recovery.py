@@ -1,6 +1,6 @@
 """Recovery after a spot interruption: the warning -> the first training step of the resumed attempt.
 
-One measurement (``python -m bench.recovery --once --overlap yes|no``, a fresh process each) runs the example
+One measurement (``python -m bench.recovery --once --mode MODE``, a fresh process each) runs the example
 job through the real code path in the embedded runtime (state machine, handlers, agents as subprocesses), with
 the replacement reachable 120 s after its launch on AWS's clock (6 s at the time scale 0.05: EC2 running after
 60 s, its SSM agent registered 60 s later) and a 96 MiB checkpoint every 10 s of training. Once the first
@@ -26,8 +26,15 @@ emulator exposes and what the instances write, and records the wall-clock time i
   own LastModified, read from moto's in-process backend); the restore, from the first entry in the
   replacement's checkpoint directory (the restore's temporary directory) to the checkpoint complete there.
 
-Both configurations run interleaved (A B A B ...): the replacement launched on the warning
-(``overlap_replacement`` true) and launched only once the old instance is gone (false).
+Three configurations (:data:`MODES`) run interleaved (A B C A B C ...):
+
+- ``overlap``: the replacement launched on the warning (``overlap_replacement`` true), what spotrun does;
+- ``sequential``: launched once the old instance's attempt has ended, its checkpoint committed, and the control
+  plane has released it (``overlap_replacement`` false): the old instance is gone because spotrun terminated it;
+- ``reclaimed``: the same, but EC2 launches nothing before it has reclaimed the old instance at the end of the
+  two-minute notice (:func:`launch_after_reclaim`): the old instance is gone because EC2 took it back. A control
+  plane that does not act on the warning learns of the interruption from that reclaim, so this is when it
+  launches a replacement at the earliest.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bench.common import MeasurementError, interleaved, run_once
 from bench.recovery_report import markdown, summarize
@@ -51,6 +58,9 @@ from bench.recovery_timeline import IncompleteTimeline, Timeline, recovery_figur
 POLL_SECONDS = 0.01
 # A checkpoint whose save and upload take most of the boot (and still fit the notice): the second size measured.
 LARGE_CHECKPOINT_MB = 256
+Mode = Literal["overlap", "sequential", "reclaimed"]
+MODES: tuple[Mode, ...] = ("overlap", "sequential", "reclaimed")
+NOTICE_SECONDS = 120.0  # the spot warning's lead on AWS's clock: the emulator reclaims the instance after it
 
 
 @dataclass(frozen=True)
@@ -202,7 +212,40 @@ def _manifest(config: RecoveryConfig) -> bytes:
     return text.replace(command, padded).replace("name: tiny-regression", "name: recovery-bench").encode()
 
 
-def measure_once(config: RecoveryConfig, overlap: bool, workdir: Path) -> dict[str, Any]:
+def launch_after(reclaimed: threading.Event) -> Any:
+    """Hold every instant fleet EC2 is asked for until ``reclaimed`` is set (the ``reclaimed`` mode).
+
+    Installed on moto's ``FleetsBackend.create_fleet`` over the emulator's own patch, so that the fleet is then
+    planned and launched as usual: the acquisition's ``CreateFleet`` call only returns later.
+
+    Returns
+    -------
+    PatchSet
+        Undo it with ``undo_all()``.
+    """
+    from moto.ec2.models.fleets import FleetsBackend
+
+    from spotrun.local.patches import PatchSet
+
+    launch = FleetsBackend.create_fleet
+
+    def create_fleet(self: Any, **kwargs: Any) -> Any:
+        reclaimed.wait()
+        return launch(self, **kwargs)
+
+    patches = PatchSet()
+    patches.add(FleetsBackend, "create_fleet", create_fleet)
+    return patches
+
+
+def _signal_reclaim(reclaimed: threading.Event, notice_ends: float, gone: threading.Event) -> None:
+    """Set ``reclaimed`` once the notice is over and the instance gone (at once if spotrun released it first)."""
+    time.sleep(max(0.0, notice_ends - time.time()))
+    gone.wait()
+    reclaimed.set()
+
+
+def measure_once(config: RecoveryConfig, mode: Mode, workdir: Path) -> dict[str, Any]:
     """Run the example job in this process's emulator, interrupt it once, and return what was seen.
 
     The measurement ends at the resumed attempt's first step: the rest of the job (its other checkpoints, its
@@ -221,7 +264,7 @@ def measure_once(config: RecoveryConfig, overlap: bool, workdir: Path) -> dict[s
         workdir,
         time_scale=config.time_scale,
         pools=pools,
-        settings_overrides={"overlap_replacement": overlap},
+        settings_overrides={"overlap_replacement": mode == "overlap"},
     )
     runtime.manager.ssm_registration_delay_seconds = config.ssm_registration_delay_seconds
     with control_plane_logs(workdir / "control-plane.log"), runtime:
@@ -230,7 +273,17 @@ def measure_once(config: RecoveryConfig, overlap: bool, workdir: Path) -> dict[s
         with Probe(runtime, submitted.job_id) as probe:
             if not probe.first_commit.wait(config.timeout_seconds) or probe.error is not None:
                 raise RuntimeError(f"no checkpoint was committed (probe error: {probe.error!r})")
-            runtime.interrupt(probe.old.instance_id)
+            reclaimed = threading.Event()
+            held = launch_after(reclaimed) if mode == "reclaimed" else None
+            gone = runtime.interrupt(probe.old.instance_id)
+            if held is not None:
+                while probe.timeline.warning is None and probe.error is None:
+                    time.sleep(POLL_SECONDS)
+                # The emulator reclaims the instance the notice's (scaled) length after it set the warning.
+                notice_ends = (probe.timeline.warning or 0.0) + NOTICE_SECONDS * config.time_scale
+                threading.Thread(
+                    target=_signal_reclaim, args=(reclaimed, notice_ends, gone), daemon=True
+                ).start()
             store = job_store(runtime.settings.jobs_table, runtime.settings.region)
             deadline = time.monotonic() + config.timeout_seconds
             while not probe.resumed.wait(1.0):
@@ -242,8 +295,10 @@ def measure_once(config: RecoveryConfig, overlap: bool, workdir: Path) -> dict[s
             if probe.error is not None:
                 raise RuntimeError(f"the probe failed: {probe.error!r}")
             job = store.get(submitted.job_id)
+            if held is not None:
+                held.undo_all()
     return {
-        "overlap": overlap,
+        "mode": mode,
         "timeline": probe.timeline.as_dict(),
         "recorded_steps_lost": job.attempts[0].steps_lost if job is not None and job.attempts else None,
     }
@@ -252,7 +307,7 @@ def measure_once(config: RecoveryConfig, overlap: bool, workdir: Path) -> dict[s
 def _child(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.recovery")
     parser.add_argument("--once", action="store_true", required=True)
-    parser.add_argument("--overlap", choices=("yes", "no"), required=True)
+    parser.add_argument("--mode", choices=MODES, required=True)
     parser.add_argument("--time-scale", type=float, default=RecoveryConfig.time_scale)
     parser.add_argument("--boot-delay", type=float, default=RecoveryConfig.boot_delay_seconds)
     parser.add_argument(
@@ -273,7 +328,7 @@ def _child(argv: list[str]) -> None:
         steps=args.steps,
     )
     with tempfile.TemporaryDirectory(prefix="spotrun-bench-recovery-") as scratch:
-        result = measure_once(config, args.overlap == "yes", Path(scratch))
+        result = measure_once(config, args.mode, Path(scratch))
     print(json.dumps(result), flush=True)
 
 
@@ -281,7 +336,7 @@ def _child(argv: list[str]) -> None:
 
 
 def run(runs: int, config: RecoveryConfig | None = None) -> dict[str, Any]:
-    """Measure ``runs`` interruptions with overlap and ``runs`` without at each checkpoint size, interleaved.
+    """Measure ``runs`` interruptions in each of :data:`MODES` at each checkpoint size, interleaved.
 
     The sizes are the issue's (``config.checkpoint_padding_mb``, 96 MiB) and :data:`LARGE_CHECKPOINT_MB`, whose
     upload takes most of the boot: what the overlap saves is the upload, so the second size shows how the ratio
@@ -293,10 +348,10 @@ def run(runs: int, config: RecoveryConfig | None = None) -> dict[str, Any]:
         for mib in dict.fromkeys((config.checkpoint_padding_mb, LARGE_CHECKPOINT_MB))
     }
     measured: dict[int, list[dict[str, Any]]] = {mib: [] for mib in sizes}
-    for index, (mib, overlap) in interleaved([(m, o) for m in sizes for o in (True, False)], runs):
-        label = f"{mib} MiB, overlap {'yes' if overlap else 'no'}"
+    for index, (mib, mode) in interleaved([(m, mode) for m in sizes for mode in MODES], runs):
+        label = f"{mib} MiB, {mode}"
         print(f"   recovery run {index + 1}/{runs}, {label}", flush=True)
-        args = ["--overlap", "yes" if overlap else "no", *sizes[mib].args()]
+        args = ["--mode", mode, *sizes[mib].args()]
         item = run_once("bench.recovery", args, timeout=900)
         try:
             recovery_figures(Timeline.from_dict(item["timeline"]))

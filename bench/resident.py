@@ -126,8 +126,6 @@ def run(runs: int) -> dict[str, Any]:
     saved = statistics.median(fresh) - statistics.median(resident)
     markdown = "\n".join(
         [
-            "## SSM delivery to the step's code running",
-            "",
             "| agent | delivery → step (median [min-max]) |",
             "| --- | --- |",
             f"| fresh process per step (`spotrun-agent run`, before) | {_cell(fresh)} |",

@@ -235,10 +235,8 @@ def run(runs: int, jobs: int = JOBS, baseline: str | None = "main") -> dict[str,
     )
     markdown = "\n".join(
         [
-            f"## {jobs} concurrent jobs, each interrupted once",
-            "",
             f"Medians [min\N{EN DASH}max] of {runs} run(s) per side, interleaved, each in a fresh process; the "
-            f"machine's {os.cpu_count()} cores were shared with other work. CPU is per job, after the runtime started.",
+            f"machine's {os.cpu_count()} cores. CPU is per job, after the runtime started.",
             "",
             "| tree | wall (s) | emulator + control plane CPU-s/job | instances CPU-s/job | SUCCEEDED "
             "| interruptions taken effect / planned | of which the warning's checkpoint committed | identical models |",

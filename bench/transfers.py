@@ -186,7 +186,7 @@ def _report(samples: dict[str, list[dict[str, Any]]], runs: int) -> dict[str, An
         "Medians [min-max]. Emulator CPU-s: what the emulator's S3 process ran during each measurement "
         "(/proc/<pid>/stat), on the same 2 cores as the client. Target: >= 90 % of the ceiling and >= s5cmd."
     )
-    markdown = "\n".join(["## Transfers against the emulator's S3", "", *lines, "", config, ""])
+    markdown = "\n".join([*lines, "", config, ""])
     return {
         "name": "transfers",
         "title": "Staging and checkpoint upload against the ceiling and s5cmd",

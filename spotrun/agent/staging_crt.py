@@ -2,20 +2,22 @@
 
 On 1,000 objects of 1 MiB, botocore's per-request path (building, signing and parsing each request in Python)
 is most of staging's CPU, and on two cores that CPU is taken from the transfer itself (docs/transfers.md). The
-CRT's S3 client does the request, its signature, the write to the file and the checksum in C: the same GET
-costs a fraction of the CPU. It is the client the AWS CLI v2 and boto3's own CRT transfer manager use.
+CRT's S3 client does the request, its signature and the write to the file in C: the same GET costs a fraction
+of the CPU. It is the client the AWS CLI v2 and boto3's own CRT transfer manager use.
 
 What stays in Python, and the same as with boto3's GET: which check a file gets
-(``integrity.expectation_for`` over the response's headers), the temporary name and the rename
-(:mod:`spotrun.agent.staging_whole`), the link checks, the retry. What the CRT does:
+(``integrity.expectation_for`` over the response's headers) and the check itself, the temporary name and the
+rename (:mod:`spotrun.agent.staging_whole`), the link checks, the retry. What the CRT does:
 
 - one ``GetObject`` (``S3RequestType.DEFAULT``: no HeadObject first, no ranges) signed with SigV4 by the CRT,
-  with the credentials of the boto3 session the agent's other clients use (refreshed as theirs are);
-- the object's full-object checksum in the response (``x-amz-checksum-mode``) checked against the body as it
-  arrives; with a SHA-256 known in advance (a checkpoint's commit marker), the body checked against that
-  instead (``expected_checksum``);
+  with the credentials of the boto3 session the agent's other clients use (refreshed as theirs are), asking for
+  the object's full-object checksum in the response (``x-amz-checksum-mode``);
 - the body written into the temporary file staging created (``O_EXCL | O_NOFOLLOW``), reopened through
   ``/proc/self/fd``, so that nothing put at that name after it was created can be written through.
+
+The CRT is not asked to validate the checksum: its validation cost its event loop 1.0-1.9 CPU-s more per GiB of
+1 MiB objects than hashing the written file once from the page cache costs staging (docs/transfers.md), and
+staging's pass makes the same comparison.
 
 The URL of an object is botocore's: the first GET of a bucket asks the boto3 client for a presigned URL (pure
 computation, no request), which applies its endpoint rules (virtual-hosted or path-style, a custom endpoint
@@ -24,11 +26,9 @@ such as the emulator's); the CRT then signs each request itself.
 
 from __future__ import annotations
 
-import base64
 import re
 import threading
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,24 +42,6 @@ _ERROR_CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
 
 class DirectGetError(StagingError):
     """The CRT's GET failed: the HTTP status and S3's error code when S3 answered, else the CRT's error."""
-
-
-@dataclass(frozen=True)
-class DirectGet:
-    """What one GET wrote into the file, as the verification needs it.
-
-    Attributes
-    ----------
-    response
-        The response's headers as boto3 names them in ``get_object``'s response (``ContentLength``, ``ETag``,
-        ``ChecksumSHA256``, ...): what :func:`spotrun.agent.integrity.expectation_for` reads.
-    validated
-        The algorithm whose checksum the CRT checked against the body (``"sha256"``, ``"crc32"``, another
-        lower-case name), or None when it checked none.
-    """
-
-    response: dict[str, Any]
-    validated: str | None
 
 
 _RESPONSE_HEADERS = {
@@ -146,8 +128,8 @@ class CrtGetter:
                 self._addresses[bucket] = (url.netloc, url.path[: -len(_PROBE_KEY)])
             return self._addresses[bucket]
 
-    def get_into(self, bucket: str, key: str, descriptor: int, sha256_hex: str | None = None) -> DirectGet:
-        """GET ``s3://bucket/key`` into the empty file open at ``descriptor``, checksum checked on arrival.
+    def get_into(self, bucket: str, key: str, descriptor: int) -> dict[str, Any]:
+        """GET ``s3://bucket/key`` into the empty file open at ``descriptor``.
 
         Parameters
         ----------
@@ -155,56 +137,43 @@ class CrtGetter:
             The object.
         descriptor
             A file this process created for it (staging's temporary file), empty.
-        sha256_hex
-            A SHA-256 known in advance: the CRT checks the body against it rather than against S3's header.
 
         Returns
         -------
-        DirectGet
-            The response's headers and the checksum the CRT checked.
+        dict
+            The response's headers as boto3 names them in ``get_object``'s response (``ContentLength``,
+            ``ETag``, ``ChecksumSHA256``, ...): what :func:`spotrun.agent.integrity.expectation_for` reads.
 
         Raises
         ------
         DirectGetError
-            When the GET failed (an error response, a checksum mismatch, the connection).
+            When the GET failed (an error response, the connection).
         """
         import awscrt.http
         import awscrt.s3
 
         client = self._crt_client()
-        s3, http = awscrt.s3, awscrt.http
         host, prefix = self._address(bucket)
-        request = http.HttpRequest(
+        request = awscrt.http.HttpRequest(
             "GET",
             prefix + urllib.parse.quote(key, safe="/~"),
-            # The CRT sets x-amz-checksum-mode itself when it validates (aws-c-s3, source/s3_util.c).
-            http.HttpHeaders([("host", host), ("Content-Length", "0")]),
+            awscrt.http.HttpHeaders(
+                [("host", host), ("Content-Length", "0"), ("x-amz-checksum-mode", "ENABLED")]
+            ),
         )
-        expected: dict[str, Any] = {}
-        if sha256_hex:
-            expected = {
-                "expected_checksum": base64.b64encode(bytes.fromhex(sha256_hex)).decode(),
-                "expected_checksum_algorithm": s3.S3ChecksumAlgorithm.SHA256,
-            }
-        checksums = s3.S3ChecksumConfig(validate_response=True, **expected)
         headers: list[tuple[str, str]] = []
-        done: dict[str, Any] = {}
         meta = client.make_request(
-            type=s3.S3RequestType.DEFAULT,
+            type=awscrt.s3.S3RequestType.DEFAULT,
             operation_name="GetObject",
             request=request,
             recv_filepath=f"{_FD_DIRECTORY}/{descriptor}",
-            checksum_config=checksums,
             on_headers=lambda **kwargs: headers.extend(kwargs["headers"]),
-            on_done=lambda **kwargs: done.update(kwargs),
         )
         try:
             meta.finished_future.result()
         except Exception as exc:
             raise DirectGetError(f"GetObject: {_describe(exc)}") from exc
-        algorithm = done.get("checksum_validation_algorithm")
-        validated = algorithm.name.lower() if done.get("did_validate_checksum") and algorithm else None
-        return DirectGet(response_of(headers), validated)
+        return response_of(headers)
 
 
 def _describe(exc: Exception) -> str:

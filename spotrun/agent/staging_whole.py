@@ -5,21 +5,20 @@ Two ways to make that GET, verified alike (:mod:`spotrun.agent.staging` chooses;
 - :func:`download_whole`: through the boto3 client, the body read, written and hashed 256 KiB at a time (one
   hashing pass: botocore's running checksum is the digest checked when it is of the algorithm needed);
 - :func:`download_direct`: through a :class:`DirectGetter` (the CRT's S3 client, :mod:`.staging_crt`), which
-  writes the body into the file and checks S3's checksum (or a SHA-256 known in advance) on arrival. Whatever
-  check it could not make (an ETag's MD5, a SHA-256 the object does not carry) is made here, in one pass over
-  the file from the page cache. The size is always checked.
+  writes the body into the file and returns the response's headers, S3's checksum among them. The check is made
+  here, in one pass over the file from the page cache: the CRT's own validation cost more CPU than that pass
+  (docs/transfers.md). The size is always checked.
 """
 
 from __future__ import annotations
 
-import base64
 import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from spotrun.agent.integrity import (
     Expectation,
@@ -28,7 +27,6 @@ from spotrun.agent.integrity import (
     expectation_for,
     problems,
 )
-from spotrun.agent.staging_crt import DirectGet
 from spotrun.agent.staging_plan import Algorithm, S3Reader, StageItem, VerificationError
 
 # Bodies are read (and written, and hashed) 256 KiB at a time. Measured against 128 KiB, 512 KiB and 1 MiB
@@ -107,23 +105,15 @@ def download_whole(s3: S3Reader, item: StageItem) -> Fetched:
 
 
 class DirectGetter(Protocol):
-    """Whole-object GETs into an open file, with their checksum checked on arrival (:mod:`.staging_crt`)."""
+    """Whole-object GETs into an open file (:mod:`.staging_crt`)."""
 
-    def get_into(
-        self, bucket: str, key: str, descriptor: int, sha256_hex: str | None = None
-    ) -> DirectGet: ...
-
-
-def _checked_value(expectation: Expectation) -> bytes | int:
-    """The digest a :class:`DirectGetter` compared the body with, for :func:`problems` to compare again."""
-    if expectation.algorithm == "sha256" and expectation.sha256_hex:
-        return bytes.fromhex(expectation.sha256_hex)  # the SHA-256 known in advance: the CRT checked that one
-    raw = base64.b64decode(str(expectation.s3_value))
-    return int.from_bytes(raw, "big") if expectation.algorithm == "crc32" else raw
+    def get_into(self, bucket: str, key: str, descriptor: int) -> dict[str, Any]:
+        """GET the object into the empty file at ``descriptor``; return the response's fields, checksums included."""
+        ...
 
 
 def _read_back_problems(descriptor: int, expectation: Expectation) -> list[str]:
-    """Hash the written file once (from the page cache) for a check the getter did not make."""
+    """Hash the written file once, from the page cache."""
     digest = StreamDigest(expectation)
     offset = 0
     while chunk := os.pread(descriptor, CHUNK_BYTES, offset):
@@ -141,14 +131,11 @@ def download_direct(direct: DirectGetter, item: StageItem) -> Fetched:
         When the bytes do not pass the check (the temporary file is removed; nothing is renamed).
     """
     with landing(item) as descriptor:
-        got = direct.get_into(item.bucket, item.key, descriptor, item.sha256)
-        expectation = expectation_for(got.response, item.sha256)
-        size = os.fstat(descriptor).st_size
+        expectation = expectation_for(direct.get_into(item.bucket, item.key, descriptor), item.sha256)
         if expectation.algorithm == "size":
-            found = problems(expectation, size, None)
-        elif got.validated == expectation.algorithm:
-            found = problems(expectation, size, _checked_value(expectation))
-        else:  # no checksum of that algorithm on arrival (an ETag's MD5, a CRC-32C): one pass over the file
+            found = problems(expectation, os.fstat(descriptor).st_size, None)
+        else:
             found = _read_back_problems(descriptor, expectation)
         raise_if_unverified(item, found)
+        size = os.fstat(descriptor).st_size
     return Fetched(size, expectation.algorithm, 1)

@@ -14,10 +14,10 @@ so the emulator checks them as S3 does:
   with HTTP 403 ``SignatureDoesNotMatch`` / ``AccessDenied``
   (https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html). A presigned URL whose key
   is unknown to the emulator is served as before;
-- ``x-amz-checksum-mode`` is read without regard to case. The AWS Common Runtime's S3 client (the AWS CLI v2's,
-  and the agent's for small objects: :mod:`spotrun.agent.staging_crt`) sends ``enabled`` (aws-c-s3,
-  ``source/s3_util.c``: ``g_enabled``) and S3 answers it with the object's checksum; moto 5.2.5 compares the
-  value with ``ENABLED`` exactly and would leave the checksum out.
+- ``x-amz-checksum-mode`` is read without regard to case. The AWS Common Runtime's S3 client (the AWS CLI v2's)
+  sends ``enabled`` when it validates a download (aws-c-s3, ``source/s3_util.c``: ``g_enabled``) and S3 answers
+  it with the object's checksum; moto 5.2.5 compares the value with ``ENABLED`` exactly and would leave the
+  checksum out.
 """
 
 from __future__ import annotations

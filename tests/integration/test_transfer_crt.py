@@ -123,7 +123,9 @@ def _uploaded(s3: Any, tmp_path: Path, key: str, body: bytes = BODY) -> None:
     upload_file(s3, source, BUCKET, key)  # one PUT carrying its SHA-256, as the agent uploads
 
 
-def test_the_crt_fetches_small_objects_and_checks_their_sha256_on_arrival(s3, tmp_path, gets, direct, hashed):
+def test_the_crt_fetches_small_objects_and_each_is_hashed_once_for_its_sha256(
+    s3, tmp_path, gets, direct, hashed
+):
     # Given 20 objects uploaded as the agent uploads them (each with its SHA-256)
     bodies = {
         f"data/part-{index:02d}.bin": random.Random(index).randbytes(200_000 + index) for index in range(20)
@@ -136,25 +138,26 @@ def test_the_crt_fetches_small_objects_and_checks_their_sha256_on_arrival(s3, tm
     # When they are staged with the CRT's getter
     report = stage(s3, plan_input(s3, f"s3://{BUCKET}/data/", out), root=out, direct=direct)
 
-    # Then every byte arrived, no GET went through boto3, and no body was hashed in Python (the CRT checked)
+    # Then every byte arrived, no GET went through boto3, and each file was hashed once, for the SHA-256 S3 keeps
     assert report.files == 20
     assert {f"data/{path.name}": path.read_bytes() for path in out.iterdir()} == bodies
     assert gets == []
-    assert hashed == []
+    assert hashed == ["sha256"] * 20
 
 
-def test_the_emulator_answers_the_crts_lower_case_checksum_mode_with_the_checksum(s3, tmp_path, direct):
+def test_the_crts_get_asks_for_the_objects_checksum_and_gets_it(s3, tmp_path, direct):
     # Given an object carrying its SHA-256
     _uploaded(s3, tmp_path, "data/w.bin")
     item = _item(tmp_path, "data/w.bin")
 
-    # When the CRT gets it (it asks with "x-amz-checksum-mode: enabled")
+    # When the CRT gets it
     descriptor = os.open(item.destination, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     got = direct.get_into(BUCKET, "data/w.bin", descriptor)
 
-    # Then the response carried the checksum and the CRT compared it with the body
-    assert got.validated == "sha256"
-    assert got.response["ChecksumSHA256"] == base64.b64encode(hashlib.sha256(BODY).digest()).decode()
+    # Then the response carried the checksum, and the body is in the file
+    assert got["ChecksumSHA256"] == base64.b64encode(hashlib.sha256(BODY).digest()).decode()
+    assert got["ContentLength"] == len(BODY)
+    assert item.destination.read_bytes() == BODY
 
 
 def _corrupt_in_storage(key: str) -> None:
@@ -174,27 +177,27 @@ def test_a_body_that_differs_from_s3s_checksum_fails_and_leaves_no_file(s3, tmp_
     item = _item(tmp_path, "data/bad.bin")
 
     # When it is staged through the CRT, Then both attempts fail on the checksum, and nothing is left behind
-    with pytest.raises(StagingError, match="CHECKSUM_MISMATCH"):
+    with pytest.raises(StagingError, match="SHA-256 differs from the object's ChecksumSHA256"):
         download_verified(s3, item, root=item.destination.parent, direct=direct)
     assert list(item.destination.parent.iterdir()) == []
 
 
-def test_a_commit_markers_sha256_is_what_the_crt_checks_the_body_against(s3, tmp_path, direct, hashed):
+def test_a_commit_markers_sha256_is_what_the_body_is_checked_against(s3, tmp_path, direct, hashed):
     # Given an object carrying only a CRC-32, and a marker's SHA-256 of its bytes
     s3.put_object(Bucket=BUCKET, Key="ckpt/model.pt", Body=BODY, ChecksumAlgorithm="CRC32")
     right = hashlib.sha256(BODY).hexdigest()
 
-    # When it is restored with that SHA-256, Then it passes, checked by the CRT (no hash in Python)
+    # When it is restored with that SHA-256, Then it passes, hashed once for that SHA-256
     staged = download_verified(
         s3, _item(tmp_path, "ckpt/model.pt", sha256=right), root=tmp_path / "out", direct=direct
     )
     assert staged.algorithm == "sha256"
-    assert hashed == []
+    assert hashed == ["sha256"]
 
     # And when the marker's SHA-256 is another file's, Then it fails, with no file left
     other = _item(tmp_path, "ckpt/model.pt", sha256=hashlib.sha256(b"another file").hexdigest())
     other.destination.unlink()
-    with pytest.raises(StagingError, match="CHECKSUM_MISMATCH"):
+    with pytest.raises(StagingError, match="SHA-256 differs from the expected digest"):
         download_verified(s3, other, root=tmp_path / "out", direct=direct)
     assert list((tmp_path / "out").iterdir()) == []
 

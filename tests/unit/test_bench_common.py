@@ -102,6 +102,15 @@ def test_results_carry_their_commit_and_the_readme_holds_every_section_with_its_
     assert "## Cold\n\nCommit `def+dirty`.\n\n| b |" in readme
 
 
+def test_a_section_heading_stored_in_the_markdown_is_not_shown_twice():
+    # Given a document written when sections put their own heading at the top of their markdown
+    stored = {"name": "scale", "title": "Scale", "markdown": "## 8 jobs\n\n| c |", "commit": "abc"}
+    # When the README is written / Then the section has one heading, the title's
+    readme = results_readme([stored])
+    assert "## Scale\n\nCommit `abc`.\n\n| c |" in readme
+    assert "## 8 jobs" not in readme
+
+
 def test_only_picks_sections_in_their_order_and_refuses_an_unknown_one():
     # Given --only naming two sections out of order / When chosen / Then they run in the bench's order
     assert bench_main.chosen("simulate,recovery") == ["recovery", "simulate"]
