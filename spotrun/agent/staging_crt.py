@@ -15,9 +15,9 @@ rename (:mod:`spotrun.agent.staging_whole`), the link checks, the retry. What th
 - the body written into the temporary file staging created (``O_EXCL | O_NOFOLLOW``), reopened through
   ``/proc/self/fd``, so that nothing put at that name after it was created can be written through.
 
-The CRT is not asked to validate the checksum: its validation cost its event loop 1.0-1.9 CPU-s more per GiB of
-1 MiB objects than hashing the written file once from the page cache costs staging (docs/transfers.md), and
-staging's pass makes the same comparison.
+The CRT is not asked to validate the checksum: its validation cost its event loop 1-2 CPU-s more per GiB of
+1 MiB objects, where hashing the written file once from the page cache costs staging about 0.6
+(docs/transfers.md), and staging's pass makes the same comparison.
 
 The URL of an object is botocore's: the first GET of a bucket asks the boto3 client for a presigned URL (pure
 computation, no request), which applies its endpoint rules (virtual-hosted or path-style, a custom endpoint

@@ -132,10 +132,10 @@ def download_direct(direct: DirectGetter, item: StageItem) -> Fetched:
     """
     with landing(item) as descriptor:
         expectation = expectation_for(direct.get_into(item.bucket, item.key, descriptor), item.sha256)
+        size = os.fstat(descriptor).st_size
         if expectation.algorithm == "size":
-            found = problems(expectation, os.fstat(descriptor).st_size, None)
+            found = problems(expectation, size, None)
         else:
             found = _read_back_problems(descriptor, expectation)
         raise_if_unverified(item, found)
-        size = os.fstat(descriptor).st_size
     return Fetched(size, expectation.algorithm, 1)
