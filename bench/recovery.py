@@ -32,7 +32,7 @@ Three configurations (:data:`MODES`) run interleaved (A B C A B C ...):
 - ``sequential``: launched once the old instance's attempt has ended, its checkpoint committed, and the control
   plane has released it (``overlap_replacement`` false): the old instance is gone because spotrun terminated it;
 - ``reclaimed``: the same, but EC2 launches nothing before it has reclaimed the old instance at the end of the
-  two-minute notice (:func:`launch_after_reclaim`): the old instance is gone because EC2 took it back. A control
+  two-minute notice (:func:`launch_after`): the old instance is gone because EC2 took it back. A control
   plane that does not act on the warning learns of the interruption from that reclaim, so this is when it
   launches a replacement at the earliest.
 """
@@ -245,13 +245,29 @@ def _signal_reclaim(reclaimed: threading.Event, notice_ends: float, gone: thread
     reclaimed.set()
 
 
+def _await_resumed(runtime: Any, probe: Probe, job_id: str, timeout: float) -> Any:
+    """Wait for the resumed attempt's first step; return the job record then (an error if the job ended first)."""
+    from spotrun.aws.adapters import job_store
+
+    store = job_store(runtime.settings.jobs_table, runtime.settings.region)
+    deadline = time.monotonic() + timeout
+    while not probe.resumed.wait(1.0):
+        job = store.get(job_id)
+        if job is not None and job.status.is_terminal:
+            raise RuntimeError(f"the job ended {job.status} before it resumed: {job.error}")
+        if time.monotonic() > deadline:
+            raise TimeoutError("the job never resumed training")
+    if probe.error is not None:
+        raise RuntimeError(f"the probe failed: {probe.error!r}")
+    return store.get(job_id)
+
+
 def measure_once(config: RecoveryConfig, mode: Mode, workdir: Path) -> dict[str, Any]:
     """Run the example job in this process's emulator, interrupt it once, and return what was seen.
 
     The measurement ends at the resumed attempt's first step: the rest of the job (its other checkpoints, its
     outputs) measures nothing here and would double the run. A job that ends before that is an error.
     """
-    from spotrun.aws.adapters import job_store
     from spotrun.local.catalog import DEFAULT_ZONES, Pool
     from spotrun.local.demo import control_plane_logs, drop_manifest, upload_example
     from spotrun.local.runtime import LocalRuntime
@@ -284,19 +300,12 @@ def measure_once(config: RecoveryConfig, mode: Mode, workdir: Path) -> dict[str,
                 threading.Thread(
                     target=_signal_reclaim, args=(reclaimed, notice_ends, gone), daemon=True
                 ).start()
-            store = job_store(runtime.settings.jobs_table, runtime.settings.region)
-            deadline = time.monotonic() + config.timeout_seconds
-            while not probe.resumed.wait(1.0):
-                job = store.get(submitted.job_id)
-                if job is not None and job.status.is_terminal:
-                    raise RuntimeError(f"the job ended {job.status} before it resumed: {job.error}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError("the job never resumed training")
-            if probe.error is not None:
-                raise RuntimeError(f"the probe failed: {probe.error!r}")
-            job = store.get(submitted.job_id)
-            if held is not None:
-                held.undo_all()
+            try:
+                job = _await_resumed(runtime, probe, submitted.job_id, config.timeout_seconds)
+            finally:
+                reclaimed.set()  # a fleet still held (the run failed first) is let go before the runtime stops
+                if held is not None:
+                    held.undo_all()
     return {
         "mode": mode,
         "timeline": probe.timeline.as_dict(),
