@@ -197,7 +197,7 @@ def once(args: argparse.Namespace) -> dict[str, Any]:
         items = plan_input(s3, f"s3://{BUCKET}/{args.prefix}", destination)
         moved = stage(s3, items, root=destination, max_workers=args.workers, direct=direct).bytes
     else:
-        upload_checkpoint(s3, BUCKET, args.prefix.split("/")[1], 1, source)
+        upload_checkpoint(s3, BUCKET, args.prefix.split("/")[1], 1, source, max_workers=args.workers)
         moved = sum(p.stat().st_size for p in source.iterdir())
     seconds = time.monotonic() - started
     return {"seconds": seconds, "bytes": moved, "cpu_seconds": _cpu_seconds() - cpu}
