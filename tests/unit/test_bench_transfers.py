@@ -32,3 +32,34 @@ def test_the_cpu_a_process_ran_is_read_from_its_stat_and_grows_as_it_works():
         assert process_cpu_seconds(child.pid) - worked < 0.1
     finally:
         child.communicate("")
+
+
+def test_spotruns_upload_sends_as_many_files_at_once_as_it_is_told(monkeypatch, tmp_path):
+    # Given the bench's one-measurement entry point, with S3 and the upload replaced by recorders
+    import argparse
+
+    import bench.transfer_tools as tools
+    from spotrun.agent import checkpoints
+
+    class NoS3:
+        def list_buckets(self) -> dict:
+            return {}
+
+    asked: list[int] = []
+    monkeypatch.setattr(tools, "client", lambda endpoint: NoS3())
+    monkeypatch.setattr(
+        checkpoints, "upload_checkpoint", lambda *args, max_workers: asked.append(max_workers)
+    )
+    args = argparse.Namespace(
+        tool="spotrun",
+        case="upload",
+        endpoint="http://127.0.0.1:1",
+        workers=7,
+        prefix="jobs/j-000000000001/checkpoints/step-000000000001/",
+        source=str(tmp_path),
+        destination=str(tmp_path),
+    )
+    # When spotrun's upload is measured with 7 workers
+    tools.once(args)
+    # Then the upload was asked for 7 files at once
+    assert asked == [7]
