@@ -60,7 +60,6 @@ POLL_SECONDS = 0.01
 LARGE_CHECKPOINT_MB = 256
 Mode = Literal["overlap", "sequential", "reclaimed"]
 MODES: tuple[Mode, ...] = ("overlap", "sequential", "reclaimed")
-NOTICE_SECONDS = 120.0  # the spot warning's lead on AWS's clock: the emulator reclaims the instance after it
 
 
 @dataclass(frozen=True)
@@ -271,6 +270,7 @@ def measure_once(config: RecoveryConfig, mode: Mode, workdir: Path) -> dict[str,
     from spotrun.local.catalog import DEFAULT_ZONES, Pool
     from spotrun.local.demo import control_plane_logs, drop_manifest, upload_example
     from spotrun.local.runtime import LocalRuntime
+    from spotrun.model.interruption_rate import NOTICE_SECONDS
 
     pools = [
         Pool("g4dn.xlarge", zone, 0.18 + i / 100, capacity=4, boot_delay_seconds=config.boot_delay_seconds)
