@@ -73,6 +73,9 @@ def _measure(
         f"--source={source}",
         f"--destination={destination}",
     ]
+    # The disk written clean first: the emulator spools every uploaded object to a file, and staging writes a GiB,
+    # whose writeback would otherwise land in whichever measurement comes next (kernel CPU, disk queue).
+    os.sync()
     served = process_cpu_seconds(server)
     try:
         done = subprocess.run(
