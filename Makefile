@@ -35,17 +35,17 @@ demo: $(DEMO_STAMP)
 	$(BIN)/spotrun demo
 
 ## test: lint, type-check, then every test suite
-# Unit, infra and integration tests run on two workers, a file per worker. So do the end-to-end and chaos suites,
-# after them (--dist loadfile: a module's emulator and fixtures stay in one process): their jobs mostly wait on
-# scaled time (boots, heartbeats, step sleeps), so two files at once share the cores, the slowest started first
-# (tests/conftest.py). The PyTorch example runs alone last: four torchrun ranks fill both cores, and a rank's save
+# Unit, infra and integration tests run on two workers, a file per worker. The end-to-end and chaos suites run after
+# them on four (--dist loadfile: a module's emulator and fixtures stay in one process): their jobs mostly wait on
+# scaled time (boots, heartbeats, step sleeps), so four files at once share the cores, the slowest started first
+# (tests/conftest.py; docs/testing.md has the figures). The PyTorch example runs alone last: four torchrun ranks fill both cores, and a rank's save
 # must fit in the scaled two-minute notice.
 # The linters and mypy run side by side (make -j2), each one's output printed whole when it ends; either failing
 # fails the target before any test runs.
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit tests/infra tests/integration
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder tests/e2e tests/chaos \
+	$(BIN)/python -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder tests/e2e tests/chaos \
 		--ignore tests/e2e/test_pytorch.py
 	$(BIN)/python -m pytest -q -n 2 --dist load tests/e2e/test_pytorch.py
 
