@@ -3,6 +3,7 @@ checkpoint holds the group."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -37,6 +38,19 @@ def rank_main(rank: int, workdir: str, signal_at: int | None) -> None:
         world_size=WORLD,
         timeout=timedelta(seconds=30),  # a rank left waiting fails the test rather than hanging it
     )
+    outcome = train_rank(rank, root, signal_at)
+    (root / f"rank-{rank}.json").write_text(json.dumps(outcome))
+    # As the PyTorch example ends: the DDP wrapper (its reducer holds the process group) collected, then every
+    # rank at the barrier, before the group is destroyed. This test destroyed the group with the wrapper still
+    # alive, and in two `make test` runs a rank then died of SIGABRT at its exit ("terminate called without an
+    # active exception": a C++ thread of the group destroyed while still joinable).
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def train_rank(rank: int, root: Path, signal_at: int | None) -> dict:
+    """Train this rank from its checkpoint to ``TOTAL_STEPS`` or its stop; what happened, for the test."""
     run = training.Run(
         data_dir=root,
         code_dir=root,
@@ -63,8 +77,7 @@ def rank_main(rank: int, workdir: str, signal_at: int | None) -> None:
             checkpointer.step_done(position)
     except SystemExit as exited:
         outcome["exit"] = exited.code
-    (root / f"rank-{rank}.json").write_text(json.dumps(outcome))
-    dist.destroy_process_group()
+    return outcome
 
 
 def run_group(workdir: Path, signal_at: int | None) -> list[dict]:
