@@ -41,9 +41,9 @@ def rank_main(rank: int, workdir: str, signal_at: int | None) -> None:
     outcome = train_rank(rank, root, signal_at)
     (root / f"rank-{rank}.json").write_text(json.dumps(outcome))
     # As the PyTorch example ends: the DDP wrapper (its reducer holds the process group) collected, then every
-    # rank at the barrier, before the group is destroyed. This test destroyed the group with the wrapper still
-    # alive, and in two `make test` runs a rank then died of SIGABRT at its exit ("terminate called without an
-    # active exception": a C++ thread of the group destroyed while still joinable).
+    # rank at the barrier, before the group is destroyed. This test used to destroy the group with the wrapper
+    # still alive; a rank then sometimes died of SIGABRT at its exit, once in a fresh clone's `make test`. The
+    # message was "terminate called without an active exception": a C++ thread of the group left joinable.
     gc.collect()
     dist.barrier()
     dist.destroy_process_group()
