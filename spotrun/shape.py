@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from spotrun.model.api_paths import AGENT_ROUTES_PREFIX, in_subtree
 from spotrun.model.bus_events import RETURN_TO_SPOT, SOURCE, STATUS_CHANGE
@@ -28,8 +28,10 @@ METRICS_NAMESPACE = "spotrun"
 LOG_RETENTION_DAYS = 30
 
 
-@dataclass(frozen=True)
-class FunctionSpec:
+# The specs are NamedTuples rather than frozen dataclasses: immutable records either way, but every function
+# imports this module at its cold start, and defining a frozen dataclass runs about four times the instructions
+# (docs/cold-start.md, "These cuts").
+class FunctionSpec(NamedTuple):
     """One Lambda function."""
 
     name: str
@@ -41,8 +43,7 @@ class FunctionSpec:
     settings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class TableSpec:
+class TableSpec(NamedTuple):
     """One DynamoDB table (on-demand billing)."""
 
     logical_name: str
@@ -52,8 +53,7 @@ class TableSpec:
     global_indexes: tuple[tuple[str, str, str | None], ...] = ()  # (index name, partition key, sort key)
 
 
-@dataclass(frozen=True)
-class BucketSpec:
+class BucketSpec(NamedTuple):
     """One S3 bucket (private, encrypted, TLS only)."""
 
     logical_name: str
@@ -61,8 +61,7 @@ class BucketSpec:
     versioned: bool = True
 
 
-@dataclass(frozen=True)
-class BusSpec:
+class BusSpec(NamedTuple):
     """One custom EventBridge bus on which spotrun publishes (source ``spotrun``); its name is ``setting``."""
 
     logical_name: str
@@ -70,8 +69,7 @@ class BusSpec:
     setting: str
 
 
-@dataclass(frozen=True)
-class RuleSpec:
+class RuleSpec(NamedTuple):
     """One EventBridge rule, delivering to one function: on the default bus, or on one of spotrun's own."""
 
     name: str

@@ -28,15 +28,17 @@ which every later decision estimates the work from (:mod:`spotrun.model.deadline
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spotrun.control.ports import Commands, Events, JobStore, Objects
 from spotrun.control.progress import reported_step
 from spotrun.control.store import update_job
 from spotrun.model.bus_events import RETURN_TO_SPOT, ReturnToSpot
-from spotrun.model.deadline import Choice, Decision, Running
 from spotrun.model.job import Attempt, Job, JobStatus, StepsReported
 from spotrun.model.limits import training_seconds_used
+
+if TYPE_CHECKING:
+    from spotrun.model.deadline import Decision
 
 
 def record_steps(job: Job, *, store: JobStore, objects: Objects, jobs_bucket: str, now: datetime) -> Job:
@@ -117,6 +119,7 @@ def redecide_while_training(
         return None
     # Imported here: only a deadline job is decided again. The agents' API reaches this at every training
     # heartbeat, and its cold start then loads the deadline policy only with a deadline job's first heartbeat.
+    from spotrun.model.deadline import Choice, Running
     from spotrun.model.deadline_job import ASSUMED, decide_for_job
 
     assumed = ASSUMED.scaled(settings.time_scale)

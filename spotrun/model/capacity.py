@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from spotrun.model.deadline import Choice, Decision
 from spotrun.model.errors import ManifestInvalid
 from spotrun.model.manifest_capacity import CapacityPolicy, Resources
 from spotrun.model.pricing import GPU_CATALOG, InstanceTypeInfo
+
+# The deadline policy is loaded by a deadline job's caller, not by the job record's readers.
+if TYPE_CHECKING:
+    from spotrun.model.deadline import Decision
 
 Lifecycle = Literal["spot", "on-demand"]
 LIFECYCLES: tuple[Lifecycle, ...] = ("spot", "on-demand")
@@ -195,6 +198,8 @@ def choose_lifecycle(
         unavailable; ``"spot"`` otherwise.
     """
     if decision is not None:
+        from spotrun.model.deadline import Choice  # loaded already: the caller's decision came from it
+
         if decision.choice is Choice.WAIT:
             raise ValueError("a decision to wait for spot launches nothing")
         return "on-demand" if decision.choice is Choice.ON_DEMAND else "spot"

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pydantic import Field
 
 from spotrun.model.capacity import Lifecycle, Pool
 from spotrun.model.deferred import RecordModel
 from spotrun.model.errors import CapacityMaxWaitExceeded
-from spotrun.model.fleet_request import FleetLaunchError
+
+# A launch's errors come from its caller: the job record's readers need not load the fleet request.
+if TYPE_CHECKING:
+    from spotrun.model.fleet_request import FleetLaunchError
 
 # Bounds on what a wait keeps in the record (a DynamoDB item is at most 400 KB): one entry per pool, at most
 # this many pools (the most recent answers), and EC2's message cut to this length.

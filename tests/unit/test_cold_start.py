@@ -262,6 +262,18 @@ def test_the_agents_api_loads_the_deadline_policy_with_a_deadline_jobs_first_hea
     assert {module for module in moves if _loading({"agent_api": loaded["agent_api"]}, module)} == set()
 
 
+def test_only_the_functions_that_launch_or_decide_load_the_fleet_request_and_the_deadline_policy(loaded):
+    # Given every handler imported
+    # Then the fleet request is loaded by the functions that launch instances (an acquisition, a warning's or a
+    # return's standby, an interruption's relaunch), and the deadline policy by those and the ones that check a
+    # manifest with it: the job record names neither (its capacity wait takes a launch's errors from its caller,
+    # its lifecycle choice takes the policy's decision), so the other functions, both APIs among them, load
+    # neither at import
+    launching = {"acquire", "deadline_return", "ec2_events", "interrupted"}
+    assert _loading(loaded, "spotrun.model.fleet_request") == launching
+    assert _loading(loaded, "spotrun.model.deadline") == launching | {"submit", "scheduled_run"}
+
+
 def test_no_collection_runs_while_the_runtime_imports(loaded):
     # Given every handler imported, the cyclic garbage collector on as in Lambda
     # Then no collection ran while functions.runtime's imports did (boto3, the job record, the X-Ray SDK): each
