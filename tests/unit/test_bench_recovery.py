@@ -172,10 +172,26 @@ def test_the_floor_says_what_the_sequential_baseline_allows():
     assert verdicts["floor_over_sequential"]["value"] == pytest.approx(7.1 / 9.0)
     assert verdicts["floor_over_sequential"]["met"] is False
     table = markdown(results)
-    assert "would be 0.79\u00d7: the target is below what removing overhead can reach" in table
+    assert "would be 0.79\u00d7: 0.6\u00d7 is below what removing overhead can reach" in table
     # And without reclaimed runs, no verdict is made up for them
     assert "overlap_over_reclaimed" not in verdicts
     assert "reclaimed the old instance" not in table
+
+
+def test_the_target_is_judged_against_the_reclaim_and_the_release_is_shown_beside_it():
+    # Given overlap runs at 9.0 s, runs after spotrun's release at 11.0 s and after EC2's reclaim at 19.0 s
+    measured = [run_of("overlap", 9.0), run_of("sequential", 11.0), run_of("reclaimed", 19.0)]
+    # When summarized
+    results = summarize(measured, RecoveryConfig())
+    verdicts = results["verdicts"]
+    # Then the reclaim is the target's baseline, and the release's ratio, over 0.6x, is shown without a verdict
+    assert verdicts["overlap_over_reclaimed"]["judged"] is True
+    assert verdicts["overlap_over_sequential"]["judged"] is False
+    assert verdicts["overlap_over_sequential"]["met"] is False
+    table = markdown(results)
+    assert "its notice (ratio of medians): 0.47\u00d7 **met**" in table
+    assert "- Shown, not judged: recovery \u00f7 the same job with the replacement launched once spotrun" in table
+    assert "**NOT met**" not in table
 
 
 def test_runs_recorded_before_the_modes_count_as_overlap_and_sequential():
