@@ -166,10 +166,15 @@ def once(args: argparse.Namespace) -> dict[str, Any]:
     source, destination = Path(args.source), Path(args.destination)
     from botocore.credentials import Credentials
 
+    from spotrun.agent.allocator import keep_transfer_buffers
     from spotrun.agent.checkpoints import upload_checkpoint
     from spotrun.agent.staging import plan_input, stage
     from spotrun.agent.staging_crt import crt_getter
 
+    if args.tool != "s5cmd":
+        # The agent's process sets its allocator so at its start (spotrun.agent.__main__); the ceiling gets the
+        # same, so that the allocator does not make it slower than spotrun.
+        keep_transfer_buffers()
     s3 = client(args.endpoint)
     s3.list_buckets()  # imports, the connection and the client's first call out of the timing
     # The agent's getter for small objects (the CRT's, as runner.direct_getter makes it beside the S3 client).

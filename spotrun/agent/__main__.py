@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from spotrun.agent.allocator import keep_transfer_buffers
 from spotrun.agent.imds import ImdsClient
 from spotrun.agent.notices import Notice
 from spotrun.agent.notify import install_notice_handler
@@ -87,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = parse_args(argv)
     configure_logging(args.log_level)
+    # Before any transfer, and in the resident parent before its first fork: its step children inherit it.
+    keep_transfer_buffers()
     if args.action == "serve":
         # A notice signal that reaches the parent (not a step) must not end it.
         install_notice_handler()
