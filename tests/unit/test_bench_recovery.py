@@ -190,7 +190,10 @@ def test_the_target_is_judged_against_the_reclaim_and_the_release_is_shown_besid
     assert verdicts["overlap_over_sequential"]["met"] is False
     table = markdown(results)
     assert "its notice (ratio of medians): 0.47\u00d7 **met**" in table
-    assert "- Shown, not judged: recovery \u00f7 the same job with the replacement launched once spotrun" in table
+    assert (
+        "- Shown, not judged: recovery \u00f7 the same job with the replacement launched once spotrun"
+        in table
+    )
     assert "**NOT met**" not in table
 
 
