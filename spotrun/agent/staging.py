@@ -9,10 +9,10 @@ A small object is one GET (:mod:`spotrun.agent.staging_whole`: through the CRT's
 one, else through boto3). An object of :data:`RANGED_THRESHOLD` bytes or more is fetched as parallel ranged
 GETs of :func:`part_size` bytes (S3 serves byte ranges of one object in parallel:
 https://docs.aws.amazon.com/whitepapers/latest/s3-optimizing-performance-best-practices/use-byte-range-fetches.html),
-each written in place (``os.pwrite``) into a file preallocated to the object's size; every range asks for the
-ETag the ``HeadObject`` that chose the check saw (``IfMatch``), so an object overwritten midway fails with 412
-instead of mixing two versions. Ranges of every large file share one pool, so a few large files still make
-``max_workers`` streams.
+each written in place (:func:`spotrun.agent.file_writes.write_at`: 64 KiB per ``pwrite``) into a file
+preallocated to the object's size; every range asks for the ETag the ``HeadObject`` that chose the check saw
+(``IfMatch``), so an object overwritten midway fails with 412 instead of mixing two versions. Ranges of every
+large file share one pool, so a few large files still make ``max_workers`` streams.
 
 Every file lands under a root directory the agent made (the job's directory, or its checkpoint directory), and
 nothing is written through a symbolic link found there (:func:`spotrun.agent.links.real_directories`): a link
@@ -29,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from spotrun.agent.file_writes import write_at
 from spotrun.agent.integrity import (
     Expectation,
     OrderedDigest,
@@ -145,7 +146,7 @@ def _fetch_range(
         while written < length and (chunk := body.read(CHUNK_BYTES)):
             if written + len(chunk) > length:
                 raise VerificationError(f"s3://{item.bucket}/{item.key}: range at {offset} is too long")
-            os.pwrite(descriptor, chunk, offset + written)
+            write_at(descriptor, chunk, offset + written)
             if crc:
                 value = crc32(chunk, value)
             written += len(chunk)

@@ -2,8 +2,9 @@
 
 Two ways to make that GET, verified alike (:mod:`spotrun.agent.staging` chooses; it ranges large objects):
 
-- :func:`download_whole`: through the boto3 client, the body read, written and hashed 256 KiB at a time (one
-  hashing pass: botocore's running checksum is the digest checked when it is of the algorithm needed);
+- :func:`download_whole`: through the boto3 client, the body read and hashed 256 KiB at a time and written in
+  64 KiB pieces (:mod:`.file_writes`; one hashing pass: botocore's running checksum is the digest checked when
+  it is of the algorithm needed);
 - :func:`download_direct`: through a :class:`DirectGetter` (the CRT's S3 client, :mod:`.staging_crt`), which
   writes the body into the file and returns the response's headers, S3's checksum among them. The check is made
   here, in one pass over the file from the page cache: the CRT's own validation cost more CPU than that pass
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from spotrun.agent.file_writes import write_at
 from spotrun.agent.integrity import (
     Expectation,
     StreamDigest,
@@ -94,10 +96,11 @@ def download_whole(s3: S3Reader, item: StageItem) -> Fetched:
     read, shared = body_reader(body, expectation.algorithm)
     digest = StreamDigest(expectation, shared=shared)
     try:
-        with landing(item) as descriptor, os.fdopen(descriptor, "wb", closefd=False) as handle:
+        with landing(item) as descriptor:
+            position = 0
             while chunk := read(CHUNK_BYTES):
                 digest.update(chunk)
-                handle.write(chunk)
+                position += write_at(descriptor, chunk, position)
             raise_if_unverified(item, digest.problems())
     finally:
         body.close()

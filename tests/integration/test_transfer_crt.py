@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import errno
 import hashlib
 import os
 import random
@@ -16,7 +17,7 @@ import pytest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from spotrun.agent import checkpoints, integrity, runner, staging_crt
+from spotrun.agent import checkpoints, file_writes, integrity, runner, staging_crt
 from spotrun.agent.runner import EXIT_REPORTED, execute
 from spotrun.agent.staging import StageItem, StagingError, download_verified, plan_input, stage
 from spotrun.agent.staging_client import transfer_config
@@ -158,6 +159,47 @@ def test_the_crts_get_asks_for_the_objects_checksum_and_gets_it(s3, tmp_path, di
     assert got["ChecksumSHA256"] == base64.b64encode(hashlib.sha256(BODY).digest()).decode()
     assert got["ContentLength"] == len(BODY)
     assert item.destination.read_bytes() == BODY
+
+
+def test_the_crts_body_is_written_64_kib_at_a_time_and_a_failed_write_fails_the_get(
+    s3, tmp_path, direct, monkeypatch
+):
+    # Given an object of 1 MiB and 3 bytes, and every pwrite this process makes recorded
+    _uploaded(s3, tmp_path, "data/w.bin")
+    item = _item(tmp_path, "data/w.bin")
+    sizes: list[int] = []
+    real_pwrite = os.pwrite
+
+    def pwrite(descriptor: int, data: Any, position: int) -> int:
+        sizes.append(len(data))
+        return real_pwrite(descriptor, data, position)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+
+    # When the CRT gets it
+    descriptor = os.open(item.destination, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        direct.get_into(BUCKET, "data/w.bin", descriptor)
+    finally:
+        os.close(descriptor)
+
+    # Then staging wrote the body itself, in pieces of at most 64 KiB (file_writes), and the file is the object
+    assert sizes
+    assert max(sizes) <= file_writes.WRITE_BYTES
+    assert sum(sizes) == len(BODY)
+    assert item.destination.read_bytes() == BODY
+
+    # Given a disk that is full / When the CRT gets the object again / Then the GET fails, naming why
+    def full(descriptor: int, data: Any, position: int) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    descriptor = os.open(tmp_path / "again.bin", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with pytest.raises(staging_crt.DirectGetError, match="No space left on device"):
+            direct.get_into(BUCKET, "data/w.bin", descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def _corrupt_in_storage(key: str) -> None:
