@@ -15,6 +15,11 @@ decides the answer exactly as before (206 and ``Content-Range`` for a satisfiabl
 slicing the view reads only that slice, with ``os.pread`` on the key's file (no shared file position, so no
 lock) or under the key's lock while the object is still in memory. What moto would send whole is read whole.
 
+moto stores an object (or a part) with one ``write`` of the whole body into its temporary file; the body is
+written 64 KiB at a time instead (:func:`store`), the agent's write size (:mod:`spotrun.agent.file_writes`: on
+the development machines, large writes into the page cache cost from one to several times the kernel CPU of
+64 KiB ones, at random). The bytes stored are the same.
+
 moto also computes an object's ETag lazily by seeking and reading the same buffer without the lock; concurrent
 ranged GETs of a fresh object would interleave those reads and corrupt the MD5, so the ETag is computed under
 the key's lock.
@@ -26,6 +31,7 @@ import os
 import threading
 from typing import Any
 
+from spotrun.agent.file_writes import WRITE_BYTES
 from spotrun.local.patches import PatchSet
 
 _LAZY = threading.local()  # set while moto's get_object builds the body of a ranged GET on this thread
@@ -90,6 +96,29 @@ class LazyValue:
         return read_range(self.key, 0, self.size)
 
 
+def store(key: Any, body: bytes) -> None:
+    """Set a moto ``FakeKey``'s body as moto's own setter does, writing it :data:`WRITE_BYTES` at a time.
+
+    Parameters
+    ----------
+    key
+        The ``FakeKey`` (an object, or a part of a multipart upload).
+    body
+        Its new bytes.
+    """
+    buffer = key._value_buffer
+    buffer.seek(0)
+    buffer.truncate()
+    if len(body) <= key._max_buffer_size:
+        buffer.write(body)  # it stays in memory (moto keeps bodies up to this size there)
+    else:
+        buffer.rollover()  # onto its file first, rather than out of memory in one write when it outgrows it
+        view = memoryview(body)
+        for start in range(0, len(view), WRITE_BYTES):
+            buffer.write(view[start : start + WRITE_BYTES])
+    key.contentsize = len(body)
+
+
 def _is_single_part_ranged_get(response: Any) -> bool:
     headers = response.headers
     return (
@@ -137,11 +166,17 @@ def install(patches: PatchSet) -> None:
             return LazyValue(key)
         return value_property.fget(key)
 
+    def set_value(key: Any, body: bytes | str) -> None:
+        if isinstance(body, str):  # moto's own tests set text; nothing of the runtime does
+            value_property.fset(key, body)
+            return
+        store(key, body)
+
     def etag(key: Any) -> str:
         with key.lock:
             return str(etag_property.fget(key))
 
-    patches.add(FakeKey, "value", property(value, value_property.fset))
+    patches.add(FakeKey, "value", property(value, set_value))
     patches.add(FakeKey, "etag", property(etag))
     patches.add(S3Response, "get_object", get_object)
     patches.add(S3Response, "key_response", key_response)

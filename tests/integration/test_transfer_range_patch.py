@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
+from spotrun.agent.file_writes import WRITE_BYTES
 from spotrun.local import s3_range_patch
 from spotrun.local.patches import PatchSet
 
@@ -147,3 +148,31 @@ def test_a_ranged_get_reads_only_its_range_from_the_object(patched_s3, monkeypat
     # Then only that KiB was read, not the 6 MiB object
     assert data == LARGE[4096:5120]
     assert counter[0] == 1024
+
+
+def test_an_object_past_moto_s_memory_buffer_is_stored_64_kib_at_a_time(patched_s3, monkeypatch):
+    # Given every write into a key's buffer recorded
+    client, _ = patched_s3
+    import tempfile
+
+    sizes: list[int] = []
+    real_write = tempfile.SpooledTemporaryFile.write
+
+    def write(self: Any, data: Any) -> int:
+        sizes.append(len(data))
+        return real_write(self, data)
+
+    monkeypatch.setattr(tempfile.SpooledTemporaryFile, "write", write)
+    body = random.Random(3).randbytes(6 * 1024 * 1024 + 11)
+
+    # When an object of 6 MiB and 11 bytes is put, then one of 3,000 bytes
+    client.put_object(Bucket=BUCKET, Key="stored", Body=body)
+    big = list(sizes)
+    client.put_object(Bucket=BUCKET, Key="stored-small", Body=SMALL)
+
+    # Then the large one went into its file 64 KiB at a time, the small one in one write, and both read back whole
+    assert max(big) == WRITE_BYTES
+    assert sum(big) == len(body)
+    assert sizes[len(big) :] == [len(SMALL)]
+    assert client.get_object(Bucket=BUCKET, Key="stored")["Body"].read() == body
+    assert client.get_object(Bucket=BUCKET, Key="stored-small")["Body"].read() == SMALL
