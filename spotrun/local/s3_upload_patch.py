@@ -1,13 +1,16 @@
 """S3 integrity in the emulator: checksum headers and presigned URLs' signatures, as S3 checks them.
 
-moto 5.2.5 stores whatever a PUT carries: it neither checks an ``x-amz-checksum-sha256`` header against the body
-nor verifies a presigned URL's signature. The code upload (:mod:`spotrun.control.code_upload`) relies on both,
-so the emulator checks them as S3 does:
+moto 5.2.5 stores whatever a PUT carries: it neither checks an ``x-amz-checksum-*`` header against the body nor
+verifies a presigned URL's signature. The code upload (:mod:`spotrun.control.code_upload`) relies on both, and
+the agent's uploads on the first (a SHA-256 per object, a CRC-32 per part), so the emulator checks them as S3
+does:
 
-- a PUT whose ``x-amz-checksum-sha256`` differs from the SHA-256 of its body fails with HTTP 400 ``BadDigest``
+- a PUT (an object, or a part of a multipart upload) whose ``x-amz-checksum-sha256``, ``-sha1``, ``-crc32``,
+  ``-crc32c`` or ``-crc64nvme`` header differs from that checksum of its body fails with HTTP 400 ``BadDigest``
   ("If the checksum that you specify doesn't match the checksum that S3 calculates, S3 rejects the request",
   https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.html; the error code:
-  https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html);
+  https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html). CRC-32C and CRC-64/NVME are checked
+  when the CRT (``awscrt``) is installed; a checksum sent in an ``aws-chunked`` trailer is not checked;
 - a presigned SigV4 request (``X-Amz-Signature`` in the query string) is signed again over the headers its
   ``X-Amz-SignedHeaders`` names, as the request carries them, with the secret of its access key (the emulator's
   own credentials, or a session moto's STS issued); a mismatch, a signed header missing, or an expired URL fails
@@ -26,6 +29,7 @@ without moto's two extra copies of the whole object (see :func:`full_object_chec
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import urllib.parse
@@ -136,6 +140,50 @@ def _running_checksums() -> dict[str, tuple[Callable[[bytes, int], int], int]]:
     return running
 
 
+def _crc_digest(function: Callable[[bytes, int], int], width: int) -> Callable[[bytes], bytes]:
+    return lambda body: function(body, 0).to_bytes(width, "big")
+
+
+@functools.cache
+def _digests() -> dict[str, Callable[[bytes], bytes]]:
+    # What S3 computes for each checksum header a PUT may carry: the digest, or the CRC as big-endian bytes.
+    digests: dict[str, Callable[[bytes], bytes]] = {
+        "SHA256": lambda body: hashlib.sha256(body).digest(),
+        "SHA1": lambda body: hashlib.sha1(body, usedforsecurity=False).digest(),
+    }
+    for algorithm, (function, width) in _running_checksums().items():
+        digests[algorithm] = _crc_digest(function, width)
+    return digests
+
+
+def checksum_mismatch(headers: Any, body: Any) -> str | None:
+    """The algorithm of the first ``x-amz-checksum-*`` header that differs from the body's checksum, if any.
+
+    Parameters
+    ----------
+    headers
+        The request's headers (any mapping that ``get``s case-insensitively, as moto's do).
+    body
+        The request's body (``bytes``, or what moto holds for an empty one).
+
+    Returns
+    -------
+    str or None
+        ``"SHA256"``, ``"CRC32"``, ...: what S3 names in its ``BadDigest`` message; None when every checksum
+        header the request carries matches (or it carries none).
+    """
+    data: bytes | None = None
+    for algorithm, digest in _digests().items():
+        sent = headers.get(f"x-amz-checksum-{algorithm.lower()}")
+        if sent is None:
+            continue
+        if data is None:
+            data = body if isinstance(body, bytes) else bytes(body or b"")
+        if base64.b64encode(digest(data)).decode() != sent:
+            return algorithm
+    return None
+
+
 def full_object_checksums(patches: PatchSet) -> None:
     """Compute a multipart upload's FULL_OBJECT checksum part by part as moto joins them, without copying them.
 
@@ -205,12 +253,11 @@ def install(patches: PatchSet) -> None:
         if problem is not None:
             code = "AccessDenied" if problem == "Request has expired" else "SignatureDoesNotMatch"
             raise S3ClientError(code, problem)
-        checksum = self.headers.get("x-amz-checksum-sha256")
-        if request.method == "PUT" and key_name and checksum is not None:
-            body = self.body if isinstance(self.body, bytes) else bytes(self.body or b"")
-            if base64.b64encode(hashlib.sha256(body).digest()).decode() != checksum:
+        if request.method == "PUT" and key_name:
+            mismatch = checksum_mismatch(self.headers, self.body)
+            if mismatch is not None:
                 raise S3ClientError(
-                    "BadDigest", "The SHA256 you specified did not match the calculated checksum."
+                    "BadDigest", f"The {mismatch} you specified did not match the calculated checksum."
                 )
         original(self, bucket_name=bucket_name, key_name=key_name)
 
