@@ -17,10 +17,12 @@ unexport PYTHONDONTWRITEBYTECODE
 # $(call install,EXTRA): create the venv if needed, install the project with that extra, stamp the target.
 # --no-compile: pip would byte-compile every module of every package (torch, transformers, the CDK...), most of
 # which nothing here imports; Python compiles a module to __pycache__ at its first import instead, once.
+# PYTHONWARNINGS: setuptools warns, on every editable install, that a folder named like the package may shadow it
+# (this tree's spotrun/ is that package); nothing to act on, so a first run does not print it.
 define install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[$(1)]'
+	PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip install --quiet --no-compile -e '.[$(1)]'
 	touch $@
 endef
 
