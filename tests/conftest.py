@@ -71,3 +71,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keys = slowest_first([item.nodeid.split("::", 1)[0] for item in items])
     order = sorted(range(len(items)), key=keys.__getitem__)
     items[:] = [items[index] for index in order]
+
+
+@pytest.fixture
+def pwrites(monkeypatch) -> list[int]:
+    """The size of every ``os.pwrite`` made while the test runs (a write made any other way is not counted)."""
+    sizes: list[int] = []
+    real_pwrite = os.pwrite
+
+    def pwrite(descriptor: int, data: bytes, position: int) -> int:
+        sizes.append(len(data))
+        return real_pwrite(descriptor, data, position)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    return sizes

@@ -162,19 +162,11 @@ def test_the_crts_get_asks_for_the_objects_checksum_and_gets_it(s3, tmp_path, di
 
 
 def test_the_crts_body_is_written_64_kib_at_a_time_and_a_failed_write_fails_the_get(
-    s3, tmp_path, direct, monkeypatch
+    s3, tmp_path, direct, monkeypatch, pwrites
 ):
     # Given an object of 1 MiB and 3 bytes, and every pwrite this process makes recorded
     _uploaded(s3, tmp_path, "data/w.bin")
     item = _item(tmp_path, "data/w.bin")
-    sizes: list[int] = []
-    real_pwrite = os.pwrite
-
-    def pwrite(descriptor: int, data: Any, position: int) -> int:
-        sizes.append(len(data))
-        return real_pwrite(descriptor, data, position)
-
-    monkeypatch.setattr(os, "pwrite", pwrite)
 
     # When the CRT gets it
     descriptor = os.open(item.destination, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
@@ -184,9 +176,9 @@ def test_the_crts_body_is_written_64_kib_at_a_time_and_a_failed_write_fails_the_
         os.close(descriptor)
 
     # Then staging wrote the body itself, in pieces of at most 64 KiB (file_writes), and the file is the object
-    assert sizes
-    assert max(sizes) <= file_writes.WRITE_BYTES
-    assert sum(sizes) == len(BODY)
+    assert pwrites
+    assert max(pwrites) <= file_writes.WRITE_BYTES
+    assert sum(pwrites) == len(BODY)
     assert item.destination.read_bytes() == BODY
 
     # Given a disk that is full / When the CRT gets the object again / Then the GET fails, naming why

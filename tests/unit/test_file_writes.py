@@ -15,21 +15,7 @@ from spotrun.agent.staging import MIB, StageItem
 from tests.unit.test_staging import BUCKET, FakeS3
 
 
-@pytest.fixture
-def writes(monkeypatch) -> list[int]:
-    """The size of every ``os.pwrite`` made while the test runs (a write made any other way is not counted)."""
-    sizes: list[int] = []
-    real_pwrite = os.pwrite
-
-    def pwrite(descriptor: int, data: bytes, position: int) -> int:
-        sizes.append(len(data))
-        return real_pwrite(descriptor, data, position)
-
-    monkeypatch.setattr(os, "pwrite", pwrite)
-    return sizes
-
-
-def test_write_at_writes_every_byte_in_place_64_kib_at_a_time(tmp_path, writes):
+def test_write_at_writes_every_byte_in_place_64_kib_at_a_time(tmp_path, pwrites):
     # Given a file of zeros and 300 KiB to write into its middle
     path = tmp_path / "f"
     path.write_bytes(bytes(400 * 1024))
@@ -45,7 +31,7 @@ def test_write_at_writes_every_byte_in_place_64_kib_at_a_time(tmp_path, writes):
     # Then all of it landed there, in five writes of at most 64 KiB
     assert written == len(data)
     assert path.read_bytes() == bytes(1000) + data + bytes(400 * 1024 - 1000 - len(data))
-    assert writes == [WRITE_BYTES] * 4 + [len(data) - 4 * WRITE_BYTES]
+    assert pwrites == [WRITE_BYTES] * 4 + [len(data) - 4 * WRITE_BYTES]
 
 
 def test_write_at_carries_on_after_a_short_write_and_refuses_a_write_of_nothing(tmp_path, monkeypatch):
@@ -78,7 +64,7 @@ def test_write_at_carries_on_after_a_short_write_and_refuses_a_write_of_nothing(
 
 
 @pytest.mark.parametrize(("size", "ranged"), [(MIB + 7, False), (24 * MIB + 5, True)])
-def test_staging_writes_its_files_64_kib_at_a_time(tmp_path: Path, writes, size, ranged):
+def test_staging_writes_its_files_64_kib_at_a_time(tmp_path: Path, pwrites, size, ranged):
     # Given an object under the ranged threshold (one GET through boto3) and one over it (ranged GETs)
     body = random.Random(size).randbytes(size)
     s3 = FakeS3()
@@ -92,5 +78,5 @@ def test_staging_writes_its_files_64_kib_at_a_time(tmp_path: Path, writes, size,
     # Then the file is the object, written by pwrite in pieces of at most 64 KiB that add up to it
     assert (tmp_path / "data.bin").read_bytes() == body
     assert (staged.requests > 1) is ranged
-    assert max(writes) <= file_writes.WRITE_BYTES
-    assert sum(writes) == size
+    assert max(pwrites) <= file_writes.WRITE_BYTES
+    assert sum(pwrites) == size
