@@ -83,6 +83,10 @@ VALIDATOR_ONLY_RULES = [
     # and a name given in both training.env and training.secrets (a relation between two maps' keys).
     r"training\.secrets\.\w+: .+ is not a reference this deployment allows .+",
     r"training: .+: named in both training\.env and training\.secrets; .+",
+    # A ${NAME} in the command or a setup command names a variable spotrun sets or a key of training.env, and
+    # never one of training.secrets: a relation between the argv's strings and the two maps' keys.
+    r"training: (command|setup\[\d+\]): \$\{.*\} names neither a SPOTRUN_ variable .+",
+    r"training: (command|setup\[\d+\]): \$\{.*\} names a secret of training\.secrets, .+",
     # training.workdir is a local path only the CLI resolves: every server-side entry point refuses it.
     r"training\.workdir: .+ is a directory on the machine that wrote the manifest, .+",
     # A deadline on-demand cannot meet: arithmetic on the work, the deadline and the submission time.
