@@ -211,14 +211,15 @@ def once(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def serve() -> None:
-    """Run the emulator's S3 as the runtime does (server and S3 patches), print its endpoint, wait for EOF."""
+    """Run the emulator's S3 as the runtime does (server, dispatch and S3 patches), print its endpoint, wait for EOF."""
     os.environ.update(CREDENTIALS)
-    from spotrun.local import s3_range_patch, s3_upload_patch
+    from spotrun.local import dispatch_patch, s3_range_patch, s3_upload_patch
     from spotrun.local.patches import PatchSet
     from spotrun.local.server import EmbeddedServer
 
     patches = PatchSet()
     s3_upload_patch.install(patches)
+    dispatch_patch.install(patches)  # as spotrun.local.runtime installs it: no directory listing per request
     s3_range_patch.install(patches)
     server = EmbeddedServer()
     endpoint = server.start()

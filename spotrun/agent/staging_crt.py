@@ -15,11 +15,13 @@ rename (:mod:`spotrun.agent.staging_whole`), the link checks, the retry. What th
 - the body handed to Python as it arrives (a small object's in one piece) and written into the temporary file
   staging created (``O_EXCL | O_NOFOLLOW``) through that open descriptor, 64 KiB per write
   (:mod:`spotrun.agent.file_writes`), so that nothing put at that name after it was created can be written
-  through.
+  through; its CRC-32 is computed as it is written (:func:`spotrun.agent.integrity.crc32`: a hundredth of a
+  SHA-256's CPU with ISA-L).
 
 The CRT is not asked to validate the checksum: its validation cost its event loop 1-2 CPU-s more per GiB of
-1 MiB objects, where hashing the written file once from the page cache costs staging about 0.6
-(docs/transfers.md), and staging's pass makes the same comparison.
+1 MiB objects (docs/transfers.md). An object that carries a CRC-32 (the agent's uploads, boto3's default) is
+checked against the CRC-32 computed on the way in; any other check hashes the written file once, from the page
+cache (about 0.6 CPU-s per GiB for a SHA-256).
 
 The URL of an object is botocore's: the first GET of a bucket asks the boto3 client for a presigned URL (pure
 computation, no request), which applies its endpoint rules (virtual-hosted or path-style, a custom endpoint
@@ -34,7 +36,9 @@ import urllib.parse
 from typing import Any
 
 from spotrun.agent.file_writes import write_at
+from spotrun.agent.integrity import crc32
 from spotrun.agent.staging_plan import StagingError
+from spotrun.agent.staging_whole import Received
 
 # A key that needs no escaping: the part of a presigned URL's path before it is the bucket's (see below).
 _PROBE_KEY = "spotrun-probe"
@@ -54,6 +58,34 @@ _RESPONSE_HEADERS = {
     "x-amz-server-side-encryption": "ServerSideEncryption",
     "x-amz-server-side-encryption-customer-algorithm": "SSECustomerAlgorithm",
 }
+
+
+class _Response:
+    """The CRT's callbacks for one GET: the headers kept, each piece of the body written in place.
+
+    When ``crc32`` is asked for and the response carries a CRC-32 (``x-amz-checksum-crc32``: the headers come
+    before the body), the body's CRC-32 is computed as it is written, while it arrives in order.
+    """
+
+    def __init__(self, descriptor: int, crc32: bool):
+        self._descriptor = descriptor
+        self._want_crc32 = crc32
+        self._position = 0
+        self.headers: list[tuple[str, str]] = []
+        self.crc32: int | None = None
+
+    def on_headers(self, headers: list[tuple[str, str]], **_: Any) -> None:
+        self.headers.extend(headers)
+        if self._want_crc32 and any(name.lower() == "x-amz-checksum-crc32" for name, _ in headers):
+            self.crc32 = 0
+
+    def on_body(self, chunk: bytes, offset: int, **_: Any) -> None:
+        write_at(self._descriptor, chunk, offset)
+        if self.crc32 is not None and offset == self._position:
+            self.crc32 = crc32(chunk, self.crc32)
+            self._position += len(chunk)
+        else:  # not asked for, or out of order: the check reads the file back instead
+            self.crc32 = None
 
 
 def response_of(headers: list[tuple[str, str]]) -> dict[str, Any]:
@@ -129,7 +161,7 @@ class CrtGetter:
                 self._addresses[bucket] = (url.netloc, url.path[: -len(_PROBE_KEY)])
             return self._addresses[bucket]
 
-    def get_into(self, bucket: str, key: str, descriptor: int) -> dict[str, Any]:
+    def get_into(self, bucket: str, key: str, descriptor: int, *, crc32: bool = True) -> Received:
         """GET ``s3://bucket/key`` into the empty file open at ``descriptor``.
 
         Parameters
@@ -138,12 +170,15 @@ class CrtGetter:
             The object.
         descriptor
             A file this process created for it (staging's temporary file), empty.
+        crc32
+            Compute the body's CRC-32 as it is written, if the object carries one (the check staging makes
+            unless a SHA-256 is known in advance).
 
         Returns
         -------
-        dict
+        Received
             The response's headers as boto3 names them in ``get_object``'s response (``ContentLength``,
-            ``ETag``, ``ChecksumSHA256``, ...): what :func:`spotrun.agent.integrity.expectation_for` reads.
+            ``ETag``, ``ChecksumSHA256``, ...), and the CRC-32 of the body written.
 
         Raises
         ------
@@ -162,7 +197,7 @@ class CrtGetter:
                 [("host", host), ("Content-Length", "0"), ("x-amz-checksum-mode", "ENABLED")]
             ),
         )
-        headers: list[tuple[str, str]] = []
+        response = _Response(descriptor, crc32)
         meta = client.make_request(
             type=awscrt.s3.S3RequestType.DEFAULT,
             operation_name="GetObject",
@@ -170,14 +205,14 @@ class CrtGetter:
             # The body written here rather than by the CRT (``recv_filepath``), which writes each object in one
             # piece: 64 KiB per write keeps the kernel's side cheap (:mod:`spotrun.agent.file_writes`). A small
             # object's body arrives in one call, so this is one call into Python per object.
-            on_body=lambda chunk, offset, **_: write_at(descriptor, chunk, offset),
-            on_headers=lambda **kwargs: headers.extend(kwargs["headers"]),
+            on_body=response.on_body,
+            on_headers=response.on_headers,
         )
         try:
             meta.finished_future.result()
         except Exception as exc:
             raise DirectGetError(f"GetObject: {_describe(exc)}") from exc
-        return response_of(headers)
+        return Received(response_of(response.headers), response.crc32)
 
 
 def _describe(exc: Exception) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from spotrun.agent.file_writes import write_at
 from spotrun.agent.integrity import (
@@ -107,11 +107,28 @@ def download_whole(s3: S3Reader, item: StageItem) -> Fetched:
     return Fetched(digest.size, expectation.algorithm, 1)
 
 
+class Received(NamedTuple):
+    """What a :class:`DirectGetter` wrote.
+
+    Attributes
+    ----------
+    response
+        The response's fields as boto3 names them in ``get_object``'s (``ContentLength``, ``ETag``,
+        ``ChecksumCRC32``...): what :func:`spotrun.agent.integrity.expectation_for` reads.
+    crc32
+        The CRC-32 of the body as it was written, front to back; None when it did not arrive in order.
+    """
+
+    response: dict[str, Any]
+    crc32: int | None
+
+
 class DirectGetter(Protocol):
     """Whole-object GETs into an open file (:mod:`.staging_crt`)."""
 
-    def get_into(self, bucket: str, key: str, descriptor: int) -> dict[str, Any]:
-        """GET the object into the empty file at ``descriptor``; return the response's fields, checksums included."""
+    def get_into(self, bucket: str, key: str, descriptor: int, *, crc32: bool = True) -> Received:
+        """GET the object into the empty file at ``descriptor``; return its response (and, when ``crc32`` and
+        the object carries a CRC-32, the body's)."""
         ...
 
 
@@ -134,10 +151,14 @@ def download_direct(direct: DirectGetter, item: StageItem) -> Fetched:
         When the bytes do not pass the check (the temporary file is removed; nothing is renamed).
     """
     with landing(item) as descriptor:
-        expectation = expectation_for(direct.get_into(item.bucket, item.key, descriptor), item.sha256)
+        # A SHA-256 known in advance is the check (expectation_for), whatever else the object carries.
+        received = direct.get_into(item.bucket, item.key, descriptor, crc32=item.sha256 is None)
+        expectation = expectation_for(received.response, item.sha256)
         size = os.fstat(descriptor).st_size
         if expectation.algorithm == "size":
             found = problems(expectation, size, None)
+        elif expectation.algorithm == "crc32" and received.crc32 is not None:
+            found = problems(expectation, size, received.crc32)  # computed as it was written: no read-back
         else:
             found = _read_back_problems(descriptor, expectation)
         raise_if_unverified(item, found)

@@ -5,8 +5,11 @@ a commit marker or an output list records) and the checksum S3 checks on arrival
 does not read the bytes again to compute its own
 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.html):
 
-- a file under :data:`MULTIPART_THRESHOLD` is one ``PutObject`` whose ``ChecksumSHA256`` is that same SHA-256:
-  S3 keeps it as the object's full-object checksum, so staging can verify the object without the marker;
+- a file under :data:`MULTIPART_THRESHOLD` is one ``PutObject`` with its CRC-32 (``ChecksumCRC32``), which S3
+  keeps as the object's full-object checksum, so staging can verify the object without the marker, and as it
+  receives it. A CRC-32 rather than the SHA-256 already computed: S3's check, staging's check (a CRC-32 is a
+  hundredth of a SHA-256's CPU with ISA-L) and the emulator's, which shares the agent's cores, all cost less,
+  for the same protection against a damaged transfer (docs/transfers.md, "Tenth pass");
 - a larger one is a multipart upload of parts sized by :func:`spotrun.agent.staging.part_size` (8-64 MiB, about
   16 parts), sent in parallel, each with its CRC-32 (``ChecksumCRC32``) in an upload of checksum type
   ``FULL_OBJECT``: S3 checks each part, then the whole object's CRC-32, which is combined from the parts' here
@@ -117,12 +120,16 @@ def _put_small(s3: Any, handle: BinaryIO, size: int, bucket: str, key: str, extr
     data = handle.read(size + 1)
     if len(data) != size:
         raise FileChangedError(f"{key}: the file changed size during its upload")
-    digest = hashlib.sha256(data).digest()
     # ChecksumAlgorithm names it (x-amz-sdk-checksum-algorithm); the value given is not computed again.
     s3.put_object(
-        Bucket=bucket, Key=key, Body=data, ChecksumAlgorithm="SHA256", ChecksumSHA256=_b64(digest), **extra
+        Bucket=bucket,
+        Key=key,
+        Body=data,
+        ChecksumAlgorithm="CRC32",
+        ChecksumCRC32=_b64(crc32(data).to_bytes(4, "big")),
+        **extra,
     )
-    return digest.hex()
+    return hashlib.sha256(data).hexdigest()
 
 
 def _put_multipart(

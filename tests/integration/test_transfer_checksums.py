@@ -38,10 +38,8 @@ def hashed(monkeypatch) -> list[str]:
 
 
 def test_a_whole_get_is_verified_from_botocores_digest_without_a_second_hash(s3, tmp_path, hashed):
-    # Given an object uploaded as the agent uploads it (one PUT carrying its SHA-256)
-    source = tmp_path / "weights.bin"
-    source.write_bytes(BODY)
-    upload_file(s3, source, BUCKET, "data/weights.bin")
+    # Given an object uploaded in one PUT carrying its SHA-256
+    s3.put_object(Bucket=BUCKET, Key="data/weights.bin", Body=BODY, ChecksumAlgorithm="SHA256")
     item = StageItem(BUCKET, "data/weights.bin", tmp_path / "out" / "weights.bin", size=len(BODY))
     item.destination.parent.mkdir()
 

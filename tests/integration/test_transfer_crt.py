@@ -17,7 +17,7 @@ import pytest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from spotrun.agent import checkpoints, file_writes, integrity, runner, staging_crt
+from spotrun.agent import checkpoints, file_writes, integrity, runner, staging_crt, staging_whole
 from spotrun.agent.runner import EXIT_REPORTED, execute
 from spotrun.agent.staging import StageItem, StagingError, download_verified, plan_input, stage
 from spotrun.agent.staging_client import transfer_config
@@ -109,7 +109,22 @@ def hashed(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(integrity, "new_hash", counting)
     monkeypatch.setattr(integrity, "crc32", counting_crc)
+    monkeypatch.setattr(staging_crt, "crc32", counting_crc)
     return started
+
+
+@pytest.fixture
+def read_back(monkeypatch) -> list[str]:
+    """The algorithms a staged file was read back from the page cache for."""
+    seen: list[str] = []
+    real = staging_whole._read_back_problems
+
+    def recording(descriptor: int, expectation: Any) -> list[str]:
+        seen.append(expectation.algorithm)
+        return real(descriptor, expectation)
+
+    monkeypatch.setattr(staging_whole, "_read_back_problems", recording)
+    return seen
 
 
 def _item(tmp_path: Path, key: str, **fields: Any) -> StageItem:
@@ -121,13 +136,13 @@ def _item(tmp_path: Path, key: str, **fields: Any) -> StageItem:
 def _uploaded(s3: Any, tmp_path: Path, key: str, body: bytes = BODY) -> None:
     source = tmp_path / "source.bin"
     source.write_bytes(body)
-    upload_file(s3, source, BUCKET, key)  # one PUT carrying its SHA-256, as the agent uploads
+    upload_file(s3, source, BUCKET, key)  # one PUT carrying its CRC-32, as the agent uploads
 
 
-def test_the_crt_fetches_small_objects_and_each_is_hashed_once_for_its_sha256(
-    s3, tmp_path, gets, direct, hashed
+def test_the_crt_fetches_small_objects_and_each_is_hashed_once_for_its_crc32(
+    s3, tmp_path, gets, direct, hashed, read_back
 ):
-    # Given 20 objects uploaded as the agent uploads them (each with its SHA-256)
+    # Given 20 objects of under 256 KiB uploaded as the agent uploads them (each with its CRC-32)
     bodies = {
         f"data/part-{index:02d}.bin": random.Random(index).randbytes(200_000 + index) for index in range(20)
     }
@@ -139,16 +154,60 @@ def test_the_crt_fetches_small_objects_and_each_is_hashed_once_for_its_sha256(
     # When they are staged with the CRT's getter
     report = stage(s3, plan_input(s3, f"s3://{BUCKET}/data/", out), root=out, direct=direct)
 
-    # Then every byte arrived, no GET went through boto3, and each file was hashed once, for the SHA-256 S3 keeps
+    # Then every byte arrived, no GET went through boto3, and each file went once through the CRC-32 S3 keeps,
+    # as it was written: none was read back
     assert report.files == 20
     assert {f"data/{path.name}": path.read_bytes() for path in out.iterdir()} == bodies
     assert gets == []
-    assert hashed == ["sha256"] * 20
+    assert hashed == ["crc32"] * 20
+    assert read_back == []
 
 
-def test_the_crts_get_asks_for_the_objects_checksum_and_gets_it(s3, tmp_path, direct):
-    # Given an object carrying its SHA-256
-    _uploaded(s3, tmp_path, "data/w.bin")
+def test_an_object_with_its_sha256_is_read_back_once_for_it(s3, tmp_path, direct, hashed, read_back):
+    # Given an object carrying only its SHA-256
+    s3.put_object(Bucket=BUCKET, Key="data/w.bin", Body=BODY, ChecksumAlgorithm="SHA256")
+
+    # When the CRT stages it
+    staged = download_verified(s3, _item(tmp_path, "data/w.bin"), root=tmp_path / "out", direct=direct)
+
+    # Then the written file was hashed once, from the page cache, for that SHA-256
+    assert staged.algorithm == "sha256"
+    assert read_back == ["sha256"]
+    assert [name for name in hashed if name == "sha256"] == ["sha256"]
+
+
+def test_a_body_in_pieces_out_of_order_is_written_in_place_and_gives_no_crc(tmp_path):
+    # Given the CRT's callbacks over a new file, for two responses that carry a CRC-32
+    descriptor = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    in_order, out_of_order = (staging_crt._Response(descriptor, crc32=True) for _ in range(2))
+    for response in (in_order, out_of_order):
+        response.on_headers(headers=[("x-amz-checksum-crc32", "AAAAAA==")])
+
+    # When one receives its pieces in order and the other does not
+    in_order.on_body(b"abc", 0)
+    in_order.on_body(b"def", 3)
+    out_of_order.on_body(b"def", 3)
+    out_of_order.on_body(b"abc", 0)
+    os.close(descriptor)
+
+    # Then both wrote every byte in place; only the first has a CRC-32, of the whole body
+    assert (tmp_path / "f").read_bytes() == b"abcdef"
+    assert in_order.crc32 == integrity.crc32(b"abcdef")
+    assert out_of_order.crc32 is None
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "field", "digest"),
+    [
+        ("SHA256", "ChecksumSHA256", hashlib.sha256(BODY).digest()),
+        ("CRC32", "ChecksumCRC32", integrity.crc32(BODY).to_bytes(4, "big")),
+    ],
+)
+def test_the_crts_get_asks_for_the_objects_checksum_and_gets_it(
+    s3, tmp_path, direct, algorithm, field, digest
+):
+    # Given an object carrying its checksum
+    s3.put_object(Bucket=BUCKET, Key="data/w.bin", Body=BODY, ChecksumAlgorithm=algorithm)
     item = _item(tmp_path, "data/w.bin")
 
     # When the CRT gets it
@@ -156,9 +215,11 @@ def test_the_crts_get_asks_for_the_objects_checksum_and_gets_it(s3, tmp_path, di
     got = direct.get_into(BUCKET, "data/w.bin", descriptor)
 
     # Then the response carried the checksum, and the body is in the file
-    assert got["ChecksumSHA256"] == base64.b64encode(hashlib.sha256(BODY).digest()).decode()
-    assert got["ContentLength"] == len(BODY)
+    assert got.response[field] == base64.b64encode(digest).decode()
+    assert got.response["ContentLength"] == len(BODY)
     assert item.destination.read_bytes() == BODY
+    # and the CRC-32 of what was written came with it when the object carries one
+    assert got.crc32 == (integrity.crc32(BODY) if algorithm == "CRC32" else None)
 
 
 def test_the_crts_body_is_written_64_kib_at_a_time_and_a_failed_write_fails_the_get(
@@ -204,14 +265,23 @@ def _corrupt_in_storage(key: str) -> None:
     stored.value = bytes(body)
 
 
-def test_a_body_that_differs_from_s3s_checksum_fails_and_leaves_no_file(s3, tmp_path, direct):
-    # Given an object whose stored body no longer matches the SHA-256 S3 keeps for it
-    _uploaded(s3, tmp_path, "data/bad.bin")
+@pytest.mark.parametrize(
+    ("algorithm", "finding"),
+    [
+        ("SHA256", "SHA-256 differs from the object's ChecksumSHA256"),
+        ("CRC32", "CRC32 differs from the object's ChecksumCRC32"),
+    ],
+)
+def test_a_body_that_differs_from_s3s_checksum_fails_and_leaves_no_file(
+    s3, tmp_path, direct, algorithm, finding
+):
+    # Given an object whose stored body no longer matches the checksum S3 keeps for it
+    s3.put_object(Bucket=BUCKET, Key="data/bad.bin", Body=BODY, ChecksumAlgorithm=algorithm)
     _corrupt_in_storage("data/bad.bin")
     item = _item(tmp_path, "data/bad.bin")
 
     # When it is staged through the CRT, Then both attempts fail on the checksum, and nothing is left behind
-    with pytest.raises(StagingError, match="SHA-256 differs from the object's ChecksumSHA256"):
+    with pytest.raises(StagingError, match=finding):
         download_verified(s3, item, root=item.destination.parent, direct=direct)
     assert list(item.destination.parent.iterdir()) == []
 

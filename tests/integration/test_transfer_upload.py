@@ -70,15 +70,18 @@ def test_a_large_checkpoint_file_is_a_multipart_upload_and_its_marker_sha256_mat
     assert head["ChecksumType"] == "FULL_OBJECT"
     assert head["ChecksumCRC32"] == upload._b64(zlib.crc32(BODY).to_bytes(4, "big"))
     small = s3.head_object(Bucket=BUCKET, Key=prefix + "meta.json", ChecksumMode="ENABLED")
-    assert small["ChecksumSHA256"] == upload._b64(hashlib.sha256(b'{"step": 100}').digest())
+    assert small["ChecksumCRC32"] == upload._b64(zlib.crc32(b'{"step": 100}').to_bytes(4, "big"))
+    assert listed["meta.json"] == hashlib.sha256(b'{"step": 100}').hexdigest()
 
     # and the checkpoint restores, verified, with ranged GETs
     restored = checkpoints.download_checkpoint(s3, BUCKET, JOB, 100, tmp_path / "restore")
     assert (restored.path / "weights.bin").read_bytes() == BODY
 
 
-def test_each_byte_of_an_upload_is_read_once_and_hashed_once(s3, tmp_path, monkeypatch):
-    # Given reads, SHA-256 and CRC-32 in the upload that count the bytes they see
+@pytest.mark.parametrize("size", [SIZE, MIB], ids=["multipart", "one-put"])
+def test_each_byte_of_an_upload_is_read_once_and_hashed_once(s3, tmp_path, monkeypatch, size):
+    # Given reads, SHA-256 and CRC-32 in the upload that count the bytes they see (botocore computes nothing
+    # of its own when it is given the checksum; its CRC-32, the CRT's, is not counted here)
     seen = {"read": 0, "sha256": 0, "crc32": 0}
     real_open, real_sha256, real_crc32 = upload.open_regular, hashlib.sha256, zlib.crc32
 
@@ -127,14 +130,17 @@ def test_each_byte_of_an_upload_is_read_once_and_hashed_once(s3, tmp_path, monke
     monkeypatch.setattr(upload.hashlib, "sha256", CountingSha256)
     monkeypatch.setattr(upload, "crc32", counting_crc32)
     path = tmp_path / "weights.bin"
-    path.write_bytes(BODY)
+    path.write_bytes(BODY[:size])
 
-    # When a large file is uploaded
-    size, sha256 = upload.upload_file(s3, path, BUCKET, "out/weights.bin")
+    # When the file is uploaded
+    uploaded = upload.upload_file(s3, path, BUCKET, "out/weights.bin")
 
-    # Then the file was read once, and that read went once through the SHA-256 and once through the CRC-32
-    assert (size, sha256) == (SIZE, real_sha256(BODY).hexdigest())
-    assert seen == {"read": SIZE, "sha256": SIZE, "crc32": SIZE}
+    # Then it was read once, and that read went once through the SHA-256 and once through the CRC-32
+    assert uploaded == (size, real_sha256(BODY[:size]).hexdigest())
+    assert seen == {"read": size, "sha256": size, "crc32": size}
+    # and S3 keeps that CRC-32 as the object's full-object checksum
+    head = s3.head_object(Bucket=BUCKET, Key="out/weights.bin", ChecksumMode="ENABLED")
+    assert head["ChecksumCRC32"] == upload._b64(real_crc32(BODY[:size]).to_bytes(4, "big"))
 
 
 def test_a_file_that_grows_during_its_upload_is_refused_and_the_upload_aborted(s3, tmp_path, monkeypatch):
