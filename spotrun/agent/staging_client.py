@@ -12,8 +12,8 @@ measured against, so that neither has an advantage of configuration over the oth
   uploaded byte once more (SHA-256) for the signature; over HTTPS botocore already skips that hash when a
   checksum header is present, and S3 accepts ``UNSIGNED-PAYLOAD`` for a body
   (https://docs.aws.amazon.com/AmazonS3/latest/API/sig-v4-header-based-auth.html). Integrity is not weakened:
-  every upload of :mod:`spotrun.agent.upload` carries its own checksum (``ChecksumSHA256``, or a CRC-32 per
-  part and for the whole object) that S3 checks on arrival, and botocore still adds a CRC-32 to any other
+  every upload of :mod:`spotrun.agent.upload` carries its own checksums (a CRC-32 of the whole object, and of
+  each part of a multipart upload) that S3 checks on arrival, and botocore still adds a CRC-32 to any other
   ``PutObject`` (``request_checksum_calculation`` left at ``when_supported``). Only the emulator's endpoint is
   plain HTTP; against real S3 (HTTPS) the bytes signed are the same either way.
 """
