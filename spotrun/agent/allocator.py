@@ -2,7 +2,7 @@
 
 Staging 1,000 objects of 1 MiB allocates and frees a few thousand buffers of 16 KiB to 1 MiB on some 40 threads:
 the CRT's S3 client collects each body in a buffer that grows as it arrives (on its event-loop threads), and
-the read-back that checks each file reads it 256 KiB at a time (on staging's threads). glibc's malloc adjusts its
+the read-back that checks each file reads it 2 MiB at a time (on staging's threads). glibc's malloc adjusts its
 thresholds as it goes (``mallopt(3)``, "M_MMAP_THRESHOLD": a dynamic threshold by default): it maps some of
 these blocks and unmaps them when freed, and hands the free memory at the top of each thread's heap back to the
 kernel. The next buffer then faults its pages in again, zeroed by the kernel: 92,000 to 116,000 minor page faults
@@ -24,11 +24,11 @@ import ctypes
 # mallopt(3)'s parameter numbers, from glibc's <malloc.h>.
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
-# Above the largest buffer a transfer makes (a small object's 1 MiB body; staging's and the upload's pieces are
-# 256 KiB); large objects are ranged, so no body is collected whole.
+# Above the largest buffer a transfer makes (staging's 2 MiB reads, a small object's 1 MiB body); large objects
+# are ranged, so no body is collected whole.
 MMAP_THRESHOLD_BYTES = 4 << 20
-# What a heap may keep free at its top: about 32 buffers of 1 MiB and their read-back pieces, the most a
-# staging has in flight at its default 32 workers, with room to spare.
+# What a heap may keep free at its top: 32 reads of 2 MiB, the most a staging has in flight at its default 32
+# workers (ranged staging went no faster with 128 MiB: docs/transfers.md, tenth pass).
 TRIM_THRESHOLD_BYTES = 64 << 20
 
 

@@ -1,6 +1,6 @@
 """Writing received bytes into a file: at most 64 KiB per ``pwrite``, every byte or an error.
 
-Staging writes what it receives (a 256 KiB piece of a range, a small object's whole 1 MiB body) into the page
+Staging writes what it receives (a 2 MiB piece of a range, a small object's whole 1 MiB body) into the page
 cache, and the size of each write decides what the kernel's side costs. On the development machines, 1 GiB
 written in 256 KiB (or 1 MiB) pieces went at 0.7 to 5.9 GB/s from one run to the next (7 runs of 12 slow), the
 time in the kernel's copy into the page cache; in 64 KiB pieces at 3.5 to 4.9 GB/s every run. The likely

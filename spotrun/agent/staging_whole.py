@@ -2,13 +2,14 @@
 
 Two ways to make that GET, verified alike (:mod:`spotrun.agent.staging` chooses; it ranges large objects):
 
-- :func:`download_whole`: through the boto3 client, the body read and hashed 256 KiB at a time and written in
+- :func:`download_whole`: through the boto3 client, the body read and hashed 2 MiB at a time and written in
   64 KiB pieces (:mod:`.file_writes`; one hashing pass: botocore's running checksum is the digest checked when
   it is of the algorithm needed);
 - :func:`download_direct`: through a :class:`DirectGetter` (the CRT's S3 client, :mod:`.staging_crt`), which
-  writes the body into the file and returns the response's headers, S3's checksum among them. The check is made
-  here, in one pass over the file from the page cache: the CRT's own validation cost more CPU than that pass
-  (docs/transfers.md). The size is always checked.
+  writes the body into the file and returns the response's headers, S3's checksum among them, and the CRC-32 of
+  what it wrote. The check is made here: against that CRC-32 when it is the object's checksum, else in one pass
+  over the file from the page cache. The CRT's own validation cost more CPU than either (docs/transfers.md). The
+  size is always checked.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from spotrun.agent.integrity import (
 )
 from spotrun.agent.staging_plan import Algorithm, S3Reader, StageItem, VerificationError
 
-# Bodies are read (and hashed) 256 KiB at a time, and written 64 KiB at a time (file_writes). Measured against
-# 128 KiB, 512 KiB and 1 MiB (docs/transfers.md, third pass): 1 MiB reads cost 1.6 x the client CPU of 256 KiB
-# ones for the same bytes, a piece that stays in the CPU's cache between the socket read, the write and the CRC,
-# and whose allocation is reused rather than mapped and unmapped afresh; 64 KiB reads cost 1.6 x (ninth pass).
-CHUNK_BYTES = 256 * 1024
+# Bodies are read (and hashed) 2 MiB at a time, and written 64 KiB at a time (file_writes). Fewer reads cost less
+# of botocore's and urllib3's per-call path: 4 x 256 MiB ranged went at 1,049 MB/s with 2 MiB reads, 973 with
+# 1 MiB and 829-846 with 256 KiB (docs/transfers.md, tenth pass). 4 MiB reads were slower (856): a buffer past
+# the allocator's mmap threshold (spotrun.agent.allocator) is mapped and faulted in afresh for every read. When
+# reads were written whole (before the ninth pass), 256 KiB was the fastest size (third pass).
+CHUNK_BYTES = 2 * 1024 * 1024
 
 
 def partial_name(item: StageItem) -> Path:
