@@ -63,13 +63,13 @@ _RESPONSE_HEADERS = {
 class _Response:
     """The CRT's callbacks for one GET: the headers kept, each piece of the body written in place.
 
-    When ``crc32`` is asked for and the response carries a CRC-32 (``x-amz-checksum-crc32``: the headers come
+    When ``want_crc32`` and the response carries a CRC-32 (``x-amz-checksum-crc32``: the headers come
     before the body), the body's CRC-32 is computed as it is written, while it arrives in order.
     """
 
-    def __init__(self, descriptor: int, crc32: bool):
+    def __init__(self, descriptor: int, want_crc32: bool):
         self._descriptor = descriptor
-        self._want_crc32 = crc32
+        self._want_crc32 = want_crc32
         self._position = 0
         self.headers: list[tuple[str, str]] = []
         self.crc32: int | None = None

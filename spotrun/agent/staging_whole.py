@@ -118,7 +118,8 @@ class Received(NamedTuple):
         The response's fields as boto3 names them in ``get_object``'s (``ContentLength``, ``ETag``,
         ``ChecksumCRC32``...): what :func:`spotrun.agent.integrity.expectation_for` reads.
     crc32
-        The CRC-32 of the body as it was written, front to back; None when it did not arrive in order.
+        The CRC-32 of the body as it was written, front to back; None when it was not asked for, the object
+        carries no CRC-32, or the body did not arrive in order (the check then reads the file back).
     """
 
     response: dict[str, Any]
@@ -129,8 +130,7 @@ class DirectGetter(Protocol):
     """Whole-object GETs into an open file (:mod:`.staging_crt`)."""
 
     def get_into(self, bucket: str, key: str, descriptor: int, *, crc32: bool = True) -> Received:
-        """GET the object into the empty file at ``descriptor``; return its response (and, when ``crc32`` and
-        the object carries a CRC-32, the body's)."""
+        """GET the object into the empty file at ``descriptor``; return its response and the body's CRC-32."""
         ...
 
 

@@ -179,7 +179,7 @@ def test_an_object_with_its_sha256_is_read_back_once_for_it(s3, tmp_path, direct
 def test_a_body_in_pieces_out_of_order_is_written_in_place_and_gives_no_crc(tmp_path):
     # Given the CRT's callbacks over a new file, for two responses that carry a CRC-32
     descriptor = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-    in_order, out_of_order = (staging_crt._Response(descriptor, crc32=True) for _ in range(2))
+    in_order, out_of_order = (staging_crt._Response(descriptor, want_crc32=True) for _ in range(2))
     for response in (in_order, out_of_order):
         response.on_headers(headers=[("x-amz-checksum-crc32", "AAAAAA==")])
 
