@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import botocore.loaders
 import botocore.session
@@ -71,6 +72,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keys = slowest_first([item.nodeid.split("::", 1)[0] for item in items])
     order = sorted(range(len(items)), key=keys.__getitem__)
     items[:] = [items[index] for index in order]
+
+
+@pytest.fixture
+def crc_calls(monkeypatch) -> list[tuple[str, int]]:
+    """``(algorithm, bytes)`` of every CRC staging's checks compute (``crcs.running_crc``), in order."""
+    from spotrun.agent import crcs, integrity, staging
+
+    calls: list[tuple[str, int]] = []
+
+    def counting(algorithm: str) -> crcs.RunningCrc | None:
+        running = crcs.running_crc(algorithm)
+        if running is None:
+            return None
+        real: Callable[[bytes, int], int] = running.update
+
+        def update(data: bytes, value: int = 0) -> int:
+            calls.append((algorithm, len(data)))
+            return real(data, value)
+
+        return dataclasses.replace(running, update=update)
+
+    for module in (integrity, staging):
+        monkeypatch.setattr(module, "running_crc", counting)
+    return calls
 
 
 @pytest.fixture

@@ -6,16 +6,17 @@ The check is the strongest one the object allows, in this order:
 2. S3's full-object ``ChecksumSHA256`` (objects uploaded in one PUT with ``ChecksumAlgorithm="SHA256"``);
 3. S3's full-object ``ChecksumCRC32`` (what recent SDKs add by default, and multipart uploads of type
    ``FULL_OBJECT``);
-4. the MD5 in a single-part ETag (not for SSE-KMS / SSE-C objects, whose ETag is not an MD5);
+4. S3's ``ChecksumCRC64NVME`` (always full-object: what S3 adds to an object uploaded without a checksum), when
+   the agent has the CRT to compute it (:mod:`spotrun.agent.crcs`);
+5. the MD5 in a single-part ETag (not for SSE-KMS / SSE-C objects, whose ETag is not an MD5);
 
 and always the size against ``ContentLength``. A composite checksum (``...-N``: a checksum of the parts'
 checksums) is not reproducible from the bytes, so it is not used
 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.html).
 
-Every byte is hashed once. A CRC32 is computed per range, in parallel, and the ranges' CRCs combined
-(:func:`crc32_combine`, as zlib's ``crc32_combine``); SHA-256 and MD5 are sequential, so :class:`OrderedDigest`
-feeds them each range once all the ranges before it have landed. Every CRC-32 of the agent is :func:`crc32`:
-ISA-L's (the ``agent`` extra's ``isal``) when it is installed, else zlib's; both compute the same CRC-32.
+Every byte is hashed once. A CRC is computed per range, in parallel, and the ranges' CRCs combined
+(:mod:`spotrun.agent.crcs`, as zlib's ``crc32_combine``); SHA-256 and MD5 are sequential, so
+:class:`OrderedDigest` feeds them each range once all the ranges before it have landed.
 """
 
 from __future__ import annotations
@@ -30,24 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from spotrun.agent.crcs import crc32, running_crc
 from spotrun.agent.staging_plan import Algorithm
-
-_CRC32_POLYNOMIAL = 0xEDB88320  # zlib's CRC-32, reflected
-
-
-def _fastest_crc32() -> Any:
-    # ISA-L's crc32 (carry-less multiplication, PCLMULQDQ / VPCLMULQDQ) computes zlib's CRC-32 at tens of GB/s
-    # where zlib 1.2's table-driven one does 1.5-3 GB/s: measured on the bench machine, 1 MiB buffers,
-    # docs/transfers.md. Same polynomial, same chaining argument, same result (tests/unit/test_transfer_crc.py).
-    try:
-        from isal.isal_zlib import crc32 as isal_crc32
-    except ImportError:  # the agent installed without its extra: zlib's, slower, the same values
-        return zlib.crc32
-    return isal_crc32
-
-
-crc32 = _fastest_crc32()
-"""``crc32(data, value=0) -> int``: zlib's CRC-32 of ``data`` continuing from ``value``, the fastest available."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +67,11 @@ def expectation_for(response: dict[str, Any], sha256_hex: str | None = None) -> 
         return Expectation(size, "sha256", sha256, sha256_hex)
     if sha256_hex:
         return Expectation(size, "sha256", None, sha256_hex)
-    crc32 = response.get("ChecksumCRC32")
-    if crc32 and not composite and "-" not in crc32:
-        return Expectation(size, "crc32", crc32)
+    crcs: tuple[tuple[Algorithm, str], ...] = (("crc32", "ChecksumCRC32"), ("crc64nvme", "ChecksumCRC64NVME"))
+    for algorithm, field in crcs:
+        value = response.get(field)
+        if value and not composite and "-" not in value and running_crc(algorithm) is not None:
+            return Expectation(size, algorithm, value)
     etag = str(response.get("ETag", "")).strip('"')
     encrypted_with_key = response.get("ServerSideEncryption") == "aws:kms" or response.get(
         "SSECustomerAlgorithm"
@@ -92,62 +79,6 @@ def expectation_for(response: dict[str, Any], sha256_hex: str | None = None) -> 
     if etag and "-" not in etag and len(etag) == 32 and not encrypted_with_key:
         return Expectation(size, "md5", etag.lower())
     return Expectation(size, "size")
-
-
-def _gf2_times(matrix: list[int] | tuple[int, ...], vector: int) -> int:
-    total = 0
-    row = 0
-    while vector:
-        if vector & 1:
-            total ^= matrix[row]
-        vector >>= 1
-        row += 1
-    return total
-
-
-def _gf2_square(matrix: list[int]) -> list[int]:
-    return [_gf2_times(matrix, matrix[row]) for row in range(32)]
-
-
-@functools.lru_cache(maxsize=64)
-def _zeros_operator(length: int) -> tuple[int, ...]:
-    """The GF(2) matrix that moves a CRC-32 past ``length`` zero bytes (ranges share a few lengths: cached)."""
-    # By repeated squaring of the one-zero-bit operator, composing the powers of two that make up the length.
-    power = [_CRC32_POLYNOMIAL] + [1 << row for row in range(31)]  # one zero bit
-    for _ in range(3):
-        power = _gf2_square(power)  # now one zero byte
-    result: list[int] | None = None
-    while length:
-        if length & 1:
-            result = power if result is None else [_gf2_times(power, column) for column in result]
-        length >>= 1
-        if length:
-            power = _gf2_square(power)
-    assert result is not None
-    return tuple(result)
-
-
-def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
-    """CRC-32 of ``a + b`` from ``crc32(a)``, ``crc32(b)`` and ``len(b)`` (zlib's ``crc32_combine``).
-
-    Parameters
-    ----------
-    crc1
-        ``zlib.crc32(a)``.
-    crc2
-        ``zlib.crc32(b)``.
-    length2
-        ``len(b)``.
-
-    Returns
-    -------
-    int
-        ``zlib.crc32(a + b)``.
-    """
-    if length2 <= 0:
-        return crc1
-    # Appending len(b) zero bytes to a is a linear operator on its CRC; then b's CRC is added (xor).
-    return _gf2_times(_zeros_operator(length2), crc1) ^ crc2
 
 
 def problems(expected: Expectation, size: int, digest: bytes | int | None) -> list[str]:
@@ -160,7 +91,7 @@ def problems(expected: Expectation, size: int, digest: bytes | int | None) -> li
     size
         Bytes received.
     digest
-        The SHA-256 or MD5 digest (bytes) or the CRC-32 (int) of those bytes; None for a size-only check.
+        The SHA-256 or MD5 digest (bytes) or the CRC (int) of those bytes; None for a size-only check.
 
     Returns
     -------
@@ -176,10 +107,10 @@ def problems(expected: Expectation, size: int, digest: bytes | int | None) -> li
             found.append("SHA-256 differs from the object's ChecksumSHA256")
         if expected.sha256_hex and digest.hex() != expected.sha256_hex.lower():
             found.append("SHA-256 differs from the expected digest")
-    elif expected.algorithm == "crc32":
+    elif (running := running_crc(expected.algorithm)) is not None:
         assert isinstance(digest, int)
-        if base64.b64encode(digest.to_bytes(4, "big")).decode() != expected.s3_value:
-            found.append("CRC32 differs from the object's ChecksumCRC32")
+        if running.encode(digest) != expected.s3_value:
+            found.append(f"{running.name} differs from the object's Checksum{running.name}")
     elif expected.algorithm == "md5":
         assert isinstance(digest, bytes)
         if digest.hex() != expected.s3_value:
@@ -188,7 +119,7 @@ def problems(expected: Expectation, size: int, digest: bytes | int | None) -> li
 
 
 def new_hash(algorithm: Algorithm) -> Any:
-    """A hashlib object for a sequential algorithm (``sha256`` / ``md5``), None for ``crc32`` / ``size``."""
+    """A hashlib object for a sequential algorithm (``sha256`` / ``md5``), None for a CRC or ``size``."""
     if algorithm == "sha256":
         return hashlib.sha256()
     if algorithm == "md5":
@@ -217,19 +148,18 @@ def sdk_checksum(body: Any, algorithm: Algorithm) -> Any:
     Returns
     -------
     Any
-        An object with ``digest() -> bytes`` (a CRC-32 as 4 big-endian bytes), or None.
+        An object with ``digest() -> bytes`` (a CRC as big-endian bytes), or None.
     """
-    if algorithm not in ("sha256", "crc32"):
-        return None
     from botocore import httpchecksum
 
-    if not isinstance(body, httpchecksum.StreamingChecksumBody):
+    kinds: tuple[type, ...] = {
+        "sha256": (httpchecksum.Sha256Checksum,),
+        "crc32": (httpchecksum.Crc32Checksum, httpchecksum.CrtCrc32Checksum),
+        "crc64nvme": (httpchecksum.CrtCrc64NvmeChecksum,),
+    }.get(algorithm, ())
+    if not kinds or not isinstance(body, httpchecksum.StreamingChecksumBody):
         return None
     checksum = body.checksum
-    if algorithm == "sha256":
-        kinds: tuple[type, ...] = (httpchecksum.Sha256Checksum,)
-    else:
-        kinds = (httpchecksum.Crc32Checksum, httpchecksum.CrtCrc32Checksum)
     return checksum if isinstance(checksum, kinds) else None
 
 
@@ -284,6 +214,7 @@ class StreamDigest:
         self._crc = 0
         self._shared = shared
         self._hash = None if shared is not None else new_hash(expectation.algorithm)
+        self._running = running_crc(expectation.algorithm)
 
     def update(self, chunk: bytes) -> None:
         """Add the next chunk."""
@@ -292,15 +223,15 @@ class StreamDigest:
             return  # the shared checksum has seen this chunk already
         if self._hash is not None:
             self._hash.update(chunk)
-        elif self.expectation.algorithm == "crc32":
-            self._crc = crc32(chunk, self._crc)
+        elif self._running is not None:
+            self._crc = self._running.update(chunk, self._crc)
 
     def problems(self) -> list[str]:
         """What is wrong with the bytes seen (empty: nothing)."""
-        digest: bytes | int | None = self._crc if self.expectation.algorithm == "crc32" else None
+        digest: bytes | int | None = self._crc if self._running is not None else None
         if self._shared is not None:
             raw = bytes(self._shared.digest())
-            digest = int.from_bytes(raw, "big") if self.expectation.algorithm == "crc32" else raw
+            digest = int.from_bytes(raw, "big") if self._running is not None else raw
         elif self._hash is not None:
             digest = self._hash.digest()
         return problems(self.expectation, self.size, digest)

@@ -29,12 +29,11 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from spotrun.agent.crcs import RunningCrc, running_crc
 from spotrun.agent.file_writes import write_at
 from spotrun.agent.integrity import (
     Expectation,
     OrderedDigest,
-    crc32,
-    crc32_combine,
     expectation_for,
     new_hash,
     problems,
@@ -133,9 +132,9 @@ def _fetch_range(
     descriptor: int,
     offset: int,
     length: int,
-    crc: bool,
+    crc: RunningCrc | None,
 ) -> tuple[int, int]:
-    """GET one range and write it in place; return the bytes written and their CRC-32 (0 unless ``crc``)."""
+    """GET one range and write it in place; return the bytes written and their ``crc`` (0 without one)."""
     response = s3.get_object(
         Bucket=item.bucket, Key=item.key, Range=f"bytes={offset}-{offset + length - 1}", IfMatch=etag
     )
@@ -147,8 +146,8 @@ def _fetch_range(
             if written + len(chunk) > length:
                 raise VerificationError(f"s3://{item.bucket}/{item.key}: range at {offset} is too long")
             write_at(descriptor, chunk, offset + written)
-            if crc:
-                value = crc32(chunk, value)
+            if crc is not None:
+                value = crc.update(chunk, value)
             written += len(chunk)
     finally:
         body.close()
@@ -167,7 +166,7 @@ def _download_ranged(
         ordered = None
         if new_hash(expectation.algorithm) is not None:
             ordered = OrderedDigest(expectation.algorithm, descriptor, ranges)
-        crc = expectation.algorithm == "crc32"
+        crc = running_crc(expectation.algorithm)
 
         def one(index: int) -> tuple[int, int]:
             offset, length = ranges[index]
@@ -196,10 +195,10 @@ def _download_ranged(
             digest: bytes | int | None = None
             if ordered is not None:
                 digest = ordered.digest()
-            elif crc:
+            elif crc is not None:
                 digest = 0
                 for (_, length), (_, value) in zip(ranges, results, strict=True):
-                    digest = crc32_combine(digest, value, length)
+                    digest = crc.combine(digest, value, length)
             found = problems(expectation, received, digest)
         raise_if_unverified(item, found)
     return Fetched(received, expectation.algorithm, len(ranges))

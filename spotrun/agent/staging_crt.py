@@ -15,7 +15,7 @@ rename (:mod:`spotrun.agent.staging_whole`), the link checks, the retry. What th
 - the body handed to Python as it arrives (a small object's in one piece) and written into the temporary file
   staging created (``O_EXCL | O_NOFOLLOW``) through that open descriptor, 64 KiB per write
   (:mod:`spotrun.agent.file_writes`), so that nothing put at that name after it was created can be written
-  through; its CRC-32 is computed as it is written (:func:`spotrun.agent.integrity.crc32`: a hundredth of a
+  through; its CRC-32 is computed as it is written (:data:`spotrun.agent.crcs.crc32`: a hundredth of a
   SHA-256's CPU with ISA-L).
 
 The CRT is not asked to validate the checksum: its validation cost its event loop 1-2 CPU-s more per GiB of
@@ -35,8 +35,8 @@ import threading
 import urllib.parse
 from typing import Any
 
+from spotrun.agent.crcs import crc32
 from spotrun.agent.file_writes import write_at
-from spotrun.agent.integrity import crc32
 from spotrun.agent.staging_plan import StagingError
 from spotrun.agent.staging_whole import Received
 
@@ -54,6 +54,7 @@ _RESPONSE_HEADERS = {
     "etag": "ETag",
     "x-amz-checksum-sha256": "ChecksumSHA256",
     "x-amz-checksum-crc32": "ChecksumCRC32",
+    "x-amz-checksum-crc64nvme": "ChecksumCRC64NVME",
     "x-amz-checksum-type": "ChecksumType",
     "x-amz-server-side-encryption": "ServerSideEncryption",
     "x-amz-server-side-encryption-customer-algorithm": "SSECustomerAlgorithm",

@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 
 from spotrun.model.manifest import split_s3_uri
 
-Algorithm = Literal["sha256", "crc32", "md5", "size"]
+Algorithm = Literal["sha256", "crc32", "crc64nvme", "md5", "size"]
 
 
 class S3Reader(Protocol):

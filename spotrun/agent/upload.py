@@ -13,7 +13,7 @@ does not read the bytes again to compute its own
 - a larger one is a multipart upload of parts sized by :func:`spotrun.agent.staging.part_size` (8-64 MiB, about
   16 parts), sent in parallel, each with its CRC-32 (``ChecksumCRC32``) in an upload of checksum type
   ``FULL_OBJECT``: S3 checks each part, then the whole object's CRC-32, which is combined from the parts' here
-  (:func:`spotrun.agent.integrity.crc32_combine`) and given at completion. The object then carries a
+  (:func:`spotrun.agent.crcs.crc32_combine`) and given at completion. The object then carries a
   full-object CRC-32 that staging verifies from its ranges. A failed upload is aborted (no parts left billed).
 
 The file is read front to back by one thread (the SHA-256 is sequential); only the sending is parallel, with at
@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
-from spotrun.agent.integrity import crc32, crc32_combine
+from spotrun.agent.crcs import crc32, crc32_combine
 from spotrun.agent.links import open_regular
 from spotrun.agent.staging import RANGED_THRESHOLD, ranges_of
 

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spotrun.agent.integrity import crc32
+from spotrun.agent.crcs import crc32
 from spotrun.local.patches import PatchSet
 from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS
 

@@ -7,14 +7,16 @@ import hashlib
 import io
 import random
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from awscrt import checksums
 from botocore import httpchecksum
 
 from spotrun.agent import integrity
 from spotrun.agent.integrity import Expectation, StreamDigest, sdk_checksum
-from spotrun.agent.staging import StageItem, StagingError, download_verified
+from spotrun.agent.staging import MIB, RANGED_THRESHOLD, StageItem, StagingError, download_verified
 from spotrun.agent.upload import upload_file
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 
@@ -105,22 +107,8 @@ def test_a_shared_crc32_is_compared_as_the_objects_checksum(hashed):
     assert hashed == []
 
 
-@pytest.fixture
-def agent_crcs(monkeypatch) -> list[int]:
-    """Sizes of the buffers the agent's own CRC-32 (``integrity.crc32``, ISA-L's) is computed over."""
-    seen: list[int] = []
-    real = integrity.crc32
-
-    def counting(data: Any, value: int = 0) -> int:
-        seen.append(len(data))
-        return int(real(data, value))
-
-    monkeypatch.setattr(integrity, "crc32", counting)
-    return seen
-
-
 def test_a_whole_get_checked_by_crc32_is_hashed_by_the_agents_fast_crc32_not_botocores(
-    s3, tmp_path, agent_crcs
+    s3, tmp_path, crc_calls
 ):
     # Given an object carrying a full-object CRC-32 (as the SDKs upload by default)
     s3.put_object(Bucket=BUCKET, Key="data/crc.bin", Body=BODY, ChecksumAlgorithm="CRC32")
@@ -133,7 +121,7 @@ def test_a_whole_get_checked_by_crc32_is_hashed_by_the_agents_fast_crc32_not_bot
     # Then it is checked by its CRC-32, every byte through the agent's CRC-32 (botocore's zlib one skipped)
     assert staged.algorithm == "crc32"
     assert item.destination.read_bytes() == BODY
-    assert sum(agent_crcs) == len(BODY)
+    assert sum(size for name, size in crc_calls if name == "crc32") == len(BODY)
 
 
 def test_without_a_fast_crc32_botocores_running_crc32_is_shared(monkeypatch):
@@ -164,3 +152,99 @@ def test_a_body_read_past_botocores_crc32_still_fails_on_a_wrong_checksum():
     # Then staging's own CRC-32 finds the mismatch
     assert shared is None
     assert digest.problems() == ["CRC32 differs from the object's ChecksumCRC32"]
+
+
+def _crc64nvme_b64(data: bytes) -> str:
+    return base64.b64encode(checksums.crc64nvme(data).to_bytes(8, "big")).decode()
+
+
+def _put_multipart_crc64nvme(s3: Any, key: str, body: bytes) -> None:
+    """A multipart upload of checksum type FULL_OBJECT / CRC64NVME, in parts of 8 MiB."""
+    upload = s3.create_multipart_upload(
+        Bucket=BUCKET, Key=key, ChecksumAlgorithm="CRC64NVME", ChecksumType="FULL_OBJECT"
+    )["UploadId"]
+    parts = []
+    for number, start in enumerate(range(0, len(body), 8 * MIB), start=1):
+        piece = body[start : start + 8 * MIB]
+        sent = s3.upload_part(
+            Bucket=BUCKET,
+            Key=key,
+            UploadId=upload,
+            PartNumber=number,
+            Body=piece,
+            ChecksumAlgorithm="CRC64NVME",
+            ChecksumCRC64NVME=_crc64nvme_b64(piece),
+        )
+        parts.append({"PartNumber": number, "ETag": sent["ETag"], "ChecksumCRC64NVME": _crc64nvme_b64(piece)})
+    s3.complete_multipart_upload(
+        Bucket=BUCKET,
+        Key=key,
+        UploadId=upload,
+        MultipartUpload={"Parts": parts},
+        ChecksumType="FULL_OBJECT",
+        ChecksumCRC64NVME=_crc64nvme_b64(body),
+    )
+
+
+def _corrupt_in_storage(key: str) -> None:
+    """Flip a byte of moto's stored body, its stored checksum left as it was (bit rot, to S3)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    stored: Any = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].get_object(BUCKET, key)
+    body = bytearray(stored.value)
+    body[len(body) // 2] ^= 0xFF
+    stored.value = bytes(body)
+
+
+def test_a_whole_get_of_an_object_with_a_crc64nvme_is_checked_by_botocores_running_crc64nvme(
+    s3, tmp_path, hashed, crc_calls
+):
+    # Given an object whose only checksum is S3's CRC-64/NVME (what S3 adds when a client sends none)
+    s3.put_object(Bucket=BUCKET, Key="data/c64.bin", Body=BODY, ChecksumAlgorithm="CRC64NVME")
+    item = StageItem(BUCKET, "data/c64.bin", tmp_path / "out" / "c64.bin", size=len(BODY))
+    item.destination.parent.mkdir()
+
+    # When it is staged (one GET)
+    staged = download_verified(s3, item, root=tmp_path / "out")
+
+    # Then it is checked by that CRC-64/NVME, which botocore computed as it read: no pass of staging's own
+    assert staged.algorithm == "crc64nvme"
+    assert item.destination.read_bytes() == BODY
+    assert hashed == []
+    assert crc_calls == []
+
+
+def test_a_ranged_object_with_a_crc64nvme_is_checked_by_its_ranges_crcs_combined(s3, tmp_path, crc_calls):
+    # Given a multipart object of FULL_OBJECT checksum type CRC64NVME, large enough to be ranged
+    body = random.Random(64).randbytes(RANGED_THRESHOLD + 3 * MIB + 11)
+    _put_multipart_crc64nvme(s3, "data/big.bin", body)
+    item = StageItem(BUCKET, "data/big.bin", tmp_path / "out" / "big.bin", size=len(body))
+    item.destination.parent.mkdir()
+
+    # When it is staged in ranges
+    with ThreadPoolExecutor(max_workers=4) as ranges:
+        staged = download_verified(s3, item, root=tmp_path / "out", ranged_pool=ranges)
+
+    # Then every byte went once through a CRC-64/NVME, by range, and the combined CRC matched S3's
+    assert staged.algorithm == "crc64nvme"
+    assert staged.requests > 1
+    assert item.destination.read_bytes() == body
+    assert sum(size for name, size in crc_calls if name == "crc64nvme") == len(body)
+
+
+def test_a_ranged_object_that_differs_from_its_crc64nvme_fails_and_leaves_no_file(s3, tmp_path):
+    # Given a ranged object whose stored bytes no longer match its CRC-64/NVME
+    body = random.Random(65).randbytes(RANGED_THRESHOLD + MIB)
+    _put_multipart_crc64nvme(s3, "data/rot.bin", body)
+    _corrupt_in_storage("data/rot.bin")
+    item = StageItem(BUCKET, "data/rot.bin", tmp_path / "out" / "rot.bin", size=len(body))
+    item.destination.parent.mkdir()
+
+    # When it is staged in ranges, Then both attempts fail on the checksum, and nothing is left behind
+    with (
+        ThreadPoolExecutor(max_workers=4) as ranges,
+        pytest.raises(StagingError, match="CRC64NVME differs from the object's ChecksumCRC64NVME"),
+    ):
+        download_verified(s3, item, root=tmp_path / "out", ranged_pool=ranges)
+    assert list(item.destination.parent.iterdir()) == []

@@ -14,10 +14,11 @@ from typing import Any
 
 import boto3
 import pytest
+from awscrt import checksums
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from spotrun.agent import checkpoints, file_writes, integrity, runner, staging_crt, staging_whole
+from spotrun.agent import checkpoints, crcs, file_writes, integrity, runner, staging_crt, staging_whole
 from spotrun.agent.runner import EXIT_REPORTED, execute
 from spotrun.agent.staging import StageItem, StagingError, download_verified, plan_input, stage
 from spotrun.agent.staging_client import transfer_config
@@ -93,9 +94,10 @@ def _keys() -> dict[str, str]:
 
 @pytest.fixture
 def hashed(monkeypatch) -> list[str]:
-    """The algorithms staging itself hashed a body with (``integrity.new_hash``), CRC-32s included."""
+    """The algorithms staging itself hashed a body with (``integrity.new_hash``), and each CRC-32 the CRT's
+    callbacks computed as they wrote."""
     started: list[str] = []
-    real_hash, real_crc = integrity.new_hash, integrity.crc32
+    real_hash, real_crc = integrity.new_hash, staging_crt.crc32
 
     def counting(algorithm: Any) -> Any:
         made = real_hash(algorithm)
@@ -108,7 +110,6 @@ def hashed(monkeypatch) -> list[str]:
         return int(real_crc(data, value))
 
     monkeypatch.setattr(integrity, "new_hash", counting)
-    monkeypatch.setattr(integrity, "crc32", counting_crc)
     monkeypatch.setattr(staging_crt, "crc32", counting_crc)
     return started
 
@@ -192,7 +193,7 @@ def test_a_body_in_pieces_out_of_order_is_written_in_place_and_gives_no_crc(tmp_
 
     # Then both wrote every byte in place; only the first has a CRC-32, of the whole body
     assert (tmp_path / "f").read_bytes() == b"abcdef"
-    assert in_order.crc32 == integrity.crc32(b"abcdef")
+    assert in_order.crc32 == crcs.crc32(b"abcdef")
     assert out_of_order.crc32 is None
 
 
@@ -200,7 +201,8 @@ def test_a_body_in_pieces_out_of_order_is_written_in_place_and_gives_no_crc(tmp_
     ("algorithm", "field", "digest"),
     [
         ("SHA256", "ChecksumSHA256", hashlib.sha256(BODY).digest()),
-        ("CRC32", "ChecksumCRC32", integrity.crc32(BODY).to_bytes(4, "big")),
+        ("CRC32", "ChecksumCRC32", crcs.crc32(BODY).to_bytes(4, "big")),
+        ("CRC64NVME", "ChecksumCRC64NVME", checksums.crc64nvme(BODY).to_bytes(8, "big")),
     ],
 )
 def test_the_crts_get_asks_for_the_objects_checksum_and_gets_it(
@@ -219,7 +221,7 @@ def test_the_crts_get_asks_for_the_objects_checksum_and_gets_it(
     assert got.response["ContentLength"] == len(BODY)
     assert item.destination.read_bytes() == BODY
     # and the CRC-32 of what was written came with it when the object carries one
-    assert got.crc32 == (integrity.crc32(BODY) if algorithm == "CRC32" else None)
+    assert got.crc32 == (crcs.crc32(BODY) if algorithm == "CRC32" else None)
 
 
 def test_the_crts_body_is_written_64_kib_at_a_time_and_a_failed_write_fails_the_get(
@@ -270,6 +272,7 @@ def _corrupt_in_storage(key: str) -> None:
     [
         ("SHA256", "SHA-256 differs from the object's ChecksumSHA256"),
         ("CRC32", "CRC32 differs from the object's ChecksumCRC32"),
+        ("CRC64NVME", "CRC64NVME differs from the object's ChecksumCRC64NVME"),
     ],
 )
 def test_a_body_that_differs_from_s3s_checksum_fails_and_leaves_no_file(

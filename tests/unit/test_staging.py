@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from spotrun.agent import integrity
 from spotrun.agent.staging import (
+    Expectation,
     StageItem,
     StagingError,
     expectation_for,
@@ -117,15 +119,28 @@ def test_relative_destination_refuses_to_leave_the_directory(tmp_path, key):
         relative_destination(key, "data/", tmp_path)
 
 
-def test_expectation_prefers_sha256_then_crc32_then_md5():
+def test_expectation_prefers_sha256_then_crc32_then_crc64nvme_then_md5():
     # Given responses carrying different checksums
     base = {"ContentLength": 3, "ETag": '"' + "a" * 32 + '"'}
 
     # When / Then
     assert expectation_for({**base, "ChecksumSHA256": "x=", "ChecksumCRC32": "y="}).algorithm == "sha256"
-    assert expectation_for({**base, "ChecksumCRC32": "y="}).algorithm == "crc32"
+    assert expectation_for({**base, "ChecksumCRC32": "y=", "ChecksumCRC64NVME": "z="}).algorithm == "crc32"
+    assert expectation_for({**base, "ChecksumCRC64NVME": "z="}) == Expectation(3, "crc64nvme", "z=")
     assert expectation_for(base).algorithm == "md5"
     assert expectation_for(base, sha256_hex="ab").algorithm == "sha256"
+
+
+def test_without_the_crt_a_crc64nvme_gives_way_to_the_etag(monkeypatch):
+    # Given an agent that cannot compute a CRC-64/NVME (installed without awscrt)
+    real = integrity.running_crc
+    monkeypatch.setattr(
+        integrity, "running_crc", lambda algorithm: None if algorithm == "crc64nvme" else real(algorithm)
+    )
+
+    # When / Then: the single-part ETag's MD5 is the check, not a CRC it could not compute
+    response = {"ContentLength": 3, "ETag": '"' + "a" * 32 + '"', "ChecksumCRC64NVME": "z="}
+    assert expectation_for(response).algorithm == "md5"
 
 
 def test_expectation_falls_back_to_size_when_no_digest_is_trustworthy():

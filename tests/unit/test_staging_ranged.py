@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spotrun.agent import integrity, staging
-from spotrun.agent.integrity import crc32_combine
+from spotrun.agent.crcs import crc32_combine
 from spotrun.agent.staging import MIB, StageItem, StagingError, part_size, ranges_of, stage
 from tests.unit.test_staging import BUCKET, FakeS3
 
@@ -113,23 +113,17 @@ class CountingHash:
 
 
 @pytest.mark.parametrize("checksum", ["sha256", "crc32"])
-def test_each_byte_of_a_ranged_download_is_hashed_once(tmp_path, monkeypatch, checksum):
-    # Given hashing and CRC-32 that count the bytes they see
-    real_new_hash, real_crc32 = integrity.new_hash, zlib.crc32
-    crc_bytes = [0]
+def test_each_byte_of_a_ranged_download_is_hashed_once(tmp_path, monkeypatch, crc_calls, checksum):
+    # Given hashing and CRCs that count the bytes they see
+    real_new_hash = integrity.new_hash
     CountingHash.fed = 0
 
     def counted_new_hash(algorithm: Any) -> Any:
         inner = real_new_hash(algorithm)
         return None if inner is None else CountingHash(inner)
 
-    def counted_crc32(data: bytes, value: int = 0) -> int:
-        crc_bytes[0] += len(data)
-        return real_crc32(data, value)
-
     monkeypatch.setattr(integrity, "new_hash", counted_new_hash)
     monkeypatch.setattr(staging, "new_hash", counted_new_hash)
-    monkeypatch.setattr(staging, "crc32", counted_crc32)
     s3 = FakeS3()
     s3.put("in/big.bin", BODY, checksum=checksum)
 
@@ -137,7 +131,7 @@ def test_each_byte_of_a_ranged_download_is_hashed_once(tmp_path, monkeypatch, ch
     stage(s3, [StageItem(BUCKET, "in/big.bin", tmp_path / "big.bin", size=SIZE)], root=tmp_path)
 
     # Then its bytes went through the check's digest exactly once
-    assert CountingHash.fed + crc_bytes[0] == SIZE
+    assert CountingHash.fed + sum(size for _, size in crc_calls) == SIZE
 
 
 def test_an_object_of_unknown_size_is_sized_by_head_and_small_ones_are_one_get(tmp_path):
