@@ -39,19 +39,24 @@ def hashed(monkeypatch) -> list[str]:
     return started
 
 
-def test_a_whole_get_is_verified_from_botocores_digest_without_a_second_hash(s3, tmp_path, hashed):
-    # Given an object uploaded in one PUT carrying its SHA-256
-    s3.put_object(Bucket=BUCKET, Key="data/weights.bin", Body=BODY, ChecksumAlgorithm="SHA256")
+@pytest.mark.parametrize(("algorithm", "check"), [("SHA256", "sha256"), ("CRC64NVME", "crc64nvme")])
+def test_a_whole_get_is_verified_from_botocores_digest_without_a_second_hash(
+    s3, tmp_path, hashed, crc_calls, algorithm, check
+):
+    # Given an object uploaded in one PUT carrying its SHA-256, or only a CRC-64/NVME (what S3 adds when a
+    # client sends no checksum)
+    s3.put_object(Bucket=BUCKET, Key="data/weights.bin", Body=BODY, ChecksumAlgorithm=algorithm)
     item = StageItem(BUCKET, "data/weights.bin", tmp_path / "out" / "weights.bin", size=len(BODY))
     item.destination.parent.mkdir()
 
     # When it is staged (one GET: under the ranged threshold)
     staged = download_verified(s3, item, root=tmp_path / "out")
 
-    # Then it is checked against its SHA-256, and staging started no hash of its own: botocore's was used
-    assert staged.algorithm == "sha256"
+    # Then it is checked against that checksum, and staging computed none of its own: botocore's was used
+    assert staged.algorithm == check
     assert item.destination.read_bytes() == BODY
     assert hashed == []
+    assert crc_calls == []
 
 
 def test_a_marker_digest_is_still_checked_against_botocores_digest(s3, tmp_path, hashed):
@@ -195,24 +200,6 @@ def _corrupt_in_storage(key: str) -> None:
     body = bytearray(stored.value)
     body[len(body) // 2] ^= 0xFF
     stored.value = bytes(body)
-
-
-def test_a_whole_get_of_an_object_with_a_crc64nvme_is_checked_by_botocores_running_crc64nvme(
-    s3, tmp_path, hashed, crc_calls
-):
-    # Given an object whose only checksum is S3's CRC-64/NVME (what S3 adds when a client sends none)
-    s3.put_object(Bucket=BUCKET, Key="data/c64.bin", Body=BODY, ChecksumAlgorithm="CRC64NVME")
-    item = StageItem(BUCKET, "data/c64.bin", tmp_path / "out" / "c64.bin", size=len(BODY))
-    item.destination.parent.mkdir()
-
-    # When it is staged (one GET)
-    staged = download_verified(s3, item, root=tmp_path / "out")
-
-    # Then it is checked by that CRC-64/NVME, which botocore computed as it read: no pass of staging's own
-    assert staged.algorithm == "crc64nvme"
-    assert item.destination.read_bytes() == BODY
-    assert hashed == []
-    assert crc_calls == []
 
 
 def test_a_ranged_object_with_a_crc64nvme_is_checked_by_its_ranges_crcs_combined(s3, tmp_path, crc_calls):
