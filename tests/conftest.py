@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import botocore.loaders
 import botocore.session
@@ -74,6 +75,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = [items[index] for index in order]
 
 
+def noting(function: Callable[..., Any], note: Callable[..., object]) -> Callable[..., Any]:
+    """``function``, calling ``note`` with the same arguments first: a spy that changes nothing it wraps."""
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        note(*args, **kwargs)
+        return function(*args, **kwargs)
+
+    return noted
+
+
 @pytest.fixture
 def crc_calls(monkeypatch) -> list[tuple[str, int]]:
     """``(algorithm, bytes)`` of every CRC staging's checks compute (``crcs.running_crc``), in order."""
@@ -85,13 +96,8 @@ def crc_calls(monkeypatch) -> list[tuple[str, int]]:
         running = crcs.running_crc(algorithm)
         if running is None:
             return None
-        real: Callable[[bytes, int], int] = running.update
-
-        def update(data: bytes, value: int = 0) -> int:
-            calls.append((algorithm, len(data)))
-            return real(data, value)
-
-        return dataclasses.replace(running, update=update)
+        note = noting(running.update, lambda data, *_: calls.append((algorithm, len(data))))
+        return dataclasses.replace(running, update=note)
 
     for module in (integrity, staging):
         monkeypatch.setattr(module, "running_crc", counting)
@@ -102,11 +108,7 @@ def crc_calls(monkeypatch) -> list[tuple[str, int]]:
 def pwrites(monkeypatch) -> list[int]:
     """The size of every ``os.pwrite`` made while the test runs (a write made any other way is not counted)."""
     sizes: list[int] = []
-    real_pwrite = os.pwrite
-
-    def pwrite(descriptor: int, data: bytes, position: int) -> int:
-        sizes.append(len(data))
-        return real_pwrite(descriptor, data, position)
-
-    monkeypatch.setattr(os, "pwrite", pwrite)
+    monkeypatch.setattr(
+        os, "pwrite", noting(os.pwrite, lambda descriptor, data, position: sizes.append(len(data)))
+    )
     return sizes

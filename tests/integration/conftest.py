@@ -19,6 +19,7 @@ import pytest
 from moto import mock_aws
 
 from functions.runtime import reset
+from spotrun.agent import integrity
 from spotrun.aws.adapters import job_store
 from spotrun.aws.settings import Settings
 from spotrun.model.job import ManifestSource, new_job, utc_now
@@ -31,6 +32,34 @@ REGION = "us-east-1"
 
 # The bucket the agent's tests work in (moto S3, with the `s3` fixture below).
 AGENT_BUCKET = "spotrun-jobs-test"
+
+
+@pytest.fixture
+def hashed(monkeypatch) -> list[str]:
+    """The algorithms staging itself starts a hash of (``integrity.new_hash``)."""
+    started: list[str] = []
+    real = integrity.new_hash
+
+    def counting(algorithm: Any) -> Any:
+        made = real(algorithm)
+        if made is not None:
+            started.append(algorithm)
+        return made
+
+    monkeypatch.setattr(integrity, "new_hash", counting)
+    return started
+
+
+def corrupt_in_storage(bucket: str, key: str) -> None:
+    """Flip a byte of moto's stored body (in this process), its stored checksum left as it was: bit rot, to S3."""
+    from moto.s3.models import s3_backends
+
+    from spotrun.local.server import ACCOUNT_ID
+
+    stored: Any = s3_backends[ACCOUNT_ID]["aws"].get_object(bucket, key)
+    body = bytearray(stored.value)
+    body[len(body) // 2] ^= 0xFF
+    stored.value = bytes(body)
 
 
 @pytest.fixture

@@ -19,24 +19,9 @@ from spotrun.agent.integrity import Expectation, StreamDigest, sdk_checksum
 from spotrun.agent.staging import MIB, RANGED_THRESHOLD, StageItem, StagingError, download_verified
 from spotrun.agent.upload import upload_file
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
+from tests.integration.conftest import corrupt_in_storage
 
 BODY = random.Random(12).randbytes(3 * 1024 * 1024 + 5)
-
-
-@pytest.fixture
-def hashed(monkeypatch) -> list[str]:
-    """The algorithms staging itself starts a hash of (``integrity.new_hash``)."""
-    started: list[str] = []
-    real = integrity.new_hash
-
-    def counting(algorithm: Any) -> Any:
-        made = real(algorithm)
-        if made is not None:
-            started.append(algorithm)
-        return made
-
-    monkeypatch.setattr(integrity, "new_hash", counting)
-    return started
 
 
 @pytest.mark.parametrize(("algorithm", "check"), [("SHA256", "sha256"), ("CRC64NVME", "crc64nvme")])
@@ -191,17 +176,6 @@ def _put_multipart_crc64nvme(s3: Any, key: str, body: bytes) -> None:
     )
 
 
-def _corrupt_in_storage(key: str) -> None:
-    """Flip a byte of moto's stored body, its stored checksum left as it was (bit rot, to S3)."""
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.s3.models import s3_backends
-
-    stored: Any = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].get_object(BUCKET, key)
-    body = bytearray(stored.value)
-    body[len(body) // 2] ^= 0xFF
-    stored.value = bytes(body)
-
-
 def test_a_ranged_object_with_a_crc64nvme_is_checked_by_its_ranges_crcs_combined(s3, tmp_path, crc_calls):
     # Given a multipart object of FULL_OBJECT checksum type CRC64NVME, large enough to be ranged
     body = random.Random(64).randbytes(RANGED_THRESHOLD + 3 * MIB + 11)
@@ -224,7 +198,7 @@ def test_a_ranged_object_that_differs_from_its_crc64nvme_fails_and_leaves_no_fil
     # Given a ranged object whose stored bytes no longer match its CRC-64/NVME
     body = random.Random(65).randbytes(RANGED_THRESHOLD + MIB)
     _put_multipart_crc64nvme(s3, "data/rot.bin", body)
-    _corrupt_in_storage("data/rot.bin")
+    corrupt_in_storage(BUCKET, "data/rot.bin")
     item = StageItem(BUCKET, "data/rot.bin", tmp_path / "out" / "rot.bin", size=len(body))
     item.destination.parent.mkdir()
 

@@ -3,141 +3,25 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 import errno
 import hashlib
 import os
 import random
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from awscrt import checksums
 from botocore.config import Config
-from botocore.credentials import Credentials
 
-from spotrun.agent import checkpoints, crcs, file_writes, integrity, runner, staging_crt, staging_whole
-from spotrun.agent.runner import EXIT_REPORTED, execute
-from spotrun.agent.staging import StageItem, StagingError, download_verified, plan_input, stage
+from spotrun.agent import crcs, file_writes, staging_crt
+from spotrun.agent.staging import StagingError, download_verified, plan_input, stage
 from spotrun.agent.staging_client import transfer_config
-from spotrun.agent.staging_crt import CrtGetter, crt_getter
-from spotrun.agent.upload import upload_file
-from spotrun.local import s3_upload_patch
-from spotrun.local.patches import PatchSet
-from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS, EmbeddedServer
-from spotrun.model import layout
-from tests.integration import test_agent as agent_tests
-from tests.integration.conftest import AGENT_BUCKET
+from tests.integration.conftest import corrupt_in_storage
+from tests.integration.crt.conftest import BODY, BUCKET, client_of, item_for, uploaded
 
 pytestmark = pytest.mark.skipif(
     not staging_crt.crt_available(), reason="the agent extra (awscrt) is not installed"
 )
-
-BUCKET = "spotrun-crt-test"
-BODY = random.Random(7).randbytes(1024 * 1024 + 3)
-
-
-@pytest.fixture
-def endpoint() -> Iterator[str]:
-    """The emulator's S3 as the runtime serves it (its S3 patches), on a port of its own, for one test."""
-    patches = PatchSet()
-    s3_upload_patch.install(patches)
-    server = EmbeddedServer()
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-        patches.undo_all()
-
-
-def _client(endpoint: str, config: Config | None = None) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        config=config or transfer_config(),
-    )
-
-
-@pytest.fixture
-def s3(endpoint) -> Any:
-    client = _client(endpoint)
-    client.create_bucket(Bucket=BUCKET)
-    return client
-
-
-@pytest.fixture
-def gets(s3) -> list[str]:
-    """Keys boto3 itself sent a GetObject for."""
-    seen: list[str] = []
-    s3.meta.events.register("before-call.s3.GetObject", lambda params, **_: seen.append(params["url_path"]))
-    return seen
-
-
-@pytest.fixture
-def direct(s3) -> CrtGetter:
-    made = crt_getter(s3, Credentials(**_keys()), "us-east-1")
-    assert made is not None
-    return made
-
-
-def _keys() -> dict[str, str]:
-    return {
-        "access_key": FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        "secret_key": FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-    }
-
-
-@pytest.fixture
-def hashed(monkeypatch) -> list[str]:
-    """The algorithms staging itself hashed a body with (``integrity.new_hash``), and each CRC-32 the CRT's
-    callbacks computed as they wrote."""
-    started: list[str] = []
-    real_hash, real_crc = integrity.new_hash, staging_crt.crc32
-
-    def counting(algorithm: Any) -> Any:
-        made = real_hash(algorithm)
-        if made is not None:
-            started.append(algorithm)
-        return made
-
-    def counting_crc(data: Any, value: int = 0) -> int:
-        started.append("crc32")
-        return int(real_crc(data, value))
-
-    monkeypatch.setattr(integrity, "new_hash", counting)
-    monkeypatch.setattr(staging_crt, "crc32", counting_crc)
-    return started
-
-
-@pytest.fixture
-def read_back(monkeypatch) -> list[str]:
-    """The algorithms a staged file was read back from the page cache for."""
-    seen: list[str] = []
-    real = staging_whole._read_back_problems
-
-    def recording(descriptor: int, expectation: Any) -> list[str]:
-        seen.append(expectation.algorithm)
-        return real(descriptor, expectation)
-
-    monkeypatch.setattr(staging_whole, "_read_back_problems", recording)
-    return seen
-
-
-def _item(tmp_path: Path, key: str, **fields: Any) -> StageItem:
-    destination = tmp_path / "out" / Path(key).name
-    destination.parent.mkdir(exist_ok=True)
-    return StageItem(BUCKET, key, destination, **fields)
-
-
-def _uploaded(s3: Any, tmp_path: Path, key: str, body: bytes = BODY) -> None:
-    source = tmp_path / "source.bin"
-    source.write_bytes(body)
-    upload_file(s3, source, BUCKET, key)  # one PUT carrying its CRC-32, as the agent uploads
 
 
 def test_the_crt_fetches_small_objects_and_each_is_hashed_once_for_its_crc32(
@@ -148,7 +32,7 @@ def test_the_crt_fetches_small_objects_and_each_is_hashed_once_for_its_crc32(
         f"data/part-{index:02d}.bin": random.Random(index).randbytes(200_000 + index) for index in range(20)
     }
     for key, body in bodies.items():
-        _uploaded(s3, tmp_path, key, body)
+        uploaded(s3, tmp_path, key, body)
     out = tmp_path / "job"
     out.mkdir()
 
@@ -169,7 +53,7 @@ def test_an_object_with_its_sha256_is_read_back_once_for_it(s3, tmp_path, direct
     s3.put_object(Bucket=BUCKET, Key="data/w.bin", Body=BODY, ChecksumAlgorithm="SHA256")
 
     # When the CRT stages it
-    staged = download_verified(s3, _item(tmp_path, "data/w.bin"), root=tmp_path / "out", direct=direct)
+    staged = download_verified(s3, item_for(tmp_path, "data/w.bin"), root=tmp_path / "out", direct=direct)
 
     # Then the written file was hashed once, from the page cache, for that SHA-256
     assert staged.algorithm == "sha256"
@@ -210,7 +94,7 @@ def test_the_crts_get_asks_for_the_objects_checksum_and_gets_it(
 ):
     # Given an object carrying its checksum
     s3.put_object(Bucket=BUCKET, Key="data/w.bin", Body=BODY, ChecksumAlgorithm=algorithm)
-    item = _item(tmp_path, "data/w.bin")
+    item = item_for(tmp_path, "data/w.bin")
 
     # When the CRT gets it
     descriptor = os.open(item.destination, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
@@ -228,8 +112,8 @@ def test_the_crts_body_is_written_64_kib_at_a_time_and_a_failed_write_fails_the_
     s3, tmp_path, direct, monkeypatch, pwrites
 ):
     # Given an object of 1 MiB and 3 bytes, and every pwrite this process makes recorded
-    _uploaded(s3, tmp_path, "data/w.bin")
-    item = _item(tmp_path, "data/w.bin")
+    uploaded(s3, tmp_path, "data/w.bin")
+    item = item_for(tmp_path, "data/w.bin")
 
     # When the CRT gets it
     descriptor = os.open(item.destination, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
@@ -257,16 +141,6 @@ def test_the_crts_body_is_written_64_kib_at_a_time_and_a_failed_write_fails_the_
         os.close(descriptor)
 
 
-def _corrupt_in_storage(key: str) -> None:
-    """Flip a byte of the emulator's stored body, its stored checksum left as it was (bit rot, to S3)."""
-    from moto.s3.models import s3_backends
-
-    stored: Any = s3_backends[ACCOUNT_ID]["aws"].get_object(BUCKET, key)
-    body = bytearray(stored.value)
-    body[len(body) // 2] ^= 0xFF
-    stored.value = bytes(body)
-
-
 @pytest.mark.parametrize(
     ("algorithm", "finding"),
     [
@@ -280,8 +154,8 @@ def test_a_body_that_differs_from_s3s_checksum_fails_and_leaves_no_file(
 ):
     # Given an object whose stored body no longer matches the checksum S3 keeps for it
     s3.put_object(Bucket=BUCKET, Key="data/bad.bin", Body=BODY, ChecksumAlgorithm=algorithm)
-    _corrupt_in_storage("data/bad.bin")
-    item = _item(tmp_path, "data/bad.bin")
+    corrupt_in_storage(BUCKET, "data/bad.bin")
+    item = item_for(tmp_path, "data/bad.bin")
 
     # When it is staged through the CRT, Then both attempts fail on the checksum, and nothing is left behind
     with pytest.raises(StagingError, match=finding):
@@ -296,13 +170,13 @@ def test_a_commit_markers_sha256_is_what_the_body_is_checked_against(s3, tmp_pat
 
     # When it is restored with that SHA-256, Then it passes, hashed once for that SHA-256
     staged = download_verified(
-        s3, _item(tmp_path, "ckpt/model.pt", sha256=right), root=tmp_path / "out", direct=direct
+        s3, item_for(tmp_path, "ckpt/model.pt", sha256=right), root=tmp_path / "out", direct=direct
     )
     assert staged.algorithm == "sha256"
     assert hashed == ["sha256"]
 
     # And when the marker's SHA-256 is another file's, Then it fails, with no file left
-    other = _item(tmp_path, "ckpt/model.pt", sha256=hashlib.sha256(b"another file").hexdigest())
+    other = item_for(tmp_path, "ckpt/model.pt", sha256=hashlib.sha256(b"another file").hexdigest())
     other.destination.unlink()
     with pytest.raises(StagingError, match="SHA-256 differs from the expected digest"):
         download_verified(s3, other, root=tmp_path / "out", direct=direct)
@@ -313,9 +187,9 @@ def test_an_object_without_a_checksum_is_checked_against_its_etag_after_the_crt_
     endpoint, s3, tmp_path, direct, hashed
 ):
     # Given an object stored without any checksum (a client that sends none): only its ETag's MD5
-    plain = _client(endpoint, transfer_config().merge(Config(request_checksum_calculation="when_required")))
+    plain = client_of(endpoint, transfer_config().merge(Config(request_checksum_calculation="when_required")))
     plain.put_object(Bucket=BUCKET, Key="data/plain.bin", Body=BODY)
-    item = _item(tmp_path, "data/plain.bin")
+    item = item_for(tmp_path, "data/plain.bin")
 
     # When it is staged through the CRT
     staged = download_verified(s3, item, root=item.destination.parent, direct=direct)
@@ -328,7 +202,7 @@ def test_an_object_without_a_checksum_is_checked_against_its_etag_after_the_crt_
 
 def test_a_missing_object_names_s3s_error_and_leaves_no_file(s3, tmp_path, direct):
     # Given a key that does not exist
-    item = _item(tmp_path, "data/missing.bin")
+    item = item_for(tmp_path, "data/missing.bin")
 
     # When it is staged, Then the error is S3's, and the directory holds nothing
     with pytest.raises(StagingError, match=r"HTTP 404 \(NoSuchKey\)"):
@@ -338,10 +212,10 @@ def test_a_missing_object_names_s3s_error_and_leaves_no_file(s3, tmp_path, direc
 
 def test_a_link_at_the_destination_is_replaced_not_written_through(s3, tmp_path, direct):
     # Given a symbolic link where the file goes, pointing at a file outside the job
-    _uploaded(s3, tmp_path, "data/w.bin")
+    uploaded(s3, tmp_path, "data/w.bin")
     outside = tmp_path / "outside.txt"
     outside.write_text("keep")
-    item = _item(tmp_path, "data/w.bin")
+    item = item_for(tmp_path, "data/w.bin")
     item.destination.symlink_to(outside)
 
     # When it is staged through the CRT
@@ -351,60 +225,3 @@ def test_a_link_at_the_destination_is_replaced_not_written_through(s3, tmp_path,
     assert not item.destination.is_symlink()
     assert item.destination.read_bytes() == BODY
     assert outside.read_text() == "keep"
-
-
-def test_the_agent_uses_the_crt_beside_its_s3_client_and_boto3_without_it(endpoint, monkeypatch):
-    # Given the agent's environment pointing at the emulator
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    for name, value in FAKE_CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-    session = boto3.session.Session(region_name="us-east-1")
-
-    # When the agent asks for its getter, Then it is the CRT's, made once per session
-    made = runner.direct_getter("us-east-1", session)
-    assert isinstance(made, CrtGetter)
-    assert runner.direct_getter("us-east-1", session) is made
-
-    # And when the CRT cannot be used, Then there is none: staging makes its GETs through boto3
-    monkeypatch.setattr(staging_crt, "crt_available", lambda: False)
-    assert runner.direct_getter("us-east-1", boto3.session.Session(region_name="us-east-1")) is None
-
-
-def test_the_stage_step_gets_its_inputs_and_checkpoint_through_the_contexts_getter(
-    s3, tmp_path, gets, direct
-):
-    # Given an input, the code and a committed checkpoint of the job, in the emulator's S3
-    s3.create_bucket(Bucket=AGENT_BUCKET)
-    s3.put_object(Bucket=AGENT_BUCKET, Key="ex/data/features.bin", Body=BODY, ChecksumAlgorithm="SHA256")
-    s3.put_object(Bucket=AGENT_BUCKET, Key="ex/code/train.py", Body=b"print('train')\n")
-    old = agent_tests.write_checkpoint(tmp_path / "old", 100, b"weights")
-    checkpoints.upload_checkpoint(s3, AGENT_BUCKET, "j-000000000001", 100, old)
-    ctx = dataclasses.replace(agent_tests.context(s3, tmp_path / "nvme"), direct=direct)
-
-    # When the stage step runs with the CRT's getter in its context
-    status = execute(agent_tests.command("stage", agent_tests.manifest()), ctx)
-
-    # Then the input and the checkpoint's files arrived, none of them through a boto3 GET
-    job = layout.NvmeLayout(tmp_path / "nvme", "j-000000000001")
-    assert status == EXIT_REPORTED
-    assert (job.data_dir / "features.bin").read_bytes() == BODY
-    assert (job.checkpoint_dir / "step-000000000100" / "weights.bin").read_bytes() == b"weights"
-    assert not [
-        path for path in gets if "features.bin" in path or "weights.bin" in path or "meta.json" in path
-    ]
-
-
-def test_the_agents_context_carries_the_crts_getter(endpoint, monkeypatch):
-    # Given the agent's environment pointing at the emulator
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    for name, value in FAKE_CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-
-    # When the agent builds a step's context
-    ctx = runner.build_context(
-        agent_tests.command("stage", agent_tests.manifest()), runner.AgentSettings(), dict(os.environ)
-    )
-
-    # Then its getter is the CRT's, beside its S3 client
-    assert isinstance(ctx.direct, CrtGetter)
-    assert ctx.direct is runner.direct_getter(agent_tests.REGION)
