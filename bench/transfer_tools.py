@@ -83,16 +83,19 @@ def _s5cmd() -> str:
 def _ceiling_stage(s3: Any, prefix: str, destination: Path, workers: int) -> int:
     # The agent's read and write sizes too: whatever they save spotrun, they save the ceiling.
     from spotrun.agent.file_writes import write_at
-    from spotrun.agent.staging import CHUNK_BYTES, RANGED_THRESHOLD, iter_objects, ranges_of
+    from spotrun.agent.ranges import RANGED_THRESHOLD, range_size, ranges_of
+    from spotrun.agent.staging import CHUNK_BYTES, iter_objects
 
     objects = list(iter_objects(s3, BUCKET, prefix))
+    # Ranges sized as staging sizes them for this many streams (its own are at most 8 per CPU).
+    part = range_size(sum(size for _, size in objects if size >= RANGED_THRESHOLD), workers)
     tasks: list[tuple[str, Path, int | None, int]] = []
     for key, size in objects:
         path = destination / key[len(prefix) :]
         if size >= RANGED_THRESHOLD:
             with path.open("wb") as handle:
                 handle.truncate(size)
-            tasks += [(key, path, offset, length) for offset, length in ranges_of(size)]
+            tasks += [(key, path, offset, length) for offset, length in ranges_of(size, part)]
         else:
             tasks.append((key, path, None, size))
 
@@ -118,7 +121,7 @@ def _ceiling_stage(s3: Any, prefix: str, destination: Path, workers: int) -> int
 
 
 def _ceiling_upload(s3: Any, source: Path, prefix: str, workers: int) -> int:
-    from spotrun.agent.staging import ranges_of
+    from spotrun.agent.ranges import ranges_of
     from spotrun.agent.upload import MULTIPART_THRESHOLD
 
     files = sorted(p for p in source.iterdir() if p.is_file())

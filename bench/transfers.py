@@ -184,7 +184,8 @@ def _report(samples: dict[str, list[dict[str, Any]]], runs: int) -> dict[str, An
     config = (
         f"{runs} runs, each measurement a fresh process, tools interleaved (order rotated per run); data sets "
         + ", ".join(f"{name}: {count} x {size // MIB} MiB" for name, (count, size) in DATASETS.items())
-        + f"; spotrun {SPOTRUN_WORKERS} workers, ceiling best of {CEILING_WORKERS} threads, s5cmd defaults; "
+        + f"; spotrun {SPOTRUN_WORKERS} workers (ranged GETs at most 8 per CPU), ceiling best of {CEILING_WORKERS} "
+        "threads (ranges cut as spotrun's for that many), s5cmd defaults; "
         "the emulator's S3 in its own process (ThreadedMotoServer, the dispatch, range and upload patches). "
         "Medians [min-max]. Emulator CPU-s: what the emulator's S3 process ran during each measurement "
         "(/proc/<pid>/stat), on the same 2 cores as the client. Target: >= 90 % of the ceiling and >= s5cmd."

@@ -7,12 +7,13 @@ and computed in one pass over the bytes. A file that fails is fetched once more,
 
 A small object is one GET (:mod:`spotrun.agent.staging_whole`: through the CRT's S3 client when the agent has
 one, else through boto3). An object of :data:`RANGED_THRESHOLD` bytes or more is fetched as parallel ranged
-GETs of :func:`part_size` bytes (S3 serves byte ranges of one object in parallel:
+GETs (:mod:`spotrun.agent.ranges`: S3 serves byte ranges of one object in parallel:
 https://docs.aws.amazon.com/whitepapers/latest/s3-optimizing-performance-best-practices/use-byte-range-fetches.html),
 each written in place (:func:`spotrun.agent.file_writes.write_at`: 64 KiB per ``pwrite``) into a file
 preallocated to the object's size; every range asks for the ETag the ``HeadObject`` that chose the check saw
 (``IfMatch``), so an object overwritten midway fails with 412 instead of mixing two versions. Ranges of every
-large file share one pool, so a few large files still make ``max_workers`` streams.
+large file share one pool, so a few large files still make ``max_workers`` streams (at most
+:data:`~spotrun.agent.ranges.STREAMS_PER_CPU` per CPU).
 
 Every file lands under a root directory the agent made (the job's directory, or its checkpoint directory), and
 nothing is written through a symbolic link found there (:func:`spotrun.agent.links.real_directories`): a link
@@ -39,6 +40,7 @@ from spotrun.agent.integrity import (
     problems,
 )
 from spotrun.agent.links import LinkError, real_directories
+from spotrun.agent.ranges import RANGED_THRESHOLD, range_size, ranged_streams, ranges_of
 from spotrun.agent.staging_plan import (
     Algorithm,
     LinkStagingError,
@@ -79,7 +81,6 @@ __all__ = [
     "download_verified",
     "expectation_for",
     "iter_objects",
-    "part_size",
     "plan_input",
     "relative_destination",
     "stage",
@@ -88,34 +89,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_WORKERS = 32  # files at once, and ranges at once: with 64 pooled connections (runner.aws_client)
-MIB = 1024 * 1024
-RANGED_THRESHOLD = 16 * MIB
-MIN_PART = 8 * MIB
-MAX_PART = 64 * MIB
-TARGET_PARTS = 16  # ranges per object: a single large object alone still makes ~16 streams
-
-
-def part_size(size: int) -> int:
-    """The range size for an object of ``size`` bytes: ~:data:`TARGET_PARTS` ranges of 8-64 MiB, whole MiB.
-
-    Parameters
-    ----------
-    size
-        The object's size in bytes.
-
-    Returns
-    -------
-    int
-        Bytes per ranged GET (the last range may be shorter).
-    """
-    wanted = -(-size // TARGET_PARTS)
-    return min(MAX_PART, max(MIN_PART, -(-wanted // MIB) * MIB))
-
-
-def ranges_of(size: int) -> list[tuple[int, int]]:
-    """``(offset, length)`` of each ranged GET of an object of ``size`` bytes, in order."""
-    step = part_size(size)
-    return [(offset, min(step, size - offset)) for offset in range(0, size, step)]
 
 
 def _prepare_directory(root: Path, item: StageItem) -> None:
@@ -155,12 +128,12 @@ def _fetch_range(
 
 
 def _download_ranged(
-    s3: S3Reader, item: StageItem, head: dict[str, Any], ranged_pool: ThreadPoolExecutor
+    s3: S3Reader, item: StageItem, head: dict[str, Any], ranged_pool: ThreadPoolExecutor, part: int | None
 ) -> Fetched:
     expectation = expectation_for(head, item.sha256)
     size = expectation.size
     etag = str(head["ETag"])
-    ranges = ranges_of(size)
+    ranges = ranges_of(size, part)
     with landing(item) as descriptor:
         os.ftruncate(descriptor, size)  # preallocated: every range writes in place
         ordered = None
@@ -209,6 +182,7 @@ def _download_once(
     item: StageItem,
     root: Path,
     ranged_pool: ThreadPoolExecutor | None,
+    part: int | None,
     direct: DirectGetter | None,
 ) -> Fetched:
     _prepare_directory(root, item)
@@ -217,7 +191,7 @@ def _download_once(
         # size was not listed, between one GET and ranges.
         head = s3.head_object(Bucket=item.bucket, Key=item.key, ChecksumMode="ENABLED")
         if int(head["ContentLength"]) >= RANGED_THRESHOLD:
-            return _download_ranged(s3, item, head, ranged_pool)
+            return _download_ranged(s3, item, head, ranged_pool, part)
     if direct is not None:
         return download_direct(direct, item)
     return download_whole(s3, item)
@@ -230,6 +204,7 @@ def download_verified(
     root: Path,
     attempts: int = 2,
     ranged_pool: ThreadPoolExecutor | None = None,
+    part: int | None = None,
     direct: DirectGetter | None = None,
 ) -> StagedFile:
     """Copy one object to its destination, verified, retrying a failed copy.
@@ -246,6 +221,9 @@ def download_verified(
         Tries in all (2: a failure is retried once).
     ranged_pool
         Where the ranged GETs of a large object run. None: every object is one GET.
+    part
+        Bytes per ranged GET (:func:`~spotrun.agent.ranges.range_size`). None:
+        :func:`~spotrun.agent.ranges.part_size` of the object.
     direct
         Makes the one GET of an object that is not fetched in ranges (the CRT, :mod:`.staging_crt`). None:
         ``s3`` makes it.
@@ -264,7 +242,7 @@ def download_verified(
     last: Exception | None = None
     for attempt in range(1, attempts + 1):
         try:
-            result = _download_once(s3, item, root, ranged_pool, direct)
+            result = _download_once(s3, item, root, ranged_pool, part, direct)
         except LinkStagingError:
             raise
         except Exception as exc:  # any failure of one copy (network, checksum, disk) is worth one more try
@@ -303,8 +281,10 @@ def stage(
         The directory every destination lies under (a job's directory): nothing is written through a link
         between it and a file.
     max_workers
-        Files copied at once, and ranged GETs in flight at once (two pools: a file waiting for its ranges
-        does not hold a range's place).
+        Files copied at once, and ranged GETs in flight at once, the latter at most 8 per CPU
+        (:func:`~spotrun.agent.ranges.ranged_streams`; two pools: a file waiting for its ranges does not hold a
+        range's place). The ranges are sized to the large objects listed
+        (:func:`~spotrun.agent.ranges.range_size`).
     attempts
         Tries per file.
     direct
@@ -329,8 +309,12 @@ def stage(
         raise StagingError("two staged objects would be written to the same local file")
     total = 0
     workers = max(1, max_workers)
+    streams = ranged_streams(workers)
+    part = range_size(
+        sum(i.size for i in items if i.size is not None and i.size >= RANGED_THRESHOLD), streams
+    )
     with (
-        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stage-range") as ranged_pool,
+        ThreadPoolExecutor(max_workers=streams, thread_name_prefix="stage-range") as ranged_pool,
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="stage") as pool,
     ):
         futures: list[Future[StagedFile]] = [
@@ -341,6 +325,7 @@ def stage(
                 root=root,
                 attempts=attempts,
                 ranged_pool=ranged_pool,
+                part=part,
                 direct=direct,
             )
             for item in items

@@ -10,7 +10,7 @@ does not read the bytes again to compute its own
   receives it. A CRC-32 rather than the SHA-256 already computed: S3's check, staging's check (a CRC-32 is a
   hundredth of a SHA-256's CPU with ISA-L) and the emulator's, which shares the agent's cores, all cost less,
   for the same protection against a damaged transfer (docs/transfers.md, "Tenth pass");
-- a larger one is a multipart upload of parts sized by :func:`spotrun.agent.staging.part_size` (8-64 MiB, about
+- a larger one is a multipart upload of parts sized by :func:`spotrun.agent.ranges.part_size` (8-64 MiB, about
   16 parts), sent in parallel, each with its CRC-32 (``ChecksumCRC32``) in an upload of checksum type
   ``FULL_OBJECT``: S3 checks each part, then the whole object's CRC-32, which is combined from the parts' here
   (:func:`spotrun.agent.crcs.crc32_combine`) and given at completion. The object then carries a
@@ -36,7 +36,7 @@ from typing import Any, BinaryIO
 
 from spotrun.agent.crcs import crc32, crc32_combine
 from spotrun.agent.links import open_regular
-from spotrun.agent.staging import RANGED_THRESHOLD, ranges_of
+from spotrun.agent.ranges import RANGED_THRESHOLD, ranges_of
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from botocore import httpchecksum
 
 from spotrun.agent import integrity
 from spotrun.agent.integrity import Expectation, StreamDigest, sdk_checksum
-from spotrun.agent.staging import MIB, RANGED_THRESHOLD, StageItem, StagingError, download_verified
+from spotrun.agent.ranges import MIB, RANGED_THRESHOLD
+from spotrun.agent.staging import StageItem, StagingError, download_verified
 from spotrun.agent.upload import upload_file
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.conftest import corrupt_in_storage

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from spotrun.agent import checkpoints, upload
-from spotrun.agent.staging import MIB, ranges_of
+from spotrun.agent.ranges import MIB, ranges_of
 from spotrun.model import layout
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 

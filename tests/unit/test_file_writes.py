@@ -11,7 +11,8 @@ import pytest
 
 from spotrun.agent import file_writes, staging
 from spotrun.agent.file_writes import WRITE_BYTES, write_at
-from spotrun.agent.staging import MIB, StageItem
+from spotrun.agent.ranges import MIB
+from spotrun.agent.staging import StageItem
 from tests.unit.test_staging import BUCKET, FakeS3
 
 

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spotrun.agent import integrity, staging
+from spotrun.agent import integrity, ranges, staging
 from spotrun.agent.crcs import crc32_combine
-from spotrun.agent.staging import MIB, StageItem, StagingError, part_size, ranges_of, stage
+from spotrun.agent.ranges import MIB, ranges_of
+from spotrun.agent.staging import StageItem, StagingError, stage
 from tests.unit.test_staging import BUCKET, FakeS3
 
 SIZE = 24 * MIB + 12345  # 8 MiB ranges: 3 full ones and a short last one
@@ -24,15 +25,6 @@ BODY = random.Random(7).randbytes(SIZE)
 def test_crc32_combine_is_the_crc_of_the_concatenation(a, b):
     # Given two byte strings / When their CRCs are combined / Then it is the CRC of both in a row
     assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
-
-
-def test_the_part_size_follows_the_object_size():
-    # Given / When / Then: ~16 ranges of 8-64 MiB, whole MiB
-    assert part_size(256 * MIB) == 16 * MIB
-    assert len(ranges_of(256 * MIB)) == 16
-    assert part_size(20 * MIB) == 8 * MIB
-    assert part_size(4096 * MIB) == 64 * MIB
-    assert ranges_of(SIZE)[-1] == (24 * MIB, 12345)
 
 
 @pytest.mark.parametrize(
@@ -55,6 +47,49 @@ def test_a_large_object_is_fetched_as_ranged_gets_written_in_place_and_verified(
     assert len(s3.ranges["in/big.bin"]) == 4
     assert staged.requests == 4
     assert staged.algorithm == algorithm
+    assert (tmp_path / "big.bin").read_bytes() == BODY
+
+
+def test_the_ranges_of_a_staging_are_sized_to_all_its_large_objects(tmp_path):
+    # Given two large objects, staged over two streams
+    s3 = FakeS3()
+    items = []
+    for name in ("a", "b"):
+        s3.put(f"in/{name}.bin", BODY)
+        items.append(StageItem(BUCKET, f"in/{name}.bin", tmp_path / f"{name}.bin", size=SIZE))
+
+    # When they are staged
+    stage(s3, items, root=tmp_path, max_workers=2)
+
+    # Then each is fetched in two ranges per stream over both (13 MiB), not in 8 MiB parts of its own
+    part = ranges.range_size(2 * SIZE, 2)
+    assert part == 13 * MIB
+    for name in ("a", "b"):
+        assert sorted(s3.ranges[f"in/{name}.bin"]) == [(o, o + n - 1) for o, n in ranges_of(SIZE, part)]
+        assert (tmp_path / f"{name}.bin").read_bytes() == BODY
+
+
+def test_ranged_gets_in_flight_are_at_most_eight_per_cpu(tmp_path, monkeypatch):
+    # Given a process that may run on one CPU, and the pools staging makes, recorded
+    monkeypatch.setattr(ranges, "usable_cpus", lambda: 1)
+    made: dict[str, int] = {}
+    real_pool = staging.ThreadPoolExecutor
+
+    def recorded_pool(max_workers: int, thread_name_prefix: str) -> Any:
+        made[thread_name_prefix] = max_workers
+        return real_pool(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
+
+    monkeypatch.setattr(staging, "ThreadPoolExecutor", recorded_pool)
+    s3 = FakeS3()
+    s3.put("in/big.bin", BODY)
+
+    # When a large object is staged with 32 workers
+    stage(
+        s3, [StageItem(BUCKET, "in/big.bin", tmp_path / "big.bin", size=SIZE)], root=tmp_path, max_workers=32
+    )
+
+    # Then files get 32 workers and ranges 8 streams
+    assert made == {"stage": 32, "stage-range": 8}
     assert (tmp_path / "big.bin").read_bytes() == BODY
 
 
