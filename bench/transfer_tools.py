@@ -87,7 +87,7 @@ def _ceiling_stage(s3: Any, prefix: str, destination: Path, workers: int) -> int
     from spotrun.agent.staging import CHUNK_BYTES, iter_objects
 
     objects = list(iter_objects(s3, BUCKET, prefix))
-    # Ranges sized as staging sizes them for this many streams (its own are at most 8 per CPU).
+    # Ranges sized as staging sizes them for this many streams (its own are at most 4 per CPU).
     part = range_size(sum(size for _, size in objects if size >= RANGED_THRESHOLD), workers)
     tasks: list[tuple[str, Path, int | None, int]] = []
     for key, size in objects:

@@ -42,7 +42,7 @@ from bench.transfer_tools import (
 
 __all__ = ["BUCKET", "CASES", "DATASETS", "main", "run"]
 
-CEILING_WORKERS = (16, 32)
+CEILING_WORKERS = (8, 16, 32)
 SPOTRUN_WORKERS = 32  # the agent default (spotrun.agent.staging.DEFAULT_WORKERS)
 TARGET_OF_CEILING = 0.9
 
@@ -184,7 +184,7 @@ def _report(samples: dict[str, list[dict[str, Any]]], runs: int) -> dict[str, An
     config = (
         f"{runs} runs, each measurement a fresh process, tools interleaved (order rotated per run); data sets "
         + ", ".join(f"{name}: {count} x {size // MIB} MiB" for name, (count, size) in DATASETS.items())
-        + f"; spotrun {SPOTRUN_WORKERS} workers (ranged GETs at most 8 per CPU), ceiling best of {CEILING_WORKERS} "
+        + f"; spotrun {SPOTRUN_WORKERS} workers (ranged GETs at most 4 per CPU), ceiling best of {CEILING_WORKERS} "
         "threads (ranges cut as spotrun's for that many), s5cmd defaults; "
         "the emulator's S3 in its own process (ThreadedMotoServer, the dispatch, range and upload patches). "
         "Medians [min-max]. Emulator CPU-s: what the emulator's S3 process ran during each measurement "

@@ -6,8 +6,8 @@ S3 serves byte ranges of one object in parallel, and AWS's guidance for large ob
 fill 10 Gb/s
 (https://docs.aws.amazon.com/whitepapers/latest/s3-optimizing-performance-best-practices/horizontal-scaling-and-request-parallelization-for-high-throughput.html).
 
-- An object alone is cut into about :data:`TARGET_PARTS` parts of 8-64 MiB (:func:`part_size`): a single
-  checkpoint file still makes ~16 streams. Uploads use it for their parts.
+- An object on its own (an upload's parts, an object whose size nobody listed) is cut into about
+  :data:`TARGET_PARTS` parts of 8-64 MiB (:func:`part_size`).
 - Staging knows every large object it will fetch (the listing gives their sizes), and cuts them all to one range
   size (:func:`range_size`): about :data:`RANGES_PER_STREAM` ranges per stream, as few requests as keep every
   stream busy to the end. Each GET costs a request's latency on S3, and about a millisecond of the agent's CPU.
@@ -24,10 +24,12 @@ RANGED_THRESHOLD = 16 * MIB  # below it, one GET (or one PUT) per object
 MIN_PART = 8 * MIB
 MAX_PART = 64 * MIB
 TARGET_PARTS = 16  # parts per object alone
-# 8 per vCPU is 16 streams (~11 Gb/s by AWS's rule) on 2 vCPUs, whose instances have at most 10-12.5 Gb/s, and
-# 32 from 4 vCPUs on, as before. Past that, on two cores, Python threads cost more in switching than they move
-# (docs/transfers.md, eleventh pass).
-STREAMS_PER_CPU = 8
+# By AWS's rule (85-90 MB/s a stream), 4 per vCPU is ~5.6 Gb/s on 2 vCPUs, ~11 Gb/s on 4 and 32 streams (the
+# workers) from 8 on. An instance of 16 vCPUs or fewer has an "up to" bandwidth: a lower baseline, and bursts for
+# minutes (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-network-bandwidth.html). Past that,
+# Python threads cost more CPU in switching than they move: on two cores shared with the emulator, 8 streams
+# went 1,221 MB/s, 16 streams 1,138 and 32 about 1,000 (docs/transfers.md, eleventh pass).
+STREAMS_PER_CPU = 4
 RANGES_PER_STREAM = 2  # each stream's second range evens out when the streams finish
 
 
@@ -89,7 +91,10 @@ def ranges_of(size: int, part: int | None = None) -> list[tuple[int, int]]:
 
 
 def usable_cpus() -> int:
-    """The CPUs this process may run on: its affinity (a container's or ``taskset``'s limit), not the host's."""
+    """The CPUs this process may run on: its affinity (``taskset``, a container's cpuset), not the host's count.
+
+    A CPU quota (``docker --cpus``) is not an affinity, and is not counted.
+    """
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

@@ -281,7 +281,7 @@ def stage(
         The directory every destination lies under (a job's directory): nothing is written through a link
         between it and a file.
     max_workers
-        Files copied at once, and ranged GETs in flight at once, the latter at most 8 per CPU
+        Files copied at once, and ranged GETs in flight at once, the latter at most 4 per CPU
         (:func:`~spotrun.agent.ranges.ranged_streams`; two pools: a file waiting for its ranges does not hold a
         range's place). The ranges are sized to the large objects listed
         (:func:`~spotrun.agent.ranges.range_size`).

@@ -52,9 +52,9 @@ def test_a_given_range_size_cuts_the_object():
 
 @pytest.mark.parametrize(
     ("workers", "cpus", "expected"),
-    [(32, 1, 8), (32, 2, 16), (32, 4, 32), (32, 96, 32), (4, 2, 4), (0, 2, 1)],
+    [(32, 1, 4), (32, 2, 8), (32, 4, 16), (32, 8, 32), (32, 96, 32), (4, 2, 4), (0, 2, 1)],
 )
-def test_ranged_streams_are_the_workers_at_most_eight_per_cpu(workers, cpus, expected):
+def test_ranged_streams_are_the_workers_at_most_four_per_cpu(workers, cpus, expected):
     # Given workers asked for and the CPUs / When / Then
     assert ranged_streams(workers, cpus) == expected
 
@@ -65,4 +65,4 @@ def test_the_cpus_counted_are_those_the_process_may_run_on(monkeypatch):
 
     # When / Then
     assert ranges.usable_cpus() == 3
-    assert ranged_streams(64) == 24
+    assert ranged_streams(64) == 12

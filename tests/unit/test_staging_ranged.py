@@ -69,7 +69,7 @@ def test_the_ranges_of_a_staging_are_sized_to_all_its_large_objects(tmp_path):
         assert (tmp_path / f"{name}.bin").read_bytes() == BODY
 
 
-def test_ranged_gets_in_flight_are_at_most_eight_per_cpu(tmp_path, monkeypatch):
+def test_ranged_gets_in_flight_are_at_most_four_per_cpu(tmp_path, monkeypatch):
     # Given a process that may run on one CPU, and the pools staging makes, recorded
     monkeypatch.setattr(ranges, "usable_cpus", lambda: 1)
     made: dict[str, int] = {}
@@ -88,8 +88,8 @@ def test_ranged_gets_in_flight_are_at_most_eight_per_cpu(tmp_path, monkeypatch):
         s3, [StageItem(BUCKET, "in/big.bin", tmp_path / "big.bin", size=SIZE)], root=tmp_path, max_workers=32
     )
 
-    # Then files get 32 workers and ranges 8 streams
-    assert made == {"stage": 32, "stage-range": 8}
+    # Then files get 32 workers and ranges 4 streams
+    assert made == {"stage": 32, "stage-range": 4}
     assert (tmp_path / "big.bin").read_bytes() == BODY
 
 
