@@ -52,8 +52,8 @@ def part_size(size: int) -> int:
 def range_size(total: int, streams: int) -> int | None:
     """The range size for large objects of ``total`` bytes in all, fetched over ``streams`` streams.
 
-    About :data:`RANGES_PER_STREAM` ranges per stream, 8-64 MiB: 4 x 256 MiB over 16 streams, 32 MiB; one
-    256 MiB object, 8 MiB; 10 GiB over 32 streams, 64 MiB.
+    About :data:`RANGES_PER_STREAM` ranges per stream, 8-64 MiB: 4 x 256 MiB over 8 streams, 64 MiB, and over
+    16, 32 MiB; one 256 MiB object over 8 streams, 16 MiB; 10 GiB over 32 streams, 64 MiB.
 
     Parameters
     ----------

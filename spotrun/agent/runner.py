@@ -51,7 +51,8 @@ class AgentSettings:
     imds_endpoint
         ``SPOTRUN_IMDS_ENDPOINT``, default ``http://169.254.169.254``.
     workers
-        ``SPOTRUN_AGENT_WORKERS``: files copied at once, default 32 (``staging.DEFAULT_WORKERS``).
+        ``SPOTRUN_AGENT_WORKERS``: files copied at once, default 32 (``staging.DEFAULT_WORKERS``), and ranged
+        GETs in flight at once, at most 4 per CPU (``ranges.ranged_streams``).
     credentials_url
         ``SPOTRUN_AGENT_CREDENTIALS_URL``: the API's credentials route, where the agent gets its job's S3
         credentials (the user data writes it; the command document itself can only be read with them).
