@@ -367,10 +367,10 @@ def test_the_emulator_holds_job_credentials_to_their_session_policy(runtime: Loc
     )
     own_checkpoint = f"{checkpoints_prefix('job-g-000000000001')}step-000000000001/_COMMITTED.json"
     assert code(job, lambda s3: s3.put_object(Bucket=bucket, Key=own_checkpoint, Body=b"{}")) == "allowed"
-    assert (
-        code(job, lambda s3: s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": own_checkpoint}]}))
-        == "allowed"
-    )
+    deleted = job.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": own_checkpoint}]})
+    # (a refused DeleteObjects key answers 200 with the key under Errors, not a ClientError)
+    assert (deleted.get("Errors", []), keys_of(deleted.get("Deleted", []))) == ([], [own_checkpoint])
+    assert runtime.client("s3").list_objects_v2(Bucket=bucket, Prefix=own_checkpoint)["KeyCount"] == 0
     # and are refused, as S3 refuses, another job's command, checkpoints and listing, and their own command's write
     assert code(job, lambda s3: s3.get_object(Bucket=bucket, Key=other_key)) == "AccessDenied"
     assert code(job, lambda s3: s3.head_object(Bucket=bucket, Key=other_key)) in ("AccessDenied", "403")
@@ -386,3 +386,38 @@ def test_the_emulator_holds_job_credentials_to_their_session_policy(runtime: Loc
     # and nothing of another job was written or removed
     assert runtime.client("s3").get_object(Bucket=bucket, Key=other_key)["Body"].read() == b"{}"
     assert runtime.client("s3").list_objects_v2(Bucket=bucket, Prefix=other_checkpoint)["KeyCount"] == 0
+
+
+def keys_of(entries: list[dict[str, Any]]) -> list[str]:
+    return [str(entry["Key"]) for entry in entries]
+
+
+def test_a_delete_batch_removes_the_jobs_own_keys_and_refuses_each_other_jobs_key(
+    runtime: LocalRuntime,
+) -> None:
+    # Given a checkpoint of job g and one of job h, and job g's instance with its job's credentials
+    bucket, admin = runtime.settings.jobs_bucket, runtime.client("s3")
+    own = f"{checkpoints_prefix('job-g-000000000003')}step-000000000001/_COMMITTED.json"
+    other = f"{checkpoints_prefix('job-h-000000000004')}step-000000000001/_COMMITTED.json"
+    for key in (own, other):
+        admin.put_object(Bucket=bucket, Key=key, Body=b"{}")
+    instance = training_job(runtime, "job-g-000000000003", "i-gggh")
+    issued = credentials_source(runtime, instance, "job-g-000000000003").fetch()
+    job = s3_as(runtime, issued.access_key_id, issued.secret_access_key, issued.session_token)
+
+    # When it deletes both in one DeleteObjects request
+    answer = job.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": own}, {"Key": other}]})
+
+    # Then S3 judges and deletes key by key, and reports each: its own key deleted, the other job's refused
+    # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html)
+    assert keys_of(answer.get("Deleted", [])) == [own], answer
+    assert [(error["Key"], error["Code"]) for error in answer.get("Errors", [])] == [(other, "AccessDenied")]
+    assert admin.list_objects_v2(Bucket=bucket, Prefix=own)["KeyCount"] == 0
+    assert admin.get_object(Bucket=bucket, Key=other)["Body"].read() == b"{}"
+
+    # When it asks to delete the other job's key alone
+    refused = job.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": other}]})
+    # Then the request answers, the key under Errors, and the object stays
+    assert keys_of(refused.get("Deleted", [])) == []
+    assert [(error["Key"], error["Code"]) for error in refused.get("Errors", [])] == [(other, "AccessDenied")]
+    assert admin.get_object(Bucket=bucket, Key=other)["Body"].read() == b"{}"
