@@ -8,6 +8,11 @@ An instance launched with a role serves that role's temporary credentials at
 ``iam/security-credentials/<role-name>`` (the role's name at ``iam/security-credentials/``), as EC2 does
 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-metadata-security-credentials.html); botocore's
 instance-metadata provider reads them there when ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` points at this service.
+
+It answers as EC2's does (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html,
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-metadata-v2-how-it-works.html): a directory lists its
+entries one per line, a sub-directory with a trailing ``/``; the token path takes only ``PUT`` (405 otherwise); a
+token request carrying ``X-Forwarded-For`` is refused (403), so a proxy or an SSRF relay cannot open a session.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
+
 from spotrun.local.loopback import LoopbackServer
 
 TOKEN_PATH = "/latest/api/token"  # noqa: S105 - a URL path, not a secret
@@ -28,6 +35,24 @@ TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"  # noqa: S105 - a header name
 MAX_TOKEN_TTL = 21_600
 CREDENTIALS_PATH = "/latest/meta-data/iam/security-credentials/"
+# The trees a GET may list as directories; ``/latest/`` itself is left out (EC2 lists it without slashes).
+LISTED_ROOTS = ("/latest/meta-data/", "/latest/dynamic/")
+# The interruption actions for which EC2 also sets the legacy ``spot/termination-time``: "If your Spot Instance
+# is marked to be stopped or terminated by Amazon EC2, the termination-time item is present in your instance
+# metadata" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html).
+TERMINATION_TIME_ACTIONS = ("stop", "terminate")
+
+
+def zone_id_of(region: str, zone: str) -> str:
+    """The zone id (e.g. ``use1-az1``) of ``zone``, from the table EC2's ``DescribeAvailabilityZones`` answers with.
+
+    Zone names are mapped to ids per account on AWS; the emulator's one account uses moto's mapping, so IMDS and
+    EC2 agree. Empty when the zone is unknown.
+    """
+    for known in RegionsAndZonesBackend.zones.get(region, []):
+        if known.name == zone:
+            return str(known.zone_id)
+    return ""
 
 
 @dataclass(frozen=True)
@@ -80,7 +105,12 @@ class InstanceMetadata:
     instance_action: dict[str, str] | None = None  # {"action": ..., "time": ...}
     rebalance: dict[str, str] | None = None  # {"noticeTime": ...}
     credentials: RoleCredentials | None = None  # the instance profile's role, if launched with one
+    availability_zone_id: str = ""  # e.g. use1-az1; looked up from the zone name when not given
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.availability_zone_id:
+            self.availability_zone_id = zone_id_of(self.region, self.availability_zone)
 
     def set_instance_action(self, action: str, when: str) -> None:
         """Publish an interruption notice at ``spot/instance-action``."""
@@ -93,45 +123,73 @@ class InstanceMetadata:
             self.rebalance = {"noticeTime": notice_time}
 
     def lookup(self, path: str) -> tuple[int, str, str]:
-        """Answer a GET of ``path`` as (status, content type, body)."""
+        """Answer a GET of ``path`` as (status, content type, body): an item, a directory's listing, or 404."""
+        items = self._items()
+        path = path.split("?", 1)[0]
+        if path in items:
+            return items[path]
+        listing = _listing(path, items)
+        if listing is not None:
+            return 200, "text/plain", listing
+        return 404, "text/plain", "Not Found"
+
+    def _items(self) -> dict[str, tuple[int, str, str]]:
+        """Every item the service holds now, by full path, each as its (status, content type, body)."""
         with self._lock:
             action, rebalance = self.instance_action, self.rebalance
+        meta = "/latest/meta-data/"
         text = {
-            "/latest/meta-data/instance-id": self.instance_id,
-            "/latest/meta-data/instance-type": self.instance_type,
-            "/latest/meta-data/instance-life-cycle": self.lifecycle,
-            "/latest/meta-data/placement/availability-zone": self.availability_zone,
-            "/latest/meta-data/placement/region": self.region,
-            "/latest/meta-data/ami-id": self.ami_id,
-            "/latest/meta-data/local-ipv4": self.local_ipv4,
-            "/latest/meta-data/hostname": f"ip-{self.local_ipv4.replace('.', '-')}.ec2.internal",
+            "instance-id": self.instance_id,
+            "instance-type": self.instance_type,
+            "instance-life-cycle": self.lifecycle,
+            "placement/availability-zone": self.availability_zone,
+            "placement/availability-zone-id": self.availability_zone_id,
+            "placement/region": self.region,
+            "ami-id": self.ami_id,
+            "local-ipv4": self.local_ipv4,
+            "hostname": f"ip-{self.local_ipv4.replace('.', '-')}.ec2.internal",
         }
-        documents: dict[str, Any] = {
-            "/latest/meta-data/spot/instance-action": action,
-            "/latest/meta-data/events/recommendations/rebalance": rebalance,
-            "/latest/dynamic/instance-identity/document": {
-                "instanceId": self.instance_id,
-                "instanceType": self.instance_type,
-                "availabilityZone": self.availability_zone,
-                "region": self.region,
-                "imageId": self.ami_id,
-                "privateIp": self.local_ipv4,
-            },
-        }
-        path = path.split("?", 1)[0]
+        documents: dict[str, Any] = {}
+        if action is not None:
+            documents["spot/instance-action"] = action
+            if action["action"] in TERMINATION_TIME_ACTIONS:
+                text["spot/termination-time"] = action["time"]
+        if rebalance is not None:
+            documents["events/recommendations/rebalance"] = rebalance
         if self.credentials is not None:
             role = self.credentials.role_name
-            text[CREDENTIALS_PATH] = role
-            text[CREDENTIALS_PATH.rstrip("/")] = role
-            documents[CREDENTIALS_PATH + role] = self.credentials.document()
-        if path in text:
-            return 200, "text/plain", text[path]
-        if documents.get(path) is not None:
-            return 200, "application/json", json.dumps(documents[path])
-        if path.rstrip("/") == "/latest/meta-data":
-            listing = sorted({p.removeprefix("/latest/meta-data/").split("/")[0] for p in text})
-            return 200, "text/plain", "\n".join(listing)
-        return 404, "text/plain", "Not Found"
+            documents[CREDENTIALS_PATH.removeprefix(meta) + role] = self.credentials.document()
+        items = {meta + key: (200, "text/plain", value) for key, value in text.items() if value}
+        items.update(
+            {meta + key: (200, "application/json", json.dumps(value)) for key, value in documents.items()}
+        )
+        identity = {
+            "instanceId": self.instance_id,
+            "instanceType": self.instance_type,
+            "availabilityZone": self.availability_zone,
+            "region": self.region,
+            "imageId": self.ami_id,
+            "privateIp": self.local_ipv4,
+        }
+        items["/latest/dynamic/instance-identity/document"] = (200, "application/json", json.dumps(identity))
+        return items
+
+
+def _listing(path: str, items: dict[str, Any]) -> str | None:
+    """The listing of the directory ``path`` (with or without its trailing ``/``), or None if it is not one.
+
+    One entry a line; an entry that is itself a directory ends with ``/``, as EC2 lists them
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html).
+    """
+    directory = path.rstrip("/") + "/"
+    if not any(directory.startswith(root) for root in LISTED_ROOTS):
+        return None
+    entries: set[str] = set()
+    for item in items:
+        if item.startswith(directory):
+            head, slash, _ = item.removeprefix(directory).partition("/")
+            entries.add(head + slash)
+    return "\n".join(sorted(entries)) if entries else None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -142,6 +200,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != TOKEN_PATH:
             self._reply(404, "text/plain", "Not Found")
             return
+        if "X-Forwarded-For" in self.headers:
+            # IMDS refuses a token request that went through a proxy, so a forwarded (SSRF) request cannot open a
+            # session (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-metadata-v2-how-it-works.html).
+            self._reply(403, "text/plain", "Forbidden")
+            return
         ttl = self.headers.get(TTL_HEADER, "")
         if not ttl.isdigit() or not 1 <= int(ttl) <= MAX_TOKEN_TTL:
             self._reply(400, "text/plain", "Bad Request")
@@ -149,10 +212,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(200, "text/plain", self.server.issue_token(int(ttl)))
 
     def do_GET(self) -> None:
+        if self.path.split("?", 1)[0] == TOKEN_PATH:
+            self._method_not_allowed()
+            return
         if not self.server.valid_token(self.headers.get(TOKEN_HEADER)):
             self._reply(401, "text/plain", "Unauthorized")
             return
         self._reply(*self.server.metadata.lookup(self.path))
+
+    def _method_not_allowed(self) -> None:
+        # The token path takes PUT only; EC2 answers any other method there with 405
+        # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-metadata-v2-how-it-works.html).
+        self._reply(405, "text/plain", "Method Not Allowed")
+
+    do_POST = do_DELETE = do_PATCH = _method_not_allowed  # noqa: N815 - http.server dispatches by these names
 
     def _reply(self, status: int, content_type: str, body: str) -> None:
         data = body.encode()

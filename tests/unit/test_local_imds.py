@@ -7,7 +7,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from spotrun.local.imds import ImdsServer, InstanceMetadata
 
@@ -111,3 +113,84 @@ def test_a_stopped_service_refuses_connections(imds: ImdsServer) -> None:
     # Then nothing answers any more
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{endpoint}/latest/meta-data/", timeout=2)  # noqa: S310
+
+
+def test_spot_termination_time_and_listing_appear_with_the_notice(imds: ImdsServer) -> None:
+    # Given no notice yet
+    headers = {"X-aws-ec2-metadata-token": _token(imds)}
+    base = f"{imds.endpoint}/latest/meta-data"
+    assert _request(f"{base}/spot/termination-time", headers=headers)[0] == 404
+    assert _request(f"{base}/spot/", headers=headers)[0] == 404
+    assert "spot/" not in _request(f"{base}/", headers=headers)[1].splitlines()
+
+    # When EC2 marks the instance for termination
+    imds.metadata.set_instance_action("terminate", "2025-01-01T12:02:00Z")
+
+    # Then the legacy termination-time, the spot/ listing and its entry in the root listing all answer
+    assert _request(f"{base}/spot/termination-time", headers=headers) == (200, "2025-01-01T12:02:00Z")
+    assert _request(f"{base}/spot/", headers=headers) == (200, "instance-action\ntermination-time")
+    assert "spot/" in _request(f"{base}/", headers=headers)[1].splitlines()
+
+
+def test_listings_mark_sub_directories_with_a_slash(imds: ImdsServer) -> None:
+    # Given a token
+    headers = {"X-aws-ec2-metadata-token": _token(imds)}
+
+    # When the root of the metadata and the placement directory are listed
+    status, root = _request(f"{imds.endpoint}/latest/meta-data/", headers=headers)
+    placement = _request(f"{imds.endpoint}/latest/meta-data/placement", headers=headers)
+
+    # Then directories end with "/" and items do not
+    assert status == 200
+    entries = root.splitlines()
+    assert "placement/" in entries
+    assert "instance-id" in entries
+    assert "placement" not in entries
+    assert placement == (200, "availability-zone\navailability-zone-id\nregion")
+
+
+def test_availability_zone_id_is_the_one_ec2_reports(imds: ImdsServer) -> None:
+    # Given a token, and the zone id EC2's DescribeAvailabilityZones gives us-east-1b in the emulator
+    headers = {"X-aws-ec2-metadata-token": _token(imds)}
+    with mock_aws():
+        zones = boto3.client("ec2", region_name="us-east-1").describe_availability_zones()[
+            "AvailabilityZones"
+        ]
+    expected = next(zone["ZoneId"] for zone in zones if zone["ZoneName"] == "us-east-1b")
+
+    # When the instance reads its zone id
+    answer = _request(f"{imds.endpoint}/latest/meta-data/placement/availability-zone-id", headers=headers)
+
+    # Then both agree (use1-az1)
+    assert answer == (200, expected)
+    assert expected == "use1-az1"
+
+
+def test_token_path_takes_put_only(imds: ImdsServer) -> None:
+    # Given a valid token
+    headers = {"X-aws-ec2-metadata-token": _token(imds)}
+
+    # When the token path is read with GET, with and without a token, and POSTed to
+    with_token = _request(f"{imds.endpoint}/latest/api/token", headers=headers)
+    without = _request(f"{imds.endpoint}/latest/api/token")
+    posted = _request(
+        f"{imds.endpoint}/latest/api/token", "POST", {"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+    )
+
+    # Then each is 405 Method Not Allowed, as on EC2
+    assert with_token[0] == 405
+    assert without[0] == 405
+    assert posted[0] == 405
+
+
+def test_a_forwarded_token_request_is_refused(imds: ImdsServer) -> None:
+    # Given / When a token is asked for through a proxy (X-Forwarded-For set)
+    forwarded = _request(
+        f"{imds.endpoint}/latest/api/token",
+        "PUT",
+        {"X-aws-ec2-metadata-token-ttl-seconds": "60", "X-Forwarded-For": "203.0.113.7"},
+    )
+
+    # Then IMDS refuses it, and issues no token
+    assert forwarded[0] == 403
+    assert forwarded[1] == "Forbidden"
