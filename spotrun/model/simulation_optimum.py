@@ -28,6 +28,9 @@ class Optimum:
     cost: float | None
     completion_hours: float | None
     progress: tuple[tuple[float, float], ...] = ()  # (hours after start, work done), when asked for
+    # What runs in each step from the start to the finishing one ("idle", "spot", "od"), when asked for: the
+    # schedule the cost is that of, for a replay to check.
+    schedule: tuple[str, ...] = ()
 
 
 def _min(rows: list[list[float]]) -> list[float]:
@@ -160,10 +163,12 @@ def optimum(job: SimJob, replay: Replay, start: int, interval_hours: float, reco
     step = replay.step_hours
     completion = (best_at + su.last_fraction) * step
     progress: tuple[tuple[float, float], ...] = ()
+    modes: list[str] = []
     if record:
-        path = _trace_back(su, history, best_at, best, [replay.spot[start + s] for s in range(su.steps)])
+        spot = [replay.spot[start + s] for s in range(su.steps)]
+        path = _trace_back(su, history, best_at, best, spot, modes)
         progress = (*((k * step, p * su.per_step) for k, p in enumerate(path)), (completion, job.work_hours))
-    return Optimum(best, completion, progress)
+    return Optimum(best, completion, progress, tuple(modes))
 
 
 def _close(a: float, b: float) -> bool:
@@ -171,10 +176,12 @@ def _close(a: float, b: float) -> bool:
     return math.isfinite(a) and abs(a - b) <= 1e-9 * max(1.0, abs(a))
 
 
-def _trace_back(su: _Setup, history: list[_State], last: int, cost: float, spot: list[bool]) -> list[int]:
+def _trace_back(
+    su: _Setup, history: list[_State], last: int, cost: float, spot: list[bool], modes: list[str]
+) -> list[int]:
     """The progress after each step of an optimal schedule, from the states of every step (``history[k]``: the
     states after step k - 1), finishing in step ``last`` at ``cost``: each state's predecessor is one whose cost
-    plus the step's price (nothing when idle) gives the state's."""
+    plus the step's price (nothing when idle) gives the state's. ``modes`` receives what runs in each step."""
 
     def rows(k: int, mode: str) -> list[list[float]]:
         return history[k][1] if mode == "spot" else history[k][2]
@@ -190,7 +197,7 @@ def _trace_back(su: _Setup, history: list[_State], last: int, cost: float, spot:
         return history[k][0][p] if mode == "idle" else rows(k, mode)[b][p]
 
     # The finishing step trained from the last progress index, on spot or on-demand, or entered and trained.
-    mode, b, p, v = "", 0, su.count - 1, 0.0
+    mode, b, p, v, finishing = "", 0, su.count - 1, 0.0, ""
     for m, price in (("spot", su.cs), ("od", su.co)):
         if m == "spot" and not spot[last]:
             continue
@@ -198,10 +205,11 @@ def _trace_back(su: _Setup, history: list[_State], last: int, cost: float, spot:
         starts = [(m, 0)] + (entering(last, m, p) if su.boot == 0 else [])
         hit = next(((mm, bb) for mm, bb in starts if _close(value(last, mm, bb, p), want)), None)
         if hit:
-            mode, b, v = hit[0], hit[1], want
+            mode, b, v, finishing = hit[0], hit[1], want, m
             break
-    path = [p]
+    path, modes[:] = [p], [finishing]
     for k in range(last, 0, -1):  # from the states after step k - 1 to those after step k - 2
+        modes.append(mode)  # what ran in step k - 1
         price = 0.0 if mode == "idle" else (su.cs if mode == "spot" else su.co)
         options: list[tuple[str, int, int]] = []
         if mode == "idle":
@@ -220,4 +228,5 @@ def _trace_back(su: _Setup, history: list[_State], last: int, cost: float, spot:
         v = want
         path.append(p)
     path.reverse()
+    modes.reverse()
     return path
