@@ -74,8 +74,36 @@ def _price(attempt: dict[str, Any]) -> str:
     return "at an unknown price" if price is None else f"at ${price:.4f}/h"
 
 
-def _attempt_events(old: dict[str, Any] | None, new: dict[str, Any]) -> list[Event]:
-    """What changed in one attempt between two views (``old`` None: the attempt is new)."""
+def resumed_at(attempt: dict[str, Any] | None, timeline: list[dict[str, Any]]) -> datetime | None:
+    """When ``attempt`` resumed from a committed checkpoint; None: it has not (yet).
+
+    The agent restores only a committed checkpoint (its commit marker in S3), while staging; the record learns it
+    (``checkpoint_restored``, the checkpoint's prefix, and ``restored_step``) in the same write that moves the job
+    to TRAINING on that attempt's instance. So that change's time is when the attempt resumed: its own start is
+    earlier, and may even precede the checkpoint's commit (a replacement boots while the old instance saves).
+    """
+    if attempt is None or attempt.get("checkpoint_restored") is None or attempt.get("restored_step") is None:
+        return None
+    started = datetime.fromisoformat(attempt["started_at"])
+    for change in timeline:
+        at = datetime.fromisoformat(change["at"])
+        detail = str(change.get("detail") or "")  # the instance id, then maybe how long setup took
+        if (
+            change["status"] == JobStatus.TRAINING.value
+            and at >= started
+            and detail.startswith(attempt["instance_id"])
+        ):
+            return at
+    return None
+
+
+def _attempt_events(
+    old: dict[str, Any] | None,
+    new: dict[str, Any],
+    timelines: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+) -> list[Event]:
+    """What changed in one attempt between two views (``old`` None: the attempt is new), given the job's timeline
+    in each view."""
     number = new["number"]
     previous = old or {}
     events = []
@@ -85,9 +113,9 @@ def _attempt_events(old: dict[str, Any] | None, new: dict[str, Any]) -> list[Eve
             f"{_price(new)} ({new['instance_id']})"
         )
         events.append(Event(datetime.fromisoformat(new["started_at"]), text, "bold"))
-    if new.get("restored_step") is not None and previous.get("restored_step") is None:
+    if (at := resumed_at(new, timelines[1])) and resumed_at(old, timelines[0]) is None:
         text = f"attempt {number}: resumes from the checkpoint of step {new['restored_step']}"
-        events.append(Event(datetime.fromisoformat(new["started_at"]), text, "green"))
+        events.append(Event(at, text, "green"))
     if (at := _at(new.get("rebalance_at"))) and not previous.get("rebalance_at"):
         events.append(
             Event(at, f"attempt {number}: EC2 recommends a rebalance (spot capacity at risk)", "yellow")
@@ -120,8 +148,9 @@ def job_events(before: dict[str, Any] | None, after: dict[str, Any]) -> list[Eve
     Returns
     -------
     list[Event]
-        The new state changes (with their detail), each new attempt, a checkpoint it resumes from, a rebalance
-        recommendation, an interruption warning, an attempt's end (and the steps it lost).
+        The new state changes (with their detail), each new attempt, the committed checkpoint it resumes from
+        (when it starts training: :func:`resumed_at`), a rebalance recommendation, an interruption warning, an
+        attempt's end (and the steps it lost).
     """
     seen = len(before["timeline"]) if before else 0
     events = []
@@ -130,8 +159,9 @@ def job_events(before: dict[str, Any] | None, after: dict[str, Any]) -> list[Eve
         text = status.value + (f": {change['detail']}" if change.get("detail") else "")
         events.append(Event(datetime.fromisoformat(change["at"]), text, str(status_text(status).style)))
     earlier = {a["number"]: a for a in (before or {}).get("attempts", [])}
+    timelines = ((before or {}).get("timeline", []), after.get("timeline", []))
     for attempt in after.get("attempts", []):
-        events += _attempt_events(earlier.get(attempt["number"]), attempt)
+        events += _attempt_events(earlier.get(attempt["number"]), attempt, timelines)
     return sorted(events, key=lambda event: event.at)  # stable: an attempt's own events keep their order
 
 
@@ -275,6 +305,11 @@ def after_submit(
     if should_follow(wait=wait, detach=detach, as_json=as_json):
         if duplicate:
             out.print(f"job {job_id} was already submitted (nothing new started): following it")
+        else:
+            # The id first, before the first poll (rich flushes each print, so a pipe's reader has it at once):
+            # off a terminal the live view draws nothing until the end, and whoever reads the output may need the
+            # id (to attach, cancel, or read the logs) long before the job ends.
+            out.print(f"job {job_id} {accepted['outcome']}", markup=False)
         # Its own console: the live part wraps within the terminal's width, so that each redraw erases the last.
         return follow_or_detach(client, job_id, console(stderr=as_json), poll)
     if as_json:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import sys
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -114,7 +115,7 @@ def moved(*statuses: JobStatus, detail: str | None = None) -> Step:
     return step
 
 
-def attempt(number: int, restored_step: int | None = None) -> Step:
+def attempt(number: int) -> Step:
     def step(job: Job) -> Job:
         started = later(job)
         new = Attempt(
@@ -125,12 +126,28 @@ def attempt(number: int, restored_step: int | None = None) -> Step:
             lifecycle="spot",
             price_per_hour=0.1578,
             started_at=started,
-            restored_step=restored_step,
         )
         job = job.model_copy(update={"attempts": [*job.attempts, new]})
         return transition(job, JobStatus.BOOTING, later(job))
 
     return step
+
+
+def resumed(step: int) -> Step:
+    """Staging restores the committed checkpoint of ``step``: recorded with the move to TRAINING, as dispatch does."""
+
+    def move(job: Job) -> Job:
+        job = transition(job, JobStatus.STAGING, later(job), job.attempts[-1].instance_id)
+        restored = job.attempts[-1].model_copy(
+            update={
+                "checkpoint_restored": f"s3://jobs/checkpoints/{job.job_id}/step-{step}/",
+                "restored_step": step,
+            }
+        )
+        job = job.model_copy(update={"attempts": [*job.attempts[:-1], restored]})
+        return transition(job, JobStatus.TRAINING, later(job), restored.instance_id)
+
+    return move
 
 
 def warned(job: Job) -> Job:
@@ -166,8 +183,8 @@ INTERRUPTED_RUN = [
     moved(JobStatus.STAGING, JobStatus.TRAINING),
     warned,
     interrupted,
-    attempt(2, restored_step=150),
-    moved(JobStatus.STAGING, JobStatus.TRAINING),
+    attempt(2),
+    resumed(150),
     completed,
 ]
 
@@ -203,15 +220,18 @@ def test_on_a_terminal_submit_follows_the_job_through_an_interruption_to_its_end
         "INTERRUPTED",
         "ACQUIRING",
         "attempt 2: g4dn.xlarge",
-        "attempt 2: resumes from the checkpoint of step 150",
         "BOOTING",
-        "TRAINING",
+        "STAGING: i-0000000000000002",
+        "TRAINING: i-0000000000000002",
+        "attempt 2: resumes from the checkpoint of step 150",
         "attempt 2 ended: completed",
         "ARCHIVING",
         "SUCCEEDED",
         "status: SUCCEEDED",
     )
-    assert result.stdout.count("TRAINING\n") == 2  # each change once, however many polls saw it
+    assert result.stdout.count("TRAINING\n") == 1  # each change once, however many polls saw it
+    assert result.stdout.count("TRAINING: i-0000000000000002\n") == 1
+    assert result.stdout.count("resumes from") == 1
     assert script.pauses == len(INTERRUPTED_RUN)
 
 
@@ -335,3 +355,28 @@ def test_the_log_tail_is_read_over_the_attempts_newest_last(cli, deployment, mon
     assert attach.log_tail(cli[0], script.job_id, lines=3) == ["a3", "b1", "b2"]
     assert attach.log_tail(cli[0], "no-such-job-000") == []
     assert JobStatus(cli[0].get_job(script.job_id)["status"]) is JobStatus.BOOTING
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_submit_wait_prints_the_job_id_before_it_follows_the_job(
+    cli, monkeypatch, tmp_path, terminal
+) -> None:
+    # Given a job that runs a while, and stdout a terminal or not
+    monkeypatch.setattr(attach, "on_terminal", lambda: terminal)
+    seen_at_first_poll: list[str] = []
+
+    def look(job: Job) -> Job:
+        # What a reader of stdout has when the view first waits: written out, not held in a buffer
+        seen_at_first_poll.append(sys.stdout.buffer.getvalue().decode())
+        return moved(JobStatus.ACQUIRING)(job)
+
+    script = play(
+        monkeypatch, cli[1], [look, attempt(1), moved(JobStatus.STAGING, JobStatus.TRAINING), completed]
+    )
+    # When it is submitted with --wait
+    result = runner.invoke(app, ["submit", manifest_file(tmp_path), "--wait", "--poll", "0.05"])
+    # Then its id was the first line out, before the first poll, and the view followed it to its end
+    assert result.exit_code == 0, result.output + result.stderr
+    assert seen_at_first_poll[0].startswith(f"job {script.job_id} started\n"), seen_at_first_poll
+    assert result.stdout.count(f"job {script.job_id} started\n") == 1
+    lines_after(result.stdout, f"job {script.job_id} started", "SUBMITTED", "TRAINING", "status: SUCCEEDED")

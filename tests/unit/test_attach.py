@@ -34,7 +34,7 @@ def running_view() -> dict[str, Any]:
             {"status": "SUBMITTED", "at": at(0)},
             {"status": "ACQUIRING", "at": at(1)},
             {"status": "BOOTING", "at": at(3), "detail": "i-1 in us-east-1a"},
-            {"status": "TRAINING", "at": at(30)},
+            {"status": "TRAINING", "at": at(30), "detail": "i-1"},
         ],
         "attempts": [
             {
@@ -65,7 +65,7 @@ def test_the_first_view_is_the_jobs_history_in_time_order() -> None:
         "ACQUIRING",
         "attempt 1: g4dn.xlarge in us-east-1a, spot at $0.1578/h (i-1)",
         "BOOTING: i-1 in us-east-1a",
-        "TRAINING",
+        "TRAINING: i-1",
     ]
     assert events[2].line().plain == "12:00:02  attempt 1: g4dn.xlarge in us-east-1a, spot at $0.1578/h (i-1)"
 
@@ -99,15 +99,74 @@ def test_an_interruption_shows_as_it_happens_then_the_new_attempt() -> None:
 
 
 def test_a_restored_checkpoint_and_a_deadline_move_are_said() -> None:
-    # Given an attempt whose restored step is reported after its start, then moved by the deadline policy
+    # Given an attempt that resumed from a committed checkpoint, then moved by the deadline policy
     before = running_view()
     after = copy.deepcopy(before)
-    after["attempts"][0].update(restored_step=150, notice_at=at(70), deadline_move=True)
+    after["attempts"][0].update(
+        checkpoint_restored="s3://jobs/checkpoints/tiny-1/step-150/", restored_step=150, notice_at=at(70)
+    )
+    after["attempts"][0]["deadline_move"] = True
     # When the events are computed, Then both are said
     assert texts(job_events(before, after)) == [
         "attempt 1: resumes from the checkpoint of step 150",
         "attempt 1: the deadline policy moves the job to on-demand; checkpointing",
     ]
+
+
+def resumed_run() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Attempt 2 of a job, booting while attempt 1 commits its notice checkpoint (at 64 s), then staging and
+    training from it: the views while it stages, when the restore is recorded, and before its own TRAINING."""
+    staging = running_view()
+    staging["attempts"][0].update(notice_at=at(60), ended_at=at(66), end_reason="interrupted")
+    staging["attempts"].append(
+        {**staging["attempts"][0], "number": 2, "instance_id": "i-2", "started_at": at(62)}
+    )
+    staging["attempts"][1].update(notice_at=None, ended_at=None, end_reason=None)
+    staging["timeline"] += [
+        {"status": "INTERRUPTED", "at": at(66)},
+        {"status": "BOOTING", "at": at(67), "detail": "i-2 in us-east-1a"},
+        {"status": "STAGING", "at": at(80), "detail": "i-2"},
+    ]
+    trained = copy.deepcopy(staging)
+    trained["attempts"][1].update(
+        checkpoint_restored="s3://jobs/checkpoints/tiny-1/step-150/", restored_step=150
+    )
+    trained["timeline"].append({"status": "TRAINING", "at": at(95), "detail": "i-2: setup took 9.0 s"})
+    unstamped = copy.deepcopy(trained)
+    unstamped["timeline"].pop()
+    return staging, trained, unstamped
+
+
+def test_a_resume_is_said_when_the_attempt_trains_from_the_committed_checkpoint_not_at_its_start() -> None:
+    # Given an attempt that started (62 s) before the checkpoint it resumes from was committed (64 s)
+    staging, trained, _ = resumed_run()
+    # When the view sees it staging, then training from the checkpoint
+    during = job_events(None, staging)
+    events = job_events(staging, trained)
+    # Then nothing is said of a resume while it stages; it is said once it trains, stamped with that time,
+    # after STAGING and right after its TRAINING
+    assert not any("resumes from" in text for text in texts(during))
+    assert texts(events) == [
+        "TRAINING: i-2: setup took 9.0 s",
+        "attempt 2: resumes from the checkpoint of step 150",
+    ]
+    assert events[1].at == T0 + timedelta(seconds=95)
+    first_view = job_events(None, trained)
+    assert texts(first_view)[-2:] == texts(events)
+    assert [e.at for e in first_view] == sorted(e.at for e in first_view)
+    # And said once, however many polls see it
+    assert job_events(trained, trained) == []
+
+
+def test_a_resume_is_said_only_from_a_committed_checkpoints_fact() -> None:
+    # Given an attempt whose restored step is known but no committed checkpoint is named, and one whose restore
+    # is recorded but whose TRAINING on its instance is not
+    _, trained, unstamped = resumed_run()
+    no_prefix = copy.deepcopy(trained)
+    no_prefix["attempts"][1]["checkpoint_restored"] = None
+    # When the events are computed, Then neither says it resumes
+    for view in (no_prefix, unstamped):
+        assert not any("resumes from" in text for text in texts(job_events(None, view)))
 
 
 def test_a_deadline_move_from_on_demand_is_said_as_the_return_to_spot() -> None:
