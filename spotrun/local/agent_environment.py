@@ -19,6 +19,16 @@ from spotrun.shape import REPO_ROOT
 
 # The runtime's own credentials: an agent must not inherit them, since it acts as its instance only.
 _RUNTIME_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+# What the control plane's functions are configured with (their settings, Powertools', moto's): an instance's
+# environment holds none of it on EC2, where the user data writes only the agent's own variables
+# (infra/assets/user_data.sh), so neither may the agent's or the training command's here. The agent's own knobs
+# (SPOTRUN_AGENT_*) pass, as the user data could set them.
+_CONTROL_PLANE_PREFIXES = ("SPOTRUN_", "POWERTOOLS_", "MOTO_")
+_AGENT_PREFIX = "SPOTRUN_AGENT_"
+
+
+def _instance_visible(name: str) -> bool:
+    return name.startswith(_AGENT_PREFIX) or not name.startswith(_CONTROL_PLANE_PREFIXES)
 
 
 def agent_environment(
@@ -35,7 +45,8 @@ def agent_environment(
     sim
         The simulated instance.
     base
-        The runtime's process environment (endpoints, ``SPOTRUN_*`` settings).
+        The runtime's process environment: its endpoint and region pass (the emulator's endpoint stands for
+        AWS's), the control plane's settings do not.
     api_url
         The local API Gateway stand-in's URL ("" when the deployment has no API).
     command_id
@@ -46,11 +57,11 @@ def agent_environment(
     Returns
     -------
     dict[str, str]
-        The variables, without the runtime's own credentials.
+        The variables, without the runtime's own credentials and the control plane's configuration.
     """
     python_path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = {
-        **base,
+        **{name: value for name, value in base.items() if _instance_visible(name)},
         # The instance's own role session, from its IMDS as on EC2 (botocore's instance-metadata provider), not
         # the runtime's credentials: the API stand-in names the caller after the instance.
         "AWS_EC2_METADATA_SERVICE_ENDPOINT": sim.imds.endpoint,

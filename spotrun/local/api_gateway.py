@@ -69,6 +69,8 @@ class Callers:
     """Credentials the stand-in authenticates: each simulated instance's role session."""
 
     account_id: str = ACCOUNT_ID
+    # The emulator's clock (spotrun.local.clock.Clock.now): a session expires by it.
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), repr=False)
     _sessions: dict[str, RoleSession] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -84,10 +86,10 @@ class Callers:
         with self._lock:
             self._sessions[credentials.access_key_id] = session
 
-    def is_instance_key(self, access_key_id: str) -> bool:
-        """Whether ``access_key_id`` is a registered instance's role session (see :mod:`~.s3_access_patch`)."""
+    def session(self, access_key_id: str) -> RoleSession | None:
+        """The registered instance role session of ``access_key_id``, if any (:mod:`spotrun.local.iam`)."""
         with self._lock:
-            return access_key_id in self._sessions
+            return self._sessions.get(access_key_id)
 
     def identity(
         self, method: str, path: str, query: str, headers: dict[str, str], body: bytes
@@ -110,7 +112,7 @@ class Callers:
         credentials = session.credentials
         if not hmac.compare_digest(lowered.get("x-amz-security-token", ""), credentials.session_token):
             raise SignatureMismatch("the security token included in the request is invalid")
-        if match["service"] != "execute-api" or datetime.now(UTC) > credentials.expiration:
+        if match["service"] != "execute-api" or self.now() > credentials.expiration:
             raise SignatureMismatch("the credential scope or expiry does not fit")
         expected = _signature(method, path, query, lowered, body, match, credentials)
         if not hmac.compare_digest(expected, match["signature"]):

@@ -19,7 +19,11 @@ def rfc3339(when: dt.datetime) -> str:
 
 
 class Clock:
-    """Scales simulated durations and runs delayed actions on timers that can all be cancelled at once.
+    """Scales simulated durations, runs delayed actions on timers, and tells the emulator's time.
+
+    :meth:`now` is the emulator's wall clock: what AWS's own clock would read (credentials and sessions expire
+    by it). It follows real time, so clients' own expiry checks (botocore's refresh) agree with it, and
+    :meth:`advance` moves it forward (a test meets an expired session without waiting an hour).
 
     Parameters
     ----------
@@ -34,6 +38,18 @@ class Clock:
         self._timers: set[threading.Timer] = set()
         self._lock = threading.Lock()
         self._closed = False
+        self._offset = dt.timedelta()
+
+    def now(self) -> dt.datetime:
+        """The emulator's current time, in UTC."""
+        return utc_now() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        """Move the emulator's time ``seconds`` forward (timers keep their real schedule)."""
+        if seconds < 0:
+            raise ValueError("the emulator's time only moves forward")
+        with self._lock:
+            self._offset += dt.timedelta(seconds=seconds)
 
     def scaled(self, seconds: float) -> float:
         """Real seconds that ``seconds`` of simulated time last."""

@@ -20,9 +20,11 @@ the SSM endpoint" (https://docs.aws.amazon.com/systems-manager/latest/APIReferen
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,10 @@ from spotrun.model.ec2 import STATE_CHANGE
 logger = logging.getLogger(__name__)
 
 DEFAULT_BOOT_DELAY_SECONDS = 60.0
+# How long an instance's role session lasts: EC2 rotates them well before; six hours is what IMDS serves at most
+# ("at least five minutes before the expiration of the old credentials",
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-metadata-security-credentials.html).
+INSTANCE_CREDENTIALS_LIFETIME = timedelta(hours=6)
 # Simulated seconds from EC2 "running" to the SSM agent being registered and Online. Longer than the
 # workflow's readiness poll at any time scale, so a control plane that skipped the wait would be caught.
 DEFAULT_SSM_REGISTRATION_DELAY_SECONDS = 60.0
@@ -113,7 +119,7 @@ class InstanceManager:
     def launched(self, model: Any, lifecycle: Lifecycle) -> SimulatedInstance:
         """Take over an instance moto just created: hold its slot, report pending, boot it after the delay."""
         # Each instance its own session of the role: EC2 names it after the instance.
-        credentials = RoleCredentials.issue(self.instance_role) if self.instance_role else None
+        credentials = self._credentials() if self.instance_role else None
         sim = SimulatedInstance(model, lifecycle, self.root, self.region, credentials)
         if credentials is not None and self.on_credentials is not None:
             self.on_credentials(sim.instance_id, credentials)
@@ -128,6 +134,11 @@ class InstanceManager:
         if self.clock.call_later(delay, self._boot, sim) is None:
             logger.warning("instance %s launched after the runtime stopped; it never boots", sim.instance_id)
         return sim
+
+    def _credentials(self) -> RoleCredentials:
+        """A new session of the instance role, expiring by the emulator's clock (as the judge reads it)."""
+        issued = RoleCredentials.issue(self.instance_role, INSTANCE_CREDENTIALS_LIFETIME)
+        return dataclasses.replace(issued, expiration=self.clock.now() + INSTANCE_CREDENTIALS_LIFETIME)
 
     def _boot(self, sim: SimulatedInstance) -> None:
         with self._lock:

@@ -19,10 +19,17 @@ from typing import Any
 
 from spotrun.aws.settings import Settings
 from spotrun.local.catalog import DEFAULT_ZONES
+from spotrun.local.iam import managed_policies
 from spotrun.local.server import ACCOUNT_ID
 from spotrun.model import layout
-from spotrun.model.job_access import SESSION_SECONDS, ceiling_statements, secret_ceiling_statements
-from spotrun.shape import LOG_RETENTION_DAYS, DeploymentShape, rule_pattern
+from spotrun.model.job_access import (
+    SESSION_SECONDS,
+    ceiling_statements,
+    instance_metrics_statements,
+    instance_secret_denials,
+    secret_ceiling_statements,
+)
+from spotrun.shape import LOG_RETENTION_DAYS, METRICS_NAMESPACE, DeploymentShape, rule_pattern
 
 ClientFactory = Callable[[str], Any]
 
@@ -145,6 +152,7 @@ def provision(
         client("iam"), dep.bucket_names["jobs"], dep.role_arn, log_group_arn
     )
     _secret_ceiling(client("iam"), secret_references)
+    instance_role(client("iam"), secret_references)
     _functions(client("lambda"), shape, dep)
     definition = substitute(
         state_machine_file.read_text(),
@@ -263,13 +271,48 @@ def local_secret_references(region: str) -> tuple[str, ...]:
 
 def _secret_ceiling(iam: Any, patterns: tuple[str, ...]) -> None:
     # As infra.constructs.job_access: the role reads the allowed references (a policy of its own, since IAM
-    # refuses a policy without statements). The instance role needs no denial here: it holds no SSM policy.
+    # refuses a policy without statements).
     statements = secret_ceiling_statements(patterns)
     if statements:
         document = {"Version": "2012-10-17", "Statement": statements}
         iam.put_role_policy(
             RoleName=JOB_ACCESS_ROLE_NAME, PolicyName="secrets", PolicyDocument=json.dumps(document)
         )
+
+
+def instance_role(iam: Any, secret_references: tuple[str, ...]) -> str:
+    """The instances' role, holding what ``infra.constructs.instances`` and ``deny_to_instances`` give it on AWS.
+
+    AWS's ``AmazonSSMManagedInstanceCore`` (the SSM Agent's; it reads every SSM parameter), the agent's metrics
+    in spotrun's namespace, and the explicit denial of the deployment's allowed parameter references (the job
+    reads its own through its job's session). Two statements of the deployed role have nothing to act on here:
+    ``s3:GetObject`` of the agent package's CDK asset (the emulator starts the agent from this checkout) and
+    ``execute-api:Invoke`` of the agent routes (the API stand-in authenticates its callers itself,
+    :class:`spotrun.local.api_gateway.Callers`). Requires :func:`spotrun.local.iam.managed_policies.install`.
+
+    Returns
+    -------
+    str
+        The role's ARN.
+    """
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ],
+    }
+    role = iam.create_role(RoleName=INSTANCE_ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))["Role"]
+    iam.attach_role_policy(
+        RoleName=INSTANCE_ROLE_NAME,
+        PolicyArn=managed_policies.arn(managed_policies.SSM_MANAGED_INSTANCE_CORE),
+    )
+    statements = instance_metrics_statements(METRICS_NAMESPACE) + instance_secret_denials(secret_references)
+    iam.put_role_policy(
+        RoleName=INSTANCE_ROLE_NAME,
+        PolicyName="instance",
+        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": statements}),
+    )
+    return str(role["Arn"])
 
 
 def _log_group(logs: Any, jobs_bucket: str, region: str) -> str:

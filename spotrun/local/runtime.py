@@ -22,11 +22,8 @@ from spotrun.local import (
     ec2_patch,
     events_patch,
     lambda_patch,
-    logs_access_patch,
-    s3_access_patch,
     s3_range_patch,
     s3_upload_patch,
-    secrets_access_patch,
     sfn_patch,
     ssm_patch,
 )
@@ -41,6 +38,8 @@ from spotrun.local.consistency import Ec2Consistency
 from spotrun.local.environment import ProcessEnvironment, emulator_environment
 from spotrun.local.events_patch import Dispatcher
 from spotrun.local.executions import stop_running_executions
+from spotrun.local.iam import judge, managed_policies
+from spotrun.local.iam.identities import Identities
 from spotrun.local.instances import InstanceManager
 from spotrun.local.patches import PatchSet
 from spotrun.local.provision import INSTANCE_ROLE_NAME, Deployment, function_name, provision
@@ -119,7 +118,9 @@ class LocalRuntime:
         for spec in shape.functions:
             self.handlers.register(function_name(spec.name), spec.handler)
         # Whom the API stand-in authenticates: every instance's own role session, registered at launch.
-        self.callers = Callers(ACCOUNT_ID)
+        self.callers = Callers(ACCOUNT_ID, now=self.clock.now)
+        # Who signs the emulator's requests, judged against their policies (spotrun.local.iam).
+        self.identities = Identities(self.callers, self.clock.now)
         self.manager = InstanceManager(
             self.workdir / "instances",
             self.clock,
@@ -210,9 +211,7 @@ class LocalRuntime:
             self.manager.managed_nodes,
         )
         ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock, self.consistency)
-        s3_access_patch.install(self._patches, self.callers.is_instance_key)
-        secrets_access_patch.install(self._patches, self.callers.is_instance_key)
-        logs_access_patch.install(self._patches, self.callers.is_instance_key)
+        judge.install(self._patches, judge.Judge(self.identities))
         s3_upload_patch.install(self._patches)
         dispatch_patch.install(self._patches)
         s3_range_patch.install(self._patches)
@@ -223,6 +222,7 @@ class LocalRuntime:
                 "AWS_ENDPOINT_URL": endpoint,
             }
         )
+        managed_policies.install(ACCOUNT_ID)  # after the server's reset: the instance role attaches them
         deployment = provision(
             self.client,
             self.shape,

@@ -50,6 +50,7 @@ LIST: Final = ("s3:ListBucket",)
 SECRETSMANAGER_READ: Final = "secretsmanager:GetSecretValue"
 PARAMETER_READ: Final = "ssm:GetParameter"
 DECRYPT: Final = "kms:Decrypt"
+METRICS_PUT: Final = "cloudwatch:PutMetricData"
 
 # The live log: the agent writes its attempt's stream, and nothing else of CloudWatch Logs. The control plane
 # creates the stream (spotrun.control.job_credentials): IAM judges logs:CreateLogStream on the log group, not the
@@ -315,6 +316,23 @@ def instance_secret_denials(patterns: tuple[str, ...]) -> list[dict[str, Any]]:
     if not parameters:
         return []
     return [{"Effect": "Deny", "Action": [PARAMETER_READ, "ssm:GetParameters"], "Resource": parameters}]
+
+
+def instance_metrics_statements(namespace: str) -> list[dict[str, Any]]:
+    """The instance role's metrics: ``cloudwatch:PutMetricData`` in ``namespace`` only (the agent's GPU metrics).
+
+    PutMetricData has no resource-level permissions (``*``); the ``cloudwatch:namespace`` condition keeps it to
+    spotrun's namespace
+    (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html).
+    """
+    return [
+        {
+            "Effect": "Allow",
+            "Action": METRICS_PUT,
+            "Resource": "*",
+            "Condition": {"StringEquals": {"cloudwatch:namespace": namespace}},
+        }
+    ]
 
 
 def ceiling_statements(

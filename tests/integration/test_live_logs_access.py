@@ -11,8 +11,13 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from spotrun.local import logs_access_patch
+from spotrun.local.api_gateway import Callers
+from spotrun.local.clock import utc_now
+from spotrun.local.iam import judge, managed_policies
+from spotrun.local.iam.identities import ADMIN_KEYS, Identities
+from spotrun.local.imds import RoleCredentials
 from spotrun.local.patches import PatchSet
+from spotrun.local.provision import INSTANCE_ROLE_NAME, instance_role
 from spotrun.local.server import ACCOUNT_ID
 from spotrun.model.job_access import ceiling_statements, job_session_policy, serialize
 from spotrun.model.layout import log_group, log_stream
@@ -22,16 +27,22 @@ REGION = "us-east-1"
 JOBS = "spotrun-jobs-test"
 JOB = "tiny-0123456789ab"
 OTHER = "tiny-ba9876543210"
-INSTANCE_KEY = "ASIAINSTANCE0000001"
+MOCK_AWS_KEY = "FOOBARKEY"
 MANIFEST = JobManifest.model_validate({"name": "tiny", "training": {"command": ["python", "train.py"]}})
 
 
 @pytest.fixture
-def judged(aws) -> Iterator[None]:
+def callers(aws) -> Iterator[Callers]:
+    """The emulator's judge installed over mock_aws, with the instance role as the runtime provisions it."""
+    managed_policies.install(ACCOUNT_ID)
+    instance_role(boto3.client("iam", region_name=REGION), ())
+    registered = Callers(ACCOUNT_ID)
     patches = PatchSet()
-    logs_access_patch.install(patches, lambda key: key == INSTANCE_KEY)
+    # mock_aws signs the tests' own clients with its fake keys (moto.core.models.MockAWS): the administrator's here.
+    admins = (*ADMIN_KEYS, MOCK_AWS_KEY)
+    judge.install(patches, judge.Judge(Identities(registered, utc_now, admin_keys=admins)))
     try:
-        yield
+        yield registered
     finally:
         patches.undo_all()
 
@@ -68,7 +79,7 @@ def _code(call: Any) -> str:
     return str(raised.value.response["Error"]["Code"])
 
 
-def test_a_job_writes_its_attempts_stream_and_no_other(judged):
+def test_a_job_writes_its_attempts_stream_and_no_other(callers):
     # Given the deployment's log group, JOB's attempt-1 stream and another job's, opened by the control plane,
     # and JOB's attempt-1 credentials
     group = log_group(JOBS)
@@ -110,12 +121,18 @@ def test_a_job_writes_its_attempts_stream_and_no_other(judged):
     )
 
 
-def test_an_instances_own_role_session_writes_no_stream(judged):
-    # Given the log group and a client signed with an instance's own role session
+def test_an_instances_own_role_session_writes_no_stream(callers):
+    # Given the log group and a client signed with an instance's own role session (its policies: no logs)
     group = log_group(JOBS)
     boto3.client("logs", region_name=REGION).create_log_group(logGroupName=group)
+    issued = RoleCredentials.issue(INSTANCE_ROLE_NAME)
+    callers.register_instance("i-0123456789abcdef0", issued)
     instance = boto3.client(
-        "logs", region_name=REGION, aws_access_key_id=INSTANCE_KEY, aws_secret_access_key="x"
+        "logs",
+        region_name=REGION,
+        aws_access_key_id=issued.access_key_id,
+        aws_secret_access_key=issued.secret_access_key,
+        aws_session_token=issued.session_token,
     )
 
     # When it creates a stream, Then it is refused
