@@ -18,7 +18,9 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
+from typing import Literal
 
 from spotrun.local.clock import Clock
 
@@ -58,6 +60,7 @@ class Ec2Consistency:
         self._describe_probability = self._terminate_probability = 0.0
         self._window = DEFAULT_INJECTED_WINDOW_SECONDS
         self._terminate_calls: int | None = None
+        self._served: Counter[tuple[str, str]] = Counter()  # (call, instance id) -> NotFound answers
 
     def inject(
         self,
@@ -121,8 +124,10 @@ class Ec2Consistency:
             self._hidden[instance_id] = hidden
 
     def hidden_from_describe(self, instance_ids: list[str]) -> list[str]:
-        """The ids DescribeInstances answers NotFound for now."""
-        return self._still_hidden(instance_ids, terminate=False)
+        """The ids DescribeInstances answers NotFound for now (counted as served)."""
+        hidden = self._still_hidden(instance_ids, terminate=False)
+        self._count("DescribeInstances", hidden)
+        return hidden
 
     def hidden_from_terminate(self, instance_ids: list[str]) -> list[str]:
         """The ids TerminateInstances answers NotFound for now (and leaves running); counts the call."""
@@ -130,7 +135,35 @@ class Ec2Consistency:
             counted = [i for i in instance_ids if i in self._hidden and self._hidden[i].terminate_calls > 0]
             for instance_id in counted:
                 self._hidden[instance_id].terminate_calls -= 1
-        return sorted(set(counted) | set(self._still_hidden(instance_ids, terminate=True)))
+        hidden = sorted(set(counted) | set(self._still_hidden(instance_ids, terminate=True)))
+        self._count("TerminateInstances", hidden)
+        return hidden
+
+    def not_found_served(
+        self, call: Literal["DescribeInstances", "TerminateInstances"], instance_id: str
+    ) -> int:
+        """How many ``call`` requests naming ``instance_id`` were answered NotFound for it so far.
+
+        Parameters
+        ----------
+        call
+            The EC2 action.
+        instance_id
+            The instance.
+
+        Returns
+        -------
+        int
+            The NotFound answers served: what shows a test that the fault it injected was met.
+        """
+        with self._lock:
+            return self._served[(call, instance_id)]
+
+    def _count(self, call: str, hidden: list[str]) -> None:
+        # Every id the caller reports hidden is in the InvalidInstanceID.NotFound answer the patch raises.
+        with self._lock:
+            for instance_id in hidden:
+                self._served[(call, instance_id)] += 1
 
     def _still_hidden(self, instance_ids: list[str], *, terminate: bool) -> list[str]:
         now = time.monotonic()

@@ -75,3 +75,20 @@ def test_a_probability_of_one_hides_every_launch_and_bad_ones_are_refused(consis
     assert consistency.hidden_from_describe(["i-1", "i-2", "i-3"]) == ["i-1", "i-2", "i-3"]
     with pytest.raises(ValueError, match="between 0 and 1"):
         consistency.inject(terminate_probability=1.5)
+
+
+def test_the_not_found_answers_served_are_counted_per_call_and_instance(consistency) -> None:
+    # Given one launch hidden from two TerminateInstances calls, one hidden from DescribeInstances, one not hidden
+    consistency.inject(describe=1, terminate=1, terminate_calls=2, window_seconds=1000.0)
+    consistency.launched("i-hidden")
+    consistency.launched("i-seen")
+    # When DescribeInstances asks for both twice, and TerminateInstances three times
+    for _ in range(2):
+        consistency.hidden_from_describe(["i-hidden", "i-seen"])
+    for _ in range(3):
+        consistency.hidden_from_terminate(["i-hidden", "i-seen"])
+    # Then each NotFound served is counted against its call and instance, and nothing else
+    assert consistency.not_found_served("DescribeInstances", "i-hidden") == 2
+    assert consistency.not_found_served("TerminateInstances", "i-hidden") == 2
+    assert consistency.not_found_served("DescribeInstances", "i-seen") == 0
+    assert consistency.not_found_served("TerminateInstances", "i-seen") == 0
