@@ -122,6 +122,8 @@ class CapacityModel:
         start = self._now() - dt.timedelta(hours=1)
         self._prices: dict[PoolKey, list[tuple[dt.datetime, float]]] = {}
         self._holders: dict[str, tuple[PoolKey, Lifecycle]] = {}
+        # When each instance took its slot and freed it: what EC2 bills, for tests to check a job's cost against.
+        self._held: dict[str, tuple[dt.datetime, dt.datetime | None]] = {}
         self._fleet_errors: list[list[Any]] = []  # [code, message, calls left], oldest first
         for pool in pools:
             if pool.key in self._declared:
@@ -227,6 +229,7 @@ class CapacityModel:
             if key not in self._declared:
                 return False
             self._holders[instance_id] = (key, lifecycle)
+            self._held[instance_id] = (self._now(), None)
             return True
 
     def holders(self, instance_type: str, availability_zone: str, lifecycle: Lifecycle = "spot") -> list[str]:
@@ -239,6 +242,25 @@ class CapacityModel:
         """Free the slot ``instance_id`` held, if any (idempotent)."""
         with self._lock:
             self._holders.pop(instance_id, None)
+            held = self._held.get(instance_id)
+            if held is not None and held[1] is None:
+                self._held[instance_id] = (held[0], self._now())
+
+    def held(self, instance_id: str) -> tuple[dt.datetime, dt.datetime | None] | None:
+        """When ``instance_id`` took its slot (its launch) and freed it (its termination; None: still holds it).
+
+        Parameters
+        ----------
+        instance_id
+            An instance launched into a modelled pool.
+
+        Returns
+        -------
+        tuple[datetime, datetime | None] | None
+            The two times on the model's clock; None for an instance that never held a slot.
+        """
+        with self._lock:
+            return self._held.get(instance_id)
 
     def inject_fleet_error(self, code: str, count: int = 1, message: str | None = None) -> None:
         """Make the next ``count`` CreateFleet calls fail with ``code``.

@@ -9,6 +9,9 @@ from spotrun.model.job import JobStatus
 from tests.e2e.conftest import example_manifest
 
 JOB_TIMEOUT = 180
+# The record's times are the control plane's (a Lambda's clock, read just before its EC2 call); the emulator's
+# are taken inside that call.
+BILLING_TOLERANCE_SECONDS = 0.5
 
 
 def test_a_spot_quota_of_zero_fails_the_job_at_once_naming_the_quota(runtime):
@@ -44,6 +47,8 @@ def test_an_instance_unknown_to_describe_just_after_launch_is_not_lost(runtime):
     assert job.status is JobStatus.SUCCEEDED, job.error
     [attempt] = job.attempts
     assert attempt.end_reason == "completed"
+    # and the fault was met: DescribeInstances answered NotFound for that instance (the readiness polls)
+    assert runtime.consistency.not_found_served("DescribeInstances", attempt.instance_id) >= 1
 
 
 def test_a_terminate_answered_not_found_is_retried_until_the_instance_is_gone(runtime):
@@ -66,3 +71,11 @@ def test_a_terminate_answered_not_found_is_retried_until_the_instance_is_gone(ru
     assert job.unreleased == []
     assert runtime.instance(attempt.instance_id).terminating
     assert attempt.instance_id not in runtime.running_instance_ids()
+    # and the fault was met: exactly the two injected TerminateInstances calls answered NotFound
+    assert runtime.consistency.not_found_served("TerminateInstances", attempt.instance_id) == 2
+    # and the attempt is billed until EC2 took the third terminate, not from the first NotFound
+    held = runtime.capacity.held(attempt.instance_id)
+    assert held is not None
+    assert held[1] is not None
+    assert attempt.ended_at is not None
+    assert abs((attempt.ended_at - held[1]).total_seconds()) < BILLING_TOLERANCE_SECONDS, (attempt, held)

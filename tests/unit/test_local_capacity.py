@@ -202,3 +202,20 @@ def test_instance_requirements_select_gpu_types() -> None:
     assert matched == ["g5.xlarge", "g5.2xlarge", "g6.xlarge"]
     assert types_matching({**requirements, "ExcludedInstanceTypes": ["g5.*"]}) == ["g6.xlarge"]
     assert types_matching({"AcceleratorTotalMemoryMiB": {"Min": 600_000}}) == ["p5.48xlarge"]
+
+
+def test_the_model_keeps_when_each_instance_held_its_slot() -> None:
+    # Given a model on a clock the test moves
+    times = iter(dt.datetime(2026, 12, 1, 12, 0, s, tzinfo=dt.UTC) for s in (0, 5, 42, 50))
+    model = CapacityModel(_pools(), now=lambda: next(times))
+    # When an instance launches at 12:00:05 and is terminated at 12:00:42 (a second release changes nothing)
+    model.allocate("i-1", "g5.xlarge", "us-east-1a", "spot")
+    assert model.held("i-1") == (dt.datetime(2026, 12, 1, 12, 0, 5, tzinfo=dt.UTC), None)
+    model.release("i-1")
+    model.release("i-1")
+    # Then both times are kept, what EC2 bills; an instance never launched has none
+    assert model.held("i-1") == (
+        dt.datetime(2026, 12, 1, 12, 0, 5, tzinfo=dt.UTC),
+        dt.datetime(2026, 12, 1, 12, 0, 42, tzinfo=dt.UTC),
+    )
+    assert model.held("i-2") is None
