@@ -16,7 +16,7 @@ from spotrun.control.submission import admission_problems
 from spotrun.model.command import FailureCause
 from spotrun.model.errors import BudgetExceeded, MaxRuntimeExceeded
 from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.model.limits import training_seconds_used
+from spotrun.model.limits import next_attempt_refusal, training_seconds_used
 from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, InMemoryJobStore
@@ -179,15 +179,25 @@ def test_acquire_refuses_an_attempt_once_the_attempts_together_trained_for_max_r
     assert "1920 s over 2 attempt(s)" in str(raised.value)
 
 
-def test_no_standby_is_launched_that_the_remaining_budget_cannot_boot():
-    # Given a job training on its first attempt, which by the warning has spent nearly all of its budget
-    document = manifest(max_usd=0.0062)
+@pytest.mark.parametrize(
+    ("max_usd", "launched"),
+    [
+        # 108 s at 0.2 USD/h spent 0.0060: the 0.0002 USD left cannot pay a spot g4dn.xlarge's 60-s minimum
+        (0.0062, False),
+        # the positive control: the same warning with a budget that can pay it launches the standby
+        (0.05, True),
+    ],
+)
+def test_no_standby_is_launched_that_the_remaining_budget_cannot_boot(max_usd: float, launched: bool):
+    # Given a job training on its first attempt, which by the warning has spent 0.0060 USD of its budget
+    document = manifest(max_usd=max_usd)
     store, compute = InMemoryJobStore(), FakeCompute(price=PRICE)
     submitted(store, document)
     attempt = acquire(store, compute, T0, document)
     compute.states[attempt.instance_id] = "running"
     to(store, JobStatus.STAGING, T0)
     to(store, JobStatus.TRAINING, T0)
+    warned_at = T0 + timedelta(seconds=108)
     # When the interruption warning arrives 108 s after launch
     outcome = on_interruption_warning(
         instance_id=attempt.instance_id,
@@ -196,11 +206,18 @@ def test_no_standby_is_launched_that_the_remaining_budget_cannot_boot():
         objects=FakeObjects(),
         commands=FakeCommands(),
         settings=SETTINGS,
-        now=T0 + timedelta(seconds=108),
+        now=warned_at,
     )
-    # Then no replacement was launched
-    assert outcome.standby_instance_id is None
-    assert len(compute.fleet_requests) == 1
+    # Then a standby was launched only where the budget left pays for one
+    assert (outcome.standby_instance_id is not None) == launched
+    assert len(compute.fleet_requests) == (2 if launched else 1)
+    # and where none was, the reason is the budget: what the next attempt would be refused for
+    refusal = next_attempt_refusal(store.get("tiny-0123456789ab"), interruptions=1, now=warned_at)
+    if launched:
+        assert refusal is None
+    else:
+        assert isinstance(refusal, BudgetExceeded)
+        assert "has spent 0.0060 USD of its 0.0062 USD budget.max_usd" in str(refusal)
 
 
 # -- the train step -----------------------------------------------------------------------------------------
