@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-dev
 # The demo needs only the runtime and the emulator, not the CDK and the linters: a lighter first run.
 DEMO_STAMP := $(VENV)/.installed-local
 
-.PHONY: demo test lint typecheck bench clean synth openapi
+.PHONY: demo test lint typecheck bench clean synth openapi lambda-venv
 
 # A machine may set PYTHONDONTWRITEBYTECODE (this project's development machines do). Then no module is ever
 # cached and every process compiles what it imports from source again (torch's DDP alone loads sympy: about 6 s of
@@ -46,10 +46,17 @@ demo: $(DEMO_STAMP)
 # fails the target before any test runs.
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck
+	$(MAKE) --no-print-directory lambda-venv
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit tests/infra tests/integration
 	$(BIN)/python -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder tests/e2e tests/chaos \
 		--ignore tests/e2e/test_pytorch.py
 	$(BIN)/python -m pytest -q -n 2 --dist load tests/e2e/test_pytorch.py
+
+## lambda-venv: the functions' runtime Python with only the Powertools layer's packages and the runtime's SDK
+# (infra/lambda_env.py), built once under .cache/lambda-venv/ (PyPI, under a minute) for the bundle's import tests
+# and the cold-start bench; a machine without that Python fails here, naming it.
+lambda-venv: $(STAMP)
+	$(BIN)/python -m infra.lambda_env
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -12,15 +12,21 @@ from constructs import Construct
 
 from infra.constructs.bundling import bundled, lambda_trees
 from infra.constructs.permissions import Grant, Targets, grants_for
-from infra.lambda_env import FUNCTION_ENVIRONMENT
+from infra.lambda_env import FUNCTION_ENVIRONMENT, LAMBDA_PYTHON
 from infra.nag import acknowledge, flatten_reference
 from infra.shape_tags import mark
 from spotrun.aws.settings import ENV_PREFIX, Settings
 from spotrun.shape import DeploymentShape, FunctionSpec
 
-# The newest Python runtime (cdk-nag AwsSolutions-L1 asks for it) and the Powertools layer built for it.
-RUNTIME = lambda_.Runtime.PYTHON_3_14
-POWERTOOLS_LAYER = "AWSLambdaPowertoolsPythonV3-python314-x86_64"
+# The runtime whose Python the bundle is tested on (infra.lambda_env.LAMBDA_PYTHON: the newest this project's
+# machines can install) and the Powertools layer built for it.
+RUNTIME: lambda_.Runtime = getattr(lambda_.Runtime, f"PYTHON_{LAMBDA_PYTHON.replace('.', '_')}")
+POWERTOOLS_LAYER = f"AWSLambdaPowertoolsPythonV3-python{LAMBDA_PYTHON.replace('.', '')}-x86_64"
+RUNTIME_REASON = (
+    f"python{LAMBDA_PYTHON} is the newest Python runtime that can be tested: tests/infra/test_bundle_imports.py "
+    "imports every handler on the runtime's Python, and Lambda's newest (python3.14) cannot be installed on the "
+    "project's development and CI machines"
+)
 POWERTOOLS_ACCOUNT = "017000801446"  # AWS's account that publishes the public Powertools layers
 XRAY_REASON = (
     "X-Ray trace uploads (xray:PutTraceSegments, xray:PutTelemetryRecords, added by active tracing) have no "
@@ -96,6 +102,8 @@ class Functions(Construct):
             log_group=log_group,
             environment=dict(FUNCTION_ENVIRONMENT),
         )
+        # cdk-nag AwsSolutions-L1 asks for the latest runtime; this one is what the bundle's tests run on.
+        acknowledge(function, "AwsSolutions-L1", RUNTIME_REASON)
         mark(function, "function", spec.name)
         self.functions[spec.name] = function
         self.roles[spec.name] = role
