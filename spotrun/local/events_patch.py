@@ -18,30 +18,24 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from spotrun.local import s3_events_patch
 from spotrun.local.patches import PatchSet
 
 logger = logging.getLogger(__name__)
 
-# moto stamps every S3 event with this one id; consumers that deduplicate by event id would drop all but one.
+# moto stamps the events it builds from its template with this one id; consumers that deduplicate by event id
+# would drop all but one.
 _MOTO_CONSTANT_EVENT_ID = "17793124-05d4-b198-2fde-7ededc63b103"
 
 
 def fix_moto_event(event: dict[str, Any]) -> None:
-    """Correct, in place, what moto's S3 events get wrong against AWS's documented shape.
+    """Give an event built from moto's template a unique ``id``, in place.
 
-    A unique ``id`` instead of one constant; ``detail.object.etag`` instead of ``eTag``; ``detail.reason``
-    ``PutObject`` instead of ``ObjectCreated`` (moto loses the API name: a put is by far the common case).
-    In place, because the S3 notifier hands the same dict to every rule, and all must see one id.
+    In place, because moto hands the same dict to every rule, and all must see one id. S3's own fields are
+    built right in the first place (:mod:`spotrun.local.s3_events_patch`).
     """
     if event.get("id") == _MOTO_CONSTANT_EVENT_ID:
         event["id"] = str(uuid.uuid4())
-    if event.get("source") != "aws.s3" or not isinstance(event.get("detail"), dict):
-        return
-    obj = event["detail"].get("object")
-    if isinstance(obj, dict) and "eTag" in obj:
-        obj["etag"] = obj.pop("eTag")
-    if event["detail"].get("reason") == "ObjectCreated":
-        event["detail"]["reason"] = "PutObject"
 
 
 class Dispatcher:
@@ -139,8 +133,10 @@ def _start_execution(account_id: str, arn: str, payload: Any) -> None:
 
 
 def install(patches: PatchSet, dispatcher: Dispatcher) -> None:
-    """Make rule targets of type Lambda and Step Functions work."""
+    """Make rule targets of type Lambda and Step Functions work, and S3's events carry their request's fields."""
     from moto.events.models import Rule
+
+    s3_events_patch.install(patches)
 
     original = Rule.send_to_targets
 
