@@ -2,11 +2,14 @@
 
 The evaluator is the emulator's (:mod:`spotrun.local.policy_eval`, which says what of IAM's logic it follows);
 this module feeds it the template's statements. Resources and ARNs are compared in cdk-nag's flattened form
-(``<AWS::Region>``, ``<Logical.Arn>``), so a request names them the same way (:func:`flat`).
+(``<AWS::Region>``, ``<Logical.Arn>``), so a request names them the same way (:func:`flat`). The evaluator
+matches an ARN part by part, between colons, so the ``::`` inside a flattened pseudo parameter is hidden from
+it on both sides (:func:`_opaque`): ``<AWS::Region>`` stands in one ARN part, as the region it resolves to does.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +24,24 @@ def flat(value: Any) -> str:
     return flatten_reference(value)
 
 
+_REFERENCE = re.compile(r"<[^<>]*>")
+
+
+def _opaque(text: Any) -> Any:
+    """``text`` with the colons inside each flattened ``<...>`` reference replaced, so each stays in one ARN part."""
+    if not isinstance(text, str):
+        return text
+    return _REFERENCE.sub(lambda found: found.group().replace(":", "."), text)
+
+
+def _policy_text(value: Any) -> str:
+    return _opaque(flat(value))
+
+
+def _context(context: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {key: _opaque(value) for key, value in (context or {}).items()}
+
+
 def allowed(
     statements: Sequence[Mapping[str, Any]],
     action: str,
@@ -28,7 +49,7 @@ def allowed(
     context: Mapping[str, Any] | None = None,
 ) -> bool:
     """Whether the template's ``statements`` allow ``action`` on ``resource`` in ``context``."""
-    return local_allowed(statements, action, resource, context, normalize=flat)
+    return local_allowed(statements, action, _opaque(resource), _context(context), normalize=_policy_text)
 
 
 def allowed_by_all(
@@ -38,7 +59,9 @@ def allowed_by_all(
     context: Mapping[str, Any] | None = None,
 ) -> bool:
     """Whether every one of ``policies`` (a role's statements, a session policy's) allows the request."""
-    return local_allowed_by_all(policies, action, resource, context, normalize=flat)
+    return local_allowed_by_all(
+        policies, action, _opaque(resource), _context(context), normalize=_policy_text
+    )
 
 
 def role_statements(synthesized: Synthesized, role_id: str) -> list[dict[str, Any]]:
