@@ -28,15 +28,12 @@ CLIENT_ADDRESS = "127.0.0.5"  # a loopback address of its own, so the event's so
 class Emulator:
     def __init__(self, endpoint: str):
         self.endpoint = endpoint
-        options = {
-            "endpoint_url": endpoint,
-            "region_name": "us-east-1",
-            "aws_access_key_id": "testing",
-            "aws_secret_access_key": "testing",
-        }
-        self.s3 = boto3.client("s3", **options)
-        self.sqs = boto3.client("sqs", **options)
-        self.events = boto3.client("events", **options)
+        session = boto3.Session(
+            aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+        )
+        self.s3 = session.client("s3", endpoint_url=endpoint)
+        self.sqs = session.client("sqs", endpoint_url=endpoint)
+        self.events = session.client("events", endpoint_url=endpoint)
         self.queue_url = ""
         self.received: list[dict[str, Any]] = []
 
