@@ -145,7 +145,10 @@ def simulate(
         float, typer.Option(min=0, help="Launch and restore overhead per (re)start.")
     ] = 20.0,
     interval_minutes: Annotated[
-        float | None, typer.Option(min=0.1, help="Checkpoint interval; default auto (Young/Daly per trace).")
+        float | None,
+        typer.Option(
+            min=0.1, help="Checkpoint interval; default auto (Daly, from the preemptions seen so far)."
+        ),
     ] = None,
     silent_fraction: Annotated[
         float, typer.Option(min=0, max=1, help="Share of preemptions without a usable notice.")

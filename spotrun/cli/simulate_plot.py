@@ -9,7 +9,7 @@ from pathlib import Path
 
 from spotrun.cli.output import fail
 from spotrun.model.deadline import POLICIES
-from spotrun.model.simulation import interval_for, replay_policy, start_steps
+from spotrun.model.simulation import optimum_interval, replay_policy, start_steps
 from spotrun.model.simulation_optimum import optimum
 from spotrun.model.simulation_runs import replay_of
 from spotrun.model.traces import Trace
@@ -50,18 +50,17 @@ def write_plot(path: Path, trace: Trace, job: object, step_seconds: int, starts:
     replay = replay_of(trace, step_seconds)
     begins = start_steps(replay, job, starts)
     start = begins[min(which, len(begins) - 1)]
-    interval = interval_for(job, replay).interval_hours
     horizon = job.deadline_hours * 1.25
     fig, (ax, strip) = plt.subplots(
         2, 1, figsize=(9, 5.5), sharex=True, gridspec_kw={"height_ratios": [6, 1]}, layout="constrained"
     )
     for name in POLICIES:
-        run = replay_policy(name, job, replay, start, interval, record=True)
+        run = replay_policy(name, job, replay, start, record=True)
         xs = [t for t, _ in run.progress if t <= horizon]
         ys = [w for t, w in run.progress if t <= horizon]
         label = f"{name}: ${run.cost:.0f}" + ("" if run.deadline_met else " (late)")
         ax.plot(xs, ys, label=label, color=_COLOURS.get(name), linewidth=2 if name == "spotrun" else 1.2)
-    best = optimum(job, replay, start, interval, record=True)
+    best = optimum(job, replay, start, optimum_interval(job), record=True)
     if best.cost is not None:
         ax.plot(
             [t for t, _ in best.progress],

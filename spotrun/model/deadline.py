@@ -111,8 +111,9 @@ class PolicyParams:
     Attributes
     ----------
     safety_hours:
-        The slack kept in reserve for what the decision cannot see before the next one: a preemption's lost work
-        and the time until the next decision. Greedy, Uniform Progress and spotrun go on-demand at this slack.
+        The slack kept in reserve for what the decision cannot see before the next one: the work a preemption
+        could lose by then and the time until the next decision. Greedy, Uniform Progress and spotrun go
+        on-demand at this slack (see :func:`default_params` for what a preemption can lose).
     hysteresis_hours:
         Uniform Progress: how far ahead of the line the job must be before leaving on-demand for spot.
     reserve_per_work_hour:
@@ -131,6 +132,13 @@ class PolicyParams:
     reserve_per_work_hour: float = 0.0
     spot_mtbf_hours: float = float("inf")
     loss_per_preemption_hours: float = 0.0
+    interval_safety_hours: float | None = None
+
+    @property
+    def reserve_safety_hours(self) -> float:
+        """The margin with a whole interval unsaved: what a job waiting for spot will face once on it (the wait
+        reserve keeps it); ``safety_hours`` when not set."""
+        return self.safety_hours if self.interval_safety_hours is None else self.interval_safety_hours
 
 
 def default_params(
@@ -140,8 +148,9 @@ def default_params(
     tick_hours: float,
     spot_mtbf_hours: float = float("inf"),
     uncovered_fraction: float = 1.0,
+    exposed_hours: float = float("inf"),
 ) -> PolicyParams:
-    """The knobs derived from the job: reserve a changeover, one interval of unsaved work and a tick.
+    """The knobs derived from the job: reserve what a preemption can lose, and a tick.
 
     Parameters
     ----------
@@ -153,25 +162,58 @@ def default_params(
         The pool's mean spot time between preemptions (``inf``: none expected).
     uncovered_fraction:
         The share of preemptions that lose the unsaved work (see :mod:`spotrun.model.checkpoint_interval`).
+    exposed_hours:
+        The wall time the job has run on spot since its last sure save (:func:`exposed_hours`): 0 when it
+        does not run on spot (a move onto spot saves first, and a launch restores the last checkpoint); ``inf``
+        when not known (a whole interval is then assumed unsaved).
 
     Returns
     -------
     PolicyParams
-        ``safety`` = interval + checkpoint + tick: a silent preemption just before a save loses an interval of
-        work (``interval + checkpoint`` of wall time at the run rate), seen up to a tick late. The restart onto
-        on-demand that follows is not in it: the slack of a job not on on-demand already counts that restart
-        (:func:`on_demand_finish_hours`), and counting it twice bought on-demand hours for nothing.
+        ``safety`` = min(interval + checkpoint, exposed + tick) + tick: a silent preemption before the next
+        decision loses the work trained since the last save, which is at most one interval (``interval +
+        checkpoint`` of wall time at the run rate) and at most what the job trained on spot by then (``exposed
+        + tick``); the decision sees it up to a tick late. A job that just moved onto spot has nothing to lose:
+        with a 1-minute save and a 4-hour interval, a margin of the whole interval (4.35 h at 20-minute ticks)
+        blocked every return to spot that a shorter slack could pay for. The restart onto on-demand that
+        follows is not in it: the slack of a job not on on-demand already counts that restart
+        (:func:`on_demand_finish_hours`), and counting it twice bought on-demand hours for nothing. The wait
+        reserve keeps the whole interval's margin (``interval_safety_hours``): once on spot, the job faces it.
         Hysteresis = two restarts (the changeovers a return trip costs); the reserve per work hour = (two
         restarts + the expected loss of half an interval) per preemption, at the pool's preemption rate.
     """
     loss = uncovered_fraction * checkpoint_interval_hours / 2
+    interval_wall = checkpoint_interval_hours + checkpoint_hours
     return PolicyParams(
-        safety_hours=checkpoint_interval_hours + checkpoint_hours + tick_hours,
+        safety_hours=min(interval_wall, exposed_hours + tick_hours) + tick_hours,
+        interval_safety_hours=interval_wall + tick_hours,
         hysteresis_hours=2 * restart_hours,
         reserve_per_work_hour=(2 * restart_hours + tick_hours + loss) / spot_mtbf_hours,
         spot_mtbf_hours=spot_mtbf_hours,
         loss_per_preemption_hours=loss,
     )
+
+
+def exposed_hours(running: Running, attempt_hours: float) -> float:
+    """The wall time a preemption could take the work of: the time on spot since the attempt began, else 0.
+
+    An attempt begins from a checkpoint (a launch restores it; a move between spot and on-demand saves first),
+    so the work a preemption loses is at most what the attempt trained (its boot included: an upper bound the
+    control plane and the simulator both know). A job on on-demand or waiting has nothing on spot to lose.
+
+    Parameters
+    ----------
+    running
+        What the job runs on now.
+    attempt_hours
+        The time since the current attempt began.
+
+    Returns
+    -------
+    float
+        ``attempt_hours`` on spot, else 0.
+    """
+    return max(0.0, attempt_hours) if running is Running.SPOT else 0.0
 
 
 def run_rate(checkpoint_hours: float, checkpoint_interval_hours: float) -> float:
@@ -269,32 +311,53 @@ def uniform_progress(state: JobState, params: PolicyParams) -> Decision:
     return Decision(Choice.WAIT, slack, "uniform progress: ahead of the line, waiting for spot")
 
 
-def spot_stint_pays(state: JobState, params: PolicyParams) -> bool:
-    """Whether leaving on-demand for a spot stint of the pool's mean length is cheaper than staying.
+def stint_hours(params: PolicyParams, slack_on_spot_hours: float) -> float:
+    """How long a spot stint begun now is expected to last, given the slack it will have once on spot.
 
-    A stint of length ``L`` bills ``L`` at the spot price and, when spot vanishes, a restart back onto on-demand;
-    it trains ``L`` less the restart onto spot, less the work the preemption loses. Staying on on-demand for the
-    same training costs that at the on-demand price. The stint pays when
-    ``L (on-demand - spot) > on-demand x (2 restarts + expected loss)``: on a pool preempted every few
-    minutes, a return to spot costs more than it saves.
+    The pool's mean spot time between preemptions; but when that slack cannot hold a whole interval's loss
+    (``params.reserve_safety_hours``), the margin, which grows with the time on spot (:func:`default_params`),
+    moves the job off spot once what a preemption could take reaches the slack: the stint lasts at most the
+    slack less the margin it starts with (``params.safety_hours``, nothing on spot yet).
+    """
+    if slack_on_spot_hours > params.reserve_safety_hours:
+        return params.spot_mtbf_hours
+    return min(params.spot_mtbf_hours, max(0.0, slack_on_spot_hours - params.safety_hours))
+
+
+def spot_stint_pays(
+    state: JobState, params: PolicyParams, stint: float | None = None, changeovers: int = 2
+) -> bool:
+    """Whether a spot stint of ``stint`` hours (the pool's mean when None) is cheaper than on-demand.
+
+    A stint of length ``L`` bills ``L`` at the spot price and, when it ends, a restart back onto on-demand; it
+    trains ``L`` less the restart onto spot, less the work a preemption loses. On-demand for the same training
+    costs that at the on-demand price. The stint pays when
+    ``L (on-demand - spot) > on-demand x (changeovers x restart + expected loss)``: two changeovers for a return
+    from on-demand, one for a launch from nothing (the restart onto spot replaces the one onto on-demand). On a
+    pool preempted every few minutes, or with the slack for a few minutes of spot, the trip costs more than it
+    saves.
     """
     margin = state.on_demand_price - state.spot_price
     if margin <= 0:
         return False
-    overhead = 2 * state.restart_hours + params.loss_per_preemption_hours
-    return params.spot_mtbf_hours * margin > state.on_demand_price * overhead
+    length = params.spot_mtbf_hours if stint is None else stint
+    overhead = changeovers * state.restart_hours + params.loss_per_preemption_hours
+    return length * margin > state.on_demand_price * overhead
 
 
 def wait_reserve_hours(state: JobState, params: PolicyParams) -> float:
     """spotrun's reserve: the slack below which it stops waiting for spot and runs on on-demand.
 
-    The safety margin; plus the two restarts of one return trip, so that the move to on-demand leaves the slack a
-    return to spot needs (:func:`spotrun_policy` returns only while ``slack - 2 restarts`` is above the margin):
-    without them, a job that waited down to the margin was on on-demand for good, like greedy, however much spot
+    The safety margin with a whole interval unsaved (what the job faces once on spot); plus the two restarts of
+    one return trip, so that the move to on-demand leaves the slack a return to spot needs (:func:`spotrun_policy`
+    returns only while ``slack - 2 restarts`` is above the margin): without them, a job that waited down to the
+    margin was on on-demand for good, like greedy, however much spot
     came back; plus the slack the rest of the work is expected to lose to preemptions at the pool's rate.
     """
     return (
-        params.safety_hours + 2 * state.restart_hours + state.work_left_hours * params.reserve_per_work_hour
+        params.reserve_safety_hours
+        + 2 * state.restart_hours
+        + state.work_left_hours * params.reserve_per_work_hour
     )
 
 
@@ -305,17 +368,23 @@ def spotrun_policy(state: JobState, params: PolicyParams) -> Decision:
         return Decision(Choice.ON_DEMAND, slack, "spotrun: spot costs as much as on-demand")
     if state.running is Running.ON_DEMAND:
         # Leaving on-demand costs a restart onto spot now and another back should spot vanish: the slack
-        # after both must still hold the reserve.
+        # after both must still hold the margin (a move saves first: nothing on spot to lose yet), and the stint
+        # that slack allows must pay for both.
+        room = slack - 2 * state.restart_hours
         if (
             state.spot_available
-            and slack - 2 * state.restart_hours > params.safety_hours
-            and spot_stint_pays(state, params)
+            and room > params.safety_hours
+            and spot_stint_pays(state, params, stint_hours(params, room))
         ):
             return Decision(Choice.SPOT, slack, "spotrun: slack and price pay for a return to spot")
         return Decision(Choice.ON_DEMAND, slack, "spotrun: staying on on-demand")
     if slack <= params.safety_hours:
         return Decision(Choice.ON_DEMAND, slack, "spotrun: slack at the safety margin")
     if state.spot_available:
+        if state.running is Running.NOTHING and not spot_stint_pays(
+            state, params, stint_hours(params, slack - state.restart_hours), changeovers=1
+        ):
+            return Decision(Choice.ON_DEMAND, slack, "spotrun: the slack allows too short a stint on spot")
         return Decision(Choice.SPOT, slack, "spotrun: slack above the safety margin, spot obtainable")
     reserve = wait_reserve_hours(state, params)
     if slack <= reserve:

@@ -65,6 +65,7 @@ def policy_params(
     tick_hours: float,
     notice_hours: float,
     prior_spot_hours: float = PRIOR_SPOT_HOURS,
+    exposed_hours: float = float("inf"),
 ) -> PolicyParams:
     """The policy's knobs (:func:`~spotrun.model.deadline.default_params`) for a job with this spot history.
 
@@ -81,6 +82,9 @@ def policy_params(
         preemption lose the unsaved work.
     prior_spot_hours:
         The rate's prior (:meth:`SpotHistory.spot_mtbf_hours`), scaled like the other durations in the emulator.
+    exposed_hours:
+        The time on spot since the attempt began (:func:`spotrun.model.deadline.exposed_hours`): what a
+        preemption could take the work of; ``inf`` (a whole interval) when not known.
 
     Returns
     -------
@@ -94,4 +98,5 @@ def policy_params(
         tick_hours,
         history.spot_mtbf_hours(prior_spot_hours),
         share,
+        exposed_hours,
     )

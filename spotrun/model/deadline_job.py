@@ -29,13 +29,16 @@ from datetime import datetime
 
 from spotrun.model.capacity import candidate_types
 from spotrun.model.deadline import (
+    Choice,
     Decision,
     JobState,
     PolicyParams,
     Running,
     deadline_feasible,
     decide,
+    exposed_hours,
     run_rate,
+    slack_hours,
 )
 from spotrun.model.deadline_inputs import SpotHistory, policy_params
 from spotrun.model.deadline_spec import deadline_hours
@@ -240,9 +243,23 @@ def job_state(
     )
 
 
-def job_params(job: Job, now: datetime, assumed: DeadlineAssumptions = ASSUMED) -> PolicyParams:
+def job_params(
+    job: Job, now: datetime, assumed: DeadlineAssumptions = ASSUMED, running: Running | None = None
+) -> PolicyParams:
     """The policy's knobs for this job: the assumptions and its own spot history (one home with the simulator's,
-    :func:`spotrun.model.deadline_inputs.policy_params`)."""
+    :func:`spotrun.model.deadline_inputs.policy_params`).
+
+    With ``running`` given, the margin holds what a preemption could take now: the open spot attempt's time
+    since it began (:func:`spotrun.model.deadline.exposed_hours`); without it, a whole interval.
+    """
+    attempt = job.open_attempt
+    if running is None:
+        exposed = float("inf")
+    elif running is Running.SPOT and attempt is not None and attempt.lifecycle == "spot":
+        exposed = exposed_hours(running, (now - attempt.started_at).total_seconds() / 3600)
+    else:
+        # On on-demand or waiting nothing runs on spot; a move onto spot saves first (the notice it gives).
+        exposed = exposed_hours(running, 0.0)
     return policy_params(
         spot_history(job, now),
         restart_hours=assumed.restart_hours,
@@ -251,7 +268,14 @@ def job_params(job: Job, now: datetime, assumed: DeadlineAssumptions = ASSUMED) 
         tick_hours=assumed.tick_hours,
         notice_hours=assumed.notice_hours,
         prior_spot_hours=assumed.prior_spot_hours,
+        exposed_hours=exposed,
     )
+
+
+def moved_off_spot(job: Job) -> bool:
+    """Whether the job's last attempt, ended, was on spot and moved off it by the deadline policy."""
+    last = job.attempts[-1] if job.attempts else None
+    return last is not None and last.ended_at is not None and last.lifecycle == "spot" and last.deadline_move
 
 
 def decide_for_job(
@@ -277,7 +301,13 @@ def decide_for_job(
         )
         return JobDecision(unknown.choice, unknown.slack_hours, unknown.reason, work=None)
     state = job_state(job, now, running=running, spot_available=spot_available, assumed=assumed)
-    decided = decide(POLICY, state, job_params(job, now, assumed))
+    if running is Running.NOTHING and moved_off_spot(job):
+        # The acquisition after a move off spot goes where the move decided, as the simulator's move does in
+        # one step: deciding afresh would see nothing on spot to lose and buy spot again.
+        return JobDecision(
+            Choice.ON_DEMAND, slack_hours(state), "spotrun: moved off spot by the deadline", work=work
+        )
+    decided = decide(POLICY, state, job_params(job, now, assumed, running))
     return JobDecision(decided.choice, decided.slack_hours, decided.reason, work=work)
 
 

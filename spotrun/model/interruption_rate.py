@@ -70,10 +70,39 @@ def pool_rate(job: Job, now: datetime) -> PoolRate:
     )
     interrupted = [attempt for attempt in spot if attempt.end_reason in INTERRUPTION_REASONS]
     silent = sum(1 for attempt in interrupted if attempt.notice_at is None)  # no warning came
-    rate = (1 + len(interrupted)) / (PRIOR_SPOT_HOURS + hours)
-    fraction = (PRIOR_SILENT_FRACTION + silent) / (1 + len(interrupted))
-    basis = (
-        f"{len(interrupted)} interruption(s), {silent} without notice, in {hours:.2f} spot h of this job, "
-        f"with a prior of 1 in {PRIOR_SPOT_HOURS:g} h, {PRIOR_SILENT_FRACTION:.0%} silent"
+    return rate_from_counts(hours, len(interrupted), silent, basis=" of this job")
+
+
+def rate_from_counts(
+    spot_hours: float,
+    interruptions: int,
+    silent: int,
+    prior_spot_hours: float = PRIOR_SPOT_HOURS,
+    basis: str = "",
+) -> PoolRate:
+    """The estimate from what a job has seen (the one estimator: :func:`pool_rate` and the simulator call it).
+
+    Parameters
+    ----------
+    spot_hours
+        The job's time on spot so far.
+    interruptions, silent
+        Its spot attempts that ended in an interruption, and those of them that came without a notice.
+    prior_spot_hours
+        The Gamma prior: one interruption in this many spot hours (:data:`PRIOR_SPOT_HOURS`).
+    basis
+        Said after "spot h" in the basis (where the hours come from).
+
+    Returns
+    -------
+    PoolRate
+        ``(1 + interruptions) / (prior + spot_hours)`` per hour, silent share ``(prior share + silent) /
+        (1 + interruptions)``.
+    """
+    rate = (1 + interruptions) / (prior_spot_hours + spot_hours)
+    fraction = (PRIOR_SILENT_FRACTION + silent) / (1 + interruptions)
+    text = (
+        f"{interruptions} interruption(s), {silent} without notice, in {spot_hours:.2f} spot h{basis}, "
+        f"with a prior of 1 in {prior_spot_hours:g} h, {PRIOR_SILENT_FRACTION:.0%} silent"
     )
-    return PoolRate(interruptions_per_hour=rate, silent_fraction=fraction, basis=basis)
+    return PoolRate(interruptions_per_hour=rate, silent_fraction=fraction, basis=text)

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from spotrun.model.checkpoint_interval import IntervalChoice, expected_lost_work_hours
+from spotrun.model.checkpoint_interval import IntervalChoice
 from spotrun.model.deadline import POLICIES
-from spotrun.model.simulation import Replay, RunResult, SimJob, interval_for, replay_policy, start_steps
+from spotrun.model.simulation import (
+    Replay,
+    RunResult,
+    SimJob,
+    interval_for,
+    optimum_interval,
+    replay_policy,
+    start_steps,
+)
 from spotrun.model.simulation_optimum import optimum
 from spotrun.model.traces import Trace
 
@@ -29,12 +37,17 @@ class PolicySummary:
     deadlines_met: int
     work_lost_hours: float
     uncovered_failures: int
-    lost_work_bound_hours: float  # Young/Daly's expectation for those failures at the interval used
+    lost_work_bound_hours: (
+        float  # Young/Daly's expectation for those failures, each at its attempt's interval
+    )
 
 
 @dataclass(frozen=True)
 class TraceReport:
-    """One trace's simulation: the inputs that matter and one summary per policy (the optimum last)."""
+    """One trace's simulation: the inputs that matter and one summary per policy (the optimum last).
+
+    ``interval``: the one a job starts with (with ``auto``, each attempt's follows the preemptions seen so far).
+    """
 
     trace: str
     kind: str
@@ -63,9 +76,7 @@ def replay_of(trace: Trace, step_seconds: int) -> Replay:
     return Replay(seconds / 3600, flags)
 
 
-def _summarise(
-    policy: str, runs: list[RunResult], od_mean: float, opt_mean: float | None, interval: float
-) -> PolicySummary:
+def _summarise(policy: str, runs: list[RunResult], od_mean: float, opt_mean: float | None) -> PolicySummary:
     n = len(runs)
     mean_cost = sum(r.cost for r in runs) / n
     finished = [r.completion_hours for r in runs if r.completion_hours is not None]
@@ -80,7 +91,7 @@ def _summarise(
         deadlines_met=sum(r.deadline_met for r in runs),
         work_lost_hours=sum(r.work_lost_hours for r in runs),
         uncovered_failures=failures,
-        lost_work_bound_hours=expected_lost_work_hours(interval, failures),
+        lost_work_bound_hours=sum(r.lost_work_bound_hours for r in runs),
     )
 
 
@@ -105,17 +116,12 @@ def simulate_trace(trace: Trace, job: SimJob, starts: int, step_seconds: int) ->
     replay = replay_of(trace, step_seconds)
     interval = interval_for(job, replay)
     begins = start_steps(replay, job, starts)
-    runs = {
-        name: [replay_policy(name, job, replay, b, interval.interval_hours) for b in begins]
-        for name in POLICIES
-    }
-    best = [optimum(job, replay, b, interval.interval_hours) for b in begins]
+    runs = {name: [replay_policy(name, job, replay, b) for b in begins] for name in POLICIES}
+    best = [optimum(job, replay, b, optimum_interval(job)) for b in begins]
     od_mean = sum(r.cost for r in runs["on-demand"]) / len(begins)
     costs = [o.cost for o in best]
     opt_mean = None if any(c is None for c in costs) else sum(c for c in costs if c is not None) / len(costs)
-    summaries = [
-        _summarise(name, rs, od_mean, opt_mean, interval.interval_hours) for name, rs in runs.items()
-    ]
+    summaries = [_summarise(name, rs, od_mean, opt_mean) for name, rs in runs.items()]
     finished = [o.completion_hours for o in best if o.completion_hours is not None]
     summaries.append(
         PolicySummary(

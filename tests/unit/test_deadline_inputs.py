@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import spotrun.model.simulation as simulation
-from spotrun.model.deadline import Decision, JobState, PolicyParams
+from spotrun.model.deadline import Decision, JobState, PolicyParams, Running
 from spotrun.model.deadline_inputs import SpotHistory, policy_params
 from spotrun.model.deadline_job import DeadlineAssumptions, job_params, spot_history
 from spotrun.model.interruption_rate import PRIOR_SILENT_FRACTION, PRIOR_SPOT_HOURS
@@ -106,8 +106,11 @@ def test_the_control_plane_and_the_simulator_decide_on_the_same_knobs_after_pree
     now = T0 + timedelta(hours=3.5)
     # Then both saw 2.5 spot hours and two silent preemptions, and built the same knobs from them
     assert spot_history(record, now) == SpotHistory(2.5, 2, 2)
-    assert calls[-1] == job_params(record, now, assumed)
-    assert calls[-1] == policy_params(SpotHistory(2.5, 2, 2), notice_hours=job.notice_hours, **KNOBS)
+    # (waiting, after the second preemption: nothing on spot to lose)
+    assert calls[-1] == job_params(record, now, assumed, Running.NOTHING)
+    assert calls[-1] == policy_params(
+        SpotHistory(2.5, 2, 2), notice_hours=job.notice_hours, exposed_hours=0.0, **KNOBS
+    )
 
 
 def test_the_emulator_scales_the_prior_and_the_notice_with_its_other_durations() -> None:

@@ -91,13 +91,28 @@ def test_with_slack_left_the_job_stays_on_spot_and_the_agent_hears_nothing() -> 
     assert [d.choice for d in store.get(JOB).deadline_decisions] == ["spot"]
 
 
+def test_the_margin_holds_what_the_attempt_could_lose_not_a_whole_interval() -> None:
+    # Given the job whose staging took 20 minutes (slack 0.50 h), on spot for 21 minutes: a preemption before the
+    # next heartbeat could take at most 22 minutes of it, seen a minute late (a 0.38 h margin), where a whole
+    # interval would be 0.53 h
+    store, _ = training_on_spot(T0 + timedelta(minutes=20))
+    commands = FakeCommands()
+    # When a heartbeat comes at 21 minutes
+    decision = heartbeat(store, commands, T0 + timedelta(minutes=21))
+    # Then it stays on spot: no notice
+    assert decision.choice is Choice.SPOT
+    assert decision.slack_hours == pytest.approx(0.5, abs=0.01)
+    assert commands.sent == []
+
+
 def test_when_the_slack_falls_to_the_margin_the_agent_gets_the_notice_once() -> None:
     # Given the same job, whose staging took 20 minutes (more than the 6 the policy assumed for a start)
     store, _ = training_on_spot(T0 + timedelta(minutes=20))
     commands = FakeCommands()
-    # When heartbeats come at 21 minutes (slack 0.50 h, below the 0.53 h margin) and 22
-    first = heartbeat(store, commands, T0 + timedelta(minutes=21))
-    second = heartbeat(store, commands, T0 + timedelta(minutes=22))
+    # When heartbeats come at 29 minutes (slack 0.50 h, below the 0.52 h margin: the 29 minutes on spot a
+    # preemption could take, a minute more by the next decision, and that minute's delay) and 30
+    first = heartbeat(store, commands, T0 + timedelta(minutes=29))
+    second = heartbeat(store, commands, T0 + timedelta(minutes=30))
     # Then the first moves it: the agent gets the notice command, the attempt is marked, the decision recorded;
     # the second finds the notice given and does nothing
     assert first.choice is Choice.ON_DEMAND
@@ -114,7 +129,7 @@ def test_when_the_slack_falls_to_the_margin_the_agent_gets_the_notice_once() -> 
 def test_the_move_is_no_interruption_and_the_next_attempt_is_on_demand() -> None:
     # Given a job moved off spot by its deadline
     store, compute = training_on_spot(T0 + timedelta(minutes=20))
-    heartbeat(store, FakeCommands(), T0 + timedelta(minutes=21))
+    heartbeat(store, FakeCommands(), T0 + timedelta(minutes=29))
     # When the agent's Spot.Interrupted comes back and the workflow acquires again
     record = notice_answered(store, compute, T0 + timedelta(minutes=37))
     attempt = acquire_instance(

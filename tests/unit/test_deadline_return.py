@@ -25,7 +25,8 @@ from tests.unit.test_deadline_moves import JOB, SETTINGS, T0, notice_answered, t
 
 # 2 h of work due in 3 h. With no spot at submission the policy waits (slack 0.83 h, above its 0.75 h reserve);
 # six minutes later it buys on-demand (slack 0.73 h); on on-demand the slack is 0.83 h (no changeover ahead),
-# above the 0.73 h a return needs (two changeovers and the 0.53 h margin).
+# above the 0.23 h a return needs (two changeovers and the 0.03 h margin: a move onto spot saves first, so a
+# preemption before the next decision could take at most a minute's work, seen a minute late).
 
 
 def deadline_manifest(deadline: str = "3h"):
@@ -114,14 +115,14 @@ def test_on_demand_with_slack_for_the_trip_the_heartbeat_asks_for_spot_and_chang
 
 
 def test_on_demand_without_slack_for_the_trip_the_heartbeat_asks_nothing() -> None:
-    # Given the job on on-demand with a deadline 20 minutes nearer (on-demand from its first acquisition, at 6
-    # minutes): slack 0.50 h, below the 0.73 h a return needs
-    store, _ = training_on_demand("160m", waits=False)
+    # Given the job on on-demand with a deadline 40 minutes nearer (on-demand from its first acquisition, at 6
+    # minutes): slack 0.17 h, below the 0.23 h a return needs
+    store, _ = training_on_demand("140m", waits=False)
     events = FakeEvents()
     # When its agent reports, Then it stays on on-demand and nothing is asked
     decision = heartbeat(store, events, ON_DEMAND_AT + timedelta(minutes=1))
     assert decision.choice is Choice.ON_DEMAND
-    assert decision.slack_hours == pytest.approx(0.5)
+    assert decision.slack_hours == pytest.approx(1 / 6)
     assert events.published == []
 
 
@@ -224,7 +225,7 @@ def test_a_delivery_that_stopped_after_the_launch_is_finished_by_the_next_with_t
 
 def test_a_request_the_policy_no_longer_backs_launches_nothing() -> None:
     # Given the job on on-demand without the slack a return needs, and spot there
-    store, compute = training_on_demand("160m", waits=False)
+    store, compute = training_on_demand("140m", waits=False)
     compute.spot_unavailable = False
     commands = FakeCommands()
     # When a request to return arrives all the same (the slack shrank since the heartbeat asked)

@@ -10,10 +10,29 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import spotrun.model.simulation as simulation
-from spotrun.model.deadline import POLICIES, deadline_feasible
-from spotrun.model.simulation import Replay, SimJob, replay_policy, start_steps
+from spotrun.agent.interval import choose_interval
+from spotrun.model.deadline import (
+    POLICIES,
+    Choice,
+    Decision,
+    JobState,
+    PolicyParams,
+    deadline_feasible,
+    run_rate,
+)
+from spotrun.model.deadline_inputs import SpotHistory
+from spotrun.model.interruption_rate import rate_from_counts
+from spotrun.model.simulation import (
+    Replay,
+    SimJob,
+    online_interval,
+    replay_policy,
+    replayed_restart_hours,
+    restart_steps,
+    start_steps,
+)
 from spotrun.model.simulation_optimum import optimum
-from spotrun.model.simulation_runs import OPTIMUM, simulate_trace
+from spotrun.model.simulation_runs import OPTIMUM, replay_of, simulate_trace
 from spotrun.model.traces import dumps_trace, parse_trace
 
 # Half-hour steps, a one-step restart, saves every hour that take 6 minutes; the silent share 0 by default.
@@ -220,8 +239,6 @@ def test_simulate_trace_summarises_every_policy_and_the_optimum_over_many_starts
 
 def test_a_launch_into_absent_spot_capacity_runs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     # Given a policy that always asks for spot, on a trace without any
-    from spotrun.model.deadline import Choice, Decision
-
     monkeypatch.setattr(
         simulation, "decide", lambda policy, state, params: Decision(Choice.SPOT, 0.0, "spot!")
     )
@@ -252,3 +269,67 @@ def test_the_optimum_traces_back_a_schedule_that_trains_a_step_at_a_time_to_the_
     assert best.progress[-1] == (best.completion_hours, job.work_hours)
     per_step = STEP / 1.1
     assert all(0 <= b - a <= per_step + 1e-9 for a, b in itertools.pairwise(works))
+
+
+def scripted(monkeypatch: pytest.MonkeyPatch, plan: dict[int, str]) -> list[JobState]:
+    """Make the replay's policy follow ``plan`` (step -> choice, the last one holding), keeping the states seen."""
+    seen: list[JobState] = []
+
+    def decide(policy: str, state: JobState, params: PolicyParams) -> Decision:
+        seen.append(state)
+        step = round(state.elapsed_hours / STEP)
+        choice = plan[max(s for s in plan if s <= step)]
+        return Decision(Choice(choice), 0.0, "scripted")
+
+    monkeypatch.setattr(simulation, "decide", decide)
+    return seen
+
+
+def test_a_move_between_on_demand_and_spot_saves_first_so_a_preemption_loses_only_spot_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a job that never saves on its own (a 10 h interval), every preemption silent; on-demand for steps 0-3
+    # (a restart, then 1.5 h of training), spot from step 4 (a restart, one step of training), preempted at 6
+    job = dataclasses.replace(JOB, checkpoint_interval_hours=10.0, silent_fraction=1.0, deadline_hours=12.0)
+    scripted(monkeypatch, {0: "on-demand", 4: "spot"})
+    spot = (True,) * 6 + (False,) * 18
+    # When it is replayed
+    run = replay_policy("spotrun", job, replay(spot), 0)
+    # Then the preemption took the one step trained on spot, not the on-demand work the move saved, as the
+    # control plane's move does (its notice: checkpoint, commit, end)
+    assert run.uncovered_failures == 1
+    assert run.work_lost_hours == pytest.approx(STEP * run_rate(job.checkpoint_hours, 10.0))
+
+
+@pytest.mark.parametrize("tick_seconds", [1170, 1190, 1200])
+def test_the_policy_counts_the_restart_the_replay_spends(tick_seconds: int) -> None:
+    # Given a trace of 1,170, 1,190 or 1,200-second ticks replayed at 20-minute steps (one tick each), and a
+    # 20-minute restart
+    trace = parse_trace("t.json", dumps_trace(tick_seconds, [1] * 200))
+    rep = replay_of(trace, 1200)
+    job = dataclasses.replace(JOB, restart_hours=1 / 3, work_hours=4.0, deadline_hours=12.0)
+    # When on-demand runs from the start
+    run = replay_policy("on-demand", job, rep, 0, record=True)
+    first = run.decisions[0][1]
+    # Then the restart is one step in the replay, and the on-demand finish the policy's slack counted at the
+    # start is the finish the replay made: one home for the restart in steps
+    assert restart_steps(job, rep.step_hours) == 1
+    assert replayed_restart_hours(job, rep.step_hours) == pytest.approx(tick_seconds / 3600)
+    assert run.completion_hours == pytest.approx(job.deadline_hours - first.slack_hours)
+
+
+def test_the_auto_interval_knows_only_the_preemptions_seen_so_far() -> None:
+    # Given two traces alike for 12 steps, one then preempted every other step, with auto intervals, every
+    # preemption silent
+    job = dataclasses.replace(JOB, checkpoint_interval_hours=None, silent_fraction=1.0, work_hours=20.0)
+    calm = (True,) * 48
+    stormy = (True,) * 12 + (False, True) * 18
+    # When spot-only replays both (a job that stays on spot whatever comes)
+    runs = [replay_policy("spot-only", job, Replay(STEP, spot), 0, record=True) for spot in (calm, stormy)]
+    # Then until the storm, the two runs were the same: the interval did not know what was to come
+    assert runs[0].progress[:13] == runs[1].progress[:13]
+    # and each attempt's interval is the agent's choice on the rate the control plane's estimator gives it
+    for history in (SpotHistory(), SpotHistory(6.0, 3, 3), SpotHistory(100.0, 1, 0)):
+        rate = rate_from_counts(history.spot_hours, history.preemptions, history.silent)
+        agent = choose_interval(job.checkpoint_hours * 3600, rate, job.max_interval_hours)
+        assert online_interval(job, history).interval_hours * 3600 == pytest.approx(agent.interval_seconds)
