@@ -10,15 +10,19 @@ the epoch, global step) go into one atomic checkpoint, and a resumed run continu
 
     run = training_torch.run_from_env()  # a training.Run; under torchrun only rank 0 reports progress
     model, optimizer = build_model(), build_optimizer()
-    checkpointer = training_torch.TorchCheckpointer(run, model, optimizer, scheduler)
+    loader = training_torch.resumable_loader(dataset, batch_size=32, shuffle=True, num_workers=2, seed=seed)
+    checkpointer = training_torch.TorchCheckpointer(run, model, optimizer, scheduler, loaders={"train": loader})
     position = checkpointer.resume()  # Position(step=0, epoch=0, batch=0) on a fresh start
-    for epoch in range(position.epoch, epochs):
-        order = training_torch.epoch_order(len(dataset), epoch, seed)  # same order on a resume
-        for batch in range(position.batch if epoch == position.epoch else 0, batches_per_epoch):
-            train_one_batch(order, batch)
-            position = position.advance(batches_per_epoch)
+    while position.epoch < epochs:
+        for batch in loader:  # a resumed epoch continues with the batch after the last one trained
+            train_one_batch(batch)
+            position = position.advance(len(loader))
             checkpointer.step_done(position)  # checkpoints when due or when stopping; exits after the latter
     run.save_model(lambda path: save_weights(model, path))
+
+The loader (:mod:`spotrun.training_torch_data`) is a torchdata ``StatefulDataLoader`` with a generator of its own,
+whose position in the epoch goes into every checkpoint, and whose workers survive the checkpoint signal; a loop
+that indexes the data itself can use :func:`epoch_order` instead.
 
 Under ``torchrun`` (DDP, one process per GPU) every rank builds the same checkpointer, and it works as a group:
 
@@ -46,10 +50,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from spotrun import training
+from spotrun.training_torch_data import check_loader, resumable_loader
 from spotrun.training_torch_rng import capture_rng, restore_rng
+
+__all__ = ["Position", "TorchCheckpointer", "epoch_order", "rank", "resumable_loader", "run_from_env"]
 
 STATE_FILE = "state.pt"  # model, optimizer, scheduler, scaler, position: the same on every rank
 RNG_FILE = "rng.pt"  # every rank's generators, a list indexed by rank
+LOADERS_FILE = "loaders.pt"  # every rank's data loaders' states, a list indexed by rank (with ``loaders=``)
 _FORMAT = 1
 
 
@@ -159,6 +167,10 @@ class TorchCheckpointer:
         A ``torch.amp.GradScaler``; None: none.
     extra
         More objects with ``state_dict``/``load_state_dict`` (a stateful sampler, an EMA), by name.
+    loaders
+        Data loaders by name, each a :func:`resumable_loader` (or a ``StatefulDataLoader`` with a
+        ``generator=`` of its own); each rank's position in its epoch is saved, and restored by
+        :meth:`resume`.
     """
 
     def __init__(
@@ -169,9 +181,13 @@ class TorchCheckpointer:
         scheduler: Any = None,
         scaler: Any = None,
         extra: dict[str, Any] | None = None,
+        loaders: dict[str, Any] | None = None,
     ):
         self.run = run
         self.model = model
+        self.loaders = dict(loaders or {})
+        for name, loader in self.loaders.items():
+            check_loader(name, loader)
         self.stateful: dict[str, Any] = {
             name: item
             for name, item in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler))
@@ -243,20 +259,23 @@ class TorchCheckpointer:
         import torch
 
         dist = self._group()
-        rng = capture_rng()
+        # This rank's own: its generators, and where its loaders are in their epoch.
+        mine = (capture_rng(), {name: loader.state_dict() for name, loader in self.loaders.items()})
         if dist is None:
-            every_rng = [rng]
+            every_rank = [mine]
         else:
             gathered: list[Any] | None = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
-            dist.gather_object(rng, gathered, dst=0)
-            every_rng = gathered or []
+            dist.gather_object(mine, gathered, dst=0)
+            every_rank = gathered or []
         written: Path | None = None
         if dist is None or dist.get_rank() == 0:
             state = self._state(position)
 
             def write(directory: Path) -> None:
                 torch.save(state, directory / STATE_FILE)
-                torch.save(every_rng, directory / RNG_FILE)
+                torch.save([rng for rng, _ in every_rank], directory / RNG_FILE)
+                if self.loaders:
+                    torch.save([loaders for _, loaders in every_rank], directory / LOADERS_FILE)
 
             written = self.run.save_checkpoint(position.step, write)
         if dist is not None:
@@ -330,11 +349,26 @@ class TorchCheckpointer:
             _unwrapped(self.model).load_state_dict(state["model"])
             for name, item in self.stateful.items():
                 item.load_state_dict(state[name])
-            restore_rng(every_rng[0 if dist is None else dist.get_rank()])
+            me = 0 if dist is None else dist.get_rank()
+            restore_rng(every_rng[me])
+            if self.loaders:
+                self._resume_loaders(directory, me)
             position = Position(*state["position"])
         if dist is not None:
             dist.barrier()
         return position
+
+    def _resume_loaders(self, directory: Path, me: int) -> None:
+        import torch
+
+        path = directory / LOADERS_FILE
+        if not path.is_file():
+            raise RuntimeError(f"{directory.name} holds no data loader state: it was saved without loaders=")
+        mine = torch.load(path, weights_only=True)[me]
+        for name, loader in self.loaders.items():
+            if name not in mine:
+                raise RuntimeError(f"{directory.name} holds no state of the data loader {name!r}")
+            loader.load_state_dict(mine[name])
 
 
 def save_safetensors(model: Any) -> Callable[[Path], None]:

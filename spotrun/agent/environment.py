@@ -18,6 +18,7 @@ _RUNTIME_MODULES = (
     "training_hf.py",  # imports transformers lazily: only a script that uses it needs it installed
     "training_torch.py",  # imports torch itself, lazily: only a script that uses it needs it
     "training_torch_rng.py",
+    "training_torch_data.py",  # imports torchdata lazily, as training_torch does torch
     "training_torch_ddp.py",
     "model/__init__.py",
     "model/layout.py",

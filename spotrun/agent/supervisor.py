@@ -1,5 +1,14 @@
 """Runs the training command and watches it: restarts, time and budget limits, interruption notices, abandonment.
 
+Signals go the way systemd's ``KillMode=mixed`` sends them
+(https://www.freedesktop.org/software/systemd/man/latest/systemd.kill.html): the checkpoint signal (and the
+abandonment's SIGTERM) to the command's leader only, the process the agent started; SIGKILL to its whole process
+group once the grace is over or the leader has exited. The leader is the one that saves: a training script, or
+``torchrun``, which forwards the signal to its ranks itself. Sent to the group, the signal also reached the
+script's DataLoader workers, which die of it (their default action), and the script then crashed in the middle
+of its save (``DataLoader worker ... is killed by signal: Terminated``). A shell wrapper must therefore ``exec``
+the trainer, or forward the signal, as under any process manager that signals the main process.
+
 The supervisor owns only the child process. What runs beside it (heartbeats, checkpoint uploads, IMDS polling)
 are threads started by :mod:`spotrun.agent.train`; the supervisor learns about them through two callables it
 polls, so each concern stays testable on its own.
@@ -97,7 +106,7 @@ class TrainingSupervisor:
         For all runs together; then the command gets the checkpoint signal and ``stop_grace_seconds`` to save
         and exit, as on an interruption notice.
     checkpoint_signal
-        Sent to the process group on an interruption notice or when a limit runs out.
+        Sent to the command's leader (not its group) on an interruption notice or when a limit runs out.
     interruption
         Returns the interruption notice once there is one.
     abandoned
@@ -105,7 +114,7 @@ class TrainingSupervisor:
     tick_seconds
         How often those two are checked while the child runs.
     kill_grace_seconds
-        Between SIGTERM and SIGKILL when the group is stopped for abandonment.
+        Between SIGTERM (to the leader) and SIGKILL (to the group) when the command is stopped for abandonment.
     budget_seconds
         Seconds from the start until the job's budget runs out (None: no budget); then the command is stopped
         like at ``max_runtime_seconds``, and the outcome is ``budget_exceeded``.
@@ -169,7 +178,7 @@ class TrainingSupervisor:
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
-                        # Its own process group, so that a signal reaches every process the command starts.
+                        # Its own process group, so that the final SIGKILL reaches every process it starts.
                         start_new_session=True,
                     )
                 except OSError as exc:
@@ -244,9 +253,10 @@ class TrainingSupervisor:
     def _checkpoint_and_stop(
         self, child: subprocess.Popen[bytes], reason: str, grace: float, log: IO[bytes]
     ) -> None:
-        """Send the checkpoint signal; kill the command if it has not exited ``grace`` seconds later."""
+        """Send the checkpoint signal to the leader; kill the group if it has not exited ``grace`` seconds later."""
         self._note(log, f"{reason}: sending {self.checkpoint_signal.name}, waiting up to {grace:.0f} s")
-        _signal_group(child.pid, self.checkpoint_signal)
+        # The leader only: its DataLoader workers must live until it has saved (the module's docstring).
+        child.send_signal(self.checkpoint_signal)
         try:
             child.wait(timeout=grace)
         except subprocess.TimeoutExpired:
@@ -255,7 +265,7 @@ class TrainingSupervisor:
             child.wait()
 
     def _terminate(self, child: subprocess.Popen[bytes]) -> None:
-        _signal_group(child.pid, signal.SIGTERM)
+        child.send_signal(signal.SIGTERM)
         try:
             child.wait(timeout=self.kill_grace_seconds)
         except subprocess.TimeoutExpired:
