@@ -19,6 +19,7 @@ from spotrun.cli.jobs import register as register_api_commands
 from spotrun.cli.local import local_app
 from spotrun.cli.output import JsonOpt, console, emit_json, fail, json_answer, usage_error_json
 from spotrun.cli.simulate import simulate
+from spotrun.cli.target import STATE_DIR_FLAG, with_state_dir
 from spotrun.model.manifest_io import manifest_json_schema
 
 
@@ -90,6 +91,7 @@ def validate(file: ManifestFile, as_json: JsonOpt = False) -> None:
 
 
 @app.command()
+@with_state_dir
 def demo(
     as_json: Annotated[
         bool,
@@ -99,8 +101,13 @@ def demo(
             help="Print the final job record (or the error) as one JSON object.",
         ),
     ] = False,
-    workdir: Annotated[
-        Path, typer.Option(help="Where the emulator keeps its files (instances, logs); emptied first.")
+    state_dir: Annotated[
+        Path,
+        typer.Option(
+            STATE_DIR_FLAG,
+            metavar="DIR",
+            help="Where the emulator keeps its files (instances, logs); emptied first.",
+        ),
     ] = Path(".spotrun/demo"),
     interruptions: Annotated[
         int,
@@ -123,7 +130,7 @@ def demo(
     try:
         job = run_demo(
             console(stderr=as_json, highlight=True),
-            workdir.resolve(),
+            state_dir.resolve(),
             interruptions,
             secrets.randbelow(1_000_000) if seed is None else seed,
             example,

@@ -223,9 +223,7 @@ def stack_client(stack: str, region: str | None = None) -> SpotrunClient:
     session = boto3.session.Session(region_name=region)
     credentials = session.get_credentials()
     if credentials is None:
-        raise TargetError(
-            "no AWS credentials found (and no `spotrun local up` running); configure the AWS CLI"
-        )
+        raise TargetError("no AWS credentials found for the aws target; configure the AWS CLI")
     where = session.region_name or "us-east-1"
     try:
         stacks = session.client("cloudformation", region_name=where).describe_stacks(StackName=stack)[

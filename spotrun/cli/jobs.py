@@ -95,7 +95,7 @@ def submit(
     starts nothing and says so.
 
     With training.workdir in the manifest, or --workdir, the directory is uploaded first and submitted as
-    training.code (the local runtime's directory is then --local-workdir).
+    training.code (--state-dir names the local runtime's state directory).
 
     --dry-run shows the plan instead (spotrun plan FILE) and submits nothing.
 

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from spotrun.cli.output import JsonOpt, console, emit_json, fail
-from spotrun.cli.target import WorkdirOpt, local_workdir
+from spotrun.cli.target import STATE_DIR_FLAG, StateDirOpt, local_state_dir, with_state_dir
 
 if TYPE_CHECKING:
     from spotrun.local.control_state import ControlClient
@@ -24,13 +24,13 @@ local_app = typer.Typer(
 
 
 @contextmanager
-def _control(workdir: Path | None) -> Iterator[ControlClient]:
+def _control(state_dir: Path | None) -> Iterator[ControlClient]:
     """A client of the running ``local up``; its errors end the command with a message and exit code 1."""
     # Imported here: `spotrun --help` and the API commands never load the emulator's package.
     from spotrun.local.control_state import ControlClient, ControlError, NoLocalRuntime
 
     try:
-        yield ControlClient.for_workdir(local_workdir(workdir))
+        yield ControlClient.for_workdir(local_state_dir(state_dir))
     except (NoLocalRuntime, ControlError) as exc:
         raise fail(exc) from None
 
@@ -43,8 +43,9 @@ def _emit(answer: Any, as_json: bool, text: str) -> None:
 
 
 @local_app.command()
+@with_state_dir
 def up(
-    workdir: WorkdirOpt = None,
+    state_dir: StateDirOpt = None,
     time_scale: Annotated[
         float,
         typer.Option(
@@ -86,8 +87,8 @@ def up(
     from spotrun.model.traces import Trace, TraceError, load_trace
 
     out = console(soft_wrap=True)
-    option = "" if workdir is None else f"--workdir {shlex.quote(str(workdir.resolve()))}"
-    workdir = local_workdir(workdir).resolve()
+    option = "" if state_dir is None else f"{STATE_DIR_FLAG} {shlex.quote(str(state_dir.resolve()))}"
+    directory = local_state_dir(state_dir).resolve()
     if trace is None and (trace_scale is not None or trace_pools is not None):
         raise fail("--trace-scale and --trace-pools need --trace FILE")
     replayed: Trace | None = None
@@ -101,11 +102,17 @@ def up(
         out.print(f"[{utc_now():%H:%M:%S}] {line}", markup=False)
 
     started = local_up(
-        workdir, time_scale, seed, on_action=told, trace=replayed, trace_scale=trace_scale, trace_pools=pools
+        directory,
+        time_scale,
+        seed,
+        on_action=told,
+        trace=replayed,
+        trace_scale=trace_scale,
+        trace_pools=pools,
     )
     with stop_on_signals() as stop:
         try:
-            with control_plane_logs(workdir / "control-plane.log"), started as (runtime, state):
+            with control_plane_logs(directory / "control-plane.log"), started as (runtime, state):
                 if example:
                     upload_example(runtime)
                 scaled = runtime.clock.scaled(120)
@@ -121,7 +128,7 @@ def up(
                         f"hour every {replay.seconds_per_hour:g} s) on {len(replay.pools)} pool(s)",
                         markup=False,
                     )
-                out.print(f"control-plane logs: {workdir / 'control-plane.log'}; Ctrl-C to stop")
+                out.print(f"control-plane logs: {directory / 'control-plane.log'}; Ctrl-C to stop")
                 while not stop.wait(0.2):
                     pass
                 out.print("stopping...")
@@ -175,9 +182,10 @@ def pools_table(pools: list[dict[str, Any]]) -> Table:
 
 
 @local_app.command()
-def instances(workdir: WorkdirOpt = None, as_json: JsonOpt = False) -> None:
+@with_state_dir
+def instances(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     """List the instances the running runtime launched, terminated ones included (--json: ``{"instances": [...]}``)."""
-    with _control(workdir) as control:
+    with _control(state_dir) as control:
         found = control.instances()
     if as_json:
         emit_json({"instances": found})  # one object, as every --json answer
@@ -188,10 +196,11 @@ def instances(workdir: WorkdirOpt = None, as_json: JsonOpt = False) -> None:
 
 
 @local_app.command()
-def pools(workdir: WorkdirOpt = None, as_json: JsonOpt = False) -> None:
+@with_state_dir
+def pools(state_dir: StateDirOpt = None, as_json: JsonOpt = False) -> None:
     """List the spot pools (instance type x zone) with their price, capacity and instances in use (--json:
     ``{"pools": [...]}``)."""
-    with _control(workdir) as control:
+    with _control(state_dir) as control:
         found = control.pools()
     if as_json:
         emit_json({"pools": found})  # one object, as every --json answer
@@ -200,6 +209,7 @@ def pools(workdir: WorkdirOpt = None, as_json: JsonOpt = False) -> None:
 
 
 @local_app.command()
+@with_state_dir
 def interrupt(
     instance_id: Annotated[str, typer.Argument(metavar="INSTANCE", help="A running spot instance.")],
     notice_seconds: Annotated[
@@ -208,12 +218,12 @@ def interrupt(
     rebalance_lead_seconds: Annotated[
         float, typer.Option(min=0, help="Simulated seconds from the rebalance recommendation to the warning.")
     ] = 0.0,
-    workdir: WorkdirOpt = None,
+    state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Reclaim a spot instance as AWS FIS does: rebalance recommendation, warning (IMDS and EventBridge),
     termination when the notice ends."""
-    with _control(workdir) as control:
+    with _control(state_dir) as control:
         answer = control.interrupt(instance_id, notice_seconds, rebalance_lead_seconds)
     _emit(
         answer,
@@ -224,51 +234,55 @@ def interrupt(
 
 
 @local_app.command()
+@with_state_dir
 def kill(
     instance_id: Annotated[str, typer.Argument(metavar="INSTANCE", help="A running instance.")],
     hang: Annotated[
         bool, typer.Option(help="Leave it looking alive to EC2, answering nothing (no IMDS, no SSM).")
     ] = False,
-    workdir: WorkdirOpt = None,
+    state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Kill an instance without notice: its processes die at once, with no chance to checkpoint."""
-    with _control(workdir) as control:
+    with _control(state_dir) as control:
         answer = control.kill(instance_id, hang)
     _emit(answer, as_json, f"{instance_id} {'hangs' if hang else 'killed'}")
 
 
 @local_app.command()
+@with_state_dir
 def exhaust(
     instance_type: Annotated[str, typer.Argument(metavar="TYPE", help="e.g. g5.xlarge")],
     zone: Annotated[str, typer.Argument(metavar="ZONE", help="e.g. us-east-1a")],
     on_demand: Annotated[
         bool, typer.Option("--on-demand", help="Exhaust on-demand capacity, not spot.")
     ] = False,
-    workdir: WorkdirOpt = None,
+    state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Leave a pool without capacity: launches there fail with InsufficientInstanceCapacity."""
     lifecycle = "on-demand" if on_demand else "spot"
-    with _control(workdir) as control:
+    with _control(state_dir) as control:
         answer = control.exhaust(instance_type, zone, lifecycle)
     _emit(answer, as_json, f"{lifecycle} pool {instance_type} in {zone} exhausted")
 
 
 @local_app.command()
+@with_state_dir
 def refill(
     instance_type: Annotated[str, typer.Argument(metavar="TYPE")],
     zone: Annotated[str, typer.Argument(metavar="ZONE")],
-    workdir: WorkdirOpt = None,
+    state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Give a pool back its declared capacity."""
-    with _control(workdir) as control:
+    with _control(state_dir) as control:
         answer = control.refill(instance_type, zone)
     _emit(answer, as_json, f"pool {instance_type} in {zone} refilled to {answer['capacity']}")
 
 
 @local_app.command("fleet-error")
+@with_state_dir
 def fleet_error(
     code: Annotated[
         str,
@@ -278,16 +292,17 @@ def fleet_error(
         ),
     ],
     count: Annotated[int, typer.Option(min=1, help="How many CreateFleet calls fail.")] = 1,
-    workdir: WorkdirOpt = None,
+    state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Make the next CreateFleet calls fail with CODE: capacity codes are waited on, the others fail the job."""
-    with _control(workdir) as control:
+    with _control(state_dir) as control:
         answer = control.fleet_error(code, count)
     _emit(answer, as_json, f"the next {count} CreateFleet call(s) fail with {code} ({answer['kind']})")
 
 
 @local_app.command("ec2-notfound")
+@with_state_dir
 def ec2_not_found(
     describe: Annotated[
         int, typer.Option(min=0, help="Launches DescribeInstances answers NotFound for, for a while.")
@@ -296,12 +311,12 @@ def ec2_not_found(
         int,
         typer.Option(min=0, help="Launches TerminateInstances answers NotFound for (and leaves running)."),
     ] = 0,
-    workdir: WorkdirOpt = None,
+    state_dir: StateDirOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Model EC2's eventual consistency: the next launches are unknown to some calls just after launch."""
     if not (describe or terminate):
         raise fail("give --describe and/or --terminate")
-    with _control(workdir) as control:
+    with _control(state_dir) as control:
         answer = control.ec2_not_found(describe, terminate)
     _emit(answer, as_json, f"next launches hidden: describe {describe}, terminate {terminate}")

@@ -1,17 +1,22 @@
 """Which API a command talks to: the target options, declared once, and the one function that resolves them.
 
 Every command of the REST API (``submit``, ``status``, ``schedule list``...) is wrapped by :func:`targeted`:
-it adds ``--target``, ``--stack``, ``--region`` and ``--workdir`` (also spelled ``--local-workdir``, its only
-spelling on ``submit``, whose ``--workdir`` is the job's code directory) after the command's own options (so
+it adds ``--target``, ``--stack``, ``--region`` and ``--state-dir`` after the command's own options (so
 ``spotrun status --stack X`` reads as it always did) and hands the command one :class:`ApiTarget`.
-:func:`api_client` makes it a client: the REST API of the ``spotrun local up`` running in ``--workdir``
-(default: the per-user :func:`local_workdir`, so that it is found from any directory; unsigned), else the
-deployed stack's (SigV4). Of the API commands, only this module reads the emulator's state file, and it imports
-``spotrun.local`` only then: the commands run where the ``local`` extra is not installed.
+:func:`api_client` makes it a client: the REST API of the ``spotrun local up`` whose state directory is
+``--state-dir`` (default: the per-user :func:`local_state_dir`, so that it is found from any directory; unsigned),
+else the deployed stack's (SigV4). Of the API commands, only this module reads the emulator's state file, and it
+imports ``spotrun.local`` only then: the commands run where the ``local`` extra is not installed.
+
+One name per meaning: ``--workdir`` is a job's code directory (``submit``, ``plan``), ``--state-dir`` the local
+runtime's state directory (every command that finds or starts it). The state directory's former names
+(``--workdir`` where it is not the code, ``--local-workdir``) still work, say that they are deprecated, and are
+refused beside ``--state-dir``: :func:`with_state_dir`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -22,9 +27,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
+from rich.text import Text
+from typer._click.core import ParameterSource  # Typer vendors its own click
+from typer._click.globals import get_current_context
 
 from spotrun.cli.client import ApiError, SpotrunClient, TargetError, stack_client
-from spotrun.cli.output import fail
+from spotrun.cli.output import error_console, fail
 
 TargetKind = Literal["local", "aws"]
 DEFAULT_STACK = "Spotrun"
@@ -32,8 +40,8 @@ WORKDIR_ENV = "SPOTRUN_LOCAL_WORKDIR"
 STATE_HOME_ENV = "XDG_STATE_HOME"
 
 
-def local_workdir(given: Path | None = None) -> Path:
-    """The working directory of ``spotrun local up``: ``given`` (``--workdir``, or $SPOTRUN_LOCAL_WORKDIR), else
+def local_state_dir(given: Path | None = None) -> Path:
+    """The state directory of ``spotrun local up``: ``given`` (``--state-dir``, or $SPOTRUN_LOCAL_WORKDIR), else
     the per-user ``$XDG_STATE_HOME/spotrun/local`` (``~/.local/state/spotrun/local`` without it).
 
     Per user, not per current directory: ``spotrun status`` finds the runtime from wherever it is typed, and
@@ -61,19 +69,117 @@ StackOpt = Annotated[
 RegionOpt = Annotated[
     str | None, typer.Option("--region", help="AWS region of the stack (default: the AWS CLI's).")
 ]
-_WORKDIR_HELP = (
-    "Working directory of `spotrun local up`, which holds its state file "
-    "[default: $XDG_STATE_HOME/spotrun/local, else ~/.local/state/spotrun/local]."
+STATE_DIR_FLAG = "--state-dir"
+_STATE_DIR_HELP = (
+    "State directory of `spotrun local up` (its state file, instances and logs). Default: "
+    "$XDG_STATE_HOME/spotrun/local, else ~/.local/state/spotrun/local."
 )
-WorkdirOpt = Annotated[
+StateDirOpt = Annotated[
     Path | None,
-    typer.Option("--workdir", "--local-workdir", envvar=WORKDIR_ENV, help=_WORKDIR_HELP, show_default=False),
+    typer.Option(STATE_DIR_FLAG, envvar=WORKDIR_ENV, metavar="DIR", help=_STATE_DIR_HELP, show_default=False),
 ]
-# On `submit`, --workdir is the job's code directory (as in SkyPilot); the local runtime's is --local-workdir.
-LocalWorkdirOpt = Annotated[
-    Path | None,
-    typer.Option("--local-workdir", envvar=WORKDIR_ENV, help=_WORKDIR_HELP, show_default=False),
-]
+# The state directory's former names, by parameter name: each still works and says it is deprecated.
+# --workdir is left out of a command whose own --workdir is a code directory (submit, plan).
+DEPRECATED_STATE_DIR_FLAGS = {"workdir": "--workdir", "local_state_dir": "--local-workdir"}
+
+
+def _deprecated_option(flag: str) -> Any:
+    return Annotated[Path | None, typer.Option(flag, metavar="DIR", hidden=True, show_default=False)]
+
+
+def state_dir_of(
+    state_dir: Path | None, from_command_line: bool, deprecated: dict[str, Path | None]
+) -> Path | None:
+    """The state directory a command was given: ``--state-dir`` (or its environment variable), or one of its
+    deprecated names, which says on stderr that it is deprecated.
+
+    Parameters
+    ----------
+    state_dir
+        The value of ``--state-dir`` (or $SPOTRUN_LOCAL_WORKDIR).
+    from_command_line
+        Whether ``--state-dir`` itself was typed (not read from the environment).
+    deprecated
+        The value of each deprecated flag, by flag (None: not given).
+
+    Returns
+    -------
+    Path or None
+        The directory; None: :func:`local_state_dir`'s default.
+
+    Raises
+    ------
+    typer.Exit
+        Exit code 2 when two of the names are given: one would be ignored.
+    """
+    given = {flag: value for flag, value in deprecated.items() if value is not None}
+    if from_command_line and state_dir is not None:
+        given = {STATE_DIR_FLAG: state_dir, **given}
+    if len(given) > 1:
+        raise fail(
+            f"{' and '.join(given)} both name the local runtime's state directory: give only {STATE_DIR_FLAG}",
+            code=2,
+        )
+    for flag, value in given.items():
+        if flag != STATE_DIR_FLAG:
+            # A deprecated name still works (scripts keep running) and says so, with the name to use instead.
+            error_console().print(
+                Text.assemble(
+                    ("warning: ", "yellow"),
+                    f"{flag} for the local runtime's state directory is deprecated: use {STATE_DIR_FLAG} {value}",
+                )
+            )
+            return value
+    return state_dir
+
+
+def _typed(name: str) -> bool:
+    """Whether the option of parameter ``name`` of the running command was typed on its command line."""
+    context = get_current_context(silent=True)
+    return context is not None and context.get_parameter_source(name) is ParameterSource.COMMANDLINE
+
+
+def with_state_dir(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command whose parameter ``state_dir`` is :data:`StateDirOpt` the deprecated names of that option.
+
+    Each deprecated flag not taken by the command's own options becomes a hidden parameter; the command is
+    called with ``state_dir`` as :func:`state_dir_of` resolves it.
+
+    Parameters
+    ----------
+    command
+        A typer command with a parameter ``state_dir: StateDirOpt = None``.
+
+    Returns
+    -------
+    Callable
+        The command for ``app.command()``.
+    """
+    own = inspect.signature(command, eval_str=True)
+    aliases = {
+        f"_deprecated_{name}": flag
+        for name, flag in DEPRECATED_STATE_DIR_FLAGS.items()
+        if name not in own.parameters
+    }
+    kind = own.parameters["state_dir"].kind
+    parameters: list[inspect.Parameter] = []
+    for parameter in own.parameters.values():
+        parameters.append(parameter)
+        if parameter.name == "state_dir":
+            parameters += [
+                inspect.Parameter(name, kind, default=None, annotation=_deprecated_option(flag))
+                for name, flag in aliases.items()
+            ]
+
+    @functools.wraps(command)
+    def run(**given: Any) -> None:
+        deprecated = {flag: given.pop(name) for name, flag in aliases.items()}
+        given["state_dir"] = state_dir_of(given["state_dir"], _typed("state_dir"), deprecated)
+        command(**given)
+
+    run.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]
+    run.__annotations__ = {}  # the signature above carries them, resolved
+    return run
 
 
 @dataclass(frozen=True)
@@ -89,7 +195,7 @@ class ApiTarget:
     region
         Its region; None: the AWS CLI's.
     workdir
-        Working directory of ``spotrun local up`` (local); None: :func:`local_workdir`'s default.
+        State directory of ``spotrun local up`` (local, ``--state-dir``); None: :func:`local_state_dir`'s default.
     """
 
     kind: TargetKind | None = None
@@ -103,14 +209,16 @@ DEFAULT_TARGET = ApiTarget()  # what the options say when none is given
 
 # The option of each field of ApiTarget. A command's signature names them ``target_<field>``, so that no
 # parameter of the command itself can collide with them.
-_OPTIONS = {"kind": TargetOpt, "stack": StackOpt, "region": RegionOpt, "workdir": WorkdirOpt}
+_OPTIONS = {"kind": TargetOpt, "stack": StackOpt, "region": RegionOpt, "workdir": StateDirOpt}
 
 
 def targeted(command: Callable[..., None]) -> Callable[..., None]:
     """Give an API command the target options, and call it with them as one :class:`ApiTarget` ``target``.
 
     Typer reads a command's options from its signature, and the options of a group callback would have to
-    come before the subcommand; so the options take the place of ``target`` in each command's signature.
+    come before the subcommand; so the options take the place of ``target`` in each command's signature. The
+    state directory's deprecated names come with them (:func:`with_state_dir`), but for ``--workdir`` on a
+    command whose own ``--workdir`` is its code.
 
     Parameters
     ----------
@@ -124,12 +232,18 @@ def targeted(command: Callable[..., None]) -> Callable[..., None]:
     """
     own = inspect.signature(command, eval_str=True)
     kind = own.parameters["target"].kind
-    options = dict(_OPTIONS)
-    if "workdir" in own.parameters:  # the command's own --workdir: the target's is --local-workdir only
-        options["workdir"] = LocalWorkdirOpt
     added = [
         inspect.Parameter(f"target_{field}", kind, default=getattr(DEFAULT_TARGET, field), annotation=option)
-        for field, option in options.items()
+        for field, option in _OPTIONS.items()
+    ]
+    aliases = {
+        f"target_deprecated_{name}": flag
+        for name, flag in DEPRECATED_STATE_DIR_FLAGS.items()
+        if name not in own.parameters
+    }
+    added += [
+        inspect.Parameter(name, kind, default=None, annotation=_deprecated_option(flag))
+        for name, flag in aliases.items()
     ]
     parameters: list[inspect.Parameter] = []
     for parameter in own.parameters.values():
@@ -137,8 +251,10 @@ def targeted(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def run(**given: Any) -> None:
+        deprecated = {flag: given.pop(name) for name, flag in aliases.items()}
         target = ApiTarget(**{field: given.pop(f"target_{field}") for field in _OPTIONS})
-        command(**given, target=target)
+        state_dir = state_dir_of(target.workdir, _typed("target_workdir"), deprecated)
+        command(**given, target=dataclasses.replace(target, workdir=state_dir))
 
     run.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]
     run.__annotations__ = {}  # the signature above carries them, resolved
@@ -146,10 +262,10 @@ def targeted(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def default_target(workdir: Path | None) -> TargetKind:
-    """``local`` when a ``spotrun local up`` state file exists in ``workdir`` (:func:`local_workdir`), else ``aws``."""
+    """``local`` when a ``spotrun local up`` state file is in ``workdir`` (:func:`local_state_dir`), else ``aws``."""
     from spotrun.local.control_state import state_path
 
-    return "local" if state_path(local_workdir(workdir)).exists() else "aws"
+    return "local" if state_path(local_state_dir(workdir)).exists() else "aws"
 
 
 def local_client(workdir: Path | None) -> SpotrunClient:
@@ -163,7 +279,7 @@ def local_client(workdir: Path | None) -> SpotrunClient:
     from spotrun.local.control_state import NoLocalRuntime, read_state
 
     try:
-        state = read_state(local_workdir(workdir))
+        state = read_state(local_state_dir(workdir))
     except NoLocalRuntime as exc:
         raise TargetError(str(exc)) from None
     if not state.api_url:
@@ -179,10 +295,25 @@ def resolve_client(target: ApiTarget) -> SpotrunClient:
     Raises
     ------
     TargetError
-        When that API cannot be found.
+        When that API cannot be found; when the target was chosen because no ``local up`` state file was found,
+        the message names where it was looked for.
     """
     kind = target.kind or default_target(target.workdir)
-    return local_client(target.workdir) if kind == "local" else stack_client(target.stack, target.region)
+    if kind == "local":
+        return local_client(target.workdir)
+    try:
+        return stack_client(target.stack, target.region)
+    except TargetError as exc:
+        if target.kind is not None:
+            raise
+        from spotrun.local.control_state import state_path
+
+        # Chosen because no state file was found: a wrong state directory must not read as an AWS problem only.
+        looked = state_path(local_state_dir(target.workdir))
+        raise TargetError(
+            f"no `spotrun local up` state file at {looked} (for a local runtime started elsewhere: "
+            f"{STATE_DIR_FLAG} DIR or ${WORKDIR_ENV}), so the aws target was tried: {exc}"
+        ) from None
 
 
 @contextmanager

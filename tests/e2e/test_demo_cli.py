@@ -30,7 +30,7 @@ def test_demo_json_prints_the_final_job_record_on_the_last_line(tmp_path):
             "--json",
             "--seed",
             "1",
-            "--workdir",
+            "--state-dir",
             str(tmp_path / "demo"),
         ],
         capture_output=True,
@@ -82,7 +82,16 @@ def test_make_demo_ends_with_its_summary_and_nothing_after(tmp_path):
     # Given a fresh working directory for the emulator
     # When the demo runs as `make demo` runs it (the summary on stdout, on a pipe)
     finished = subprocess.run(
-        [sys.executable, "-m", "spotrun.cli.app", "demo", "--seed", "2", "--workdir", str(tmp_path / "demo")],
+        [
+            sys.executable,
+            "-m",
+            "spotrun.cli.app",
+            "demo",
+            "--seed",
+            "2",
+            "--state-dir",
+            str(tmp_path / "demo"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

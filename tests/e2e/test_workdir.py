@@ -32,7 +32,7 @@ runner = CliRunner()
 def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, LocalState]]:
     """A `spotrun local up` in a process of its own, the example's data uploaded: its directory and state."""
     where = tmp_path_factory.mktemp("workdir-local")
-    command = [sys.executable, "-m", "spotrun.cli.app", "local", "up", "--workdir", str(where)]
+    command = [sys.executable, "-m", "spotrun.cli.app", "local", "up", "--state-dir", str(where)]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     up = subprocess.Popen(
         [*command, "--time-scale", "0.02"],
@@ -67,7 +67,7 @@ def code_objects(state: LocalState) -> dict[str, bytes]:
 
 
 def submit(local_dir: Path, *argv: str) -> Any:
-    return runner.invoke(app, ["submit", *argv, "--local-workdir", str(local_dir)])
+    return runner.invoke(app, ["submit", *argv, "--state-dir", str(local_dir)])
 
 
 def test_a_workdir_is_uploaded_once_and_runs_as_the_jobs_code(local, tmp_path):
@@ -111,7 +111,7 @@ def test_a_workdir_is_uploaded_once_and_runs_as_the_jobs_code(local, tmp_path):
     assert second.stdout.strip().count("\n") == 0
     assert f"code unchanged: s3://{state.settings.jobs_bucket}/{key}" in second.stderr
     view = json.loads(
-        runner.invoke(app, ["status", accepted["job_id"], "--json", "--workdir", str(local_dir)]).stdout
+        runner.invoke(app, ["status", accepted["job_id"], "--json", "--state-dir", str(local_dir)]).stdout
     )
     assert view["job_id"] == accepted["job_id"]
 

@@ -33,7 +33,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         "spotrun.cli.app",
         "local",
         "up",
-        "--workdir",
+        "--state-dir",
         str(where),
         "--time-scale",
         "0.02",
@@ -63,7 +63,7 @@ def manifest(tmp_path: Path, steps: int, **changes: Any) -> Path:
 
 
 def spotrun(workdir: Path, *argv: str) -> Any:
-    return runner.invoke(app, [*argv, "--local-workdir", str(workdir)])
+    return runner.invoke(app, [*argv, "--state-dir", str(workdir)])
 
 
 def as_json(workdir: Path, *argv: str) -> Any:

@@ -1,4 +1,4 @@
-"""What people and scripts read from the CLI, against a `spotrun local up` started with no --workdir: every
+"""What people and scripts read from the CLI, against a `spotrun local up` started with no --state-dir: every
 `--json` answer is one JSON object (errors too), the runtime is found from any directory, and `list` and
 `status` show where jobs stand."""
 
@@ -28,7 +28,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A `spotrun local up` started without --workdir, in a directory of its own: it records itself under the
+    """A `spotrun local up` started without --state-dir, in a directory of its own: it records itself under the
     per-user state directory ($XDG_STATE_HOME, this module's own)."""
     home = tmp_path_factory.mktemp("state-home")
     started_in = tmp_path_factory.mktemp("started-here")
@@ -53,7 +53,7 @@ def state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture
 def elsewhere(state_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The commands are typed in another directory than the one `local up` started in, with no --workdir."""
+    """The commands are typed in another directory than the one `local up` started in, with no --state-dir."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -106,7 +106,7 @@ def test_every_json_command_answers_one_object_on_success_and_on_error(elsewhere
     nightly = manifest(elsewhere, steps=20, name="ux-nightly", schedule={"expression": "cron(0 3 * * ? *)"})
     broken = elsewhere / "broken.yaml"
     broken.write_text("name: ux-broken\ntraning: {}\n")
-    # When every --json command runs, from another directory than `local up`'s and with no --workdir
+    # When every --json command runs, from another directory than `local up`'s and with no --state-dir
     # Then each answers one JSON object: the answer, or {"error": {...}} with the problems
     assert ok(["validate", str(short)])["valid"] is True
     assert "traning: unknown field; did you mean 'training'?" in " ".join(
@@ -124,19 +124,18 @@ def test_every_json_command_answers_one_object_on_success_and_on_error(elsewhere
     refused(["cancel", ended["job_id"]])  # it has ended: 409
     assert ok(["list"])["jobs"]
     assert (
-        "no local runtime"
-        in refused(["list", "--target", "local", "--local-workdir", str(elsewhere)])["message"]
+        "no local runtime" in refused(["list", "--target", "local", "--state-dir", str(elsewhere)])["message"]
     )
     assert ok(["local", "pools"])["pools"]
-    refused(["local", "pools", "--workdir", str(elsewhere)])
+    refused(["local", "pools", "--state-dir", str(elsewhere)])
     assert ok(["local", "instances"])["instances"]
-    refused(["local", "instances", "--workdir", str(elsewhere)])
+    refused(["local", "instances", "--state-dir", str(elsewhere)])
     refused(["local", "interrupt", "i-0000000000000000"])
     refused(["local", "kill", "i-0000000000000000"])
     refused(["local", "exhaust", "no.such", "us-east-1a"])
     refused(["local", "refill", "no.such", "us-east-1a"])
     refused(["local", "ec2-notfound"])
-    refused(["local", "fleet-error", "NoSuchCode.AtAll", "--workdir", str(elsewhere)])
+    refused(["local", "fleet-error", "NoSuchCode.AtAll", "--state-dir", str(elsewhere)])
     ok(["local", "ec2-notfound", "--describe", "0", "--terminate", "1"])
     ok(["local", "ec2-notfound", "--terminate", "0", "--describe", "1"])
     ok(["local", "fleet-error", "InsufficientInstanceCapacity", "--count", "1"])
@@ -148,7 +147,7 @@ def test_every_json_command_answers_one_object_on_success_and_on_error(elsewhere
     ok(["schedule", "delete", "ux-nightly"])
     refused(["schedule", "delete", "ux-nightly"])
     refused(["simulate", "--traces", str(elsewhere)])  # neither the work nor the deadline
-    refused(["demo", "--example", "no-such-example", "--workdir", str(elsewhere / "demo")])
+    refused(["demo", "--example", "no-such-example", "--state-dir", str(elsewhere / "demo")])
     # And a long job: interrupted with notice (recovered on a new instance), killed, cancelled
     job_id = ok(["submit", str(long), "--idempotency-key", f"ux-long-{time.time_ns()}"])["job_id"]
     first = wait_for(job_id, lambda v: v["status"] == "TRAINING", "never trained")["attempts"][-1]

@@ -99,7 +99,7 @@ def test_local_lists_its_chaos_commands() -> None:
 def test_chaos_commands_say_clearly_when_no_runtime_runs(tmp_path: Path, argv: list[str]) -> None:
     # Given a working directory where `local up` never ran
     # When a chaos command is run there
-    result = runner.invoke(app, ["local", *argv, "--workdir", str(tmp_path)])
+    result = runner.invoke(app, ["local", *argv, "--state-dir", str(tmp_path)])
 
     # Then it fails with exit code 1, naming the way out
     assert result.exit_code == 1
@@ -112,7 +112,7 @@ def test_a_stale_state_file_is_reported_as_no_runtime(tmp_path: Path) -> None:
     write_state(tmp_path, state(tmp_path, f"http://127.0.0.1:{free_port()}"))
 
     # When a chaos command is run
-    result = runner.invoke(app, ["local", "instances", "--workdir", str(tmp_path)])
+    result = runner.invoke(app, ["local", "instances", "--state-dir", str(tmp_path)])
 
     # Then it says the runtime does not answer
     assert result.exit_code == 1

@@ -1,5 +1,5 @@
 """What people read: did-you-mean for unknown fields, the hint for one string where a list is due, the per-user
-local workdir, the list's columns and a running job's progress line, plain tables off a terminal."""
+local state directory, the list's columns and a running job's progress line, plain tables off a terminal."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from spotrun.cli.api import jobs_table
 from spotrun.cli.app import app
 from spotrun.cli.output import show
 from spotrun.cli.summary import progress_text
-from spotrun.cli.target import STATE_HOME_ENV, WORKDIR_ENV, ApiTarget, default_target, local_workdir
+from spotrun.cli.target import STATE_HOME_ENV, WORKDIR_ENV, ApiTarget, default_target, local_state_dir
 from spotrun.model.manifest_io import ManifestError, parse_manifest_text
 
 runner = CliRunner()
@@ -77,15 +77,17 @@ def test_validate_json_answers_one_object_valid_or_not(tmp_path: Path) -> None:
     assert 'write ["python", "train.py"]' in plain.stderr
 
 
-def test_the_local_workdir_is_per_user_unless_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_local_state_dir_is_per_user_unless_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Given a state home, then none (the home directory's default)
     monkeypatch.setenv(STATE_HOME_ENV, str(tmp_path / "state"))
-    with_state_home = local_workdir()
+    with_state_home = local_state_dir()
     monkeypatch.delenv(STATE_HOME_ENV)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    without = local_workdir()
+    without = local_state_dir()
     # When a directory is given, Then it wins; else the per-user location, never the current directory
-    assert local_workdir(tmp_path / "given") == tmp_path / "given"
+    assert local_state_dir(tmp_path / "given") == tmp_path / "given"
     assert with_state_home == tmp_path / "state" / "spotrun" / "local"
     assert without == tmp_path / "home" / ".local" / "state" / "spotrun" / "local"
 

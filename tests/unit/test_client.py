@@ -193,7 +193,7 @@ def test_no_target_reachable_is_one_line_and_exit_1(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     # When jobs are listed
-    result = runner.invoke(app, ["list", "--workdir", str(tmp_path), "--region", "us-east-1"])
+    result = runner.invoke(app, ["list", "--state-dir", str(tmp_path), "--region", "us-east-1"])
     # Then one line on stderr says so
     assert result.exit_code == 1
     assert result.stderr.count("\n") == 1
@@ -213,10 +213,10 @@ def test_schedule_commands_call_the_schedules_routes(fake_api: FakeApi, tmp_path
     file = tmp_path / "nightly.json"
     file.write_text(json.dumps(SCHEDULED))
     # When a schedule is created, listed, and deleted
-    created = runner.invoke(app, ["schedule", "create", str(file), "--workdir", str(workdir), "--json"])
-    listed = runner.invoke(app, ["schedule", "list", "--workdir", str(workdir)])
-    runs = runner.invoke(app, ["schedule", "runs", "nightly", "--workdir", str(workdir)])
-    deleted = runner.invoke(app, ["schedule", "delete", "nightly", "--workdir", str(workdir), "--json"])
+    created = runner.invoke(app, ["schedule", "create", str(file), "--state-dir", str(workdir), "--json"])
+    listed = runner.invoke(app, ["schedule", "list", "--state-dir", str(workdir)])
+    runs = runner.invoke(app, ["schedule", "runs", "nightly", "--state-dir", str(workdir)])
+    deleted = runner.invoke(app, ["schedule", "delete", "nightly", "--state-dir", str(workdir), "--json"])
     # Then each called its route: the manifest as the body, the table and messages for people
     assert [r.exit_code for r in (created, listed, runs, deleted)] == [0, 0, 0, 0], (
         created.stderr + listed.stderr
@@ -239,7 +239,7 @@ def test_an_api_refusal_prints_its_message_and_each_problem(fake_api: FakeApi, t
     fake_api.answers[("DELETE", "/jobs/done-1")] = (409, {"message": "job done-1 has ended", "errors": ["x"]})
     workdir = local_workdir(tmp_path, fake_api.url)
     # When it is cancelled
-    result = runner.invoke(app, ["cancel", "done-1", "--workdir", str(workdir), "--json"])
+    result = runner.invoke(app, ["cancel", "done-1", "--state-dir", str(workdir), "--json"])
     # Then exit 1, the message and its problems on stderr, and with --json the same as the one object on stdout
     assert result.exit_code == 1
     assert "job done-1 has ended (HTTP 409)" in result.stderr
@@ -292,7 +292,7 @@ def test_the_target_stack_and_region_options_of_a_command_choose_the_api_it_call
     monkeypatch.setattr(FakeSession, "asked", [])
     monkeypatch.setattr("spotrun.cli.client.boto3.session.Session", FakeSession)
     # When the command is given the aws target, the stack and the region after its own arguments
-    options = ["--target", "aws", "--stack", "Staging", "--region", "eu-west-1", "--workdir", str(workdir)]
+    options = ["--target", "aws", "--stack", "Staging", "--region", "eu-west-1", "--state-dir", str(workdir)]
     result = runner.invoke(app, [*argv, *options, "--json"])
     # Then that stack's output was read in that region, and the request went there, signed for that region
     assert result.exit_code == 0, result.stderr
@@ -308,7 +308,7 @@ def test_the_workdir_option_of_a_command_chooses_the_local_runtime_it_calls(
     fake_api.answers[("GET", "/jobs")] = (200, {"jobs": [], "next_token": None})
     chosen = local_workdir(tmp_path / "chosen", fake_api.url)
     # When jobs are listed with --workdir
-    result = runner.invoke(app, ["list", "--workdir", str(chosen), "--target", "local", "--json"])
+    result = runner.invoke(app, ["list", "--state-dir", str(chosen), "--target", "local", "--json"])
     # Then the fake API of that working directory answered, unsigned
     assert result.exit_code == 0, result.stderr
     assert [(m, p) for m, p, _, _ in fake_api.seen] == [("GET", "/jobs?limit=20")]
