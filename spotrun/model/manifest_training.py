@@ -11,7 +11,14 @@ from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import BeforeValidator, ConfigDict, Field, StrictInt, field_validator, model_validator
 
-from spotrun.model.contract import CONTRACT_VARIABLES, argv_references
+from spotrun.model.contract import CONTRACT_VARIABLES, argv_references, expand_argv
+from spotrun.model.manifest_exec import (
+    AGENT_ENVIRONMENT_RESERVE,
+    ARG_MAX_TOTAL,
+    environment_problem,
+    exec_size,
+    string_problem,
+)
 from spotrun.model.manifest_rules import (
     AS_WRITTEN,
     ENV_NAME,
@@ -266,7 +273,37 @@ class TrainingSpec(StrictModel):
                 raise ValueError(f"{name!r} is not a valid environment variable name")
             if re.match(RESERVED_ENV_NAME, name):
                 raise ValueError(f"{name!r}: SPOTRUN_ variables are set by spotrun itself")
+        problem = environment_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
+
+    @model_validator(mode="after")
+    def _commands_fit_execve(self) -> TrainingSpec:
+        # After _command_variables: every ${NAME} is a contract variable or one of training.env. The contract's
+        # are left as written (short paths and numbers); training.env's are expanded, as the agent will.
+        known = {name: f"${{{name}}}" for name in CONTRACT_VARIABLES} | self.env
+        budget = ARG_MAX_TOTAL - AGENT_ENVIRONMENT_RESERVE
+        for where, argv in [
+            ("command", self.command),
+            *((f"setup[{i}]", c) for i, c in enumerate(self.setup)),
+        ]:
+            expanded = expand_argv(argv, known)
+            for index, argument in enumerate(expanded):
+                problem = string_problem(f"{where}[{index}]", argument)
+                if problem is not None:
+                    raise ValueError(
+                        problem + (" (after ${NAME} expansion)" if argument != argv[index] else "")
+                    )
+            size = exec_size(expanded, self.env)
+            if size > budget:
+                raise ValueError(
+                    f"{where} with training.env: {size:,} bytes of arguments and environment (each string with "
+                    f"its NUL and pointer); Linux's execve(2) takes at most {ARG_MAX_TOTAL:,} in all (a quarter "
+                    f"of the 8 MiB stack limit), of which spotrun keeps {AGENT_ENVIRONMENT_RESERVE:,} for the "
+                    "environment the agent adds: put large data in a file and pass its path"
+                )
+        return self
 
     @field_validator("secrets")
     @classmethod
