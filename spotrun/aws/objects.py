@@ -9,7 +9,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from spotrun.aws.adapters import client
-from spotrun.control.ports import ObjectsUnreadable
+from spotrun.control.ports import ObjectMissing, ObjectsUnreadable
 
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 CODE_ARCHIVE_TYPE = "application/gzip"
@@ -27,7 +27,16 @@ class S3Objects:
         self._s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
 
     def get_bytes(self, bucket: str, key: str) -> bytes:
-        return bytes(self._s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        try:
+            answer = self._s3.get_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            # NoSuchKey (404) only when the caller may list the bucket; without s3:ListBucket S3 answers
+            # AccessDenied (403) instead, which stays an error
+            # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
+            if exc.response["Error"]["Code"] in _MISSING_CODES:
+                raise ObjectMissing(f"s3://{bucket}/{key} does not exist") from exc
+            raise
+        return bytes(answer["Body"].read())
 
     def list_keys(self, bucket: str, prefix: str) -> list[tuple[str, int]]:
         keys = []

@@ -63,6 +63,10 @@ class ObjectsUnreadable(Exception):
     """A bucket that cannot be listed: it does not exist, or this function may not list it (the message says)."""
 
 
+class ObjectMissing(Exception):
+    """No object at that key (S3's ``NoSuchKey``): deleted, or never written."""
+
+
 class Objects(Protocol):
     """S3 objects."""
 
@@ -71,7 +75,7 @@ class Objects(Protocol):
         ...
 
     def get_bytes(self, bucket: str, key: str) -> bytes:
-        """Read an object."""
+        """Read an object; raises :class:`ObjectMissing` when there is none at ``key``."""
         ...
 
     def list_keys(self, bucket: str, prefix: str) -> list[tuple[str, int]]:

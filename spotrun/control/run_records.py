@@ -22,7 +22,8 @@ class RunRecord(DeferredModel):
     outcome: Literal["started", "skipped"]
     job_id: str | None = None
     reason: str | None = None
-    fingerprint: str
+    # The inputs' fingerprint; None when the firing could not read its manifest (it was skipped, saying why).
+    fingerprint: str | None = None
 
 
 class RunRecords(Protocol):

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from spotrun.control.ports import JobStore, Objects, Schedules, Workflows
+from spotrun.control.ports import JobStore, ObjectMissing, Objects, Schedules, Workflows
 from spotrun.control.run_records import RunRecord, RunRecords
 from spotrun.control.schedule_view import ScheduleView
 from spotrun.control.staged_sources import missing_sources
@@ -25,8 +26,10 @@ from spotrun.model.job import ManifestSource
 from spotrun.model.job_ids import job_id_for
 from spotrun.model.layout import schedule_manifest_key
 from spotrun.model.manifest import JobManifest, split_s3_uri
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.manifest_io import ManifestError, parse_manifest_text
 from spotrun.model.schedule_expressions import InvalidExpression, next_fire, validate
+
+logger = logging.getLogger(__name__)
 
 # What Scheduler sends the target: its context attributes are filled in at each firing (all as strings).
 CONTEXT = {
@@ -157,6 +160,49 @@ def should_skip(manifest: JobManifest, current: str, last_success: RunRecord | N
     )
 
 
+def read_schedule_manifest(objects: Objects, bucket: str, key: str) -> JobManifest | str:
+    """The schedule's stored manifest, or why a firing cannot run it (then the firing is recorded as skipped).
+
+    Parameters
+    ----------
+    objects
+        The jobs bucket's objects.
+    bucket, key
+        Where :func:`create_schedule` stored the manifest.
+
+    Returns
+    -------
+    JobManifest | str
+        The manifest; or, when the object is gone or no longer validates (a rule tightened since the schedule
+        was made), a reason that says what to do.
+    """
+    try:
+        return parse_manifest_text(objects.get_bytes(bucket, key))
+    except ObjectMissing:
+        return (
+            f"not started: the schedule's manifest s3://{bucket}/{key} no longer exists; delete the schedule "
+            "and create it again from its manifest"
+        )
+    except ManifestError as exc:
+        return (
+            f"not started: the schedule's manifest s3://{bucket}/{key} no longer validates ({exc}); delete the "
+            "schedule and create it again from a corrected manifest"
+        )
+
+
+def _decide(
+    invocation: Invocation, manifest: JobManifest, *, bucket: str, objects: Objects, records: RunRecords
+) -> tuple[str | None, str]:
+    """Why this firing of a readable manifest is skipped (None: it runs), and its inputs' fingerprint."""
+    current = fingerprint(manifest, objects)
+    reason = should_skip(manifest, current, records.last_success(invocation.schedule))
+    missing = [] if reason else missing_sources(manifest, objects, jobs_bucket=bucket)
+    if missing:
+        # The run would fail at staging after buying an instance: it is not started, and says why.
+        reason = "not started: " + "; ".join(missing)
+    return reason, current
+
+
 def run_scheduled(
     invocation: Invocation,
     *,
@@ -171,21 +217,21 @@ def run_scheduled(
 ) -> RunRecord:
     """Handle one firing: skip it (recorded) or start its job, once per scheduled time."""
     seen = records.get_run(invocation.schedule, invocation.scheduled_time)
-    manifest = parse_manifest_text(objects.get_bytes(bucket, invocation.manifest_key))
+    manifest = read_schedule_manifest(objects, bucket, invocation.manifest_key)
     source = ManifestSource(kind="schedule", key=invocation.schedule, etag=invocation.scheduled_time)
     if seen is None:
-        current = fingerprint(manifest, objects)
-        reason = should_skip(manifest, current, records.last_success(invocation.schedule))
-        missing = [] if reason else missing_sources(manifest, objects, jobs_bucket=bucket)
-        if missing:
-            # The run would fail at staging after buying an instance: it is not started, and says why.
-            reason = "not started: " + "; ".join(missing)
+        reason: str | None
+        current: str | None
+        if isinstance(manifest, str):
+            reason, current = manifest, None
+        else:
+            reason, current = _decide(invocation, manifest, bucket=bucket, objects=objects, records=records)
         run = RunRecord(
             schedule=invocation.schedule,
             scheduled_time=invocation.scheduled_time,
             recorded_at=now,
             outcome="skipped" if reason else "started",
-            job_id=None if reason else job_id_for(manifest.name, source),
+            job_id=None if reason or isinstance(manifest, str) else job_id_for(manifest.name, source),
             reason=reason,
             fingerprint=current,
         )
@@ -193,6 +239,11 @@ def run_scheduled(
         recorded = records.add_run(run)
         seen = run if recorded else records.get_run(invocation.schedule, invocation.scheduled_time) or run
     if seen.outcome == "started":
+        if isinstance(manifest, str):
+            # A repeated delivery of a firing already started: its first delivery started the job (or, had it
+            # died in between, this one cannot without the manifest); the record says what happened.
+            logger.warning("schedule %s: %s", invocation.schedule, manifest)
+            return seen
         # Idempotent per source: a repeated delivery finds the job and starts nothing new.
         start_job(
             manifest,

@@ -157,3 +157,29 @@ def test_runs_of_an_unknown_schedule_are_a_404(deployment, lambda_context):
     # Then the answer is a 404 naming it
     assert answer.status == 404
     assert "nope" in answer.body["message"]
+
+
+def test_a_firing_whose_manifest_was_deleted_is_a_recorded_skip_listed_with_its_reason(
+    deployment, nightly, lambda_context
+):
+    # Given a schedule whose stored manifest was deleted from the jobs bucket (S3 answers NoSuchKey)
+    event = firing(deployment, "2026-12-01T03:00:00Z")
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.delete_object(Bucket=deployment.jobs_bucket, Key=event["manifest_key"])
+
+    # When Scheduler delivers the firing, twice
+    first = scheduled_run(event, lambda_context)
+    again = scheduled_run(event, lambda_context)
+
+    # Then the handler answers (no NoSuchKey escapes), nothing is started, and the schedule's runs list the one
+    # skip with a reason naming the missing manifest and what to do
+    assert first == again
+    assert (first["outcome"], first["job_id"]) == ("skipped", None)
+    executions = boto3.client("stepfunctions", region_name=REGION).list_executions(
+        stateMachineArn=deployment.state_machine_arn
+    )["executions"]
+    assert executions == []
+    runs = call(lambda_context, "GET", "/schedules/nightly/runs").body["runs"]
+    assert [(run["scheduled_time"], run["outcome"]) for run in runs] == [("2026-12-01T03:00:00Z", "skipped")]
+    assert f"s3://{deployment.jobs_bucket}/{event['manifest_key']} no longer exists" in runs[0]["reason"]
+    assert "create it again" in runs[0]["reason"]

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 from spotrun.aws.job_store import decode_page_token, encode_page_token
+from spotrun.control.ports import ObjectMissing
 from spotrun.model.errors import ConcurrentUpdate
 from spotrun.model.job import Job, JobStatus
 
@@ -100,6 +101,8 @@ class FakeObjects:
         self.objects[(bucket, key)] = json.dumps(document, default=str).encode()
 
     def get_bytes(self, bucket: str, key: str) -> bytes:
+        if (bucket, key) not in self.objects:
+            raise ObjectMissing(f"s3://{bucket}/{key} does not exist")
         return self.objects[(bucket, key)]
 
     def list_keys(self, bucket: str, prefix: str) -> list[tuple[str, int]]:
