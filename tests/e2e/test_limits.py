@@ -3,6 +3,8 @@ with Budget.Exceeded, its spend and limit in the record; a new job with a raised
 
 from __future__ import annotations
 
+import pytest
+
 from spotrun.agent import checkpoints
 from spotrun.local.demo import drop_manifest, wait_for_job
 from spotrun.model.job import JobStatus
@@ -10,6 +12,18 @@ from tests.e2e.conftest import assert_nothing_left_running, example_manifest
 
 PRICE = 0.2  # USD/h, every g4dn.xlarge pool: 60 s (EC2's billing minimum) cost 0.0033 USD
 BUDGET = 0.004  # 72 s of that instance; the job stops 10 s (the emulator's margin) before
+# The record rounds to 4 decimals (0.5e-4 USD), and its times are read within a moment of the emulator's (1 s of
+# that instance is 0.56e-4 USD).
+BILLING_TOLERANCE_USD = 1.1e-4
+
+
+def billed_by_the_emulator(runtime, instance_id: str) -> float:
+    """What EC2 bills for the instance, from the emulator's own launch and termination times."""
+    held = runtime.capacity.held(instance_id)
+    assert held is not None
+    launched, ended = held
+    assert ended is not None, f"{instance_id} still runs"
+    return PRICE * max(60.0, (ended - launched).total_seconds()) / 3600
 
 
 def test_a_job_stops_at_its_budget_with_its_checkpoint_committed_and_its_instance_released(runtime):
@@ -38,7 +52,13 @@ def test_a_job_stops_at_its_budget_with_its_checkpoint_committed_and_its_instanc
     assert attempt.price_per_hour == PRICE
     assert job.limits is not None
     assert job.limits.max_usd == BUDGET
-    assert 0 < job.limits.spent_usd <= BUDGET
+    # and the budget held by EC2's own account: the emulator's launch and termination of the instance, billed
+    # per second with the 60-second minimum, cost no more than the budget, and the record says what they cost
+    ec2_usd = billed_by_the_emulator(runtime, attempt.instance_id)
+    assert ec2_usd <= BUDGET
+    assert job.limits.spent_usd == pytest.approx(ec2_usd, abs=BILLING_TOLERANCE_USD)
+    assert job.cost is not None
+    assert job.cost.usd == pytest.approx(ec2_usd, abs=BILLING_TOLERANCE_USD)
     assert job.error.details[0] == f"spent {job.limits.spent_usd:.4f} USD of budget.max_usd {BUDGET:g} USD"
     # and it trained past the 60-second billing minimum less the margin: the stop came from the budget
     assert job.limits.training_seconds > 30
@@ -66,4 +86,9 @@ def test_a_job_stops_at_its_budget_with_its_checkpoint_committed_and_its_instanc
     # Then it started from the committed checkpoint and succeeded
     assert again.status is JobStatus.SUCCEEDED, again.error
     assert again.attempts[0].restored_step == committed.step
+    # and its cost is what EC2 billed for its instances
+    assert again.cost is not None
+    assert again.cost.usd == pytest.approx(
+        sum(billed_by_the_emulator(runtime, i) for i in again.instance_ids()), abs=BILLING_TOLERANCE_USD
+    )
     assert_nothing_left_running(runtime, again)

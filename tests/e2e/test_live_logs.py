@@ -6,6 +6,7 @@ import re
 import threading
 import time
 
+from spotrun.agent.log_shipper import DEFAULT_INTERVAL_SECONDS
 from spotrun.cli.client import ApiError, SpotrunClient
 from spotrun.cli.logs import LogFollower, follow
 from spotrun.local.chaos_plan import InterruptionSchedule
@@ -19,6 +20,9 @@ STRIKE_STEP = 150
 # The example prints a line at each checkpoint: every 25 steps of 0.02 s, two lines a second.
 INTERVAL = 25
 _STEP = re.compile(r"^step (\d+) loss")
+# A kill loses what the live shipper had not shipped yet: at most its interval (DEFAULT_INTERVAL_SECONDS, 1 s)
+# of output, plus 1 s for a put in flight and the shipper's thread being scheduled late: 2 s of 0.02-s steps.
+LOST_STEPS_AT_MOST = round((DEFAULT_INTERVAL_SECONDS + 1.0) / 0.02)
 
 
 def _steps(lines: list[str]) -> list[int]:
@@ -38,6 +42,7 @@ def test_follow_streams_a_running_jobs_lines_and_keeps_those_of_an_instance_kill
     printed: list[str] = []
     exit_codes: list[int] = []
     seen_while_running: list[int] = []
+    printed_at_kill: list[int] = []
 
     def strike(instance_id: str) -> None:
         # When its instance is killed without notice mid-training, once its lines stream (a few seconds at most)
@@ -45,7 +50,11 @@ def test_follow_streams_a_running_jobs_lines_and_keeps_those_of_an_instance_kill
         while not _steps(printed) and time.monotonic() < deadline:
             time.sleep(0.1)
         seen_while_running.extend(_steps(printed))
-        runtime.kill(instance_id)
+        gone = runtime.kill(instance_id)
+        # What the command had printed when it died: its log on the instance's disk, read once it is dead
+        if gone.wait(30):
+            for local_log in runtime.instance(instance_id).directory.rglob("attempt-001.log"):
+                printed_at_kill.extend(_steps(local_log.read_text().splitlines()))
 
     submitted = drop_manifest(runtime, manifest, "live-logs.yaml")
     job_id = submitted.job_id
@@ -73,7 +82,11 @@ def test_follow_streams_a_running_jobs_lines_and_keeps_those_of_an_instance_kill
     )
     kept = client.logs(job_id, attempt=1)["logs"][0]
     assert kept["source"] == "live"
-    assert max(_steps(kept["lines"])) >= STRIKE_STEP - 4 * INTERVAL  # at most ~2 s of output lost
+    # measured from the kill: what the command had printed when it died, less what the live log kept
+    assert printed_at_kill, "the killed attempt's processes never died, or its log on its disk was empty"
+    assert max(printed_at_kill) >= STRIKE_STEP
+    lost_steps = max(printed_at_kill) - max(_steps(kept["lines"]))
+    assert 0 <= lost_steps <= LOST_STEPS_AT_MOST, (max(printed_at_kill), max(_steps(kept["lines"])))
     # And the follower went on to attempt 2 under its header, and ended with the job's exit code
     first_header = f"== attempt 1: {job_id}/attempt-001 (live)"
     second_header = f"== attempt 2: {job_id}/attempt-002 (live)"

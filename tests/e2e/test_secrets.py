@@ -69,11 +69,13 @@ def bucket_texts(runtime: LocalRuntime) -> dict[str, bytes]:
 
 
 def log_events(runtime: LocalRuntime) -> list[str]:
+    # Every page of every group: a value on a later page must be found too.
     logs = runtime.client("logs")
     messages: list[str] = []
-    for group in logs.describe_log_groups().get("logGroups", []):
-        found = logs.filter_log_events(logGroupName=group["logGroupName"]).get("events", [])
-        messages += [event["message"] for event in found]
+    for groups in logs.get_paginator("describe_log_groups").paginate():
+        for group in groups.get("logGroups", []):
+            for page in logs.get_paginator("filter_log_events").paginate(logGroupName=group["logGroupName"]):
+                messages += [event["message"] for event in page.get("events", [])]
     return messages
 
 
@@ -142,4 +144,9 @@ def test_a_secret_reaches_the_command_and_appears_nowhere_else(runtime: LocalRun
         "GET /jobs": api(runtime, "/jobs"),
     }
     assert [place for place, text in places.items() if value in text] == []
-    assert places["events"], "no event of the job was seen on the bus"
+    # (and each place searched holds the job: its events, and its command's masked line in the live logs and
+    # the API's logs, so that a place read empty cannot pass)
+    assert job.job_id in places["events"], "no event of the job was seen on the bus"
+    assert "the secret is ***" in places["logs"], "the job's live log was not among the CloudWatch Logs read"
+    assert "the secret is ***" in places["GET /jobs/{id}/logs"]
+    assert job.job_id in places["history"]
