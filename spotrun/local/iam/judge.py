@@ -216,6 +216,20 @@ def _request(response: Any, action: str) -> table.Request:
     return table.Request(action=action, region=str(response.region), param=response._get_param)
 
 
+# moto's server routes a request to a service by its signature's credential scope; an unsigned one it routes by
+# a short list of target prefixes, and otherwise to S3, where it is refused as anonymous. These JSON services'
+# unsigned requests reach their own service instead, to be refused as that service refuses them.
+_UNSIGNED_TARGETS = {
+    "DynamoDB_20120810": "dynamodb",
+    "AmazonSSM": "ssm",
+    "Logs_20140328": "logs",
+    "AWSStepFunctions": "stepfunctions",
+    "secretsmanager": "secretsmanager",
+    "AWSEvents": "events",
+    "TrentService": "kms",
+}
+
+
 class _Deleting(threading.local):
     """The principal of the DeleteObjects request this server thread is serving (None: no judged one)."""
 
@@ -234,12 +248,16 @@ def install(patches: PatchSet, judge: Judge) -> None:
     """
     from moto.core.responses import BaseResponse
     from moto.iam.access_control import PermissionResult
+    from moto.moto_server import werkzeug_app
     from moto.s3.models import FakeBucket
     from moto.s3.responses import S3Response
 
+    routed = {prefix: (service, "us-east-1") for prefix, service in _UNSIGNED_TARGETS.items()}
+    patches.add(werkzeug_app, "UNSIGNED_REQUESTS", {**werkzeug_app.UNSIGNED_REQUESTS, **routed})
     normal_original = BaseResponse._authenticate_and_authorize_normal_action
     s3_original = S3Response._authenticate_and_authorize_s3_action
     permission_original = FakeBucket.get_permission
+    key_original = S3Response._key_response
     deleting = _Deleting()
 
     def normal(self: Any, resource: str = "*") -> None:
@@ -281,6 +299,14 @@ def install(patches: PatchSet, judge: Judge) -> None:
             if refusal is not None:
                 raise _s3_error(refusal, bucket_name)
 
+    def key_response(self: Any, request: Any, full_url: str) -> Any:
+        # moto answers an anonymous object request itself, before any authorization, with an empty 403; S3 refuses
+        # it with AccessDenied, which nothing in the emulator's buckets (public access blocked) would grant.
+        if Signature.of(request.headers, self.querystring).access_key is None:
+            bucket = self.parse_bucket_name_from_url(request, full_url)
+            raise _s3_error(Refusal(Kind.UNSIGNED, "s3:*"), bucket)
+        return key_original(self, request, full_url)
+
     def get_permission(self: Any, action: str, resource: str) -> Any:
         principal = deleting.principal
         refused = principal is not None and action == "s3:DeleteObject"
@@ -290,4 +316,5 @@ def install(patches: PatchSet, judge: Judge) -> None:
 
     patches.add(BaseResponse, "_authenticate_and_authorize_normal_action", normal)
     patches.add(S3Response, "_authenticate_and_authorize_s3_action", s3)
+    patches.add(S3Response, "_key_response", key_response)
     patches.add(FakeBucket, "get_permission", get_permission)
