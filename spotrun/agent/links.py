@@ -134,7 +134,8 @@ def open_append(path: Path) -> BinaryIO:
         When ``path`` is a symbolic link.
     """
     try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        # Readable too: the agent's notes check whether the command's last output ended its line.
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
         if path.is_symlink():
             raise LinkError(f"{_describe(path)}: refusing to write through it") from exc

@@ -13,6 +13,7 @@ from typing import Any
 from spotrun.agent.checkpoints import upload_regular
 from spotrun.agent.digest import tree_digest
 from spotrun.agent.links import LinkError, open_regular, regular_files
+from spotrun.agent.log_notes import NOTE_PREFIX
 from spotrun.agent.secrets import Masker
 from spotrun.agent.staging import DEFAULT_WORKERS
 from spotrun.agent.upload import PartUploader
@@ -192,24 +193,45 @@ def _upload_masked(s3: Any, path: Path, bucket: str, key: str, extra: dict[str, 
         s3.upload_fileobj(masked, bucket, key, ExtraArgs=extra)
 
 
+# How far before a log's tail secret values are looked for, so one that ends in the tail is masked whole: the
+# largest secret value (a Secrets Manager SecretString holds at most 65,536 bytes).
+MASK_LOOKBEHIND = 64 * 1024
+
+
 def log_tail(path: Path, *, max_lines: int = 40, max_bytes: int = 4096, masker: Masker | None = None) -> str:
     """The end of a log: at most ``max_lines`` lines and ``max_bytes`` bytes, decoded leniently.
 
-    A log replaced by a symbolic link has no tail: its target's content would travel in the failure cause.
-    With a ``masker``, secret values are masked (after the line cut at the start is dropped, so no line of a
-    value is cut in two).
+    The line cut at the start is dropped, unless no line of the command's own output would remain (one last
+    line longer than ``max_bytes``, maybe followed by the agent's notes): then its end is kept, after ``...``, since
+    it is what the command said last. A log replaced by a symbolic link has no tail: its target's content would
+    travel in the failure cause. With a ``masker``, secret values are masked before the cut, in a window
+    :data:`MASK_LOOKBEHIND` bytes longer, so a value that ends in the tail is masked whole.
     """
+    window = max_bytes + (MASK_LOOKBEHIND if masker else 0)
     try:
         with open_regular(path) as handle:
             handle.seek(0, 2)
             size = handle.tell()
-            handle.seek(max(0, size - max_bytes))
+            handle.seek(max(0, size - window))
             data = handle.read()
     except (FileNotFoundError, LinkError):
         return ""
-    text = data.decode("utf-8", errors="replace")
-    if size > max_bytes:
-        text = text.split("\n", 1)[-1]  # drop the line cut in the middle
+    from_start = size <= window  # the data begins with the log's first byte
     if masker:
-        text = masker.mask(text)
-    return "\n".join(text.splitlines()[-max_lines:])
+        data = masker.mask_bytes(data)
+        if not from_start:
+            # A value cut by the window's start is left unmasked there; it ends within MASK_LOOKBEHIND bytes.
+            data = data[MASK_LOOKBEHIND:]
+    if len(data) > max_bytes:
+        whole = data[-max_bytes - 1 : -max_bytes] == b"\n"
+        data = data[-max_bytes:]
+    else:
+        whole = from_start
+    tail = data.decode("utf-8", errors="replace")
+    if not whole:
+        first, _, rest = tail.partition("\n")
+        if any(line.strip() and not line.startswith(NOTE_PREFIX) for line in rest.splitlines()):
+            tail = rest
+        else:
+            tail = "..." + first[3:] + ("\n" + rest if rest else "")  # the cut shown, within max_bytes
+    return "\n".join(tail.splitlines()[-max_lines:])

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from spotrun.agent.links import open_append
+from spotrun.agent.log_notes import write_note
 from spotrun.agent.supervisor import COMMAND_NOT_FOUND, KILL_GRACE_SECONDS, describe_exit
 from spotrun.model.contract import expand_argv
 
@@ -201,5 +202,4 @@ def _signal_group(pgid: int, signum: signal.Signals) -> None:
 
 def _note(log: IO[bytes], line: str) -> None:
     # The supervisor's marker, so the log reads as one story: setup's lines, then the training runs'.
-    log.write(f"--- spotrun: {line}\n".encode())
-    log.flush()
+    write_note(log, line)

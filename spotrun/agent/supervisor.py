@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from spotrun.agent.links import open_append
+from spotrun.agent.log_notes import write_note
 from spotrun.agent.notices import Notice
 
 logger = logging.getLogger(__name__)
@@ -274,8 +275,7 @@ class TrainingSupervisor:
 
     @staticmethod
     def _note(log: IO[bytes], line: str) -> None:
-        log.write(f"--- spotrun: {line}\n".encode())
-        log.flush()
+        write_note(log, line)
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:
