@@ -169,13 +169,19 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         return _completed(
             command, ctx, outcome, syncer.last_committed, progress.last_step, log_key, job_layout
         )
+    tail = log_tail(log_path, masker=ctx.masker)
     cause = FailureCause(
         message=outcome.message,
         exit_code=outcome.exit_code,
-        log_tail=log_tail(log_path, masker=ctx.masker),
+        log_tail=tail,
         log_key=log_key,
         last_step=progress.last_step,
     )
+    if outcome.kind in ("interrupted", *_LIMIT_ERRORS):
+        failed = save_failure(
+            outcome, supervisor.checkpoint_signal, syncer.last_committed, progress.last_step, tail
+        )
+        cause = cause.model_copy(update={"save_failed": failed})
     if outcome.kind == "interrupted":
         return _interrupted(outcome, cause, syncer.last_committed)
     if outcome.kind in _LIMIT_ERRORS:
@@ -185,6 +191,49 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
 
 # Outcomes of a limit running out, and the error each reports: the job ends there, its checkpoint kept.
 _LIMIT_ERRORS = {"budget_exceeded": BUDGET_EXCEEDED, "timed_out": MAX_RUNTIME_EXCEEDED}
+
+
+def save_failure(
+    outcome: TrainOutcome,
+    checkpoint_signal: signal.Signals,
+    committed: CommittedCheckpoint | None,
+    last_step: int | None,
+    tail: str,
+) -> str | None:
+    """How the command ended when it died after the checkpoint signal without its last step committed.
+
+    Parameters
+    ----------
+    outcome
+        How supervision ended (an interruption or a limit: the checkpoint signal was due).
+    checkpoint_signal
+        The manifest's checkpoint signal.
+    committed
+        The newest committed checkpoint after the final sync.
+    last_step
+        The last step the script reported; None: none reported.
+    tail
+        The end of the command's log (masked).
+
+    Returns
+    -------
+    str or None
+        E.g. ``"exit code 1 after SIGTERM, step 45 not saved: RuntimeError: DataLoader worker ..."``; None when
+        it exited as the contract asks (0, or 128 + the signal's number, as ``Run.exit_for_preemption`` does) or
+        when its last step is committed whatever its exit (``torchrun`` exits 1 after forwarding the signal).
+    """
+    if outcome.exit_code in (0, 128 + int(checkpoint_signal)):
+        return None
+    if committed is not None and last_step is not None and committed.step >= last_step:
+        return None
+    lines = [
+        line.strip() for line in tail.splitlines() if line.strip() and not line.startswith("--- spotrun:")
+    ]
+    lost = "" if last_step is None else f", step {last_step} not saved"
+    text = f"{describe_exit(outcome.exit_code)} after {checkpoint_signal.name}{lost}"
+    if lines:
+        text += f": {lines[-1]}"
+    return text[:500]
 
 
 @contextlib.contextmanager

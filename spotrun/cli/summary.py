@@ -171,6 +171,25 @@ def work_lost_text(lost: WorkLost) -> Text:
     return Text(line, style="bold yellow" if lost.steps else "bold")
 
 
+def save_failures_text(job: Job) -> Text | None:
+    """One line per attempt whose command died after the checkpoint signal without saving (``save_failed``).
+
+    ``attempt 1: the command died during its save (exit code 1 after SIGTERM, step 45 not saved: RuntimeError:
+    ...); the work resumed from an earlier checkpoint, 25 steps lost``; None when every save made it.
+    """
+    lines = []
+    for attempt in job.attempts:
+        if attempt.save_failed is None:
+            continue
+        line = f"attempt {attempt.number}: the command died during its save ({attempt.save_failed})"
+        if attempt.steps_lost is not None:
+            line += (
+                f"; the work resumed from an earlier checkpoint, {_plural(attempt.steps_lost, 'step')} lost"
+            )
+        lines.append(line)
+    return Text("\n".join(lines), style="bold red") if lines else None
+
+
 def price_sources_line(job: Job) -> str:
     """``prices: 2 instances from spot-price-history, 1 from on-demand-table``: where each $/h came from."""
     counts: dict[str, int] = {}
@@ -257,6 +276,9 @@ def final_summary(job: Job, now: datetime) -> Group:
     lost = work_lost(job)
     if lost.interruptions:
         parts.append(work_lost_text(lost))
+    failed_saves = save_failures_text(job)
+    if failed_saves is not None:
+        parts.append(failed_saves)
     if job.cost is not None:
         lines = cost_lines(job.cost) + ([price_sources_line(job)] if job.billed_instances() else [])
         parts.append(Text("\n".join(lines), style="bold"))

@@ -322,7 +322,11 @@ def record_interruption(
         # From the attempt as stored now: a warning recorded since the first read still makes it "interrupted".
         reason = end_reason(caught_reason, latest)
         lost = steps_lost_fields(latest, last_step, resume_from, final=False)
-        closed = latest.model_copy(update={"ended_at": now, "end_reason": reason, **lost})
+        # The agent's word that the command died in the middle of its save: the summary says it.
+        failed = None if caught.failure is None else caught.failure.save_failed
+        closed = latest.model_copy(
+            update={"ended_at": now, "end_reason": reason, "save_failed": failed, **lost}
+        )
         where = f"{error_name or reason} at step {last_step}; resumes from step {resume_from or 0}"
         moved = transition(current.with_current_attempt(closed), JobStatus.INTERRUPTED, now, detail=where)
         return moved.model_copy(update={"task_token": None})

@@ -248,6 +248,9 @@ class FailureCause(DeferredModel):
     # The last step the script reported (spotrun.training.Run.report_step): with checkpoint_step, how much
     # work the interruption or failure lost.
     last_step: int | None = None
+    # The command did not exit as the checkpoint contract asks after the checkpoint signal, and its last step's
+    # checkpoint was not committed: how it ended and its last line (a crash in the middle of its save, say).
+    save_failed: str | None = None
 
 
 class CaughtError(DeferredModel):

@@ -156,6 +156,13 @@ class Attempt(RecordModel):
         "committed in time, i.e. its work resumes from the last step it reached (steps_lost 0); settled with "
         "steps_lost. None without a notice, or while the steps lost are unknown.",
     )
+    save_failed: str | None = Field(
+        None,
+        max_length=500,
+        description="The command died after the checkpoint signal without committing the step it reached (it "
+        "crashed in the middle of its save, or overran its grace): how it ended and its last line, from the "
+        "agent. The work then resumes from an earlier checkpoint (steps_lost). None: it saved, or no signal.",
+    )
     deadline_move: bool = (
         False  # the notice was the deadline policy's move (off spot, or back), not EC2's warning
     )
