@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,11 @@ def test_list_and_status_show_where_a_running_job_stands(elsewhere: Path) -> Non
         "no step and checkpoint in the progress",
     )
     try:
-        # When its status and the list are shown to people (plain text: the output is not a terminal)
+        # When its status is asked once more (timed: its cost runs up to the moment it is computed), and its status
+        # and the list are shown to people (plain text: the output is not a terminal)
+        asked = datetime.now(UTC)
+        view = ok(["status", job_id])
+        answered = datetime.now(UTC)
         status = runner.invoke(app, ["status", job_id])
         listed = runner.invoke(app, ["list", "--name", "ux-table"])
     finally:
@@ -183,7 +188,13 @@ def test_list_and_status_show_where_a_running_job_stands(elsewhere: Path) -> Non
     # Then the status says its step, its last committed checkpoint and how long ago, and its cost so far
     progress = view["progress"]
     assert progress["attempt"] == 1
-    assert progress["cost_usd"] >= 0
+    # (its instance priced per second from its launch to the moment of the answer, EC2's 60-second minimum first;
+    # the figure is rounded to 4 decimals)
+    [attempt] = view["attempts"]
+    price, launched = attempt["price_per_hour"], datetime.fromisoformat(attempt["started_at"])
+    lowest, highest = (price * max(60.0, (at - launched).total_seconds()) / 3600 for at in (asked, answered))
+    assert lowest - 0.00005 <= progress["cost_usd"] <= highest + 0.00005, (progress, attempt)
+    assert progress["cost_usd"] > 0
     assert progress["checkpoint_committed_at"] is not None
     assert status.exit_code == 0, status.stderr
     assert "now: attempt 1, step " in status.stdout
