@@ -7,8 +7,10 @@ notice the control plane gives itself: the attempt is marked (``deadline_move``)
 ``Spot.Interrupted``), and the workflow's usual path records the attempt's end (as ``deadline-move``: no
 interruption, the pool is not avoided) and acquires again.
 
-- **Off spot**, when the slack runs short: the next acquisition decides again, with the slack now short, and
-  buys on-demand.
+- **Off spot**, when the slack no longer holds what a preemption could take (the margin grows with the attempt's
+  time on spot): the next acquisition buys on-demand, as the move decided
+  (:func:`spotrun.model.deadline_job.moved_off_spot`), where the simulator's move goes in one step. The move
+  saves first (the notice), in the control plane and in the simulator alike: nothing unsaved crosses it.
 - **Back to spot**, when the slack and the price pay for the return (:func:`spotrun.model.deadline.spotrun_policy`
   on on-demand; before the work is known, while over half the time to the deadline is left): spot's
   availability is learnt by asking EC2 for it, as at an acquisition, and only a function allowed to launch
