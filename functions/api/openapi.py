@@ -25,7 +25,22 @@ def generate() -> str:
     from functions.api import agent_app, app
 
     documents = [json.loads(_document(module.app)) for module in (app, agent_app)]
-    return json.dumps(merge(*documents), indent=2, sort_keys=True) + "\n"
+    return json.dumps(without_empty_content(merge(*documents)), indent=2, sort_keys=True) + "\n"
+
+
+def without_empty_content(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with no ``content: {}`` on a response: a response without a body has no ``content``.
+
+    A route declares a bodiless answer (a 204) with ``"content": {}``, or Powertools would document its ``None``
+    return as a JSON ``null`` body; OpenAPI says "no body" by leaving ``content`` out
+    (https://spec.openapis.org/oas/v3.1.0#response-object).
+    """
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            for response in operation.get("responses", {}).values():
+                if response.get("content") == {}:
+                    del response["content"]
+    return document
 
 
 def _document(resolver: Any) -> str:

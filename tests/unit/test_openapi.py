@@ -84,3 +84,21 @@ def test_documents_that_share_a_path_or_differ_on_a_component_are_not_merged():
         merge(first, {"paths": {"/jobs": {"post": {}}}})
     with pytest.raises(ValueError, match="schemas/ApiError differs"):
         merge(first, {"components": {"schemas": {"ApiError": {"type": "string"}}}})
+
+
+def test_a_bodiless_answer_is_documented_without_content():
+    # Given the generated document
+    document = json.loads(generate())
+
+    # When its 204 answers are read (DELETE /schedules/{name} answers one, with no body and no content type)
+    no_content = {
+        (method, path): operation["responses"]["204"]
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+        if "204" in operation["responses"]
+    }
+
+    # Then each documents no body: no content at all, not a JSON null
+    assert ("delete", "/schedules/{name}") in no_content
+    for where, response in no_content.items():
+        assert "content" not in response, where
