@@ -112,3 +112,34 @@ def test_a_dataloader_with_workers_interrupted_twice_loses_no_step_and_ends_with
     assert 10 <= causes[0].checkpoint_step < causes[1].checkpoint_step < 64
     # and the model is the uninterrupted run's, byte for byte
     assert object_bytes(s3, MODEL_KEY) == expected
+
+
+def test_a_checkpoint_signal_sent_to_the_whole_group_leaves_the_workers_alive_for_the_save(tmp_path):
+    # Given the script run directly in a session of its own, as torchrun starts a rank
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SPOTRUN_")}
+    env["PYTHONPATH"] = str(REPO)
+    child = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--step-seconds", "0.03"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert child.stdout is not None
+    lines = []
+    for line in child.stdout:
+        lines.append(line)
+        if line.startswith("step 20 "):  # into the second epoch: its workers started after the first's ended
+            break
+
+    # When the checkpoint signal goes to its whole process group, as torchrun's os.killpg sends it
+    os.killpg(child.pid, signal.SIGTERM)
+    output = "".join(lines) + child.stdout.read()
+    status = child.wait(timeout=120)
+
+    # Then it saved the step it reached and exited as preempted: its DataLoader workers lived through the signal
+    assert status == 128 + signal.SIGTERM, output
+    last = int([line for line in output.splitlines() if line.startswith("step ")][-1].split()[1])
+    assert layout.local_checkpoints(tmp_path / "checkpoints")[-1][0] == last
