@@ -119,7 +119,7 @@ def _loader_class() -> Any:
         return _LOADER_CLASS
     from torchdata.stateful_dataloader import StatefulDataLoader
 
-    class ResumableLoader(StatefulDataLoader):  # type: ignore[misc]
+    class ResumableLoader(StatefulDataLoader):
         """``StatefulDataLoader`` with its generator in its state, starting its workers shielded."""
 
         def __init__(self, *args: Any, shield: frozenset[signal.Signals], **kwargs: Any) -> None:
