@@ -174,8 +174,8 @@ def default_params(
         decision loses the work trained since the last save, which is at most one interval (``interval +
         checkpoint`` of wall time at the run rate) and at most what the job trained on spot by then (``exposed
         + tick``); the decision sees it up to a tick late. A job that just moved onto spot has nothing to lose:
-        with a 1-minute save and a 4-hour interval, a margin of the whole interval (4.35 h at 20-minute ticks)
-        blocked every return to spot that a shorter slack could pay for. The restart onto on-demand that
+        a whole interval at every decision (4.35 h with a 1-minute save, the 4-hour cap and 20-minute ticks)
+        would refuse every return to spot that a shorter slack pays for. The restart onto on-demand that
         follows is not in it: the slack of a job not on on-demand already counts that restart
         (:func:`on_demand_finish_hours`), and counting it twice bought on-demand hours for nothing. The wait
         reserve keeps the whole interval's margin (``interval_safety_hours``): once on spot, the job faces it.

@@ -4,7 +4,7 @@ Pure. The control plane (:func:`spotrun.model.deadline_job.job_params`, from the
 simulator (:func:`spotrun.model.simulation.replay_policy`, from the replay so far) both build the policy's knobs
 here, from the same :class:`SpotHistory`, so that they decide alike on a trace *with* preemptions too. Only what
 the control plane can know goes in: the job's own spot time, its preemptions and which of them came without a
-notice; never the pool's future (the simulator used to take the whole trace's preemption rate).
+notice; never the pool's future.
 
 - The pool's mean spot time between preemptions: the job's spot hours and preemptions, with the prior of
   :mod:`spotrun.model.interruption_rate` (one preemption in :data:`PRIOR_SPOT_HOURS`; the emulator scales it
