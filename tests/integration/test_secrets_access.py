@@ -173,5 +173,26 @@ def test_the_instance_role_reads_no_secret_and_no_allowed_parameter(runtime: Loc
         == "AccessDeniedException"
     )
     assert error_code(lambda: ssm.get_parameters(Names=[own_parameter])) == "AccessDeniedException"
+    # and so do its other reads of parameters, which its SSM managed policy does not grant
+    assert error_code(lambda: ssm.get_parameters_by_path(Path="/spotrun")) == "AccessDeniedException"
+    assert error_code(lambda: ssm.get_parameter_history(Name=own_parameter)) == "AccessDeniedException"
+    assert error_code(lambda: ssm.describe_parameters()) == "AccessDeniedException"
     # and the runtime's own credentials still read them
     assert runtime.client("secretsmanager").get_secret_value(SecretId=own)["SecretString"] == OWN_VALUE
+
+
+def test_the_instance_role_reads_a_parameter_outside_the_deployments_references(runtime: LocalRuntime) -> None:
+    # Given a parameter outside spotrun's allowed references, and an instance's own role session
+    parameter(runtime, "/team/outside", "outside-value")
+    instance = training_job(runtime, "job-w-000000000005", "i-w005", {})
+    ssm = boto3.client(
+        "ssm",
+        region_name=REGION,
+        aws_access_key_id=instance.access_key_id,
+        aws_secret_access_key=instance.secret_access_key,
+        aws_session_token=instance.session_token,
+    )
+
+    # When it reads it, Then it gets its value: AmazonSSMManagedInstanceCore grants ssm:GetParameter on every
+    # parameter, and the deployment denies only its allowed references
+    assert ssm.get_parameter(Name="/team/outside", WithDecryption=True)["Parameter"]["Value"] == "outside-value"
