@@ -24,6 +24,7 @@ SLOWEST_FIRST = (
     "tests/chaos/test_soak.py",
     "tests/e2e/test_demo_cli.py",
     "tests/e2e/test_isolation.py",
+    "tests/e2e/test_cross_job_calls.py",
     "tests/e2e/test_huggingface.py",
 )
 
