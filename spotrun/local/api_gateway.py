@@ -12,9 +12,16 @@ https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-mapping
 For a role session, ``userArn`` is ``arn:aws:sts::<account>:assumed-role/<role>/<session>`` and ``caller``
 ``<role-id>:<session>``; EC2 names an instance's session after the instance (IAM's ``aws:userid`` is
 ``role-id:ec2-instance-id``; https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html).
-A signature that does not verify is refused 403, as API Gateway refuses it before the function. An unsigned
-request, or one signed with unregistered keys, passes with no identity: the user routes stay unsigned locally
-(the CLI's calls), and the agent route refuses a caller without one.
+A signature that does not verify is refused 403, as API Gateway refuses it before the function.
+
+Every route is IAM-authorised, as deployed (``AuthorizationType: AWS_IAM``), so a request must be signed by a
+key the stand-in knows: an instance's role session (:class:`Callers`) or one of the runtime's user keys
+(:data:`LOCAL_USERS`, the administrative keys the CLI and the AWS CLI use against ``spotrun local up``; their
+identity is an IAM user's). API Gateway answers an unsigned request ``403 {"message": "Missing Authentication
+Token"}`` and one signed with an unknown key ``403 {"message": "The security token included in the request is
+invalid."}`` before any function runs
+(https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-control-access-using-iam-policies-to-invoke-api.html,
+https://repost.aws/knowledge-center/api-gateway-authentication-token-errors); so does the stand-in.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import re
 import threading
 import time
@@ -38,7 +46,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from spotrun.local.imds import RoleCredentials
 from spotrun.local.lambda_patch import Handler, LambdaContext
 from spotrun.local.loopback import LoopbackServer
-from spotrun.local.server import ACCOUNT_ID
+from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS
 from spotrun.model.api_paths import in_subtree
 
 STAGE = "local"
@@ -51,8 +59,66 @@ _AUTHORIZATION = re.compile(
 )
 
 
+# The runtime's user keys, by access key id: the secret, and the IAM user API Gateway names as their signer.
+LOCAL_USERS: Mapping[str, tuple[str, str]] = {
+    FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"]: (FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"], "spotrun-local"),
+}
+MISSING_TOKEN = "Missing Authentication Token"  # noqa: S105 - API Gateway's message, not a secret
+INVALID_TOKEN = "The security token included in the request is invalid."  # noqa: S105 - a message
+
+
 class SignatureMismatch(Exception):
     """A request signed with registered keys whose signature does not verify (API Gateway answers 403)."""
+
+
+class Unauthenticated(Exception):
+    """A request API Gateway refuses before the function: unsigned, or signed by a key it does not know."""
+
+
+def local_user_credentials() -> tuple[str, str]:
+    """The access key id and secret a user of ``spotrun local up`` signs its API requests with (SigV4)."""
+    return FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"], FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
+
+
+def user_identity(
+    method: str,
+    path: str,
+    query: str,
+    headers: dict[str, str],
+    body: bytes,
+    users: Mapping[str, tuple[str, str]],
+) -> dict[str, str | None]:
+    """The ``identity`` of a request signed by one of ``users`` (an IAM user's, as API Gateway fills it).
+
+    Raises
+    ------
+    Unauthenticated
+        When the request carries no signature, or a key that is not one of ``users``.
+    SignatureMismatch
+        When a user's key signed it but the signature does not verify.
+    """
+    lowered = {name.lower(): value for name, value in headers.items()}
+    authorization = lowered.get("authorization", "")
+    if not authorization and "X-Amz-Signature" not in parse_qs(query):
+        raise Unauthenticated(MISSING_TOKEN)
+    match = _AUTHORIZATION.match(authorization)
+    if match is None or match["key"] not in users:
+        raise Unauthenticated(INVALID_TOKEN)
+    secret, name = users[match["key"]]
+    if match["service"] != "execute-api":
+        raise SignatureMismatch("the credential scope does not name execute-api")
+    signer = RoleCredentials(name, match["key"], secret, "", datetime.max.replace(tzinfo=UTC))
+    expected = _signature(method, path, query, lowered, body, match, signer)
+    if not hmac.compare_digest(expected, match["signature"]):
+        raise SignatureMismatch("the request signature we calculated does not match the signature provided")
+    user_id = "AIDA" + hashlib.sha256(name.encode()).hexdigest()[:17].upper()
+    return {
+        "accessKey": match["key"],
+        "accountId": ACCOUNT_ID,
+        "caller": user_id,
+        "user": user_id,
+        "userArn": f"arn:aws:iam::{ACCOUNT_ID}:user/{name}",
+    }
 
 
 @dataclass(frozen=True)
@@ -254,6 +320,8 @@ class ProxyApp:
         The function every path goes to that no subtree claims.
     callers
         The registered role sessions (IAM identities).
+    users
+        The user keys the stand-in authenticates besides the role sessions (:data:`LOCAL_USERS`).
     subtrees
         Path (``/agent``) -> the handler and function name that serve it and every path beneath it, as API Gateway
         routes a resource and its ``{proxy+}`` child (:func:`spotrun.model.api_paths.in_subtree`).
@@ -265,8 +333,10 @@ class ProxyApp:
         function_name: str = "spotrun-api",
         callers: Callers | None = None,
         subtrees: Mapping[str, tuple[Handler, str]] | None = None,
+        users: Mapping[str, tuple[str, str]] = LOCAL_USERS,
     ):
         self.handler = handler
+        self.users = dict(users)
         self.function_name = function_name
         self.callers = callers if callers is not None else Callers()
         self.subtrees = dict(subtrees or {})
@@ -298,10 +368,12 @@ class ProxyApp:
         if environ.get("HTTP_HOST"):
             headers["Host"] = environ["HTTP_HOST"]
         try:
-            identity = self.callers.identity(method, path, query, headers, body)
-        except SignatureMismatch as exc:
+            identity = self.callers.identity(method, path, query, headers, body) or user_identity(
+                method, path, query, headers, body, self.users
+            )
+        except (SignatureMismatch, Unauthenticated) as exc:
             start_response("403 Forbidden", [("Content-Type", "application/json")])
-            return [f'{{"message": "{exc}"}}'.encode()]
+            return [json.dumps({"message": str(exc)}).encode()]
         handler, function_name, resource = self.target(path)
         event = rest_event(method, path, query, headers, body, identity, resource=resource)
         answer = handler(event, _context(function_name))

@@ -145,11 +145,16 @@ def connection_help(state: LocalState, workdir_option: str = "") -> str:
         (f"spotrun local exhaust INSTANCE_TYPE ZONE{option}", "no capacity left in a pool"),
     ]
     width = max(len(command) for command, _ in chaos)
+    # IAM-authorised as deployed: requests are signed (SigV4, execute-api) with the runtime's user keys.
+    sign = (
+        f"--aws-sigv4 'aws:amz:{settings.region}:execute-api' "
+        f"--user {FAKE_CREDENTIALS['AWS_ACCESS_KEY_ID']}:{FAKE_CREDENTIALS['AWS_SECRET_ACCESS_KEY']}"
+    )
     api = (
         [
-            f"REST API (no IAM locally): {state.api_url}   e.g.",
-            f"  curl -s {state.api_url}/jobs",
-            f"  curl -s -X POST {state.api_url}/jobs -H 'Content-Type: application/json' "
+            f"REST API (IAM: sign with the keys above, as the spotrun CLI does): {state.api_url}   e.g.",
+            f"  curl -s {sign} {state.api_url}/jobs",
+            f"  curl -s {sign} -X POST {state.api_url}/jobs -H 'Content-Type: application/json' "
             f"-H 'Idempotency-Key: demo-1' -d @manifest.json",
         ]
         if state.api_url

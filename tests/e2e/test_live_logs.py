@@ -15,6 +15,7 @@ from spotrun.local.injector import Injector
 from spotrun.model.job import JobStatus
 from spotrun.model.layout import log_key
 from tests.e2e.conftest import example_manifest
+from tests.sigv4 import local_client
 
 STRIKE_STEP = 150
 # The example prints a line at each checkpoint: every 25 steps of 0.02 s, two lines a second.
@@ -38,7 +39,7 @@ def test_follow_streams_a_running_jobs_lines_and_keeps_those_of_an_instance_kill
             '--step-seconds, "0.02"]': '--step-seconds, "0.02", --steps, "300"]',
         }
     )
-    client = SpotrunClient(runtime.api_url or "")
+    client = local_client(runtime.api_url or "")
     printed: list[str] = []
     exit_codes: list[int] = []
     seen_while_running: list[int] = []

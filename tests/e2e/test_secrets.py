@@ -22,6 +22,7 @@ from spotrun.local.runtime import LocalRuntime
 from spotrun.model import layout
 from spotrun.model.job import JobStatus
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest
+from tests.sigv4 import signed_request
 
 JOB_TIMEOUT = 120
 COMMAND = 'command: [python, train.py, --step-seconds, "0.02"]'
@@ -80,7 +81,8 @@ def log_events(runtime: LocalRuntime) -> list[str]:
 
 
 def api(runtime: LocalRuntime, path: str) -> str:
-    with urllib.request.urlopen(f"{runtime.api_url}{path}", timeout=30) as answer:  # noqa: S310 - the local stand-in
+    # Signed as the CLI signs it: the stand-in, like API Gateway, refuses an unsigned call.
+    with urllib.request.urlopen(signed_request(f"{runtime.api_url}{path}"), timeout=30) as answer:  # noqa: S310
         return str(answer.read().decode())
 
 

@@ -8,6 +8,7 @@ import urllib.request
 from spotrun.local.demo import drop_manifest, wait_for_job
 from spotrun.model.job import JobStatus
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest
+from tests.sigv4 import signed_request
 
 JOB_TIMEOUT = 120
 COMMAND = 'command: [python, train.py, --step-seconds, "0.02"]'
@@ -42,7 +43,9 @@ def test_setup_output_shows_in_the_logs_and_a_failing_setup_ends_the_job(runtime
     # Then the first trained after its setup: the logs (GET /jobs/{id}/logs, what `spotrun logs` shows) hold the
     # setup's line before the training's, and the timeline says how long setup took
     assert succeeded.status is JobStatus.SUCCEEDED, succeeded.error
-    with urllib.request.urlopen(f"{runtime.api_url}/jobs/{ok.job_id}/logs?tail=500") as answer:  # noqa: S310
+    with urllib.request.urlopen(
+        signed_request(f"{runtime.api_url}/jobs/{ok.job_id}/logs?tail=500")
+    ) as answer:  # noqa: S310
         [log] = json.load(answer)["logs"]
     text = "\n".join(log["lines"])
     assert text.index("setup: requirements installed") < text.index("run 1 of at most 1")

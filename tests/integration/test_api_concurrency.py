@@ -15,6 +15,7 @@ import pytest
 
 from spotrun.local.api_gateway import ApiServer, ProxyApp
 from spotrun.local.lambda_patch import MAX_ENVIRONMENTS, HandlerRegistry
+from tests.sigv4 import signed_request
 
 REQUESTS = 32
 
@@ -24,9 +25,8 @@ def manifest(index: int) -> dict[str, Any]:
 
 
 def post(url: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, Any]:
-    request = urllib.request.Request(  # noqa: S310 - a local http URL
-        f"{url}/jobs", data=json.dumps(body).encode(), method="POST", headers=headers
-    )
+    # Signed as the CLI signs: the stand-in, like API Gateway, refuses an unsigned call.
+    request = signed_request(f"{url}/jobs", "POST", json.dumps(body).encode(), headers)
     try:
         with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
             return response.status, json.loads(response.read())

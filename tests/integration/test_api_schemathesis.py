@@ -43,6 +43,7 @@ from spotrun.local.api_gateway import ProxyApp
 from spotrun.model.job import ArchivedObject, Attempt, JobStatus, ManifestSource, new_job, transition, utc_now
 from spotrun.model.layout import log_key
 from spotrun.shape import SHAPE
+from tests.sigv4 import SigningMiddleware
 
 # Per operation, in each run a new random sample (not derandomized): a 5xx that only a long or unusual value
 # triggers is found over runs, while `make test` stays bounded (under a minute on 2 cores). A deeper run by hand:
@@ -177,19 +178,20 @@ REFUSALS = SchemathesisConfig.from_dict(
 
 
 def load_schema():
-    # The function is driven behind the local gateway, which does no IAM: API Gateway checks the SigV4
-    # signature before the function is called (tests/infra/test_api.py), so the document's security
-    # requirement is not the function's to enforce, and requests that only lack a signature are not generated.
+    # The function is driven behind the local gateway, every request signed with the runtime's user keys
+    # (deployed_api): the gateway, as API Gateway, refuses an unsigned one before the function
+    # (tests/unit/test_api_gateway_auth.py), so requests that only lack a signature are not generated.
     document = json.loads(OPENAPI_FILE.read_text(encoding="utf-8"))
     document.pop("security")
     return schemathesis.openapi.from_dict(document, config=REFUSALS)
 
 
-def deployed_api() -> ProxyApp:
-    """Both API functions behind the REST proxy, each path routed as API Gateway routes it (SHAPE.api_routes)."""
+def deployed_api() -> SigningMiddleware:
+    """Both API functions behind the REST proxy, each path routed as API Gateway routes it (SHAPE.api_routes),
+    each request signed as a user's client signs it."""
     handlers = {"api": api.handler, "agent_api": agent_app.handler}
     subtrees = {path: (handlers[name], f"spotrun-{name}") for path, name in SHAPE.api_routes}
-    return ProxyApp(handlers[SHAPE.api_function], "spotrun-api", subtrees=subtrees)
+    return SigningMiddleware(ProxyApp(handlers[SHAPE.api_function], "spotrun-api", subtrees=subtrees))
 
 
 def operations():
@@ -215,7 +217,7 @@ def test_generated_requests_get_no_5xx_and_only_documented_answers(deployment):
             exercise(strategy, count, app, negative)
 
 
-def exercise(strategy, count: int, app: ProxyApp, negative: bool) -> None:
+def exercise(strategy, count: int, app: SigningMiddleware, negative: bool) -> None:
     @settings(
         max_examples=count,
         deadline=None,

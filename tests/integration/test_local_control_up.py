@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from spotrun.cli.app import app
 from spotrun.local.control_state import LocalState, read_state
 from spotrun.shape import REPO_ROOT
+from tests.sigv4 import signed_request
 
 runner = CliRunner()
 
@@ -101,10 +102,10 @@ def test_local_up_serves_until_sigterm_and_the_chaos_commands_reach_it(tmp_path:
         second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=False)
         # and its REST API is asked for the jobs, and for one that does not exist
         assert state.api_url is not None
-        with urllib.request.urlopen(f"{state.api_url}/jobs", timeout=30) as reply:  # noqa: S310 - local URL
+        with urllib.request.urlopen(signed_request(f"{state.api_url}/jobs"), timeout=30) as reply:  # noqa: S310
             listing = json.loads(reply.read())
         try:
-            urllib.request.urlopen(f"{state.api_url}/jobs/nope-1", timeout=30)  # noqa: S310 - local URL
+            urllib.request.urlopen(signed_request(f"{state.api_url}/jobs/nope-1"), timeout=30)  # noqa: S310
         except urllib.error.HTTPError as exc:
             missing = (exc.code, json.loads(exc.read()))
     finally:
@@ -125,7 +126,10 @@ def test_local_up_serves_until_sigterm_and_the_chaos_commands_reach_it(tmp_path:
         in out
     )
     assert f"interrupt {instance_id}" in out
-    assert f"curl -s {state.api_url}/jobs" in out
+    assert (
+        f"curl -s --aws-sigv4 'aws:amz:us-east-1:execute-api' --user testing:testing {state.api_url}/jobs"
+        in out
+    )
     assert listing == {"jobs": [], "next_token": None}
     assert missing[0] == 404
     assert "nope-1" in missing[1]["message"]

@@ -12,6 +12,7 @@ import pytest
 from spotrun.local.api_gateway import ProxyApp
 from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH, AGENT_ROUTES_PREFIX
 from spotrun.shape import SHAPE, DeploymentShape
+from tests.sigv4 import SigningMiddleware
 
 ROUTED = [
     ("/", "api"),
@@ -36,7 +37,7 @@ def test_the_shape_sends_the_agents_subtree_to_their_function_and_every_other_pa
 def _call(app: ProxyApp, path: str) -> dict[str, Any]:
     environ: dict[str, Any] = {"PATH_INFO": path, "REQUEST_METHOD": "GET", "wsgi.input": io.BytesIO(b"")}
     setup_testing_defaults(environ)
-    body = b"".join(app(environ, lambda status, headers: None))
+    body = b"".join(SigningMiddleware(app)(environ, lambda status, headers: None))
     return json.loads(body)
 
 
