@@ -48,6 +48,14 @@ def test_example_job_succeeds_and_archives_the_model_a_direct_run_produces(runti
     assert attempt.instance_id not in runtime.running_instance_ids()
     assert job.cost is not None
     assert 0 < job.cost.usd < job.cost.spot_at_on_demand_usd
+    # what EC2 bills by the emulator's own launch and termination of the instance, at its pool's price, per
+    # second with the 60-second minimum (the record rounds to 4 decimals; its times are read a moment apart)
+    held = runtime.capacity.held(attempt.instance_id)
+    assert held is not None
+    assert held[1] is not None
+    price = runtime.capacity.price(attempt.instance_type, attempt.availability_zone)
+    billed = price * max(60.0, (held[1] - held[0]).total_seconds()) / 3600
+    assert abs(job.cost.usd - billed) <= 0.5e-4 + price / 3600, (job.cost, held)
     assert 0 < job.cost.savings_pct < 100
     # priced at its pool's spot price, read from DescribeSpotPriceHistory (the emulator's capacity model)
     assert attempt.price_source == "spot-price-history"
