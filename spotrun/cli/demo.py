@@ -10,9 +10,9 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from spotrun.cli.client import SpotrunClient
 from spotrun.cli.code_upload import resolve_workdir, workdir_of
 from spotrun.cli.summary import final_summary, status_text
+from spotrun.cli.target import local_api_client
 from spotrun.local.chaos_plan import Hit, InterruptionSchedule, plan_interruptions
 from spotrun.local.demo import (
     DEFAULT_EXAMPLE,
@@ -66,7 +66,7 @@ def submit_example(runtime: LocalRuntime, example: str, console: Console) -> Sub
         )
         return submitted
     assert runtime.api_url is not None  # the embedded runtime serves the REST API
-    client = SpotrunClient(runtime.api_url)
+    client = local_api_client(runtime.api_url, runtime.settings.region)
     document = parsed.model_dump(mode="json", exclude_none=True)
     code_dir = workdir_of(document, directory / "manifest.yaml", None)
     assert code_dir is not None  # training.workdir is set

@@ -4,9 +4,9 @@ Every command of the REST API (``submit``, ``status``, ``schedule list``...) is 
 it adds ``--target``, ``--stack``, ``--region`` and ``--state-dir`` after the command's own options (so
 ``spotrun status --stack X`` reads as it always did) and hands the command one :class:`ApiTarget`.
 :func:`api_client` makes it a client: the REST API of the ``spotrun local up`` whose state directory is
-``--state-dir`` (default: the per-user :func:`local_state_dir`, so that it is found from any directory; unsigned),
-else the deployed stack's (SigV4). Of the API commands, only this module reads the emulator's state file, and it
-imports ``spotrun.local`` only then: the commands run where the ``local`` extra is not installed.
+``--state-dir`` (default: the per-user :func:`local_state_dir`, so that it is found from any directory), else
+the deployed stack's; both signed with SigV4. Of the API commands, only this module reads the emulator's state
+file, and it imports ``spotrun.local`` only then: the commands run where the ``local`` extra is not installed.
 
 One name per meaning: ``--workdir`` is a job's code directory (``submit``, ``plan``), ``--state-dir`` the local
 runtime's state directory (every command that finds or starts it). The state directory's former names
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
+from botocore.credentials import Credentials
 from rich.text import Text
 from typer._click.core import ParameterSource  # Typer vendors its own click
 from typer._click.globals import get_current_context
@@ -269,7 +270,8 @@ def default_target(workdir: Path | None) -> TargetKind:
 
 
 def local_client(workdir: Path | None) -> SpotrunClient:
-    """An unsigned client of the REST API of the ``spotrun local up`` started in ``workdir``.
+    """A client of the REST API of the ``spotrun local up`` whose state directory is ``workdir``, signing as its
+    user (:func:`local_api_client`).
 
     Raises
     ------
@@ -286,7 +288,22 @@ def local_client(workdir: Path | None) -> SpotrunClient:
         raise TargetError(
             f"the local runtime of {state.workdir} serves no REST API (no api_url in its state)"
         )
-    return SpotrunClient(state.api_url)
+    return local_api_client(state.api_url, state.settings.region)
+
+
+def local_api_client(api_url: str, region: str) -> SpotrunClient:
+    """A client of a local runtime's REST API, signing each request as its user does: SigV4 for ``execute-api``
+    with the runtime's keys (those ``spotrun local up`` prints for the AWS CLI).
+
+    Every route of the deployed API is IAM-authorised (API Gateway answers an unsigned call 403 "Missing
+    Authentication Token":
+    https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-control-access-using-iam-policies-to-invoke-api.html),
+    and the local stand-in judges requests as it does; the CLI signs the same way for both targets.
+    """
+    from spotrun.local.server import FAKE_CREDENTIALS
+
+    keys = Credentials(FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"], FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+    return SpotrunClient(api_url, credentials=keys, region=region)
 
 
 def resolve_client(target: ApiTarget) -> SpotrunClient:

@@ -22,6 +22,7 @@ from spotrun.cli.app import app
 from spotrun.cli.client import ApiError, SpotrunClient, TargetError
 from spotrun.cli.target import ApiTarget, default_target, resolve_client
 from spotrun.local.control_state import LocalState, write_state
+from spotrun.local.server import FAKE_CREDENTIALS
 from spotrun.model.job import utc_now
 
 runner = CliRunner()
@@ -134,18 +135,21 @@ def test_an_aws_client_signs_each_request_with_sigv4_for_execute_api() -> None:
     assert FAKE.secret_key not in repr(client)
 
 
-def test_a_local_client_sends_no_signature(fake_api: FakeApi, tmp_path: Path) -> None:
+def test_a_local_client_signs_as_the_runtimes_user(fake_api: FakeApi, tmp_path: Path) -> None:
     # Given a `local up` state file naming the fake API
     fake_api.answers[("GET", "/jobs")] = (200, {"jobs": [], "next_token": None})
     client = resolve_client(ApiTarget(workdir=local_workdir(tmp_path, fake_api.url)))
     # When jobs are listed
     answer = client.list_jobs(status="FAILED")
-    # Then the request went unsigned, with its query, and the JSON came back parsed
+    # Then the request went signed (SigV4, execute-api) with the runtime's user keys, as every route of the
+    # deployed API is IAM-authorised, with its query; and the JSON came back parsed
     assert answer == {"jobs": [], "next_token": None}
     method, path, headers, _ = fake_api.seen[0]
     assert (method, path) == ("GET", "/jobs?status=FAILED")
-    assert "Authorization" not in headers
-    assert "X-Amz-Date" not in headers
+    key = FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"]
+    assert headers["Authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={key}/")
+    assert f"/{Settings().region}/execute-api/aws4_request" in headers["Authorization"]
+    assert "X-Amz-Date" in headers
 
 
 @pytest.mark.parametrize(
@@ -309,7 +313,7 @@ def test_the_workdir_option_of_a_command_chooses_the_local_runtime_it_calls(
     chosen = local_workdir(tmp_path / "chosen", fake_api.url)
     # When jobs are listed with --workdir
     result = runner.invoke(app, ["list", "--state-dir", str(chosen), "--target", "local", "--json"])
-    # Then the fake API of that working directory answered, unsigned
+    # Then the fake API of that state directory answered, the request signed
     assert result.exit_code == 0, result.stderr
     assert [(m, p) for m, p, _, _ in fake_api.seen] == [("GET", "/jobs?limit=20")]
-    assert "Authorization" not in fake_api.seen[0][2]
+    assert "/execute-api/aws4_request" in fake_api.seen[0][2]["Authorization"]
