@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from spotrun.local.iam_eval.conditions import UnknownOperator, holds
-from spotrun.local.iam_eval.patterns import Mode, Unresolved, lowered, matches, scalar_text
+from spotrun.local.iam_eval.patterns import Mode, Unresolved, lowered, matches, matches_any, scalar_text
 
 __all__ = ["Decision", "UnknownOperator", "allowed", "allowed_by_all", "decide", "like"]
 
@@ -89,14 +89,12 @@ def _applies(
 ) -> bool:
     actions, not_action = _names(statement, "Action", "NotAction")
     # Action names ignore case (reference_policies_elements_action.html: "case insensitive").
-    named = any(matches(_text(a), action, Mode.TEXT, context, ignore_case=True) for a in actions)
+    named = matches_any([_text(a) for a in actions], action, Mode.TEXT, context, ignore_case=True)
     if named == not_action:
         return False
     resources, not_resource = _names(statement, "Resource", "NotResource")
-    # Every pattern is filled before any is matched, so an unfillable variable voids the statement whatever
-    # its position in the list.
-    found = [matches(normalize(r), resource, Mode.RESOURCE, context) for r in resources]
-    if any(found) == not_resource:
+    # An unfillable variable voids the statement whatever its position in the list (matches_any).
+    if matches_any([normalize(r) for r in resources], resource, Mode.RESOURCE, context) == not_resource:
         return False
     conditions = statement.get("Condition") or {}
     verdicts = [

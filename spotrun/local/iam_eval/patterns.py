@@ -15,7 +15,7 @@ import enum
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 _FORMS = re.compile(r"\$\{([^{}]*)\}|[*?]")
 _VARIABLE = re.compile(r"\s*([^\s,'{}]+)\s*(?:,\s*'((?:[^']|'')*)'\s*)?")
@@ -45,12 +45,17 @@ class Mode(enum.Enum):
     ARN = "arn"
     RESOURCE = "resource"
 
+    # Members are singletons: hashing by identity keeps the regex caches' lookups in C (a hot path).
+    __hash__ = object.__hash__
+
 
 class Wild(enum.Enum):
     """A wildcard part of a pattern."""
 
     ANY = "*"
     ONE = "?"
+
+    __hash__ = object.__hash__
 
 
 # A literal from the policy, a variable's value (never counted as ARN structure), or a wildcard.
@@ -79,15 +84,15 @@ def _variable(name: str, default: str | None, context: Mapping[str, Any]) -> str
     return scalar_text(value)
 
 
-def parts(pattern: str, context: Mapping[str, Any]) -> tuple[Part, ...]:
-    """``pattern`` cut into parts, its variables replaced from ``context`` (lower-case keys).
+class _Variable(NamedTuple):
+    name: str
+    default: str | None
 
-    Raises
-    ------
-    Unresolved
-        A variable's key is absent from ``context`` and the variable gives no default.
-    """
-    found: list[Part] = []
+
+@lru_cache(maxsize=8192)
+def _template(pattern: str) -> tuple[tuple[Part | _Variable, ...], bool]:
+    """``pattern`` cut into parts, its variables still unfilled; and whether it has any."""
+    found: list[Part | _Variable] = []
     position = 0
     for form in _FORMS.finditer(pattern):
         found.append(("lit", pattern[position : form.start()]))
@@ -97,12 +102,30 @@ def parts(pattern: str, context: Mapping[str, Any]) -> tuple[Part, ...]:
         elif inner in _SPECIAL:
             found.append(("sub", _SPECIAL[inner]))
         elif (variable := _VARIABLE.fullmatch(inner)) is not None:
-            found.append(("sub", _variable(variable.group(1), variable.group(2), context)))
+            found.append(_Variable(variable.group(1), variable.group(2)))
         else:
             found.append(("lit", form.group()))
         position = form.end()
     found.append(("lit", pattern[position:]))
-    return tuple(part for part in found if isinstance(part, Wild) or part[1])
+    kept = tuple(part for part in found if isinstance(part, Wild | _Variable) or part[1])
+    return kept, any(isinstance(part, _Variable) for part in kept)
+
+
+def parts(pattern: str, context: Mapping[str, Any]) -> tuple[Part, ...]:
+    """``pattern`` cut into parts, its variables replaced from ``context`` (lower-case keys).
+
+    Raises
+    ------
+    Unresolved
+        A variable's key is absent from ``context`` and the variable gives no default.
+    """
+    template, has_variables = _template(pattern)
+    if not has_variables:
+        return cast(tuple[Part, ...], template)
+    return tuple(
+        ("sub", _variable(part.name, part.default, context)) if isinstance(part, _Variable) else part
+        for part in template
+    )
 
 
 def _wildcard(part: Wild, mode: Mode, segment: int, ends_segment: bool) -> str:
@@ -136,6 +159,12 @@ def compiled(pattern: tuple[Part, ...], mode: Mode, ignore_case: bool = False) -
     return re.compile("".join(out), flags)
 
 
+@lru_cache(maxsize=8192)
+def _fixed(pattern: str, mode: Mode, ignore_case: bool) -> re.Pattern[str]:
+    # A pattern without variables compiles once, keyed by its text (most patterns: actions, ARNs).
+    return compiled(cast(tuple[Part, ...], _template(pattern)[0]), mode, ignore_case)
+
+
 def matches(
     pattern: str, value: str, mode: Mode, context: Mapping[str, Any], ignore_case: bool = False
 ) -> bool:
@@ -146,4 +175,21 @@ def matches(
     Unresolved
         ``pattern`` holds a variable that ``context`` cannot fill.
     """
+    if not _template(pattern)[1]:
+        return _fixed(pattern, mode, ignore_case).fullmatch(value) is not None
     return compiled(parts(pattern, context), mode, ignore_case).fullmatch(value) is not None
+
+
+def matches_any(
+    patterns: list[str], value: str, mode: Mode, context: Mapping[str, Any], ignore_case: bool = False
+) -> bool:
+    """Whether ``value`` matches one of ``patterns``; every variable is filled first, so an unfillable one
+    raises :class:`Unresolved` whichever pattern holds it."""
+    filled = [parts(pattern, context) for pattern in patterns if _template(pattern)[1]]
+    if any(
+        matches(pattern, value, mode, context, ignore_case)
+        for pattern in patterns
+        if not _template(pattern)[1]
+    ):
+        return True
+    return any(compiled(found, mode, ignore_case).fullmatch(value) is not None for found in filled)
