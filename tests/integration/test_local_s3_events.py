@@ -82,7 +82,9 @@ def _put_from(emulator: Emulator, key: str, body: bytes) -> int:
     """A presigned PUT sent from :data:`CLIENT_ADDRESS`, as a user's own HTTP client would."""
     url = emulator.s3.generate_presigned_url("put_object", Params={"Bucket": BUCKET, "Key": key})
     parts = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, source_address=(CLIENT_ADDRESS, 0))
+    connection = http.client.HTTPConnection(
+        parts.hostname or "127.0.0.1", parts.port, source_address=(CLIENT_ADDRESS, 0)
+    )
     try:
         connection.request("PUT", f"{parts.path}?{parts.query}", body=body)
         return connection.getresponse().status
@@ -153,7 +155,7 @@ def test_reason_names_the_api_that_created_the_object(emulator: Emulator) -> Non
     form += f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="post.bin"\r\n\r\nz\r\n'.encode()
     form += f"--{boundary}--\r\n".encode()
     parts = urllib.parse.urlsplit(post["url"])
-    connection = http.client.HTTPConnection(parts.hostname, parts.port)
+    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port)
     connection.request(
         "POST", parts.path, body=form, headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}
     )
