@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import boto3
+import botocore.exceptions
 import pytest
 from botocore import UNSIGNED
 from botocore.config import Config
@@ -122,6 +123,20 @@ def test_a_delete_of_several_keys_removes_the_jobs_own_and_refuses_the_others(ru
     keys_left = {o["Key"] for o in listed.get("Contents", [])}
     assert other in keys_left
     assert own not in keys_left
+
+
+def test_the_instance_role_puts_metrics_in_spotruns_namespace_only(runtime, sessions):
+    # Given an instance's role session (its statement: cloudwatch:PutMetricData on the spotrun namespace)
+    instance, _ = sessions
+    cloudwatch = client(runtime, "cloudwatch", **keys(instance))
+    metric = [{"MetricName": "gpu_utilization", "Value": 1.0}]
+
+    # When it puts metrics in spotrun's namespace, Then they are served (the condition key is the request's)
+    cloudwatch.put_metric_data(Namespace="spotrun", MetricData=metric)
+    # and in another namespace they are refused
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        cloudwatch.put_metric_data(Namespace="other", MetricData=metric)
+    assert refused.value.response["Error"]["Code"] == "AccessDeniedException", refused.value.response
 
 
 def test_sessions_expire_on_the_emulators_clock(runtime, sessions):

@@ -135,7 +135,9 @@ def test_the_agent_document_starts_the_agent_on_the_named_instance_only(runtime:
     assert env["AWS_REGION"] == "us-east-1"
     assert env["SPOTRUN_NVME_ROOT"] == str(sim.directory / "nvme")
     assert env["SPOTRUN_IMDS_ENDPOINT"] == sim.imds.endpoint
-    assert env["SPOTRUN_JOBS_BUCKET"] == runtime.settings.jobs_bucket
+    # and none of the control plane's settings, which an EC2 instance's environment does not hold
+    assert "SPOTRUN_JOBS_BUCKET" not in env
+    assert "SPOTRUN_JOBS_TABLE" not in env
     assert env["PYTHONPATH"].split(":")[0] == str(REPO_ROOT)
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
     assert not (runtime.instance(bystander).nvme_dir / "stage-1.json").exists()
