@@ -150,13 +150,21 @@ class Identities:
         session's permissions are the intersection
         (https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies.html#policies_session).
         """
+        from moto.iam.exceptions import NotFoundException
         from moto.iam.models import iam_backends
 
-        role = iam_backends[self.account_id]["aws"].get_role(principal.role_name)
         statements: list[Statement] = []
-        documents: list[Any] = list(role.policies.values())
-        for policy in role.managed_policies.values():
-            documents += [v.document for v in policy.versions if v.version_id == policy.default_version_id]
+        documents: list[Any] = []
+        try:
+            role = iam_backends[self.account_id]["aws"].get_role(principal.role_name)
+        except NotFoundException:
+            role = None  # a session of a deleted role: nothing allows it
+        if role is not None:
+            documents += list(role.policies.values())
+            for policy in role.managed_policies.values():
+                documents += [
+                    v.document for v in policy.versions if v.version_id == policy.default_version_id
+                ]
         for document in documents:
             statements += _statements(document)
         policies = [statements]
