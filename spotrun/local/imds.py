@@ -26,8 +26,6 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
-
 from spotrun.local.loopback import LoopbackServer
 
 TOKEN_PATH = "/latest/api/token"  # noqa: S105 - a URL path, not a secret
@@ -49,6 +47,9 @@ def zone_id_of(region: str, zone: str) -> str:
     Zone names are mapped to ids per account on AWS; the emulator's one account uses moto's mapping, so IMDS and
     EC2 agree. Empty when the zone is unknown.
     """
+    # At first use: the CLI imports this module's credentials where moto is not installed.
+    from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
+
     for known in RegionsAndZonesBackend.zones.get(region, []):
         if known.name == zone:
             return str(known.zone_id)
