@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -137,3 +138,35 @@ def test_an_unknown_job_is_exit_1_with_the_api_message(workdir: Path) -> None:
     assert result.exit_code == 1
     assert "no-such-job-000" in result.stderr
     assert "404" in result.stderr
+
+
+def test_submit_wait_through_a_pipe_prints_the_job_id_while_the_job_runs(
+    workdir: Path, tmp_path: Path
+) -> None:
+    # Given a long job, submitted with --wait by a process whose stdout is a pipe (a script, a CI log)
+    file = manifest(tmp_path, steps=100_000, name="piped-regression")
+    command = [sys.executable, "-m", "spotrun.cli.app", "submit", str(file), "--wait", "--poll", "0.2"]
+    command += ["--idempotency-key", f"piped-{time.time_ns()}", "--state-dir", str(workdir)]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    waiting = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        # When its first line of output is read
+        assert waiting.stdout is not None
+        readable, _, _ = select.select([waiting.stdout], [], [], 60)
+        assert readable, "nothing on stdout within 60 s while the job runs"
+        first = waiting.stdout.readline()
+        # Then it is the job's id, there while the job has not ended and the command still follows it
+        assert first.startswith("job piped-regression-"), first
+        assert first.endswith(" started\n"), first
+        job_id = first.split()[1]
+        assert as_json(workdir, "status", job_id)["status"] not in ("SUCCEEDED", "FAILED", "CANCELLED")
+        assert waiting.poll() is None
+        # And with that id the job can be cancelled, which ends the wait (exit 1: it did not succeed)
+        assert spotrun(workdir, "cancel", job_id).exit_code == 0
+        rest, errors = waiting.communicate(timeout=60)
+        assert waiting.returncode == 1, errors[-3000:]
+        assert "status: CANCELLED" in rest
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.communicate()
