@@ -81,7 +81,7 @@ StateDirOpt = Annotated[
 ]
 # The state directory's former names, by parameter name: each still works and says it is deprecated.
 # --workdir is left out of a command whose own --workdir is a code directory (submit, plan).
-DEPRECATED_STATE_DIR_FLAGS = {"workdir": "--workdir", "local_state_dir": "--local-workdir"}
+DEPRECATED_STATE_DIR_FLAGS = {"workdir": "--workdir", "local_workdir": "--local-workdir"}
 
 
 def _deprecated_option(flag: str) -> Any:
