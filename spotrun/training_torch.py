@@ -33,10 +33,12 @@ Under ``torchrun`` (DDP, one process per GPU) every rank builds the same checkpo
   :meth:`spotrun.training.Run.save_checkpoint` (a temporary directory renamed when complete, so it is never
   seen half-written); the others wait at a barrier, so nobody runs ahead of a save or exits before it ends.
 
-On the way the checkpoint signal travels: the agent signals the command's process group; ``torchrun`` (its
-elastic agent) starts its workers in sessions of their own, so the workers get the signal from ``torchrun``,
-which forwards it (``SIGTERM``, ``SIGINT``, ``SIGHUP``, ``SIGQUIT``) and waits ``--shutdown-timeout`` seconds
-(30 by default) before killing them: time enough for a save.
+On the way the checkpoint signal travels: the agent signals the command's leader only (SIGKILL goes to its
+group once it has exited or overrun its grace); ``torchrun`` (its elastic agent) starts its workers in sessions
+of their own and forwards the signal (``SIGTERM``, ``SIGINT``, ``SIGHUP``, ``SIGQUIT``) to each worker's whole
+process group with ``os.killpg``, then waits ``--shutdown-timeout`` seconds (30 by default) before killing them:
+time enough for a save. A :func:`resumable_loader`'s workers leave that group when they start, so the signal
+does not kill them in the middle of the rank's save.
 
 ``torch`` is imported only when a function here runs, so ``import spotrun.training_torch`` works anywhere; the
 agent copies this module beside :mod:`spotrun.training` so that any interpreter running the command finds it.
