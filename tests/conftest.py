@@ -12,7 +12,7 @@ import botocore.session
 import pytest
 
 from spotrun.agent.resident import share_loader
-from spotrun.cli.target import STATE_HOME_ENV, WORKDIR_ENV
+from spotrun.cli.target import STATE_DIR_ENV, STATE_HOME_ENV
 
 # The slowest files of `make test`'s e2e and chaos run, slowest first (docs/testing.md has their durations). It
 # runs them on four workers, a file per worker, in collection order (--no-loadscope-reorder): started first,
@@ -35,7 +35,7 @@ def _own_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     # --workdir uses this session's directory (and its subprocesses inherit it), never ~/.local/state.
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(STATE_HOME_ENV, str(tmp_path_factory.mktemp("state-home")))
-        patch.delenv(WORKDIR_ENV, raising=False)
+        patch.delenv(STATE_DIR_ENV, raising=False)
         yield
 
 

@@ -37,12 +37,12 @@ from spotrun.cli.output import error_console, fail
 
 TargetKind = Literal["local", "aws"]
 DEFAULT_STACK = "Spotrun"
-WORKDIR_ENV = "SPOTRUN_LOCAL_WORKDIR"
+STATE_DIR_ENV = "SPOTRUN_LOCAL_STATE_DIR"
 STATE_HOME_ENV = "XDG_STATE_HOME"
 
 
 def local_state_dir(given: Path | None = None) -> Path:
-    """The state directory of ``spotrun local up``: ``given`` (``--state-dir``, or $SPOTRUN_LOCAL_WORKDIR), else
+    """The state directory of ``spotrun local up``: ``given`` (``--state-dir``, or $SPOTRUN_LOCAL_STATE_DIR), else
     the per-user ``$XDG_STATE_HOME/spotrun/local`` (``~/.local/state/spotrun/local`` without it).
 
     Per user, not per current directory: ``spotrun status`` finds the runtime from wherever it is typed, and
@@ -77,7 +77,9 @@ _STATE_DIR_HELP = (
 )
 StateDirOpt = Annotated[
     Path | None,
-    typer.Option(STATE_DIR_FLAG, envvar=WORKDIR_ENV, metavar="DIR", help=_STATE_DIR_HELP, show_default=False),
+    typer.Option(
+        STATE_DIR_FLAG, envvar=STATE_DIR_ENV, metavar="DIR", help=_STATE_DIR_HELP, show_default=False
+    ),
 ]
 # The state directory's former names, by parameter name: each still works and says it is deprecated.
 # --workdir is left out of a command whose own --workdir is a code directory (submit, plan).
@@ -97,7 +99,7 @@ def state_dir_of(
     Parameters
     ----------
     state_dir
-        The value of ``--state-dir`` (or $SPOTRUN_LOCAL_WORKDIR).
+        The value of ``--state-dir`` (or $SPOTRUN_LOCAL_STATE_DIR).
     from_command_line
         Whether ``--state-dir`` itself was typed (not read from the environment).
     deprecated
@@ -329,7 +331,7 @@ def resolve_client(target: ApiTarget) -> SpotrunClient:
         looked = state_path(local_state_dir(target.workdir))
         raise TargetError(
             f"no `spotrun local up` state file at {looked} (for a local runtime started elsewhere: "
-            f"{STATE_DIR_FLAG} DIR or ${WORKDIR_ENV}), so the aws target was tried: {exc}"
+            f"{STATE_DIR_FLAG} DIR or ${STATE_DIR_ENV}), so the aws target was tried: {exc}"
         ) from None
 
 

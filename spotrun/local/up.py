@@ -114,15 +114,15 @@ def local_up(
             server.stop()
 
 
-def connection_help(state: LocalState, workdir_option: str = "") -> str:
+def connection_help(state: LocalState, state_dir_option: str = "") -> str:
     """What to type to use the running runtime: environment for the AWS CLI, bucket names, chaos commands.
 
     Parameters
     ----------
     state
         The running runtime's state.
-    workdir_option
-        ``--workdir DIR`` to add to the chaos commands when the working directory is not the default.
+    state_dir_option
+        ``--state-dir DIR`` to add to the chaos commands when the state directory is not the default.
 
     Returns
     -------
@@ -137,7 +137,7 @@ def connection_help(state: LocalState, workdir_option: str = "") -> str:
         "AWS_DEFAULT_REGION": settings.region,
     }
     exports = " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items())
-    option = f" {workdir_option}" if workdir_option else ""
+    option = f" {state_dir_option}" if state_dir_option else ""
     chaos = [
         (f"spotrun local instances{option}", ""),
         (f"spotrun local interrupt INSTANCE_ID{option}", "rebalance, 2-minute warning, termination"),

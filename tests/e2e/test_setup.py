@@ -43,9 +43,8 @@ def test_setup_output_shows_in_the_logs_and_a_failing_setup_ends_the_job(runtime
     # Then the first trained after its setup: the logs (GET /jobs/{id}/logs, what `spotrun logs` shows) hold the
     # setup's line before the training's, and the timeline says how long setup took
     assert succeeded.status is JobStatus.SUCCEEDED, succeeded.error
-    with urllib.request.urlopen(
-        signed_request(f"{runtime.api_url}/jobs/{ok.job_id}/logs?tail=500")
-    ) as answer:  # noqa: S310
+    request = signed_request(f"{runtime.api_url}/jobs/{ok.job_id}/logs?tail=500")
+    with urllib.request.urlopen(request) as answer:  # noqa: S310 - the emulator's http URL
         [log] = json.load(answer)["logs"]
     text = "\n".join(log["lines"])
     assert text.index("setup: requirements installed") < text.index("run 1 of at most 1")

@@ -96,7 +96,7 @@ def running(runtime: LocalRuntime, **options: str) -> str:
 
 def cli(workdir: Path, *argv: str) -> Any:
     """Run `spotrun local ...` with --json; return the decoded answer (the command must succeed)."""
-    result = runner.invoke(app, ["local", *argv, "--workdir", str(workdir), "--json"])
+    result = runner.invoke(app, ["local", *argv, "--state-dir", str(workdir), "--json"])
     assert result.exit_code == 0, result.output + result.stderr
     return json.loads(result.stdout)
 
@@ -131,7 +131,7 @@ def test_instances_lists_what_the_runtime_launched(local: tuple[LocalRuntime, Pa
 
     # When the instances are listed, as JSON and as a table
     item = listed(workdir, instance_id)
-    table = runner.invoke(app, ["local", "instances", "--workdir", str(workdir)])
+    table = runner.invoke(app, ["local", "instances", "--state-dir", str(workdir)])
 
     # Then it is there with its pool, lifecycle and state, and no notice
     assert item["instance_type"] == "g5.xlarge"
@@ -213,7 +213,7 @@ def test_kill_hang_leaves_an_instance_that_looks_alive_and_answers_nothing(
     item = listed(workdir, instance_id)
     assert described(runtime, instance_id)["State"]["Name"] == "running"
     assert (item["state"], item["hung"]) == ("running", True)
-    again = runner.invoke(app, ["local", "kill", instance_id, "--workdir", str(workdir)])
+    again = runner.invoke(app, ["local", "kill", instance_id, "--state-dir", str(workdir)])
     assert again.exit_code == 1
     assert "already hung" in again.stderr
     runtime.client("ec2").terminate_instances(InstanceIds=[instance_id])
@@ -262,7 +262,7 @@ def test_impossible_chaos_is_refused_with_a_reason(
         assert runtime.instance(targets["terminated"]).gone.wait(5)
 
     # When the command targets what cannot take it
-    result = runner.invoke(app, ["local", *(a.format(**targets) for a in argv), "--workdir", str(workdir)])
+    result = runner.invoke(app, ["local", *(a.format(**targets) for a in argv), "--state-dir", str(workdir)])
 
     # Then it fails with exit code 1 and says why
     assert result.exit_code == 1
@@ -321,7 +321,7 @@ def test_a_stopped_control_api_reads_as_no_runtime(local: tuple[LocalRuntime, Pa
     server.stop()
 
     # When a chaos command is run against it
-    result = runner.invoke(app, ["local", "instances", "--workdir", str(tmp_path)])
+    result = runner.invoke(app, ["local", "instances", "--state-dir", str(tmp_path)])
 
     # Then it says the runtime does not answer
     assert result.exit_code == 1

@@ -35,7 +35,7 @@ def wait_for(condition: Any, timeout: float, what: str) -> Any:
 
 
 def local_json(workdir: Path, *argv: str) -> Any:
-    result = runner.invoke(app, ["local", *argv, "--workdir", str(workdir), "--json"])
+    result = runner.invoke(app, ["local", *argv, "--state-dir", str(workdir), "--json"])
     assert result.exit_code == 0, result.output + result.stderr
     return json.loads(result.stdout)
 
@@ -66,7 +66,7 @@ def test_local_up_serves_until_sigterm_and_the_chaos_commands_reach_it(tmp_path:
     # Given `spotrun local up` started in a working directory, in a process of its own
     workdir = tmp_path / "local"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    command = [sys.executable, "-m", "spotrun.cli.app", "local", "up", "--workdir", str(workdir)]
+    command = [sys.executable, "-m", "spotrun.cli.app", "local", "up", "--state-dir", str(workdir)]
     up = subprocess.Popen(
         [*command, "--time-scale", "0.02", "--no-example"],
         stdout=subprocess.PIPE,
@@ -133,6 +133,6 @@ def test_local_up_serves_until_sigterm_and_the_chaos_commands_reach_it(tmp_path:
     assert listing == {"jobs": [], "next_token": None}
     assert missing[0] == 404
     assert "nope-1" in missing[1]["message"]
-    gone = runner.invoke(app, ["local", "instances", "--workdir", str(workdir)])
+    gone = runner.invoke(app, ["local", "instances", "--state-dir", str(workdir)])
     assert gone.exit_code == 1
     assert "no local runtime is running" in gone.stderr

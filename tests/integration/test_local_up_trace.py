@@ -39,7 +39,7 @@ def test_local_up_with_a_trace_sets_the_pools_capacity_and_reclaims_on_a_drop(tm
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     up = subprocess.Popen(
         [
-            *(sys.executable, "-m", "spotrun.cli.app", "local", "up", "--workdir", str(workdir)),
+            *(sys.executable, "-m", "spotrun.cli.app", "local", "up", "--state-dir", str(workdir)),
             *("--time-scale", "0.02", "--no-example", "--trace", str(trace)),
             *("--trace-scale", str(1 / 600), "--trace-pools", "g5.xlarge/us-east-1a"),
         ],
@@ -114,7 +114,7 @@ def test_local_up_refuses_a_trace_it_cannot_replay(
         [
             "local",
             "up",
-            "--workdir",
+            "--state-dir",
             str(tmp_path / "local"),
             "--no-example",
             *(a.format(tmp=tmp_path) for a in argv),

@@ -181,7 +181,9 @@ def test_the_instance_role_reads_no_secret_and_no_allowed_parameter(runtime: Loc
     assert runtime.client("secretsmanager").get_secret_value(SecretId=own)["SecretString"] == OWN_VALUE
 
 
-def test_the_instance_role_reads_a_parameter_outside_the_deployments_references(runtime: LocalRuntime) -> None:
+def test_the_instance_role_reads_a_parameter_outside_the_deployments_references(
+    runtime: LocalRuntime,
+) -> None:
     # Given a parameter outside spotrun's allowed references, and an instance's own role session
     parameter(runtime, "/team/outside", "outside-value")
     instance = training_job(runtime, "job-w-000000000005", "i-w005", {})
@@ -195,4 +197,6 @@ def test_the_instance_role_reads_a_parameter_outside_the_deployments_references(
 
     # When it reads it, Then it gets its value: AmazonSSMManagedInstanceCore grants ssm:GetParameter on every
     # parameter, and the deployment denies only its allowed references
-    assert ssm.get_parameter(Name="/team/outside", WithDecryption=True)["Parameter"]["Value"] == "outside-value"
+    assert (
+        ssm.get_parameter(Name="/team/outside", WithDecryption=True)["Parameter"]["Value"] == "outside-value"
+    )

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from spotrun.cli import target
 from spotrun.cli.app import app
-from spotrun.cli.target import WORKDIR_ENV, ApiTarget
+from spotrun.cli.target import STATE_DIR_ENV, ApiTarget
 
 runner = CliRunner()
 CODE_DIR_COMMANDS = {"submit", "plan"}  # their --workdir is the job's code
@@ -109,7 +109,7 @@ def test_the_state_dirs_former_names_still_work_and_say_they_are_deprecated(
     # the environment (which an option overrides)
     manifest = tmp_path / "job.yaml"
     manifest.write_text("name: tiny\ntraining:\n  command: [python, train.py]\n")
-    monkeypatch.setenv(WORKDIR_ENV, str(tmp_path / "from-env"))
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "from-env"))
     given = tmp_path / "given"
     # When the command runs
     result = runner.invoke(app, [*(a.format(manifest=manifest) for a in argv), str(given)])

@@ -14,7 +14,7 @@ from spotrun.cli.api import jobs_table
 from spotrun.cli.app import app
 from spotrun.cli.output import show
 from spotrun.cli.summary import progress_text
-from spotrun.cli.target import STATE_HOME_ENV, WORKDIR_ENV, ApiTarget, default_target, local_state_dir
+from spotrun.cli.target import STATE_DIR_ENV, STATE_HOME_ENV, ApiTarget, default_target, local_state_dir
 from spotrun.model.manifest_io import ManifestError, parse_manifest_text
 
 runner = CliRunner()
@@ -97,7 +97,7 @@ def test_the_target_is_local_when_the_per_user_state_file_exists(
 ) -> None:
     # Given a state file in the per-user location, and the commands typed in another directory
     monkeypatch.setenv(STATE_HOME_ENV, str(tmp_path / "state"))
-    monkeypatch.delenv(WORKDIR_ENV, raising=False)
+    monkeypatch.delenv(STATE_DIR_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
     assert default_target(ApiTarget().workdir) == "aws"
     (tmp_path / "state" / "spotrun" / "local").mkdir(parents=True)
