@@ -288,7 +288,7 @@ def instance_role(iam: Any, secret_references: tuple[str, ...]) -> str:
     reads its own through its job's session). Two statements of the deployed role have nothing to act on here:
     ``s3:GetObject`` of the agent package's CDK asset (the emulator starts the agent from this checkout) and
     ``execute-api:Invoke`` of the agent routes (the API stand-in authenticates its callers itself,
-    :class:`spotrun.local.api_gateway.Callers`). Requires :func:`spotrun.local.iam.managed_policies.install`.
+    :class:`spotrun.local.api_gateway.Callers`).
 
     Returns
     -------
@@ -302,6 +302,7 @@ def instance_role(iam: Any, secret_references: tuple[str, ...]) -> str:
         ],
     }
     role = iam.create_role(RoleName=INSTANCE_ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))["Role"]
+    managed_policies.install(ACCOUNT_ID)  # moto's IAM holds no AWS managed policy until they are put there
     iam.attach_role_policy(
         RoleName=INSTANCE_ROLE_NAME,
         PolicyArn=managed_policies.arn(managed_policies.SSM_MANAGED_INSTANCE_CORE),

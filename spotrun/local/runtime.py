@@ -38,7 +38,7 @@ from spotrun.local.consistency import Ec2Consistency
 from spotrun.local.environment import ProcessEnvironment, emulator_environment
 from spotrun.local.events_patch import Dispatcher
 from spotrun.local.executions import stop_running_executions
-from spotrun.local.iam import judge, managed_policies
+from spotrun.local.iam import judge
 from spotrun.local.iam.identities import Identities
 from spotrun.local.instances import InstanceManager
 from spotrun.local.patches import PatchSet
@@ -222,7 +222,6 @@ class LocalRuntime:
                 "AWS_ENDPOINT_URL": endpoint,
             }
         )
-        managed_policies.install(ACCOUNT_ID)  # after the server's reset: the instance role attaches them
         deployment = provision(
             self.client,
             self.shape,
