@@ -8,45 +8,23 @@ request. Condition operators: tests/unit/test_policy_eval_conditions.py.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 import pytest
 
-from spotrun.local.policy_eval import Decision, allowed, allowed_by_all, decide, like
-
-GUIDE = "https://docs.aws.amazon.com/IAM/latest/UserGuide/"
-OPERATORS = GUIDE + "reference_policies_elements_condition_operators.html"
-VARIABLES = GUIDE + "reference_policies_variables.html"
-RESOURCE = GUIDE + "reference_policies_elements_resource.html"
-ACTION = GUIDE + "reference_policies_elements_action.html"
-EVALUATION = GUIDE + "reference_policies_evaluation-logic.html"
-NOT_ACTION = GUIDE + "reference_policies_elements_notaction.html"
-NOT_RESOURCE = GUIDE + "reference_policies_elements_notresource.html"
-USERS = "arn:aws:iam::111122223333:user/"
-
-
-def allow(action: Any, resource: Any = "*", condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    statement = {"Effect": "Allow", "Action": action, "Resource": resource}
-    return statement | ({"Condition": condition} if condition else {})
-
-
-def deny(action: Any, resource: Any = "*", condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    return allow(action, resource, condition) | {"Effect": "Deny"}
-
-
-class Row(NamedTuple):
-    doc: str
-    statements: list[dict[str, Any]]
-    action: str
-    resource: str
-    context: dict[str, Any]
-    expected: bool
-
-
-def judged(row: Row) -> bool:
-    """The evaluator's answer to the row's request."""
-    return allowed(row.statements, row.action, row.resource, row.context)
-
+from spotrun.local.policy_eval import Decision, allowed_by_all, decide, like
+from tests.unit.policy_rows import (
+    ACTION,
+    EVALUATION,
+    NOT_ACTION,
+    NOT_RESOURCE,
+    OPERATORS,
+    RESOURCE,
+    USERS,
+    VARIABLES,
+    Row,
+    allow,
+    deny,
+    judged,
+)
 
 # From OPERATORS, String section: an S3 "home directory" per user, through ${aws:username}.
 HOME = [

@@ -7,41 +7,10 @@ request. Set operators: tests/unit/test_policy_eval_sets.py; other elements: tes
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 import pytest
 
 from spotrun.local.policy_eval import UnknownOperator, allowed
-
-GUIDE = "https://docs.aws.amazon.com/IAM/latest/UserGuide/"
-OPERATORS = GUIDE + "reference_policies_elements_condition_operators.html"
-LOGIC = GUIDE + "reference_policies_condition-logic-multiple-context-keys-or-values.html"
-VARIABLES = GUIDE + "reference_policies_variables.html"
-USERS = "arn:aws:iam::111122223333:user/"
-
-
-def allow(action: Any, resource: Any = "*", condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    statement = {"Effect": "Allow", "Action": action, "Resource": resource}
-    return statement | ({"Condition": condition} if condition else {})
-
-
-def deny(action: Any, resource: Any = "*", condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    return allow(action, resource, condition) | {"Effect": "Deny"}
-
-
-class Row(NamedTuple):
-    doc: str
-    statements: list[dict[str, Any]]
-    action: str
-    resource: str
-    context: dict[str, Any]
-    expected: bool
-
-
-def judged(row: Row) -> bool:
-    """The evaluator's answer to the row's request."""
-    return allowed(row.statements, row.action, row.resource, row.context)
-
+from tests.unit.policy_rows import LOGIC, OPERATORS, USERS, VARIABLES, Row, allow, deny, judged
 
 # From OPERATORS, String section: the principal must carry the tag job-category = iamuser-admin.
 TAGGED = [

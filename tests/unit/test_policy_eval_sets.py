@@ -6,38 +6,12 @@ page and section it comes from and the answer the page gives.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 import pytest
 
-from spotrun.local.policy_eval import allowed
+from tests.unit.policy_rows import GUIDE, Row, allow, deny, judged
 
-GUIDE = "https://docs.aws.amazon.com/IAM/latest/UserGuide/"
 MULTI = GUIDE + "reference_policies_condition-single-vs-multi-valued-context-keys.html"
 MULTI_EXAMPLES = GUIDE + "reference_policies_condition_examples-multi-valued-context-keys.html"
-
-
-def allow(action: Any, resource: Any = "*", condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    statement = {"Effect": "Allow", "Action": action, "Resource": resource}
-    return statement | ({"Condition": condition} if condition else {})
-
-
-def deny(action: Any, resource: Any = "*", condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    return allow(action, resource, condition) | {"Effect": "Deny"}
-
-
-class Row(NamedTuple):
-    doc: str
-    statements: list[dict[str, Any]]
-    action: str
-    resource: str
-    context: dict[str, Any]
-    expected: bool
-
-
-def judged(row: Row) -> bool:
-    """The evaluator's answer to the row's request."""
-    return allowed(row.statements, row.action, row.resource, row.context)
 
 
 # From MULTI: DynamoDB attributes of the page's Thread table.
