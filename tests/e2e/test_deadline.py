@@ -105,9 +105,18 @@ def replace_restart(restart_hours: float) -> SimJob:
     return SimJob(1.0, 2.0, restart_hours, 0.01, 1.0, 3.0)
 
 
+# A handler stamps everything it records with the time its call began (spotrun.control.instances.acquire_instance's
+# `now`), while the fleet answer that decides spot or wait comes later in the call: under the suite's load an
+# acquire call lasts up to about a second, so a decision stamped that much before a tick's start was made on it.
+CALL_SECONDS = 1.0
+
+
 def recorded_ticks(job: Job, began: datetime) -> list[tuple[str, int]]:
-    """Each change of choice on the record, and the trace tick it fell in."""
-    return [(d.choice, int((d.at - began).total_seconds() // TICK_SECONDS)) for d in job.deadline_decisions]
+    """Each change of choice on the record, and the trace tick its call saw (see :data:`CALL_SECONDS`)."""
+    return [
+        (d.choice, int(((d.at - began).total_seconds() + CALL_SECONDS) // TICK_SECONDS))
+        for d in job.deadline_decisions
+    ]
 
 
 def finished_within_deadline(job: Job, seconds: float = 150) -> bool:
