@@ -19,17 +19,10 @@ from typing import Any
 
 from spotrun.aws.settings import Settings
 from spotrun.local.catalog import DEFAULT_ZONES
-from spotrun.local.iam import managed_policies
+from spotrun.local.iam import roles
 from spotrun.local.server import ACCOUNT_ID
 from spotrun.model import layout
-from spotrun.model.job_access import (
-    SESSION_SECONDS,
-    ceiling_statements,
-    instance_metrics_statements,
-    instance_secret_denials,
-    secret_ceiling_statements,
-)
-from spotrun.shape import LOG_RETENTION_DAYS, METRICS_NAMESPACE, DeploymentShape, rule_pattern
+from spotrun.shape import LOG_RETENTION_DAYS, DeploymentShape, rule_pattern
 
 ClientFactory = Callable[[str], Any]
 
@@ -37,10 +30,6 @@ PREFIX = "spotrun"
 STATE_MACHINE_NAME = "spotrun-job"
 LAUNCH_TEMPLATE_NAME = "spotrun-agent"
 SECURITY_GROUP_NAME = "spotrun-agent"
-ROLE_NAME = "spotrun-local-execution"
-# The instances' role (the launch template's instance profile): each simulated instance gets its own session.
-INSTANCE_ROLE_NAME = "spotrun-local-instances"
-JOB_ACCESS_ROLE_NAME = "spotrun-local-job-access"
 LOCAL_AMI_ID = "ami-0123456789abcdef0"  # moto does not validate image ids; none is ever booted
 VPC_CIDR = "10.42.0.0/16"
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
@@ -144,15 +133,15 @@ def provision(
     dep.table_names = {t.logical_name: table_name(t.logical_name) for t in shape.tables}
     _buckets(client("s3"), shape, dep)
     _tables(client("dynamodb"), shape, dep)
-    dep.role_arn = _role(client("iam"))
+    dep.role_arn = roles.functions_role(client("iam"))
     if secret_references is None:
         secret_references = local_secret_references(region)
     log_group_arn = _log_group(client("logs"), dep.bucket_names["jobs"], region)
-    job_access_role_arn = _job_access_role(
+    job_access_role_arn = roles.job_access_role(
         client("iam"), dep.bucket_names["jobs"], dep.role_arn, log_group_arn
     )
-    _secret_ceiling(client("iam"), secret_references)
-    instance_role(client("iam"), secret_references)
+    roles.secret_ceiling(client("iam"), secret_references)
+    roles.instance_role(client("iam"), secret_references)
     _functions(client("lambda"), shape, dep)
     definition = substitute(
         state_machine_file.read_text(),
@@ -175,7 +164,7 @@ def provision(
         "state_machine_arn": dep.state_machine_arn,
         "agent_document_name": shape.agent_document_name,
         "launch_template_name": LAUNCH_TEMPLATE_NAME,
-        "instance_role_name": INSTANCE_ROLE_NAME,
+        "instance_role_name": roles.INSTANCE_ROLE_NAME,
         "job_access_role_arn": job_access_role_arn,
         "subnet_ids": dep.subnet_ids,
         "time_scale": time_scale,
@@ -247,20 +236,6 @@ def _tables(dynamodb: Any, shape: DeploymentShape, dep: Deployment) -> None:
             )
 
 
-def _role(iam: Any) -> str:
-    trust = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-                "Action": "sts:AssumeRole",
-            }
-        ],
-    }
-    return str(iam.create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"])
-
-
 def local_secret_references(region: str) -> tuple[str, ...]:
     """The emulator's default ``secret_references``: every secret and parameter whose name starts ``spotrun/``."""
     return (
@@ -269,83 +244,12 @@ def local_secret_references(region: str) -> tuple[str, ...]:
     )
 
 
-def _secret_ceiling(iam: Any, patterns: tuple[str, ...]) -> None:
-    # As infra.constructs.job_access: the role reads the allowed references (a policy of its own, since IAM
-    # refuses a policy without statements).
-    statements = secret_ceiling_statements(patterns)
-    if statements:
-        document = {"Version": "2012-10-17", "Statement": statements}
-        iam.put_role_policy(
-            RoleName=JOB_ACCESS_ROLE_NAME, PolicyName="secrets", PolicyDocument=json.dumps(document)
-        )
-
-
-def instance_role(iam: Any, secret_references: tuple[str, ...]) -> str:
-    """The instances' role, holding what ``infra.constructs.instances`` and ``deny_to_instances`` give it on AWS.
-
-    AWS's ``AmazonSSMManagedInstanceCore`` (the SSM Agent's; it reads every SSM parameter), the agent's metrics
-    in spotrun's namespace, and the explicit denial of the deployment's allowed parameter references (the job
-    reads its own through its job's session). Two statements of the deployed role have nothing to act on here:
-    ``s3:GetObject`` of the agent package's CDK asset (the emulator starts the agent from this checkout) and
-    ``execute-api:Invoke`` of the agent routes (the API stand-in authenticates its callers itself,
-    :class:`spotrun.local.api_gateway.Callers`).
-
-    Returns
-    -------
-    str
-        The role's ARN.
-    """
-    trust = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
-        ],
-    }
-    role = iam.create_role(RoleName=INSTANCE_ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))["Role"]
-    managed_policies.install(ACCOUNT_ID)  # moto's IAM holds no AWS managed policy until they are put there
-    iam.attach_role_policy(
-        RoleName=INSTANCE_ROLE_NAME,
-        PolicyArn=managed_policies.arn(managed_policies.SSM_MANAGED_INSTANCE_CORE),
-    )
-    statements = instance_metrics_statements(METRICS_NAMESPACE) + instance_secret_denials(secret_references)
-    iam.put_role_policy(
-        RoleName=INSTANCE_ROLE_NAME,
-        PolicyName="instance",
-        PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": statements}),
-    )
-    return str(role["Arn"])
-
-
 def _log_group(logs: Any, jobs_bucket: str, region: str) -> str:
     """The deployment's log group of training logs, as infra.constructs.storage makes it; returns its ARN."""
     name = layout.log_group(jobs_bucket)
     logs.create_log_group(logGroupName=name)
     logs.put_retention_policy(logGroupName=name, retentionInDays=LOG_RETENTION_DAYS)
     return f"arn:aws:logs:{region}:{ACCOUNT_ID}:log-group:{name}"
-
-
-def _job_access_role(iam: Any, jobs_bucket: str, functions_role_arn: str, log_group_arn: str) -> str:
-    # As infra.constructs.job_access: trusted by the functions' role (one role for every function locally),
-    # holding the ceiling that each session policy narrows to one job.
-    trust = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Effect": "Allow", "Principal": {"AWS": functions_role_arn}, "Action": "sts:AssumeRole"}
-        ],
-    }
-    role = iam.create_role(
-        RoleName=JOB_ACCESS_ROLE_NAME,
-        AssumeRolePolicyDocument=json.dumps(trust),
-        MaxSessionDuration=SESSION_SECONDS,
-    )["Role"]
-    ceiling = {
-        "Version": "2012-10-17",
-        "Statement": ceiling_statements(f"arn:aws:s3:::{jobs_bucket}", log_group_arn=log_group_arn),
-    }
-    iam.put_role_policy(
-        RoleName=JOB_ACCESS_ROLE_NAME, PolicyName="ceiling", PolicyDocument=json.dumps(ceiling)
-    )
-    return str(role["Arn"])
 
 
 def _functions(lambda_: Any, shape: DeploymentShape, dep: Deployment) -> None:

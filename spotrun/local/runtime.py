@@ -28,7 +28,8 @@ from spotrun.local import (
     ssm_patch,
 )
 from spotrun.local.agent_delivery import AgentDelivery
-from spotrun.local.api_gateway import ApiServer, Callers, ProxyApp
+from spotrun.local.api_auth import Callers
+from spotrun.local.api_gateway import ApiServer, ProxyApp
 from spotrun.local.capacity import CapacityModel
 from spotrun.local.catalog import Pool, default_pools
 from spotrun.local.chaos import Chaos
@@ -40,9 +41,10 @@ from spotrun.local.events_patch import Dispatcher
 from spotrun.local.executions import stop_running_executions
 from spotrun.local.iam import judge
 from spotrun.local.iam.identities import Identities
+from spotrun.local.iam.roles import INSTANCE_ROLE_NAME
 from spotrun.local.instances import InstanceManager
 from spotrun.local.patches import PatchSet
-from spotrun.local.provision import INSTANCE_ROLE_NAME, Deployment, function_name, provision
+from spotrun.local.provision import Deployment, function_name, provision
 from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import ACCOUNT_ID, EmbeddedServer
 from spotrun.local.simulated_instance import SimulatedInstance

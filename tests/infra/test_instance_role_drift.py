@@ -6,11 +6,11 @@ import json
 import re
 from typing import Any
 
-from spotrun.local.provision import instance_role
+from spotrun.local.iam.roles import instance_role
 from tests.infra.conftest import Synthesized
 from tests.infra.test_storage_and_network import actions_of, statements_of
 
-# Two statements of the deployed role act on nothing the emulator has (spotrun.local.provision.instance_role):
+# Two statements of the deployed role act on nothing the emulator has (spotrun.local.iam.roles.instance_role):
 # the agent package's CDK asset object, and the API's agent routes (the API stand-in authenticates its callers).
 NOTHING_TO_ACT_ON = ({"s3:GetObject"}, {"execute-api:Invoke"})
 

@@ -29,8 +29,8 @@ from spotrun.agent.credentials import CredentialsError, JobCredentialsSource  # 
 from spotrun.agent.reporter import ApiReporter, ReportError, TaskAbandonedError  # noqa: E402
 from spotrun.aws.adapters import job_store  # noqa: E402
 from spotrun.local import LocalRuntime  # noqa: E402
+from spotrun.local.iam.roles import INSTANCE_ROLE_NAME, JOB_ACCESS_ROLE_NAME  # noqa: E402
 from spotrun.local.imds import ImdsServer, InstanceMetadata, RoleCredentials  # noqa: E402
-from spotrun.local.provision import INSTANCE_ROLE_NAME, JOB_ACCESS_ROLE_NAME  # noqa: E402
 from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH  # noqa: E402
 from spotrun.model.command import StageResult  # noqa: E402
 from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource  # noqa: E402

@@ -21,8 +21,8 @@ from spotrun.agent.runner import aws_client
 from spotrun.agent.secrets import SecretReader, SecretsUnavailableError, resolve_secrets
 from spotrun.aws.adapters import job_store
 from spotrun.local import LocalRuntime
+from spotrun.local.iam.roles import INSTANCE_ROLE_NAME
 from spotrun.local.imds import RoleCredentials
-from spotrun.local.provision import INSTANCE_ROLE_NAME
 from spotrun.local.server import ACCOUNT_ID
 from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH
 from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource

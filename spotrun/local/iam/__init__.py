@@ -11,6 +11,7 @@ that identity's policies; the emulator does the same in one place, for every ser
   (unsigned, or a key no one issued), refused;
 - :mod:`.managed_policies` holds the AWS managed policies the deployment attaches, written out from AWS's
   published documents with their version and date, and puts them in moto's IAM so that roles hold them;
+- :mod:`.roles` creates the deployment's roles in moto's IAM with the statements the CDK app gives them;
 - :mod:`.resources` names, per service, the resource ARNs (and condition keys) of each action as the Service
   Authorization Reference defines them; an action without resource-level permissions is judged on ``*``;
 - :mod:`.judge` hooks moto's two authorization points (``BaseResponse._authenticate_and_authorize_normal_action``
