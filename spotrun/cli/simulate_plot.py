@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from spotrun.cli.output import fail
-from spotrun.model.deadline import POLICIES
+from spotrun.model.deadline_policies import POLICIES
 from spotrun.model.simulation import optimum_interval, replay_policy, start_steps
 from spotrun.model.simulation_optimum import optimum
 from spotrun.model.simulation_runs import replay_of

@@ -11,9 +11,10 @@ interruption, the pool is not avoided) and acquires again.
   time on spot): the next acquisition buys on-demand, as the move decided
   (:func:`spotrun.model.deadline_job.moved_off_spot`), where the simulator's move goes in one step. The move
   saves first (the notice), in the control plane and in the simulator alike: nothing unsaved crosses it.
-- **Back to spot**, when the slack and the price pay for the return (:func:`spotrun.model.deadline.spotrun_policy`
-  on on-demand; before the work is known, while over half the time to the deadline is left): spot's
-  availability is learnt by asking EC2 for it, as at an acquisition, and only a function allowed to launch
+- **Back to spot**, when the slack and the price pay for the return
+  (:func:`spotrun.model.deadline_policies.spotrun_policy` on on-demand; before the work is known, while over
+  half the time to the deadline is left): spot's availability is learnt by asking EC2 for it, as at an
+  acquisition, and only a function allowed to launch
   instances may ask. So the heartbeat (answered by the API, which may not) puts a
   :class:`~spotrun.model.bus_events.ReturnToSpot` request on the deployment's bus, and
   :func:`spotrun.control.spot_return.return_to_spot` (the ``deadline_return`` function) launches a spot standby:

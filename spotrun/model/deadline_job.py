@@ -1,7 +1,7 @@
 """The deadline policy applied to a stored job: its live state, the decision, and the decision's record.
 
 Pure. The control plane asks :func:`decide_for_job` at each acquisition (and while the job runs on spot); the
-policy itself, shared with ``spotrun simulate``, is :func:`spotrun.model.deadline.decide`.
+policy itself, shared with ``spotrun simulate``, is :func:`spotrun.model.deadline_policies.decide`.
 
 What the control plane knows of the job, and what it assumes (:class:`DeadlineAssumptions`, documented in
 docs/deadlines.md):
@@ -35,12 +35,12 @@ from spotrun.model.deadline import (
     PolicyParams,
     Running,
     deadline_feasible,
-    decide,
     exposed_hours,
     run_rate,
     slack_hours,
 )
 from spotrun.model.deadline_inputs import SpotHistory, policy_params
+from spotrun.model.deadline_policies import decide
 from spotrun.model.deadline_spec import deadline_hours
 from spotrun.model.deadline_work import (
     ESTIMATE_AFTER_HOURS,
@@ -281,7 +281,7 @@ def moved_off_spot(job: Job) -> bool:
 def decide_for_job(
     job: Job, now: datetime, *, running: Running, spot_available: bool, assumed: DeadlineAssumptions = ASSUMED
 ) -> JobDecision:
-    """spotrun's policy (:func:`~spotrun.model.deadline.decide`) on the job's live state, with its work.
+    """spotrun's policy (:func:`~spotrun.model.deadline_policies.decide`) on the job's live state, with its work.
 
     Before the work is known (:func:`work_estimate` is None),
     :func:`~spotrun.model.deadline_work.decide_without_estimate`.

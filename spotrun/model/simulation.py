@@ -2,7 +2,7 @@
 
 Pure (standard library; no numpy, so it may sit in the model beside the policies it replays). At every step of
 the resampled trace the replay builds the job's :class:`~spotrun.model.deadline.JobState` and asks
-:func:`~spotrun.model.deadline.decide`, the function the control plane calls, what to run. The omniscient
+:func:`~spotrun.model.deadline_policies.decide`, the function the control plane calls, what to run. The omniscient
 optimum, the limit the policies are compared to, is :mod:`spotrun.model.simulation_optimum`'s.
 
 The job's model, shared by the replay, the policy's slack and the optimum:
@@ -29,18 +29,10 @@ import math
 from dataclasses import dataclass, field
 
 from spotrun.model.checkpoint_interval import IntervalChoice, auto_interval, uncovered_fraction
-from spotrun.model.deadline import (
-    Choice,
-    Decision,
-    JobState,
-    PolicyParams,
-    Running,
-    decide,
-    exposed_hours,
-    run_rate,
-)
+from spotrun.model.deadline import Choice, Decision, JobState, PolicyParams, Running, exposed_hours, run_rate
 from spotrun.model.deadline_inputs import SpotHistory, policy_params
 from spotrun.model.deadline_job import POLICY
+from spotrun.model.deadline_policies import decide
 from spotrun.model.deadline_work import decide_without_estimate
 from spotrun.model.interruption_rate import rate_from_counts
 
@@ -228,7 +220,7 @@ def replay_policy(
     Parameters
     ----------
     policy:
-        A name in :data:`spotrun.model.deadline.POLICIES`.
+        A name in :data:`spotrun.model.deadline_policies.POLICIES`.
     job, replay:
         The job and the resampled trace.
     start:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from spotrun.model.checkpoint_interval import IntervalChoice
-from spotrun.model.deadline import POLICIES
+from spotrun.model.deadline_policies import POLICIES
 from spotrun.model.simulation import (
     Replay,
     RunResult,
@@ -96,7 +96,7 @@ def _summarise(policy: str, runs: list[RunResult], od_mean: float, opt_mean: flo
 
 
 def simulate_trace(trace: Trace, job: SimJob, starts: int, step_seconds: int) -> TraceReport:
-    """Every policy of :data:`~spotrun.model.deadline.POLICIES` and the optimum from ``starts`` start times.
+    """Every policy of :data:`~spotrun.model.deadline_policies.POLICIES` and the optimum from ``starts`` start times.
 
     Parameters
     ----------

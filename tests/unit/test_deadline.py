@@ -12,13 +12,11 @@ from spotrun.model.deadline import (
     PolicyParams,
     Running,
     deadline_feasible,
-    decide,
     default_params,
     on_demand_finish_hours,
     slack_hours,
-    spot_stint_pays,
-    wait_reserve_hours,
 )
+from spotrun.model.deadline_policies import decide, spot_stint_pays, wait_reserve_hours
 
 # Checkpoint cost 0 makes the training rate 1: hours of work are hours of running, and slack is easy to read.
 STATE = JobState(

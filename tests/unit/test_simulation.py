@@ -11,16 +11,9 @@ from hypothesis import strategies as st
 
 import spotrun.model.simulation as simulation
 from spotrun.agent.interval import choose_interval
-from spotrun.model.deadline import (
-    POLICIES,
-    Choice,
-    Decision,
-    JobState,
-    PolicyParams,
-    deadline_feasible,
-    run_rate,
-)
+from spotrun.model.deadline import Choice, Decision, JobState, PolicyParams, deadline_feasible, run_rate
 from spotrun.model.deadline_inputs import SpotHistory
+from spotrun.model.deadline_policies import POLICIES
 from spotrun.model.interruption_rate import rate_from_counts
 from spotrun.model.simulation import (
     Replay,
