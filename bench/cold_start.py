@@ -39,7 +39,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -194,6 +193,7 @@ def run(runs: int) -> dict[str, Any]:
         instructions = instruction_counts(python, package, tmp, names)
     results = summarize(samples)
     results["interpreter"] = str(python)
+    results["python_version"] = interpreter_version(python)
     results["instructions"] = instructions
     return {
         "name": "cold_start",
@@ -201,6 +201,14 @@ def run(runs: int) -> dict[str, Any]:
         "markdown": markdown(results, pairs),
         "results": results,
     }
+
+
+def interpreter_version(python: Path) -> str:
+    """The version ``python`` runs (the layer's virtualenv's, not this process's: the table names it)."""
+    code = "import platform; print(platform.python_version())"
+    return subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def summarize(samples: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
@@ -263,7 +271,7 @@ def markdown(results: dict[str, Any], pairs: int) -> str:
         "",
         f"Config: the Lambda package built by infra's bundler, each import in a fresh interpreter of the Lambda "
         f"layer's virtualenv (Powertools layer packages + the runtime's boto3 only; Python "
-        f"{sys.version.split()[0]}), only the package on PYTHONPATH, a function's init environment (tracing on); "
+        f"{results['python_version']}), only the package on PYTHONPATH, a function's init environment (tracing on); "
         f"timed inside the child around the import, CPU = user + system time of the child "
         f"(getrusage), wall = perf_counter; {pairs} pairs per handler, interleaved with the baseline, after "
         "one uncounted import of each (bytecode written). The verdict uses the CPU ratio: CPU time counts only "

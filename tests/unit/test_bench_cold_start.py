@@ -90,7 +90,7 @@ def test_the_verdict_is_the_median_of_the_paired_cpu_ratios_against_two():
         ],
     }
     # When summarized
-    results = summarize(samples)
+    results = summarize(samples) | {"python_version": "3.13.0"}
     # Then the verdict is the CPU ratio's: a's wall ratio over two does not fail it
     assert results["verdict_on"] == "cpu_ratio"
     assert results["handlers"]["functions.a.handler"]["met"] is True
@@ -105,6 +105,7 @@ def test_the_verdict_is_the_median_of_the_paired_cpu_ratios_against_two():
     )  # no instruction counts given: n/a
     assert "(over: functions.b.handler)" in table
     assert "CPU ratio" in table
+    assert "Python 3.13.0)" in table  # the interpreter the imports ran in, not this process's
 
 
 def test_each_handler_is_paired_with_a_fresh_baseline_and_its_ratio_is_per_pair(monkeypatch, tmp_path):
@@ -129,6 +130,7 @@ def test_each_handler_is_paired_with_a_fresh_baseline_and_its_ratio_is_per_pair(
     monkeypatch.setattr(cold_start, "measure_import", measured)
     monkeypatch.setattr(cold_start, "lambda_python", lambda: Path("/layer-venv/bin/python"))
     monkeypatch.setattr(cold_start, "pairs_for", lambda runs: runs)
+    monkeypatch.setattr(cold_start, "interpreter_version", lambda python: f"3.13.0 of {python}")
     counted: list[list[str]] = []
 
     def instructions(python, package, tmp, names):
@@ -154,6 +156,8 @@ def test_each_handler_is_paired_with_a_fresh_baseline_and_its_ratio_is_per_pair(
     assert "| 1,200 M, 2.000\u00d7 | **no** |" in section["markdown"]
     assert "| n/a |" in section["markdown"]  # y
     assert "`import boto3` (600 M)" in section["markdown"]
+    # And the table names the layer interpreter's version
+    assert "Python 3.13.0 of /layer-venv/bin/python)" in section["markdown"]
 
 
 def test_the_default_runs_take_five_pairs_per_handler():
