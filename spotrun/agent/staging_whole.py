@@ -8,8 +8,8 @@ Two ways to make that GET, verified alike (:mod:`spotrun.agent.staging` chooses;
 - :func:`download_direct`: through a :class:`DirectGetter` (the CRT's S3 client, :mod:`.staging_crt`), which
   writes the body into the file and returns the response's headers, S3's checksum among them, and the CRC-32 of
   what it wrote. The check is made here: against that CRC-32 when it is the object's checksum, else in one pass
-  over the file from the page cache. The CRT's own validation cost more CPU than either (docs/transfers.md). The
-  size is always checked.
+  over the file from the page cache. The CRT's own validation costs more CPU than either (docs/transfers.md,
+  "The CRT's S3 client for small objects"). The size is always checked.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from spotrun.agent.integrity import (
 )
 from spotrun.agent.staging_plan import Algorithm, S3Reader, StageItem, VerificationError
 
-# Bodies are read (and hashed) 2 MiB at a time, and written 64 KiB at a time (file_writes). Fewer reads cost less
-# of botocore's and urllib3's per-call path: 4 x 256 MiB ranged went at 1,049 MB/s with 2 MiB reads, 973 with
-# 1 MiB and 829-846 with 256 KiB (docs/transfers.md, tenth pass). 4 MiB reads were slower (856): a buffer past
-# the allocator's mmap threshold (spotrun.agent.allocator) is mapped and faulted in afresh for every read. When
-# reads were written whole (before the ninth pass), 256 KiB was the fastest size (third pass).
+# Bodies are read (and hashed) 2 MiB at a time, and written 64 KiB at a time (file_writes), so the read size only
+# sets how many calls go through botocore and urllib3: 4 x 256 MiB ranged goes 1,016-1,049 MB/s with 2 MiB reads,
+# 948-973 with 1 MiB, 829-846 with 256 KiB, and 856 with 4 MiB, whose buffers pass the allocator's mmap threshold
+# (spotrun.agent.allocator) and are mapped and faulted in afresh for every read (docs/transfers.md, "Staging";
+# `make bench BENCH_ARGS='--only transfers'` measures the staging as a whole).
 CHUNK_BYTES = 2 * 1024 * 1024
 
 

@@ -9,7 +9,7 @@ does not read the bytes again to compute its own
   keeps as the object's full-object checksum, so staging can verify the object without the marker, and as it
   receives it. A CRC-32 rather than the SHA-256 already computed: S3's check, staging's check (a CRC-32 is a
   hundredth of a SHA-256's CPU with ISA-L) and the emulator's, which shares the agent's cores, all cost less,
-  for the same protection against a damaged transfer (docs/transfers.md, "Tenth pass");
+  for the same protection against a damaged transfer (docs/transfers.md, "Upload");
 - a larger one is a multipart upload of parts sized by :func:`spotrun.agent.ranges.part_size` (8-64 MiB, about
   16 parts), sent in parallel, each with its CRC-32 (``ChecksumCRC32``) in an upload of checksum type
   ``FULL_OBJECT``: S3 checks each part, then the whole object's CRC-32, which is combined from the parts' here
