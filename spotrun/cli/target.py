@@ -302,10 +302,9 @@ def local_api_client(api_url: str, region: str) -> SpotrunClient:
     https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-control-access-using-iam-policies-to-invoke-api.html),
     and the local stand-in judges requests as it does; the CLI signs the same way for both targets.
     """
-    from spotrun.local.server import FAKE_CREDENTIALS
+    from spotrun.local.api_auth import local_user_credentials
 
-    keys = Credentials(FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"], FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
-    return SpotrunClient(api_url, credentials=keys, region=region)
+    return SpotrunClient(api_url, credentials=Credentials(*local_user_credentials()), region=region)
 
 
 def resolve_client(target: ApiTarget) -> SpotrunClient:

@@ -19,32 +19,25 @@ from spotrun.local.demo import EXAMPLE_PREFIX, drop_manifest, wait_for_job
 from spotrun.model.job import JobStatus
 from spotrun.model.layout import agent_command_key, log_group, log_stream, output_prefix
 from tests.e2e.conftest import sha256
-from tests.e2e.test_isolation import JOB_TIMEOUT, attacker_manifest, attempt_log, victim_in_training
+from tests.e2e.test_isolation import (
+    BOTH_SESSIONS,
+    JOB_TIMEOUT,
+    attacker_manifest,
+    attempt_log,
+    victim_in_training,
+)
 
-HOSTILE = r"""
-import json, os, urllib.request
-import boto3
+HOSTILE = (
+    BOTH_SESSIONS
+    + r"""
+import json, os
 from botocore import UNSIGNED
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
 t = json.load(open("targets.json"))
-region = os.environ.get("AWS_REGION", "us-east-1")
 for name in ("SPOTRUN_JOBS_TABLE", "SPOTRUN_STATE_MACHINE_ARN", "SPOTRUN_JOB_ACCESS_ROLE_ARN"):
     print(f"env {name} {'present' if name in os.environ else 'absent'}", flush=True)
-instance = boto3.session.Session(region_name=region)
-url = os.environ["SPOTRUN_AGENT_CREDENTIALS_URL"]
-body = json.dumps({"job_id": os.environ["SPOTRUN_JOB_ID"], "attempt": int(os.environ["SPOTRUN_ATTEMPT"])}).encode()
-request = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type": "application/json"})
-SigV4Auth(instance.get_credentials().get_frozen_credentials(), "execute-api", region).add_auth(request)
-with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=dict(request.headers), method="POST")) as r:
-    own = json.loads(r.read())
-job = boto3.session.Session(
-    aws_access_key_id=own["access_key_id"], aws_secret_access_key=own["secret_access_key"],
-    aws_session_token=own["session_token"], region_name=region,
-)
 own_output = t["own_output"].replace("JOB_ID", os.environ["SPOTRUN_JOB_ID"])
 own_command = t["own_command"].replace("JOB_ID", os.environ["SPOTRUN_JOB_ID"])
 upload = job.client("s3").create_multipart_upload(Bucket=t["bucket"], Key=own_output + "parts")["UploadId"]
@@ -108,6 +101,7 @@ os.makedirs(output, exist_ok=True)
 with open(os.path.join(output, "model.npy"), "wb") as model:
     model.write(b"attacker")
 """
+)
 
 REFUSED = {
     "dynamodb:Scan": "AccessDeniedException",

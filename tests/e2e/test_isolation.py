@@ -68,17 +68,14 @@ def victim_in_training(runtime, name: str):
     raise AssertionError("the victim never started training")
 
 
-# A hostile training script reaching into the victim's objects: with its instance's own credentials (from IMDS)
-# and with its own job's S3 credentials (from the credentials route, as its agent gets them), it reads the
-# victim's train command and writes into the victim's checkpoint prefix.
-TRESPASS = """
-import json, os, sys, urllib.request
+# What a hostile script does first, as its agent would: its instance's own session (IMDS), and its job's session
+# from the credentials route, signed with the instance's.
+BOTH_SESSIONS = """
+import json, os, urllib.request
 import boto3
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
-from botocore.exceptions import ClientError
 
-bucket, command_key, checkpoint_key = sys.argv[1:4]
 region = os.environ.get("AWS_REGION", "us-east-1")
 instance = boto3.session.Session(region_name=region)
 url = os.environ["SPOTRUN_AGENT_CREDENTIALS_URL"]
@@ -87,13 +84,24 @@ request = AWSRequest(method="POST", url=url, data=body, headers={"Content-Type":
 SigV4Auth(instance.get_credentials().get_frozen_credentials(), "execute-api", region).add_auth(request)
 with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=dict(request.headers), method="POST")) as r:
     own = json.loads(r.read())
-sessions = {
-    "instance": instance,
-    "job": boto3.session.Session(
-        aws_access_key_id=own["access_key_id"], aws_secret_access_key=own["secret_access_key"],
-        aws_session_token=own["session_token"], region_name=region,
-    ),
-}
+job = boto3.session.Session(
+    aws_access_key_id=own["access_key_id"], aws_secret_access_key=own["secret_access_key"],
+    aws_session_token=own["session_token"], region_name=region,
+)
+"""
+
+
+# A hostile training script reaching into the victim's objects: with its instance's own credentials (from IMDS)
+# and with its own job's S3 credentials (from the credentials route, as its agent gets them), it reads the
+# victim's train command and writes into the victim's checkpoint prefix.
+TRESPASS = (
+    BOTH_SESSIONS
+    + """
+import sys
+from botocore.exceptions import ClientError
+
+bucket, command_key, checkpoint_key = sys.argv[1:4]
+sessions = {"instance": instance, "job": job}
 for name, session in sessions.items():
     s3 = session.client("s3")
     for verb, call in (
@@ -110,6 +118,7 @@ os.makedirs(output, exist_ok=True)
 with open(os.path.join(output, "model.npy"), "wb") as model:
     model.write(b"attacker")
 """
+)
 
 
 def attacker_manifest(name: str, command: str) -> bytes:
