@@ -15,8 +15,8 @@ from spotrun.agent.notices import NoticeWatcher
 from spotrun.agent.reporter import WorkflowReporter
 from spotrun.agent.secrets import Masker, SecretReader
 from spotrun.agent.staging import DEFAULT_WORKERS, DirectGetter
+from spotrun.model.attempt import CheckpointIntervalUsed
 from spotrun.model.command import FailureCause
-from spotrun.model.job import CheckpointIntervalUsed
 
 
 @dataclass

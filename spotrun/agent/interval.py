@@ -20,9 +20,9 @@ import threading
 from pathlib import Path
 
 from spotrun.model import layout
+from spotrun.model.attempt import CheckpointIntervalUsed
 from spotrun.model.checkpoint_interval import auto_interval, uncovered_fraction
 from spotrun.model.interruption_rate import NOTICE_SECONDS, PoolRate
-from spotrun.model.job import CheckpointIntervalUsed
 from spotrun.training_files import DEFAULT_FIRST_INTERVAL_SECONDS
 
 logger = logging.getLogger(__name__)

@@ -13,8 +13,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from spotrun.model.attempt import INTERRUPTION_REASONS, Attempt
 from spotrun.model.capacity_wait import wait_line
-from spotrun.model.job import INTERRUPTION_REASONS, Attempt, Job, JobStatus, timeline_durations
+from spotrun.model.job import Job, JobStatus, timeline_durations
 from spotrun.model.pricing import CostReport
 
 _STATUS_STYLE = {

@@ -19,9 +19,10 @@ from pydantic import BaseModel, Field
 
 from spotrun.control.ports import JobStore, Workflows
 from spotrun.control.store import update_job
+from spotrun.model.attempt import Attempt, CheckpointIntervalUsed
 from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, StageResult, TrainResult, WorkflowStep
 from spotrun.model.deferred import DeferredModel, DeferredRootModel
-from spotrun.model.job import STEP_STATUS, Attempt, CheckpointIntervalUsed, Job
+from spotrun.model.job import STEP_STATUS, Job
 from spotrun.model.layout import JOB_ID_PATTERN
 from spotrun.model.manifest_rules import JsonInt
 

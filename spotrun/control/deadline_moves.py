@@ -36,8 +36,10 @@ from typing import TYPE_CHECKING, Any
 from spotrun.control.ports import Commands, Events, JobStore, Objects
 from spotrun.control.progress import reported_step
 from spotrun.control.store import update_job
+from spotrun.model.attempt import Attempt
 from spotrun.model.bus_events import RETURN_TO_SPOT, ReturnToSpot
-from spotrun.model.job import Attempt, Job, JobStatus, StepsReported
+from spotrun.model.deadline_record import StepsReported
+from spotrun.model.job import Job, JobStatus
 from spotrun.model.limits import training_seconds_used
 
 if TYPE_CHECKING:

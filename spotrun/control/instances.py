@@ -9,7 +9,8 @@ from datetime import datetime
 from spotrun.control.ports import Compute, JobStore
 from spotrun.control.readiness import not_visible_yet
 from spotrun.control.store import update_job
-from spotrun.model.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
+from spotrun.model.attempt import INTERRUPTION_REASONS, Attempt
+from spotrun.model.capacity import Lifecycle, Pool, avoid_list, candidate_types, choose_lifecycle
 from spotrun.model.capacity_wait import check_max_wait, still_waiting, waited_seconds
 from spotrun.model.deadline import Choice, Decision, Running
 from spotrun.model.deadline_job import (
@@ -32,15 +33,7 @@ from spotrun.model.fleet_request import (
     fleet_errors,
     parse_fleet_response,
 )
-from spotrun.model.job import (
-    INTERRUPTION_REASONS,
-    Attempt,
-    Job,
-    JobStatus,
-    Lifecycle,
-    StatusChange,
-    transition,
-)
+from spotrun.model.job import Job, JobStatus, StatusChange, transition
 from spotrun.model.layout import ATTEMPT_TAG, JOB_ID_TAG
 from spotrun.model.limits import next_attempt_refusal
 from spotrun.model.pricing import attempt_price

@@ -16,6 +16,7 @@ from spotrun.control.dispatch import send_agent_command
 from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflows
 from spotrun.control.standby import launch_standby
 from spotrun.control.store import update_job
+from spotrun.model.attempt import Attempt, InterruptionReason
 from spotrun.model.attempt_end import end_reason, late_warning, steps_lost_fields
 from spotrun.model.checkpoints import group_checkpoint_keys
 from spotrun.model.command import AgentCommand, FailureCause, read_caught_error
@@ -23,7 +24,7 @@ from spotrun.model.deadline_job import ASSUMED
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.ec2 import GONE_STATES
 from spotrun.model.errors import InterruptionsExceeded
-from spotrun.model.job import Attempt, InterruptionReason, Job, JobStatus, transition
+from spotrun.model.job import Job, JobStatus, transition
 from spotrun.model.layout import checkpoints_prefix, progress_key
 from spotrun.model.timing import workflow_timing
 

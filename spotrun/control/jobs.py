@@ -15,14 +15,13 @@ from spotrun.control.ports import Compute, JobStore, Workflows
 from spotrun.control.progress import JobProgress, summary_figures
 from spotrun.control.records import job_record
 from spotrun.control.store import update_job
+from spotrun.model.attempt import END_CANCELLED, Attempt
 from spotrun.model.capacity_wait import CapacityWaitView
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import JobFinished, JobNotFound
 from spotrun.model.job import (
-    END_CANCELLED,
     ArchivedObject,
     ArchiveTotal,
-    Attempt,
     Job,
     JobError,
     JobStatus,

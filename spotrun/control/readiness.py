@@ -11,10 +11,11 @@ from datetime import datetime, timedelta
 
 from spotrun.control.ports import Commands, Compute, JobStore
 from spotrun.control.store import update_job
+from spotrun.model.attempt import Attempt
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.ec2 import GONE_STATES
 from spotrun.model.errors import InstanceBootTimeout, InstanceLost, InstanceNotManaged
-from spotrun.model.job import Attempt, Job
+from spotrun.model.job import Job
 from spotrun.model.timing import WorkflowTiming
 
 # The EC2 API is eventually consistent: just after a launch, DescribeInstances and TerminateInstances may

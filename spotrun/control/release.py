@@ -8,8 +8,9 @@ from datetime import datetime
 from spotrun.control.ports import Compute, JobStore
 from spotrun.control.readiness import not_visible_yet
 from spotrun.control.store import update_job
+from spotrun.model.attempt import Attempt
 from spotrun.model.errors import InstancesNotReleased
-from spotrun.model.job import Attempt, Job
+from spotrun.model.job import Job
 from spotrun.model.standby import retire_standby
 
 

@@ -14,11 +14,11 @@ from datetime import datetime
 from spotrun.control.instances import REFUSED, launch_instance, record_decisions
 from spotrun.control.ports import Compute, JobStore
 from spotrun.control.store import update_job
-from spotrun.model.capacity import Pool
+from spotrun.model.attempt import Attempt
+from spotrun.model.capacity import Lifecycle, Pool
 from spotrun.model.deadline import Decision
 from spotrun.model.deadline_job import ASSUMED, DeadlineAssumptions
 from spotrun.model.errors import CapacityUnavailable
-from spotrun.model.job import Attempt, Lifecycle
 from spotrun.model.limits import next_attempt_refusal
 from spotrun.model.standby import keep_unused
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from spotrun.model.job import END_DEADLINE_MOVE, INTERRUPTION_REASONS, Attempt, InterruptionReason, Job
+from spotrun.model.attempt import END_DEADLINE_MOVE, INTERRUPTION_REASONS, Attempt, InterruptionReason
+from spotrun.model.job import Job
 
 
 def end_reason(caught: InterruptionReason, attempt: Attempt) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from spotrun.model.attempt import INTERRUPTION_REASONS
 from spotrun.model.capacity import candidate_types
 from spotrun.model.deadline import (
     Choice,
@@ -41,6 +42,7 @@ from spotrun.model.deadline import (
 )
 from spotrun.model.deadline_inputs import SpotHistory, policy_params
 from spotrun.model.deadline_policies import decide
+from spotrun.model.deadline_record import LifecycleDecision
 from spotrun.model.deadline_spec import deadline_hours
 from spotrun.model.deadline_work import (
     ESTIMATE_AFTER_HOURS,
@@ -51,7 +53,7 @@ from spotrun.model.deadline_work import (
     from_progress,
 )
 from spotrun.model.interruption_rate import NOTICE_SECONDS, PRIOR_SPOT_HOURS
-from spotrun.model.job import INTERRUPTION_REASONS, Job, LifecycleDecision
+from spotrun.model.job import Job
 from spotrun.model.limits import training_seconds_used
 from spotrun.model.manifest import JobManifest
 

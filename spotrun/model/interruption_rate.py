@@ -18,8 +18,9 @@ from datetime import datetime
 
 from pydantic import ConfigDict, Field
 
+from spotrun.model.attempt import INTERRUPTION_REASONS
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.job import INTERRUPTION_REASONS, Job
+from spotrun.model.job import Job
 
 PRIOR_SPOT_HOURS = 24.0
 PRIOR_SILENT_FRACTION = 0.05

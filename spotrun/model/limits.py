@@ -22,9 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from spotrun.model.attempt import Attempt
 from spotrun.model.capacity import Lifecycle, candidate_types, choose_lifecycle
 from spotrun.model.errors import BudgetExceeded, ManifestInvalid, MaxRuntimeExceeded, SpotrunError
-from spotrun.model.job import Attempt, Job, JobStatus, LimitsReport, timeline_durations
+from spotrun.model.job import Job, JobStatus, LimitsReport, timeline_durations
 from spotrun.model.manifest import JobManifest
 from spotrun.model.pricing import BILLING_MINIMUM_SECONDS, job_cost
 

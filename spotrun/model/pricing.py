@@ -160,7 +160,7 @@ def attempt_price(
 class CostedAttempt(Protocol):
     """The shape of one instance's run that :func:`job_cost` can price.
 
-    ``spotrun.model.job.Attempt`` fits it; read-only properties let frozen models and dataclasses fit as well.
+    ``spotrun.model.attempt.Attempt`` fits it; read-only properties let frozen models and dataclasses fit as well.
     One attempt is one instance: a multi-node run is priced as one attempt per instance.
     """
 

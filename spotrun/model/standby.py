@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from spotrun.model.job import END_UNUSED_STANDBY, Attempt, Job
+from spotrun.model.attempt import END_UNUSED_STANDBY, Attempt
+from spotrun.model.job import Job
 
 # How long a warning's standby launch may stay in flight: the ec2_events function's timeout (spotrun.shape). A
 # reservation older than that was left by an invocation that ended without clearing it.

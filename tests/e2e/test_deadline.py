@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 
 from spotrun.local.demo import drop_manifest, wait_for_job
 from spotrun.local.trace_pools import TracePools
+from spotrun.model.attempt import INTERRUPTION_REASONS
 from spotrun.model.deadline import Running
 from spotrun.model.deadline_job import ASSUMED, POLICY, job_state
-from spotrun.model.job import INTERRUPTION_REASONS, Job, JobStatus
+from spotrun.model.job import Job, JobStatus
 from spotrun.model.simulation import (
     Replay,
     RunResult,

@@ -11,8 +11,8 @@ from spotrun.agent.sync import CheckpointSyncer
 from spotrun.agent.train import _interval_advisor
 from spotrun.control.agent_reports import AgentReport, HeartbeatReport
 from spotrun.model import layout
+from spotrun.model.attempt import CheckpointIntervalUsed
 from spotrun.model.interruption_rate import PoolRate
-from spotrun.model.job import CheckpointIntervalUsed
 from tests.integration.report_sink import ReportSink
 from tests.integration.test_agent import BUCKET, command, context, manifest, success_of, write_checkpoint
 from tests.integration.test_agent_adapters import reporter

@@ -11,7 +11,8 @@ from spotrun.aws.adapters import job_store
 from spotrun.aws.settings import Settings
 from spotrun.local.demo import job_progress
 from spotrun.local.injector import Progress
-from spotrun.model.job import Attempt, JobStatus, transition, utc_now
+from spotrun.model.attempt import Attempt
+from spotrun.model.job import JobStatus, transition, utc_now
 from spotrun.model.layout import commit_marker_key, progress_key
 
 

@@ -25,7 +25,8 @@ from spotrun.local.iam.roles import INSTANCE_ROLE_NAME
 from spotrun.local.imds import RoleCredentials
 from spotrun.local.server import ACCOUNT_ID
 from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH
-from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource
+from spotrun.model.attempt import Attempt
+from spotrun.model.job import Job, JobStatus, ManifestSource
 from spotrun.model.manifest import JobManifest
 from spotrun.shape import SHAPE, DeploymentShape
 

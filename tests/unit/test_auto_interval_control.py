@@ -13,9 +13,10 @@ from spotrun.control.agent_reports import AgentReport, CallerIdentity, answer_ag
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.control.jobs import job_view
 from spotrun.model import layout
+from spotrun.model.attempt import Attempt, CheckpointIntervalUsed
 from spotrun.model.command import AgentCommand
 from spotrun.model.interruption_rate import PRIOR_SPOT_HOURS, pool_rate, prior_rate
-from spotrun.model.job import Attempt, CheckpointIntervalUsed, Job, JobStatus, ManifestSource
+from spotrun.model.job import Job, JobStatus, ManifestSource
 from spotrun.model.manifest_io import parse_manifest_text
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeObjects, FakeWorkflows, InMemoryJobStore

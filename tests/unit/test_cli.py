@@ -23,7 +23,8 @@ from spotrun.cli.summary import attempt_steps, final_summary
 from spotrun.control.records import job_record
 from spotrun.local.control_state import LocalState, read_state, remove_state, write_state
 from spotrun.local.demo import EXAMPLE_DIR, example_steps
-from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource
+from spotrun.model.attempt import Attempt
+from spotrun.model.job import Job, JobStatus, ManifestSource
 from spotrun.shape import REPO_ROOT
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

@@ -8,11 +8,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import spotrun.model.simulation as simulation
+from spotrun.model.attempt import Attempt
 from spotrun.model.deadline import Decision, JobState, PolicyParams, Running
 from spotrun.model.deadline_inputs import SpotHistory, policy_params
 from spotrun.model.deadline_job import DeadlineAssumptions, job_params, spot_history
 from spotrun.model.interruption_rate import PRIOR_SILENT_FRACTION, PRIOR_SPOT_HOURS
-from spotrun.model.job import Attempt, ManifestSource, new_job
+from spotrun.model.job import ManifestSource, new_job
 from spotrun.model.manifest_io import parse_manifest_document
 from spotrun.model.simulation import Replay, SimJob, replay_policy
 

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from spotrun.control.agent_reports import CallerIdentity, ReportNotWaited, ReportRefused
 from spotrun.control.job_credentials import CredentialsRequest, issue_job_credentials
-from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource
+from spotrun.model.attempt import Attempt
+from spotrun.model.job import Job, JobStatus, ManifestSource
 from spotrun.model.job_access import JobAccessRefused, JobCredentials, job_session_policy
 from spotrun.model.manifest import JobManifest
 from tests.unit.fakes import InMemoryJobStore

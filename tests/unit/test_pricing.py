@@ -35,7 +35,7 @@ class FrozenAttempt:
 
 
 class ModelAttempt(BaseModel):
-    """A pydantic stand-in for spotrun.model.job.Attempt, which carries more fields than the cost needs."""
+    """A pydantic stand-in for spotrun.model.attempt.Attempt, which carries more fields than the cost needs."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -2,8 +2,9 @@
 
 from datetime import UTC, datetime
 
+from spotrun.model.attempt import Attempt
 from spotrun.model.attempt_end import settle_steps_lost, steps_lost_fields
-from spotrun.model.job import Attempt, ManifestSource, new_job
+from spotrun.model.job import ManifestSource, new_job
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

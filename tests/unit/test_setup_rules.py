@@ -11,8 +11,9 @@ import pytest
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.control.finalize import finalize_job
 from spotrun.control.records import job_record
+from spotrun.model.attempt import Attempt
 from spotrun.model.command import SETUP_FAILED, FailureCause, StageResult
-from spotrun.model.job import Attempt, JobStatus, ManifestSource, new_job, transition
+from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest_io import manifest_json_schema, parse_manifest_text
 from spotrun.model.manifest_training import MAX_SETUP_COMMANDS
 from spotrun.model.timing import workflow_timing

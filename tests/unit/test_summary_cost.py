@@ -9,7 +9,8 @@ from rich.console import Console
 
 from spotrun.cli.summary import final_summary
 from spotrun.control.jobs import job_view
-from spotrun.model.job import Attempt, Job, JobStatus, ManifestSource
+from spotrun.model.attempt import Attempt
+from spotrun.model.job import Job, JobStatus, ManifestSource
 from spotrun.model.pricing import job_cost
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
