@@ -151,7 +151,7 @@ class Probe:
 
     def poll(self, now: float) -> None:
         """Record what changed since the last poll."""
-        from spotrun.agent.progress import read_progress
+        from spotrun.agent.supervision.progress import read_progress
         from spotrun.model.layout import local_checkpoints
 
         t = self.timeline
@@ -224,7 +224,7 @@ def launch_after(reclaimed: threading.Event) -> Any:
     """
     from moto.ec2.models.fleets import FleetsBackend
 
-    from spotrun.local.patches import PatchSet
+    from spotrun.local.patches.reversible import PatchSet
 
     launch = FleetsBackend.create_fleet
 
@@ -267,10 +267,10 @@ def measure_once(config: RecoveryConfig, mode: Mode, workdir: Path) -> dict[str,
     The measurement ends at the resumed attempt's first step: the rest of the job (its other checkpoints, its
     outputs) measures nothing here and would double the run. A job that ends before that is an error.
     """
-    from spotrun.local.catalog import DEFAULT_ZONES, Pool
+    from spotrun.local.capacity.catalog import DEFAULT_ZONES, Pool
     from spotrun.local.demo import control_plane_logs, drop_manifest, upload_example
     from spotrun.local.runtime import LocalRuntime
-    from spotrun.model.interruption_rate import NOTICE_SECONDS
+    from spotrun.model.job.interruption_rate import NOTICE_SECONDS
 
     pools = [
         Pool("g4dn.xlarge", zone, 0.18 + i / 100, capacity=4, boot_delay_seconds=config.boot_delay_seconds)

@@ -1,10 +1,11 @@
 """Time from SSM delivery to a step's code running: the resident agent's forked child against a fresh process.
 
 Each measurement runs in a fresh process (``python -m bench.resident --once MODE``) that plays the agent
-document's own script (:func:`spotrun.local.instance_agent.instance_agent_script`, as a simulated instance runs it)
-on a temporary instance directory, and times from just before the script starts to the moment the step's code
-runs. ``resident``: a resident agent (``serve``, warmed as on an instance) is alive, the script hands it the URI
-and it forks. ``fresh``: none is, the script starts ``spotrun-agent run``'s stand-in as a new process.
+document's own script (:func:`spotrun.local.instances.agent_programs.instance_agent_script`, as a simulated
+instance runs it) on a temporary instance directory, and times from just before the script starts to the
+moment the step's code runs. ``resident``: a resident agent (``serve``, warmed as on an instance) is alive,
+the script hands it the URI and it forks. ``fresh``: none is, the script starts ``spotrun-agent run``'s
+stand-in as a new process.
 
 The step is a probe that does what ``spotrun-agent run`` does before a step's own code: import the agent, make
 the job's session and its S3 and Logs clients, the reporter's session and the CloudWatch client (placeholder
@@ -35,7 +36,7 @@ def probe_step(uri: str) -> int:
     import boto3
 
     import spotrun.agent.__main__  # noqa: F401  (what `spotrun-agent run` imports)
-    from spotrun.agent.runner import aws_client
+    from spotrun.agent.step_runner import aws_client
 
     job_session = boto3.session.Session(region_name=REGION)
     aws_client("s3", REGION, job_session)
@@ -61,8 +62,8 @@ def _environment(out: Path) -> dict[str, str]:
 
 def once(mode: str) -> dict[str, Any]:
     """One measurement in this process: the seconds from delivery to the probe step running."""
-    from spotrun.local.instance_agent import instance_agent_script
-    from spotrun.model.agent_document import AGENT_COMMAND_VARIABLE
+    from spotrun.local.instances.agent_programs import instance_agent_script
+    from spotrun.model.agent_protocol.ssm_document import AGENT_COMMAND_VARIABLE
 
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         import logging
 
-        from spotrun.agent.resident import RunDirectory, serve
+        from spotrun.agent.resident_server import RunDirectory, serve
 
         logging.basicConfig(level="INFO", stream=sys.stderr)
         return serve(RunDirectory(args.serve), probe_step)

@@ -49,7 +49,8 @@ def _cpu() -> tuple[float, float]:
 
 def measure_once(jobs: int, seed: int) -> dict[str, Any]:
     """Run ``jobs`` concurrent example jobs, each interrupted once, in this process; return the figures."""
-    from spotrun.local.chaos_plan import InterruptionSchedule, plan_interruptions
+    from spotrun.local.chaos.injector import Injector
+    from spotrun.local.chaos.plan import InterruptionSchedule, plan_interruptions
     from spotrun.local.demo import (
         EXAMPLE_DIR,
         drop_manifest,
@@ -58,7 +59,6 @@ def measure_once(jobs: int, seed: int) -> dict[str, Any]:
         upload_example,
         wait_for_job,
     )
-    from spotrun.local.injector import Injector
 
     text = (EXAMPLE_DIR / "manifest.yaml").read_text()
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as scratch:

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.common import git_state
-from spotrun.model.simulation import SimJob
-from spotrun.model.simulation_runs import OPTIMUM, TraceReport, overall, simulate_trace
-from spotrun.model.traces import load_traces
+from spotrun.model.simulation.replay import SimJob
+from spotrun.model.simulation.runs import OPTIMUM, TraceReport, overall, simulate_trace
+from spotrun.model.simulation.traces import load_traces
 
 REPO = Path(__file__).resolve().parents[1]
 AIM = 1.10

@@ -12,7 +12,8 @@
 - **s5cmd**: ``s5cmd cp`` with its default concurrency, against the same endpoint.
 
 spotrun and the ceiling use one client, made with the agent's own config
-(:func:`spotrun.agent.staging_client.transfer_config`): whatever the agent's config saves, the ceiling saves too.
+(:func:`spotrun.agent.transfer.client_config.transfer_config`): whatever the agent's config saves, the
+ceiling saves too.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def client(endpoint: str) -> Any:
     """An S3 client of the emulator, configured as the agent's (``runner.aws_client``): spotrun's and the ceiling's."""
     import boto3
 
-    from spotrun.agent.staging_client import transfer_config
+    from spotrun.agent.transfer.client_config import transfer_config
 
     return boto3.client(
         "s3",
@@ -82,9 +83,9 @@ def _s5cmd() -> str:
 
 def _ceiling_stage(s3: Any, prefix: str, destination: Path, workers: int) -> int:
     # The agent's read and write sizes too: whatever they save spotrun, they save the ceiling.
-    from spotrun.agent.file_writes import write_at
-    from spotrun.agent.ranges import RANGED_THRESHOLD, range_size, ranges_of
-    from spotrun.agent.staging import CHUNK_BYTES, iter_objects
+    from spotrun.agent.transfer.download import CHUNK_BYTES, iter_objects
+    from spotrun.agent.transfer.file_writes import write_at
+    from spotrun.agent.transfer.ranges import RANGED_THRESHOLD, range_size, ranges_of
 
     objects = list(iter_objects(s3, BUCKET, prefix))
     # Ranges sized as staging sizes them for this many streams (its own are at most 4 per CPU).
@@ -121,8 +122,8 @@ def _ceiling_stage(s3: Any, prefix: str, destination: Path, workers: int) -> int
 
 
 def _ceiling_upload(s3: Any, source: Path, prefix: str, workers: int) -> int:
-    from spotrun.agent.ranges import ranges_of
-    from spotrun.agent.upload import MULTIPART_THRESHOLD
+    from spotrun.agent.transfer.ranges import ranges_of
+    from spotrun.agent.transfer.upload import MULTIPART_THRESHOLD
 
     files = sorted(p for p in source.iterdir() if p.is_file())
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -168,10 +169,10 @@ def once(args: argparse.Namespace) -> dict[str, Any]:
     source, destination = Path(args.source), Path(args.destination)
     from botocore.credentials import Credentials
 
-    from spotrun.agent.allocator import keep_transfer_buffers
-    from spotrun.agent.checkpoints import upload_checkpoint
-    from spotrun.agent.staging import plan_input, stage
-    from spotrun.agent.staging_crt import crt_getter
+    from spotrun.agent.checkpoint_store import upload_checkpoint
+    from spotrun.agent.transfer.allocator import keep_transfer_buffers
+    from spotrun.agent.transfer.crt_gets import crt_getter
+    from spotrun.agent.transfer.download import plan_input, stage
 
     if args.tool != "s5cmd":
         # The agent's process sets its allocator so at its start (spotrun.agent.__main__); the ceiling gets the
@@ -216,14 +217,14 @@ def once(args: argparse.Namespace) -> dict[str, Any]:
 def serve() -> None:
     """Run the emulator's S3 as the runtime does (server, dispatch and S3 patches), print its endpoint, wait for EOF."""
     os.environ.update(CREDENTIALS)
-    from spotrun.local import dispatch_patch, s3_range_patch, s3_upload_patch
-    from spotrun.local.patches import PatchSet
+    from spotrun.local.patches import dispatch, s3_integrity, s3_ranges
+    from spotrun.local.patches.reversible import PatchSet
     from spotrun.local.server import EmbeddedServer
 
     patches = PatchSet()
-    s3_upload_patch.install(patches)
-    dispatch_patch.install(patches)  # as spotrun.local.runtime installs it: no directory listing per request
-    s3_range_patch.install(patches)
+    s3_integrity.install(patches)
+    dispatch.install(patches)  # as spotrun.local.runtime installs it: no directory listing per request
+    s3_ranges.install(patches)
     server = EmbeddedServer()
     endpoint = server.start()
     print(json.dumps({"endpoint": endpoint}), flush=True)
@@ -236,7 +237,7 @@ def serve() -> None:
 
 def seed(s3: Any, root: Path) -> dict[str, Path]:
     """Write each data set locally and into the bucket (the way spotrun uploads), once."""
-    from spotrun.agent.upload import PartUploader, upload_file
+    from spotrun.agent.transfer.upload import PartUploader, upload_file
 
     s3.create_bucket(Bucket=BUCKET)
     sources = {}

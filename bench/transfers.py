@@ -43,7 +43,7 @@ from bench.transfer_tools import (
 __all__ = ["BUCKET", "CASES", "DATASETS", "main", "run"]
 
 CEILING_WORKERS = (8, 16, 32)
-SPOTRUN_WORKERS = 32  # the agent default (spotrun.agent.staging.DEFAULT_WORKERS)
+SPOTRUN_WORKERS = 32  # the agent default (spotrun.agent.transfer.download.DEFAULT_WORKERS)
 TARGET_OF_CEILING = 0.9
 
 

@@ -8,9 +8,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
-from spotrun.control.instances import acquire_instance
+from spotrun.control.capacity.acquire import acquire_instance
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.job import utc_now
+from spotrun.model.job.record import utc_now
 from spotrun.model.timing import WorkflowTiming
 
 

@@ -9,9 +9,9 @@ from pydantic import Field
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.dispatch import dispatch_agent_step
-from spotrun.model.command import StageResult, WorkflowStep
+from spotrun.model.agent_protocol.command import StageResult, WorkflowStep
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.job import utc_now
+from spotrun.model.job.record import utc_now
 from spotrun.model.timing import WorkflowTiming
 
 

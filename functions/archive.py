@@ -9,9 +9,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.archive import archive_model
-from spotrun.model.command import TrainResult
+from spotrun.model.agent_protocol.command import TrainResult
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.job import utc_now
+from spotrun.model.job.record import utc_now
 
 
 class ArchiveRequest(DeferredModel):

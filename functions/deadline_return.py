@@ -9,8 +9,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.aws.events import ReturnToSpotEvent
-from spotrun.control.spot_return import return_to_spot
-from spotrun.model.job import utc_now
+from spotrun.control.capacity.spot_return import return_to_spot
+from spotrun.model.job.record import utc_now
 
 
 @logger.inject_lambda_context

@@ -9,13 +9,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.aws.events import Ec2InstanceEvent
-from spotrun.control.interruptions import (
+from spotrun.control.capacity.interruptions import (
     on_instance_state,
     on_interruption_warning,
     on_rebalance_recommendation,
 )
-from spotrun.model.ec2 import REBALANCE, SPOT_WARNING
-from spotrun.model.job import utc_now
+from spotrun.model.capacity.ec2_states import REBALANCE, SPOT_WARNING
+from spotrun.model.job.record import utc_now
 
 
 @logger.inject_lambda_context

@@ -9,9 +9,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.finalize import finalize_job
-from spotrun.control.run_records import promote_success
+from spotrun.control.schedules.run_records import promote_success
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.job import utc_now
+from spotrun.model.job.record import utc_now
 
 
 class FinalizeRequest(DeferredModel):

@@ -17,7 +17,7 @@ a sixth of the import (docs/cold-start.md).
 
 On AWS an execution environment is one process, imported once. The emulator imports the functions afresh for
 each environment it creates, in one process, and unfreezes after each import
-(:func:`spotrun.local.lambda_patch.fresh_handler`), so an environment it discards is collected as before.
+(:func:`spotrun.local.patches.lambda_invoke.fresh_handler`), so an environment it discards is collected as before.
 """
 
 from __future__ import annotations

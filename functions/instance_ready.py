@@ -8,9 +8,9 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
-from spotrun.control.readiness import await_ready
+from spotrun.control.capacity.readiness import await_ready
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.job import utc_now
+from spotrun.model.job.record import utc_now
 from spotrun.model.timing import WorkflowTiming
 
 

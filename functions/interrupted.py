@@ -8,9 +8,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
-from spotrun.control.interruptions import record_interruption
+from spotrun.control.capacity.interruptions import record_interruption
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.job import utc_now
+from spotrun.model.job.record import utc_now
 
 
 class InterruptedRequest(DeferredModel):

@@ -7,9 +7,9 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
-from spotrun.control.release import release_for_workflow
+from spotrun.control.capacity.release import release_for_workflow
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.job import utc_now
+from spotrun.model.job.record import utc_now
 
 
 class ReleaseRequest(DeferredModel):

@@ -7,7 +7,7 @@ and kept for the environment's life, as its boto3 client is (:func:`spotrun.aws.
 the three Powertools objects is made at import.
 
 Module state is the execution environment's: on AWS each environment imports this module once, and the emulator
-imports ``functions`` afresh for each environment it creates (:mod:`spotrun.local.lambda_patch`), so no two
+imports ``functions`` afresh for each environment it creates (:mod:`spotrun.local.patches.lambda_invoke`), so no two
 environments, and no two functions, share ports. Tests that call handlers in one process under a changing
 environment call :func:`reset`.
 """
@@ -67,7 +67,7 @@ with collection_paused():
         Schedules,
         Workflows,
     )
-    from spotrun.control.run_records import RunRecords
+    from spotrun.control.schedules.run_records import RunRecords
     from spotrun.shape import METRICS_NAMESPACE, SERVICE_NAME, SHAPE
 
     logger = Logger(service=SERVICE_NAME)

@@ -8,8 +8,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
-from spotrun.control.schedules import Invocation, run_scheduled
-from spotrun.model.job import utc_now
+from spotrun.control.schedules.firing import Invocation, run_scheduled
+from spotrun.model.job.record import utc_now
 
 
 @logger.inject_lambda_context

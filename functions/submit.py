@@ -10,9 +10,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.runtime import logger, metrics, parse_event, ports, tracer
 from spotrun.control.submission import submit_s3_manifest
-from spotrun.model.job import ManifestSource, utc_now
+from spotrun.model.job.record import ManifestSource, utc_now
 from spotrun.model.layout import is_manifest_key
-from spotrun.model.manifest_io import MAX_MANIFEST_BYTES
+from spotrun.model.manifest.parse import MAX_MANIFEST_BYTES
 
 
 @logger.inject_lambda_context

@@ -11,7 +11,7 @@ from typing import Any
 
 from constructs import Node
 
-from spotrun.model.secrets import check_pattern
+from spotrun.model.manifest.secrets import check_pattern
 
 # Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04): NVIDIA driver, CUDA, SSM agent, Python 3.12 and
 # the AWS CLI are on it, and it already assembles instance-store NVMe at /opt/dlami/nvme. Resolved by

@@ -21,7 +21,7 @@ from infra.constructs.training_logs import TrainingLogs
 from infra.constructs.workflow import Workflow
 from infra.options import StackOptions
 from spotrun.aws.settings import Settings
-from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH
+from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH
 from spotrun.shape import SERVICE_NAME, STATE_MACHINE_FILE, DeploymentShape
 
 

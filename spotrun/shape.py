@@ -4,7 +4,7 @@ Functions, event rules, tables, buckets, the agent's SSM document and the state 
 declared here once, in plain Python with no CDK import. The CDK app (``infra/``) and the embedded runtime
 (``spotrun.local``) both build from this module, so the local system cannot drift from the deployed one.
 The agent document's content, its parameter and its shell script are the agent's own
-(:mod:`spotrun.model.agent_document`); the shape names the document and hands it over.
+(:mod:`spotrun.model.agent_protocol.ssm_document`); the shape names the document and hands it over.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from spotrun.model.api_paths import AGENT_ROUTES_PREFIX, in_subtree
-from spotrun.model.bus_events import RETURN_TO_SPOT, SOURCE, STATUS_CHANGE
-from spotrun.model.ec2 import GONE_STATES, REBALANCE, SPOT_WARNING, STATE_CHANGE
+from spotrun.model.agent_protocol.api_paths import AGENT_ROUTES_PREFIX, in_subtree
+from spotrun.model.capacity.ec2_states import GONE_STATES, REBALANCE, SPOT_WARNING, STATE_CHANGE
+from spotrun.model.job.bus_events import RETURN_TO_SPOT, SOURCE, STATUS_CHANGE
 from spotrun.model.layout import ALL_JOBS_INDEX, BY_STATUS_INDEX, KIND_ATTRIBUTE, MANIFEST_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -112,11 +112,12 @@ class DeploymentShape:
             )
 
     def agent_document(self) -> dict[str, Any]:
-        """Content of the agent's SSM Command document (:func:`spotrun.model.agent_document.agent_document`)."""
+        """Content of the agent's SSM Command document
+        (:func:`spotrun.model.agent_protocol.ssm_document.agent_document`)."""
         # Imported here: only infra and the emulator build the document's content. Every Lambda function imports
         # this module and none reads the content; importing it at module level loaded the agent's command models
-        # (spotrun.model.command) into every handler's cold start (docs/cold-start.md).
-        from spotrun.model.agent_document import agent_document
+        # (spotrun.model.agent_protocol.command) into every handler's cold start (docs/cold-start.md).
+        from spotrun.model.agent_protocol.ssm_document import agent_document
 
         return agent_document(self.agent_document_name)
 

@@ -11,7 +11,7 @@ import botocore.loaders
 import botocore.session
 import pytest
 
-from spotrun.agent.resident import share_loader
+from spotrun.agent.resident_server import share_loader
 from spotrun.cli.target import STATE_DIR_ENV, STATE_HOME_ENV
 
 # The slowest files of `make test`'s e2e and chaos run, slowest first (docs/testing.md has their durations). It
@@ -89,7 +89,7 @@ def noting(function: Callable[..., Any], note: Callable[..., object]) -> Callabl
 @pytest.fixture
 def crc_calls(monkeypatch) -> list[tuple[str, int]]:
     """``(algorithm, bytes)`` of every CRC staging's checks compute (``crcs.running_crc``), in order."""
-    from spotrun.agent import crcs, integrity, staging
+    from spotrun.agent.transfer import crcs, download, integrity
 
     calls: list[tuple[str, int]] = []
 
@@ -100,7 +100,7 @@ def crc_calls(monkeypatch) -> list[tuple[str, int]]:
         note = noting(running.update, lambda data, *_: calls.append((algorithm, len(data))))
         return dataclasses.replace(running, update=note)
 
-    for module in (integrity, staging):
+    for module in (integrity, download):
         monkeypatch.setattr(module, "running_crc", counting)
     return calls
 

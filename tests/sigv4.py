@@ -16,7 +16,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from spotrun.cli.client import SpotrunClient
-from spotrun.local.api_auth import local_user_credentials
+from spotrun.local.api.auth import local_user_credentials
 
 REGION = "us-east-1"
 

@@ -10,7 +10,7 @@ Run directly::
     HF_HUB_OFFLINE=1 python train.py    # checkpoints in ./checkpoints, model and metrics.json in ./output
 
 Under spotrun the ``SPOTRUN_*`` variables choose the directories and the checkpoint interval, and the
-checkpoint signal (SIGTERM) makes it save and exit (see ``spotrun.training_hf``).
+checkpoint signal (SIGTERM) makes it save and exit (see ``spotrun.training.huggingface``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from transformers import (
     set_seed,
 )
 
-from spotrun import training, training_hf
+from spotrun import training
+from spotrun.training import huggingface
 
 POSITIVE = ("good", "great", "fine", "happy", "bright", "calm", "kind", "warm")
 NEGATIVE = ("bad", "poor", "sad", "dark", "cold", "harsh", "dull", "grim")
@@ -167,7 +168,7 @@ def main() -> None:
     trainer = Trainer(
         model=model,
         args=TrainingArguments(
-            output_dir=str(training_hf.scratch_dir(run)),
+            output_dir=str(huggingface.scratch_dir(run)),
             # No save_steps: the callback saves every SPOTRUN_CHECKPOINT_INTERVAL_STEPS (the manifest's interval).
             save_strategy="no",
             num_train_epochs=args.epochs,
@@ -190,7 +191,7 @@ def main() -> None:
         compute_metrics=accuracy,
         callbacks=[StepDelay(args.step_seconds)] if args.step_seconds else [],
     )
-    training_hf.train(trainer, run)  # on the checkpoint signal: saves that step, exits 128 + signal
+    huggingface.train(trainer, run)  # on the checkpoint signal: saves that step, exits 128 + signal
 
     metrics = trainer.evaluate()
     print(f"evaluation: {json.dumps(metrics)}", flush=True)

@@ -1,7 +1,7 @@
 """A small CNN on scikit-learn's handwritten digits, under spotrun's checkpoint contract, alone or under torchrun.
 
 Deterministic: the same arguments and number of processes give the same ``model.safetensors`` bytes, whether
-the run is uninterrupted or stopped and resumed any number of times (see ``spotrun.training_torch``). The data
+the run is uninterrupted or stopped and resumed any number of times (see ``spotrun.training.pytorch``). The data
 is ``sklearn.datasets.load_digits``, bundled with scikit-learn: nothing is downloaded.
 
 Run directly::
@@ -28,7 +28,8 @@ from sklearn.datasets import load_digits
 from torch import nn
 from torch.nn import functional
 
-from spotrun import training, training_torch, training_torch_ddp
+from spotrun import training
+from spotrun.training import pytorch, pytorch_ddp
 
 TRAIN_SAMPLES = 1536  # of the 1797 digits; the rest measure the accuracy
 
@@ -87,7 +88,7 @@ def start_group() -> torch.device:
 
 def main() -> None:
     args = parse_args()
-    run = training_torch.run_from_env(
+    run = pytorch.run_from_env(
         checkpoint_interval_steps=args.checkpoint_interval, model_name="model.safetensors"
     )
     deterministic(args.seed)
@@ -103,7 +104,7 @@ def main() -> None:
 def train(args: argparse.Namespace, run: training.Run, device: torch.device) -> None:
     """Train (or resume) to the last epoch; rank 0 saves the model."""
     world = dist.get_world_size() if dist.is_initialized() else 1
-    rank = training_torch.rank()
+    rank = pytorch.rank()
 
     digits = load_digits()
     images = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)
@@ -116,10 +117,10 @@ def train(args: argparse.Namespace, run: training.Run, device: torch.device) -> 
     model: nn.Module = DigitsCNN().to(device)
     if world > 1:
         # Gradients summed in rank order: bit-exact resumes with any number of processes (see the helper).
-        model = training_torch_ddp.ordered_gradient_sum(nn.parallel.DistributedDataParallel(model))
+        model = pytorch_ddp.ordered_gradient_sum(nn.parallel.DistributedDataParallel(model))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps)
-    checkpointer = training_torch.TorchCheckpointer(run, model, optimizer, scheduler)
+    checkpointer = pytorch.TorchCheckpointer(run, model, optimizer, scheduler)
     position = checkpointer.resume(map_location=device)
     if rank == 0:
         print(f"world {world}, {total_steps} steps, starting at {position}", flush=True)
@@ -127,7 +128,7 @@ def train(args: argparse.Namespace, run: training.Run, device: torch.device) -> 
     model.train()
     while position.epoch < args.epochs and not 0 < args.max_steps <= position.step:
         # The epoch's order depends on (seed, epoch) only: a resumed epoch follows the interrupted one's.
-        order = training_torch.epoch_order(TRAIN_SAMPLES, position.epoch, args.seed)
+        order = pytorch.epoch_order(TRAIN_SAMPLES, position.epoch, args.seed)
         start = position.batch * global_batch + rank * args.batch_size
         batch = torch.tensor(order[start : start + args.batch_size])
         inputs, targets = train_images[batch].to(device), train_labels[batch].to(device)
@@ -150,7 +151,7 @@ def train(args: argparse.Namespace, run: training.Run, device: torch.device) -> 
             predicted = net(images[TRAIN_SAMPLES:].to(device)).argmax(1).cpu()
         accuracy = (predicted == labels[TRAIN_SAMPLES:]).float().mean().item()
         print(f"held-out accuracy {accuracy:.3f}", flush=True)
-        run.save_model(training_torch.save_safetensors(net))
+        run.save_model(pytorch.save_safetensors(net))
 
 
 if __name__ == "__main__":

@@ -29,11 +29,11 @@ from spotrun.control.agent_reports import (
     TaskGone,
     answer_agent_report,
 )
-from spotrun.control.deadline_moves import redecide_while_training
+from spotrun.control.capacity.deadline_moves import redecide_while_training
 from spotrun.control.job_credentials import CredentialsRequest, issue_job_credentials
-from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
-from spotrun.model.job import utc_now
-from spotrun.model.job_access import JobAccessRefused, JobCredentials
+from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
+from spotrun.model.agent_protocol.session_policy import JobAccessRefused, JobCredentials
+from spotrun.model.job.record import utc_now
 
 router = Router()
 

@@ -31,13 +31,27 @@ with collection_paused():
     from functions.api.plan import router as plan_router
     from functions.api.schedules import router as schedules_router
     from functions.runtime import logger, metrics, ports, tracer
-    from spotrun.control.artifacts import JobLogs, RestoreReport, job_logs, restore_status, start_restore
-    from spotrun.control.jobs import CancelResult, JobPage, JobView, cancel_job, get_job, job_view, list_jobs
     from spotrun.control.progress import job_progress
+    from spotrun.control.views.artifacts import (
+        JobLogs,
+        RestoreReport,
+        job_logs,
+        restore_status,
+        start_restore,
+    )
+    from spotrun.control.views.jobs import (
+        CancelResult,
+        JobPage,
+        JobView,
+        cancel_job,
+        get_job,
+        job_view,
+        list_jobs,
+    )
     from spotrun.model.deferred import DeferredModel
     from spotrun.model.errors import RequestRejected
-    from spotrun.model.job import JobStatus, utc_now
-    from spotrun.model.manifest import JobManifest
+    from spotrun.model.job.record import JobStatus, utc_now
+    from spotrun.model.manifest.schema import JobManifest
 
 app = resolver()
 

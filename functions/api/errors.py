@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import InvalidPageToken, JobFinished, JobNotFound, RequestRejected, ScheduleNotFound
-from spotrun.model.manifest_io import describe_error_items
+from spotrun.model.manifest.parse import describe_error_items
 
 
 class ApiError(DeferredModel):

@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, content_
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.api.errors import ApiError
-from spotrun.model.manifest_json import read_json_body
+from spotrun.model.manifest.json_text import read_json_body
 
 MAX_BODY_BYTES = 256 * 1024
 FORM = "application/x-www-form-urlencoded"  # `curl -d`'s default: never parsed as a form

@@ -1,6 +1,6 @@
 """The API's plan route (a Powertools Router included by :mod:`functions.api.app`): ``POST /plan``.
 
-The plan of a manifest before paying (:mod:`spotrun.control.plan`): nothing is bought, recorded or started. A
+The plan of a manifest before paying (:mod:`spotrun.control.views.plan`): nothing is bought, recorded or started. A
 manifest the deployment would refuse answers 200 too, with every reason in ``problems`` and ``ok`` false: the
 plan is the answer, and a client sees all that is wrong at once. Only a body that is not a valid manifest is a
 422, as for ``POST /jobs``.
@@ -16,9 +16,9 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from functions.api.errors import error_response, ok_response
 from functions.api.examples import example
 from functions.runtime import logger, ports
-from spotrun.control.job_plan import JobPlan
-from spotrun.model.job import utc_now
-from spotrun.model.manifest import JobManifest
+from spotrun.control.views.plan_model import JobPlan
+from spotrun.model.job.record import utc_now
+from spotrun.model.manifest.schema import JobManifest
 
 router = Router()
 
@@ -56,7 +56,7 @@ def plan(
 ) -> JobPlan:
     # Only this route plans: the planning, with the submission's admission checks and the deadline policy, is
     # loaded by its first request rather than by every cold start of the API (docs/cold-start.md).
-    from spotrun.control.plan import plan_job
+    from spotrun.control.views.plan import plan_job
 
     aws = ports("api")
     settings = aws.settings

@@ -1,6 +1,6 @@
 """The API's schedule routes (a Powertools Router included by :mod:`functions.api.app`): scheduled retraining.
 
-Each route imports the schedules' use cases (:mod:`spotrun.control.schedules`, which carries the submission and
+Each route imports the schedules' use cases (:mod:`spotrun.control.schedules.firing`, which carries the submission and
 the deadline policy a firing starts a job with) when it is first called: a cold start of the API that serves no
 schedule route does not load them. The answers' models are imported here, for Powertools to validate against.
 """
@@ -16,11 +16,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 from functions.api.errors import error_response, ok_response
 from functions.api.examples import example
 from functions.runtime import ports
-from spotrun.control.run_records import RunRecord
-from spotrun.control.schedule_view import ScheduleView
+from spotrun.control.schedules.run_records import RunRecord
+from spotrun.control.schedules.view import ScheduleView
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.job import utc_now
-from spotrun.model.manifest import JobManifest
+from spotrun.model.job.record import utc_now
+from spotrun.model.manifest.schema import JobManifest
 
 router = Router()
 
@@ -71,7 +71,9 @@ def create(
         ),
     ],
 ) -> Response[ScheduleView]:
-    from spotrun.control.schedules import create_schedule  # at first use: see the module's docstring
+    from spotrun.control.schedules.firing import (
+        create_schedule,  # at first use: see the module's docstring
+    )
 
     aws = ports("api")
     view = create_schedule(
@@ -92,7 +94,9 @@ def create(
     responses={**ok_response(ScheduleList, "Every schedule."), **INVALID},
 )
 def list_() -> ScheduleList:
-    from spotrun.control.schedules import list_schedules  # at first use: see the module's docstring
+    from spotrun.control.schedules.firing import (
+        list_schedules,  # at first use: see the module's docstring
+    )
 
     return ScheduleList(schedules=list_schedules(ports("api").schedules, utc_now()))
 
@@ -105,7 +109,9 @@ def list_() -> ScheduleList:
     responses={204: {"description": "The schedule is deleted.", "content": {}}, **NOT_FOUND, **INVALID},
 )
 def delete(name: NAME) -> Response[None]:
-    from spotrun.control.schedules import delete_schedule  # at first use: see the module's docstring
+    from spotrun.control.schedules.firing import (
+        delete_schedule,  # at first use: see the module's docstring
+    )
 
     delete_schedule(name, ports("api").schedules)
     return Response(204)
@@ -117,7 +123,9 @@ def delete(name: NAME) -> Response[None]:
     responses={**ok_response(ScheduleRuns, "The schedule's firings, newest first."), **NOT_FOUND, **INVALID},
 )
 def runs(name: NAME) -> ScheduleRuns:
-    from spotrun.control.schedules import schedule_runs  # at first use: see the module's docstring
+    from spotrun.control.schedules.firing import (
+        schedule_runs,  # at first use: see the module's docstring
+    )
 
     aws = ports("api")
     return ScheduleRuns(name=name, runs=schedule_runs(name, aws.schedules, aws.run_records))

@@ -29,7 +29,7 @@ WRAPPER
 chmod 0755 /usr/local/bin/spotrun-agent
 
 # --- the resident agent --------------------------------------------------------------------------------------
-# `spotrun-agent serve` (spotrun/agent/resident.py) forks a child per step the SSM document hands it through
+# `spotrun-agent serve` (spotrun/agent/resident_server.py) forks a child per step the SSM document hands it through
 # /run/spotrun/inbox, so no step pays for starting Python; while it is not serving, the document starts
 # `spotrun-agent run` instead. Started now, as early in boot as it can be: the wrapper waits for the install.
 # KillMode=process, as the SSM Agent's own unit: a restart of the parent never kills a running step, which

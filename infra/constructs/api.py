@@ -17,7 +17,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.nag import acknowledge
-from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
+from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
 
 # Steady requests per second and burst for the whole stage: a control plane, not a data plane.
 THROTTLE_RATE = 20

@@ -18,7 +18,7 @@ from infra.constructs.bundling import agent_trees, bundled
 from infra.constructs.functions import RUNTIME
 from infra.nag import acknowledge
 from infra.options import StackOptions
-from spotrun.model import job_access
+from spotrun.model.agent_protocol import session_policy
 from spotrun.shape import METRICS_NAMESPACE, REPO_ROOT, DeploymentShape
 
 NVME_ROOT = "/mnt/nvme"
@@ -107,7 +107,7 @@ class Instances(Construct):
         # No S3 statement on the jobs bucket or the data buckets: the agent's S3 credentials are its job's, a
         # session of the job-access role narrowed to that job (infra.constructs.job_access), from the API.
         # The agent's GPU metrics, in spotrun's namespace only (the emulator's instance role holds the same).
-        for statement in job_access.instance_metrics_statements(METRICS_NAMESPACE):
+        for statement in session_policy.instance_metrics_statements(METRICS_NAMESPACE):
             self.role.add_to_policy(iam.PolicyStatement.from_json(statement))
         agent = s3_assets.Asset(self, "AgentPackage", **bundled(agent_trees(), RUNTIME.bundling_image))
         # The one object, not the whole (shared) CDK asset bucket that `agent.grant_read` would open.

@@ -2,8 +2,8 @@
 
 Only the API function may assume it (its trust policy names that function's role alone), and it does so for
 the instance of a job's open attempt, with that job's session policy
-(:func:`spotrun.model.job_access.job_session_policy`). A session's permissions are the intersection of this
-role's policy and the session policy
+(:func:`spotrun.model.agent_protocol.session_policy.job_session_policy`). A session's permissions are the
+intersection of this role's policy and the session policy
 (https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies.html#policies_session), so this policy is
 the union of what any job may need, and no single session holds it.
 """
@@ -16,12 +16,12 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.nag import acknowledge, wildcard_resource_finding
-from spotrun.model import job_access
+from spotrun.model.agent_protocol import session_policy
 from spotrun.model.layout import JOBS_PREFIX
 
 _NARROWED = (
     "a ceiling: only the API function's role may assume this role, and it always passes a session policy naming "
-    "one job (spotrun.model.job_access); a session's permissions are the intersection of the two"
+    "one job (spotrun.model.agent_protocol.session_policy); a session's permissions are the intersection of the two"
 )
 
 
@@ -65,10 +65,10 @@ class JobAccess(Construct):
             assumed_by=iam.ArnPrincipal(trusted.role_arn),
             description="spotrun job access: S3 credentials of one job's instance, narrowed by a session policy",
             # Role chaining (the API function's session assumes it) caps a session at one hour anyway.
-            max_session_duration=Duration.seconds(job_access.SESSION_SECONDS),
+            max_session_duration=Duration.seconds(session_policy.SESSION_SECONDS),
         )
         data_bucket_arns = tuple(f"arn:{Aws.PARTITION}:s3:::{name}" for name in data_buckets)
-        ceiling = job_access.ceiling_statements(
+        ceiling = session_policy.ceiling_statements(
             jobs_bucket.bucket_arn, data_bucket_arns, log_group_arn=training_logs_arn
         )
         for statement in ceiling:
@@ -109,7 +109,7 @@ class JobAccess(Construct):
 
     def _secrets(self, patterns: tuple[str, ...]) -> None:
         """Read the deployer's secret references, and decrypt them only through their service."""
-        for statement in job_access.secret_ceiling_statements(patterns):
+        for statement in session_policy.secret_ceiling_statements(patterns):
             self.role.add_to_policy(iam.PolicyStatement.from_json(statement))
         for pattern in patterns:
             if "*" in pattern:
@@ -139,5 +139,5 @@ def deny_to_instances(instance_role: iam.IRole, secret_references: tuple[str, ..
     secret_references
         The deployer's patterns (option ``secret_references``).
     """
-    for statement in job_access.instance_secret_denials(secret_references):
+    for statement in session_policy.instance_secret_denials(secret_references):
         instance_role.add_to_principal_policy(iam.PolicyStatement.from_json(statement))

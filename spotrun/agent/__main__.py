@@ -1,7 +1,7 @@
 """Command line of the agent: ``spotrun-agent run --command-uri s3://bucket/key``, and ``spotrun-agent serve``.
 
 ``run`` runs one step in this process. ``serve`` is the instance's resident agent
-(:mod:`spotrun.agent.resident`): it forks a child per command handed to it, which runs exactly what ``run``
+(:mod:`spotrun.agent.resident_server`): it forks a child per command handed to it, which runs exactly what ``run``
 runs.
 """
 
@@ -17,12 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from spotrun.agent.allocator import keep_transfer_buffers
 from spotrun.agent.imds import ImdsClient
-from spotrun.agent.notices import Notice
-from spotrun.agent.notify import install_notice_handler
-from spotrun.agent.resident import RunDirectory, serve
-from spotrun.agent.runner import (
+from spotrun.agent.resident_server import RunDirectory, serve
+from spotrun.agent.step_runner import (
     EXIT_BAD_COMMAND,
     AgentSettings,
     CommandRefusedError,
@@ -34,7 +31,10 @@ from spotrun.agent.runner import (
     job_s3_session,
     load_command,
 )
-from spotrun.model.command import NOTICE_STEP
+from spotrun.agent.supervision.notice_relay import install_notice_handler
+from spotrun.agent.supervision.spot_notices import Notice
+from spotrun.agent.transfer.allocator import keep_transfer_buffers
+from spotrun.model.agent_protocol.command import NOTICE_STEP
 
 logger = logging.getLogger("spotrun.agent")
 

@@ -10,13 +10,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from spotrun.agent.gpu import MetricsPort
-from spotrun.agent.notices import NoticeWatcher
 from spotrun.agent.reporter import WorkflowReporter
 from spotrun.agent.secrets import Masker, SecretReader
-from spotrun.agent.staging import DEFAULT_WORKERS, DirectGetter
-from spotrun.model.attempt import CheckpointIntervalUsed
-from spotrun.model.command import FailureCause
+from spotrun.agent.supervision.gpu import MetricsPort
+from spotrun.agent.supervision.spot_notices import NoticeWatcher
+from spotrun.agent.transfer.download import DEFAULT_WORKERS, DirectGetter
+from spotrun.model.agent_protocol.command import FailureCause
+from spotrun.model.job.attempt import CheckpointIntervalUsed
 
 
 @dataclass
@@ -47,7 +47,7 @@ class StepContext:
         Counts the instance's GPUs (``SPOTRUN_GPUS_PER_NODE``), once per train step.
     logs
         A boto3 CloudWatch Logs client signed with the job's credentials: the live copy of the attempt's log
-        (:mod:`spotrun.agent.log_shipper`); None: no live copy.
+        (:mod:`spotrun.agent.supervision.log_shipper`); None: no live copy.
     checkpoint_interval
         Set by the train step under ``interval_steps: auto``: the interval the script was told, which the
         heartbeats carry to the job's record.

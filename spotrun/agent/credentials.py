@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from spotrun.agent.reporter import RETRIED_STATUSES, error_message, signed_post
-from spotrun.model.command import CREDENTIALS_URL
-from spotrun.model.job_access import JobCredentials
+from spotrun.model.agent_protocol.command import CREDENTIALS_URL
+from spotrun.model.agent_protocol.session_policy import JobCredentials
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from spotrun.model.attempt import CheckpointIntervalUsed
-from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, FailureCause
+from spotrun.model.agent_protocol.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, FailureCause
+from spotrun.model.job.attempt import CheckpointIntervalUsed
 
 logger = logging.getLogger(__name__)
 

@@ -2,9 +2,10 @@
 
 The stage and train steps each read the job's references when they start (so a new instance, a new attempt,
 reads them afresh, and nothing of them is written to disk), with the job's own credentials: the job-access
-session, whose policy names exactly the job's references (:mod:`spotrun.model.job_access`). The values go into
-the environment of the command and of ``training.setup`` only (:func:`spotrun.agent.environment.
-child_environment`), never into the agent's own.
+session, whose policy names exactly the job's references
+(:mod:`spotrun.model.agent_protocol.session_policy`). The values go into the environment of the command and
+of ``training.setup`` only (:func:`spotrun.agent.supervision.command_environment. child_environment`), never
+into the agent's own.
 
 Everything the agent sends off the instance that the job's commands wrote passes :meth:`Masker.mask`: the
 attempt's uploaded log, the log tails of failure reports. It replaces each value's exact text (and each line of
@@ -19,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from spotrun.model.secrets import SecretReference, parse_reference
+from spotrun.model.manifest.secrets import SecretReference, parse_reference
 
 logger = logging.getLogger(__name__)
 

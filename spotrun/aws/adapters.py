@@ -13,10 +13,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from spotrun.aws.job_store import DynamoJobStore
-from spotrun.model.bus_events import SOURCE
+from spotrun.model.agent_protocol.session_policy import SESSION_SECONDS, JobCredentials
+from spotrun.model.capacity.fleet_errors import call_error_response
 from spotrun.model.errors import InstanceLost
-from spotrun.model.fleet_errors import call_error_response
-from spotrun.model.job_access import SESSION_SECONDS, JobCredentials
+from spotrun.model.job.bus_events import SOURCE
 
 _sessions: dict[str | None, boto3.session.Session] = {}
 _clients: dict[tuple[str, str, str | None, str | None], Any] = {}
@@ -43,7 +43,7 @@ def client(service: str, region: str, *, signature_version: str | None = None) -
 
     Clients are made on first use, never at import. The cache is keyed by the endpoint too, because the
     embedded runtime points ``AWS_ENDPOINT_URL`` at a new emulator in each test. (The instance agent is another
-    process, with larger connection pools and more retries: :func:`spotrun.agent.runner.aws_client`.)
+    process, with larger connection pools and more retries: :func:`spotrun.agent.step_runner.aws_client`.)
     """
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     key = (service, region, endpoint, signature_version)
@@ -233,7 +233,7 @@ class StsJobAccess:
     """:class:`spotrun.control.ports.JobAccess` on STS: the job-access role, narrowed by a session policy.
 
     The API function's role session assumes the role (role chaining), so a session lasts at most an hour
-    (:data:`spotrun.model.job_access.SESSION_SECONDS`).
+    (:data:`spotrun.model.agent_protocol.session_policy.SESSION_SECONDS`).
     """
 
     def __init__(self, role_arn: str, region: str):

@@ -7,9 +7,9 @@ from typing import Literal
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import ConfigDict, Field
 
-from spotrun.model.bus_events import ReturnToSpot, ReturnToSpotName, Source
+from spotrun.model.capacity.ec2_states import Ec2EventName
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.ec2 import Ec2EventName
+from spotrun.model.job.bus_events import ReturnToSpot, ReturnToSpotName, Source
 
 
 class Ec2InstanceDetail(DeferredModel):

@@ -17,7 +17,7 @@ from typing import Any
 from spotrun.control.job_events import publish_status_change
 from spotrun.control.ports import Events
 from spotrun.model.errors import ConcurrentUpdate, InvalidPageToken
-from spotrun.model.job import Job, JobStatus
+from spotrun.model.job.record import Job, JobStatus
 from spotrun.model.layout import ALL_JOBS_INDEX, BY_STATUS_INDEX, KIND_ATTRIBUTE
 
 _JOB_SORT_KEY = "JOB"

@@ -8,7 +8,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from spotrun.aws.adapters import client, dynamodb_table
-from spotrun.control.run_records import RunRecord
+from spotrun.control.schedules.run_records import RunRecord
 
 
 class SchedulerSchedules:
@@ -61,7 +61,7 @@ class SchedulerSchedules:
 
 
 class DynamoRunRecords:
-    """:class:`spotrun.control.schedules.RunRecords` in the jobs table.
+    """:class:`spotrun.control.schedules.firing.RunRecords` in the jobs table.
 
     ``pk = SCHEDULE#<name>``: ``sk = RUN#<scheduled time>`` per firing (a job started, or a skip with its
     reason), and ``sk = LAST_SUCCESS`` with the input fingerprint of the last run that succeeded.

@@ -11,10 +11,10 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from spotrun.cli.output import fail
-from spotrun.cli.summary import duration, status_text
-from spotrun.model.job import Job, JobStatus
-from spotrun.model.manifest_io import ManifestError, parse_manifest_text
+from spotrun.cli.display.output import fail
+from spotrun.cli.display.summary import duration, status_text
+from spotrun.model.job.record import Job, JobStatus
+from spotrun.model.manifest.parse import ManifestError, parse_manifest_text
 
 # Not `exists=True`: a missing file is refused by read_manifest, which answers --json too (a usage error would not).
 ManifestFile = Annotated[Path, typer.Argument(metavar="FILE")]
@@ -32,7 +32,7 @@ def read_manifest(file: Path) -> dict[str, Any]:
 
 
 def as_job(view: dict[str, Any]) -> Job:
-    """The API's job view as a :class:`Job`, for the renderers of :mod:`spotrun.cli.summary`."""
+    """The API's job view as a :class:`Job`, for the renderers of :mod:`spotrun.cli.display.summary`."""
     return Job.model_validate({**view, "source": {"kind": "api"}})
 
 

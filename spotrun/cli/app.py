@@ -14,13 +14,13 @@ from typer._click.exceptions import UsageError  # Typer vendors its own click: i
 from typer.core import TyperGroup
 
 from spotrun.cli.api import ManifestFile, read_manifest
-from spotrun.cli.code_upload import workdir_of
+from spotrun.cli.display.output import JsonOpt, console, emit_json, fail, json_answer, usage_error_json
 from spotrun.cli.jobs import register as register_api_commands
 from spotrun.cli.local import local_app
-from spotrun.cli.output import JsonOpt, console, emit_json, fail, json_answer, usage_error_json
 from spotrun.cli.simulate import simulate
 from spotrun.cli.target import STATE_DIR_FLAG, with_state_dir
-from spotrun.model.manifest_io import manifest_json_schema
+from spotrun.cli.workdir.upload import workdir_of
+from spotrun.model.manifest.parse import manifest_json_schema
 
 
 class _Commands(TyperGroup):
@@ -125,7 +125,7 @@ def demo(
 ) -> None:
     """Run an example job end to end in the embedded AWS emulator (no AWS account needed)."""
     from spotrun.cli.demo import run_demo
-    from spotrun.control.records import job_record
+    from spotrun.control.views.job_json import job_record
 
     try:
         job = run_demo(

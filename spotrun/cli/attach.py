@@ -24,11 +24,11 @@ from rich.live import Live
 from rich.text import Text
 
 from spotrun.cli.client import ApiError, SpotrunClient
+from spotrun.cli.display.output import console, emit_json, error_console, fail, json_requested
+from spotrun.cli.display.summary import progress_text, status_text
 from spotrun.cli.logs import LogFollower, LogLine
-from spotrun.cli.output import console, emit_json, error_console, fail, json_requested
-from spotrun.cli.summary import progress_text, status_text
-from spotrun.model.attempt import INTERRUPTION_REASONS
-from spotrun.model.job import JobStatus, utc_now
+from spotrun.model.job.attempt import INTERRUPTION_REASONS
+from spotrun.model.job.record import JobStatus, utc_now
 
 TAIL_LINES = 10  # log lines shown under the events
 DETACHED_EXIT = 130  # what a shell reports for Ctrl-C: the job has not ended, so no code of its ending

@@ -10,10 +10,11 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from spotrun.cli.code_upload import resolve_workdir, workdir_of
-from spotrun.cli.summary import final_summary, status_text
+from spotrun.cli.display.summary import final_summary, status_text
 from spotrun.cli.target import local_api_client
-from spotrun.local.chaos_plan import Hit, InterruptionSchedule, plan_interruptions
+from spotrun.cli.workdir.upload import resolve_workdir, workdir_of
+from spotrun.local.chaos.injector import Injector, Progress
+from spotrun.local.chaos.plan import Hit, InterruptionSchedule, plan_interruptions
 from spotrun.local.demo import (
     DEFAULT_EXAMPLE,
     Submitted,
@@ -25,17 +26,16 @@ from spotrun.local.demo import (
     upload_example,
     wait_for_job,
 )
-from spotrun.local.injector import Injector, Progress
 from spotrun.local.runtime import LocalRuntime
-from spotrun.model.job import Job, utc_now
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.job.record import Job, utc_now
+from spotrun.model.manifest.parse import parse_manifest_text
 
 # A framework example (torch, transformers) trains for minutes, not seconds.
 DEMO_TIMEOUT_SECONDS = 1800.0
 
 
 def plan_for_example(manifest: bytes, interruptions: int, seed: int) -> list[int]:
-    """Steps at which to interrupt the example's training (see :func:`spotrun.local.chaos_plan.plan_interruptions`).
+    """Steps at which to interrupt the example's training (see :func:`spotrun.local.chaos.plan.plan_interruptions`).
 
     Raises
     ------

@@ -16,16 +16,16 @@ import typer
 
 from spotrun.cli.api import ManifestFile, as_job, jobs_table, restore_table
 from spotrun.cli.attach import after_submit, follow_or_detach, should_follow
-from spotrun.cli.code_upload import resolve_workdir
+from spotrun.cli.display.output import JsonOpt, console, emit_json, fail, show
+from spotrun.cli.display.summary import final_summary, progress_text, status_text
 from spotrun.cli.logs import latest_job_id, logs
-from spotrun.cli.output import JsonOpt, console, emit_json, fail, show
 from spotrun.cli.plan import MaxWorkdirMibOpt, manifest_and_workdir, plan, show_plan
 from spotrun.cli.schedules import schedule_app
-from spotrun.cli.summary import final_summary, progress_text, status_text
 from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client, targeted
-from spotrun.cli.workdir import WorkdirError
-from spotrun.model.job import JobStatus, utc_now
-from spotrun.model.limits import exit_code
+from spotrun.cli.workdir.pack import WorkdirError
+from spotrun.cli.workdir.upload import resolve_workdir
+from spotrun.model.job.limits import exit_code
+from spotrun.model.job.record import JobStatus, utc_now
 
 JobId = Annotated[str, typer.Argument(metavar="ID", help="The job's id.")]
 FOLLOW_POLL_SECONDS = 1.0

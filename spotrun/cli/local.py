@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from spotrun.cli.output import JsonOpt, console, emit_json, fail
+from spotrun.cli.display.output import JsonOpt, console, emit_json, fail
 from spotrun.cli.target import STATE_DIR_FLAG, StateDirOpt, local_state_dir, with_state_dir
 
 if TYPE_CHECKING:
-    from spotrun.local.control_state import ControlClient
+    from spotrun.local.control_client import ControlClient
 
 local_app = typer.Typer(
     help="The embedded AWS emulator as a local service, and chaos for it (interruptions, deaths, no capacity).",
@@ -27,7 +27,7 @@ local_app = typer.Typer(
 def _control(state_dir: Path | None) -> Iterator[ControlClient]:
     """A client of the running ``local up``; its errors end the command with a message and exit code 1."""
     # Imported here: `spotrun --help` and the API commands never load the emulator's package.
-    from spotrun.local.control_state import ControlClient, ControlError, NoLocalRuntime
+    from spotrun.local.control_client import ControlClient, ControlError, NoLocalRuntime
 
     try:
         yield ControlClient.for_workdir(local_state_dir(state_dir))
@@ -80,11 +80,11 @@ def up(
     ] = None,
 ) -> None:
     """Run the emulated deployment in the foreground until Ctrl-C or SIGTERM, with a chaos control API."""
+    from spotrun.local.capacity.trace_pools import TraceSetupError, parse_pool_list
     from spotrun.local.demo import control_plane_logs, upload_example
-    from spotrun.local.trace_pools import TraceSetupError, parse_pool_list
     from spotrun.local.up import AlreadyRunning, connection_help, local_up, stop_on_signals
-    from spotrun.model.job import utc_now
-    from spotrun.model.traces import Trace, TraceError, load_trace
+    from spotrun.model.job.record import utc_now
+    from spotrun.model.simulation.traces import Trace, TraceError, load_trace
 
     out = console(soft_wrap=True)
     option = "" if state_dir is None else f"{STATE_DIR_FLAG} {shlex.quote(str(state_dir.resolve()))}"

@@ -4,7 +4,7 @@
 lines written since the last one (the first answers each attempt's tail), through the API's cursor
 (``GET /jobs/{id}/logs?next_token=``), with a header where another attempt's lines begin;
 :meth:`LogFollower.render` makes them printable lines. ``--follow`` polls it until the job ends and exits with the
-job's exit code (:func:`spotrun.model.limits.exit_code`); Ctrl-C stops it quietly with 130, the shell's code
+job's exit code (:func:`spotrun.model.job.limits.exit_code`); Ctrl-C stops it quietly with 130, the shell's code
 for an interrupt (typer's handling of ``KeyboardInterrupt``). ``--follow --json`` is refused: ``--json`` prints
 one object, and a stream is not one.
 """
@@ -19,10 +19,10 @@ from typing import Annotated, Any
 import typer
 
 from spotrun.cli.client import SpotrunClient
-from spotrun.cli.output import JsonOpt, emit_json, fail
+from spotrun.cli.display.output import JsonOpt, emit_json, fail
 from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client
-from spotrun.model.job import JobStatus
-from spotrun.model.limits import exit_code
+from spotrun.model.job.limits import exit_code
+from spotrun.model.job.record import JobStatus
 
 DEFAULT_POLL_SECONDS = 2.0
 

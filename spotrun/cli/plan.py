@@ -23,10 +23,10 @@ from rich.text import Text
 
 from spotrun.cli.api import ManifestFile, read_manifest
 from spotrun.cli.client import SpotrunClient
-from spotrun.cli.code_upload import workdir_of
-from spotrun.cli.output import JsonOpt, emit_json, fail, show
+from spotrun.cli.display.output import JsonOpt, emit_json, fail, show
 from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client
-from spotrun.cli.workdir import DEFAULT_MAX_BYTES, WorkdirError, packed
+from spotrun.cli.workdir.pack import DEFAULT_MAX_BYTES, WorkdirError, packed
+from spotrun.cli.workdir.upload import workdir_of
 
 MIB = 1024 * 1024
 MaxWorkdirMibOpt = Annotated[

@@ -7,10 +7,10 @@ from typing import Annotated
 import typer
 
 from spotrun.cli.api import ManifestFile, read_manifest, schedules_table
-from spotrun.cli.code_upload import resolve_workdir, workdir_of
-from spotrun.cli.output import JsonOpt, console, emit_json, fail
+from spotrun.cli.display.output import JsonOpt, console, emit_json, fail
 from spotrun.cli.target import DEFAULT_TARGET, ApiTarget, api_client, targeted
-from spotrun.cli.workdir import WorkdirError
+from spotrun.cli.workdir.pack import WorkdirError
+from spotrun.cli.workdir.upload import resolve_workdir, workdir_of
 
 ScheduleName = Annotated[str, typer.Argument(metavar="NAME", help="The schedule's name (its manifest's).")]
 

@@ -1,7 +1,7 @@
 """``spotrun simulate``: replay spot traces for a job under each deadline policy, side by side.
 
 The job comes from flags, or from a manifest's ``capacity.deadline`` and ``training.expected_hours`` once the
-manifest has them (flags win). The numbers are :mod:`spotrun.model.simulation_runs`'s; this module only reads
+manifest has them (flags win). The numbers are :mod:`spotrun.model.simulation.runs`'s; this module only reads
 the inputs and prints.
 """
 
@@ -15,14 +15,14 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from spotrun.cli.output import JsonOpt, console, emit_json, fail
-from spotrun.model.deadline import deadline_feasible, run_rate
-from spotrun.model.deadline_spec import deadline_hours as hours_after
-from spotrun.model.deadline_work import ESTIMATE_AFTER_HOURS
-from spotrun.model.manifest_io import ManifestError, parse_manifest_text
-from spotrun.model.simulation import SimJob
-from spotrun.model.simulation_runs import OPTIMUM, TraceReport, overall, simulate_trace
-from spotrun.model.traces import TraceError, load_traces
+from spotrun.cli.display.output import JsonOpt, console, emit_json, fail
+from spotrun.model.deadline.state import deadline_feasible, run_rate
+from spotrun.model.deadline.work import ESTIMATE_AFTER_HOURS
+from spotrun.model.manifest.deadline import deadline_hours as hours_after
+from spotrun.model.manifest.parse import ManifestError, parse_manifest_text
+from spotrun.model.simulation.replay import SimJob
+from spotrun.model.simulation.runs import OPTIMUM, TraceReport, overall, simulate_trace
+from spotrun.model.simulation.traces import TraceError, load_traces
 
 # p3.2xlarge in us-east-1, USD per hour: the on-demand list price and a typical spot price (about 30 %).
 DEFAULT_ON_DEMAND_PRICE = 3.06
@@ -198,7 +198,7 @@ def simulate(
     except (TraceError, ValueError) as exc:
         raise fail(exc, code=2) from None
     if plot is not None:
-        from spotrun.cli.simulate_plot import write_plot
+        from spotrun.cli.display.simulate_plot import write_plot
 
         chosen = next((t for t in loaded if t.name == plot_trace), None) if plot_trace else loaded[0]
         if chosen is None:

@@ -33,7 +33,7 @@ from typer._click.core import ParameterSource  # Typer vendors its own click
 from typer._click.globals import get_current_context
 
 from spotrun.cli.client import ApiError, SpotrunClient, TargetError, stack_client
-from spotrun.cli.output import error_console, fail
+from spotrun.cli.display.output import error_console, fail
 
 TargetKind = Literal["local", "aws"]
 DEFAULT_STACK = "Spotrun"
@@ -266,7 +266,7 @@ def targeted(command: Callable[..., None]) -> Callable[..., None]:
 
 def default_target(workdir: Path | None) -> TargetKind:
     """``local`` when a ``spotrun local up`` state file is in ``workdir`` (:func:`local_state_dir`), else ``aws``."""
-    from spotrun.local.control_state import state_path
+    from spotrun.local.control_client import state_path
 
     return "local" if state_path(local_state_dir(workdir)).exists() else "aws"
 
@@ -280,7 +280,7 @@ def local_client(workdir: Path | None) -> SpotrunClient:
     TargetError
         No ``local up`` state file there, or its runtime serves no REST API.
     """
-    from spotrun.local.control_state import NoLocalRuntime, read_state
+    from spotrun.local.control_client import NoLocalRuntime, read_state
 
     try:
         state = read_state(local_state_dir(workdir))
@@ -302,7 +302,7 @@ def local_api_client(api_url: str, region: str) -> SpotrunClient:
     https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-control-access-using-iam-policies-to-invoke-api.html),
     and the local stand-in judges requests as it does; the CLI signs the same way for both targets.
     """
-    from spotrun.local.api_auth import local_user_credentials
+    from spotrun.local.api.auth import local_user_credentials
 
     return SpotrunClient(api_url, credentials=Credentials(*local_user_credentials()), region=region)
 
@@ -324,7 +324,7 @@ def resolve_client(target: ApiTarget) -> SpotrunClient:
     except TargetError as exc:
         if target.kind is not None:
             raise
-        from spotrun.local.control_state import state_path
+        from spotrun.local.control_client import state_path
 
         # Chosen because no state file was found: a wrong state directory must not read as an AWS problem only.
         looked = state_path(local_state_dir(target.workdir))

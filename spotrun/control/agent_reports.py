@@ -19,12 +19,18 @@ from pydantic import BaseModel, Field
 
 from spotrun.control.ports import JobStore, Workflows
 from spotrun.control.store import update_job
-from spotrun.model.attempt import Attempt, CheckpointIntervalUsed
-from spotrun.model.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, StageResult, TrainResult, WorkflowStep
+from spotrun.model.agent_protocol.command import (
+    MAX_CAUSE_CHARS,
+    MAX_ERROR_CHARS,
+    StageResult,
+    TrainResult,
+    WorkflowStep,
+)
 from spotrun.model.deferred import DeferredModel, DeferredRootModel
-from spotrun.model.job import STEP_STATUS, Job
+from spotrun.model.job.attempt import Attempt, CheckpointIntervalUsed
+from spotrun.model.job.record import STEP_STATUS, Job
 from spotrun.model.layout import JOB_ID_PATTERN
-from spotrun.model.manifest_rules import JsonInt
+from spotrun.model.manifest.rules import JsonInt
 
 ReportKind = Literal["heartbeat", "success", "failure"]
 

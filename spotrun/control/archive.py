@@ -9,9 +9,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from spotrun.control.ports import JobStore, Objects
 from spotrun.control.store import update_job
-from spotrun.model.command import OutputList, OutputObject, TrainResult
+from spotrun.model.agent_protocol.command import OutputList, OutputObject, TrainResult
 from spotrun.model.errors import OutputsInvalid
-from spotrun.model.job import (
+from spotrun.model.job.record import (
     ARCHIVE_OBJECTS_IN_RECORD,
     ArchivedObject,
     ArchiveTotal,
@@ -20,7 +20,7 @@ from spotrun.model.job import (
     transition,
 )
 from spotrun.model.layout import ARCHIVE_METADATA_NAME, DEFAULT_ARCHIVE_PREFIX
-from spotrun.model.manifest import split_s3_uri
+from spotrun.model.manifest.schema import split_s3_uri
 
 
 def archive_location(job: Job, archive_bucket: str) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field
 from spotrun.control.ports import Objects
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.layout import code_archive_key
-from spotrun.model.manifest_rules import JsonInt
+from spotrun.model.manifest.rules import JsonInt
 
 # The largest object one PUT may carry (https://docs.aws.amazon.com/AmazonS3/latest/userguide/upload-objects.html).
 MAX_CODE_ARCHIVE_BYTES: Final = 5 * 1024**3

@@ -6,13 +6,13 @@ from datetime import datetime
 
 from spotrun.control.ports import Commands, JobStore, Objects
 from spotrun.control.store import update_job
-from spotrun.model.attempt_end import settle_steps_lost
-from spotrun.model.command import AgentCommand, StageResult, WorkflowStep
+from spotrun.model.agent_protocol.command import AgentCommand, StageResult, WorkflowStep
 from spotrun.model.errors import BudgetExceeded, InstanceLost
-from spotrun.model.interruption_rate import pool_rate
-from spotrun.model.job import STEP_STATUS, Job, transition
+from spotrun.model.job.attempt_end import settle_steps_lost
+from spotrun.model.job.interruption_rate import pool_rate
+from spotrun.model.job.limits import budget_stop_at, train_limits
+from spotrun.model.job.record import STEP_STATUS, Job, transition
 from spotrun.model.layout import agent_command_key
-from spotrun.model.limits import budget_stop_at, train_limits
 from spotrun.model.timing import WorkflowTiming
 
 
@@ -48,7 +48,7 @@ def dispatch_agent_step(
         How often the agent heartbeats and polls.
     staged
         For ``train``: what staging reported (the checkpoint it restored is recorded on the attempt, and settles
-        the steps lost of the attempts before, :func:`spotrun.model.attempt_end.settle_steps_lost`).
+        the steps lost of the attempts before, :func:`spotrun.model.job.attempt_end.settle_steps_lost`).
     store, objects, commands
         Ports to the job store, S3 and SSM.
     region, jobs_bucket, document_name, report_url

@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from spotrun.control.ports import JobStore
 from spotrun.control.store import update_job
-from spotrun.model.job import Job, JobError, JobStatus, transition
-from spotrun.model.limits import limit_details, limits_report
-from spotrun.model.pricing import job_cost
+from spotrun.model.capacity.pricing import job_cost
+from spotrun.model.job.limits import limit_details, limits_report
+from spotrun.model.job.record import Job, JobError, JobStatus, transition
 
 
 def error_from_workflow(error: dict[str, Any] | None) -> JobError:
@@ -21,7 +21,7 @@ def error_from_workflow(error: dict[str, Any] | None) -> JobError:
         return JobError(type="Unknown", message="the workflow failed without an error")
     # Imported here: only a failed job reads a caught error, and the agent's command models it parses would
     # otherwise load at every cold start of the finalize function (docs/cold-start.md).
-    from spotrun.model.command import read_caught_error
+    from spotrun.model.agent_protocol.command import read_caught_error
 
     caught = read_caught_error(error)
     error_type = "Unknown" if caught.error is None else caught.error

@@ -4,8 +4,8 @@ The instance role reaches nothing of the jobs bucket. The agent asks the API, si
 session, for credentials for the job and attempt it runs; the caller is identified as for its reports
 (:func:`spotrun.control.agent_reports.caller_open_attempt`: the instance of the job's open attempt, and no
 other), and the API function assumes the job-access role with the session policy of that job and attempt
-(:func:`spotrun.model.job_access.job_session_policy`). The session's permissions are the intersection of the
-role's policy and that session policy, so training code holding them reaches only its own job.
+(:func:`spotrun.model.agent_protocol.session_policy.job_session_policy`). The session's permissions are the
+intersection of the role's policy and that session policy, so training code holding them reaches only its own job.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pydantic import Field
 
 from spotrun.control.agent_reports import CallerIdentity, ReportNotWaited, caller_open_attempt
 from spotrun.control.ports import JobAccess, JobStore, LogEvents
+from spotrun.model.agent_protocol.session_policy import JobCredentials, job_session_policy, serialize
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.job_access import JobCredentials, job_session_policy, serialize
 from spotrun.model.layout import JOB_ID_PATTERN, log_group, log_stream
-from spotrun.model.manifest_rules import JsonInt
+from spotrun.model.manifest.rules import JsonInt
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def issue_job_credentials(
         The caller is not the instance of the job's open attempt.
     ReportNotWaited
         The job's open attempt is another one (the instance runs a step of an attempt that has ended).
-    spotrun.model.job_access.JobAccessRefused
+    spotrun.model.agent_protocol.session_policy.JobAccessRefused
         The job's manifest cannot be expressed as its own access (an input over ``jobs/``, or too many).
     """
     job, attempt = caller_open_attempt(identity, instance_role_name, store, request.job_id)

@@ -11,8 +11,8 @@ import logging
 from typing import Any
 
 from spotrun.control.ports import Events
-from spotrun.model.bus_events import STATUS_CHANGE
-from spotrun.model.job import Job, JobStatus
+from spotrun.model.job.bus_events import STATUS_CHANGE
+from spotrun.model.job.record import Job, JobStatus
 
 logger = logging.getLogger(__name__)
 

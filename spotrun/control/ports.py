@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from spotrun.model.job import Job, JobStatus
-from spotrun.model.job_access import JobCredentials
+from spotrun.model.agent_protocol.session_policy import JobCredentials
+from spotrun.model.job.record import Job, JobStatus
 
 
 class Compute(Protocol):

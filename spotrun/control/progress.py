@@ -16,10 +16,10 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from spotrun.control.ports import Objects
+from spotrun.model.capacity.pricing import job_cost
 from spotrun.model.deferred import DeferredModel
-from spotrun.model.job import Job
+from spotrun.model.job.record import Job
 from spotrun.model.layout import checkpoints_prefix, commit_marker_key, progress_key
-from spotrun.model.pricing import job_cost
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def job_progress(job: Job, *, objects: Objects, jobs_bucket: str, now: datetime)
     """
     # Imported here: only this view (a running job's GET /jobs/{id}) reads checkpoints. The users' API imports
     # this module at every cold start for the job views' figures; their reader loads at the first such request.
-    from spotrun.model.checkpoints import CommitMarker, group_checkpoint_keys
+    from spotrun.model.agent_protocol.checkpoints import CommitMarker, group_checkpoint_keys
 
     if job.status.is_terminal:
         return None

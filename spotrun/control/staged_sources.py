@@ -4,15 +4,16 @@ A job whose input or code is missing would fail at staging, after paying for an 
 at submission instead, at every entry point (:mod:`spotrun.control.submission`, and the schedules when they
 fire). "Exists" means: a source that names an object (``s3://b/data.csv``, a code ``.tar.gz``) is that object;
 a prefix (a key ending in ``/``, the code when it is not an archive) holds at least one object. What is an
-object and what a prefix is the job's own S3 access rule (:func:`spotrun.model.job_access.staged_sources`):
-the check lists exactly what the job's instance will read, with ``s3:ListBucket`` only.
+object and what a prefix is the job's own S3 access rule
+(:func:`spotrun.model.agent_protocol.session_policy.staged_sources`): the check lists exactly what the job's
+instance will read, with ``s3:ListBucket`` only.
 """
 
 from __future__ import annotations
 
 from spotrun.control.ports import Objects, ObjectsUnreadable
-from spotrun.model.job_access import StagedSource, overlaps_jobs, staged_sources
-from spotrun.model.manifest import JobManifest
+from spotrun.model.agent_protocol.session_policy import StagedSource, overlaps_jobs, staged_sources
+from spotrun.model.manifest.schema import JobManifest
 
 
 def missing_source_problem(source: StagedSource, objects: Objects) -> str | None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from spotrun.control.ports import JobStore
 from spotrun.model.errors import ConcurrentUpdate, JobNotFound
-from spotrun.model.job import Job
+from spotrun.model.job.record import Job
 
 
 def update_job(store: JobStore, job_id: str, change: Callable[[Job], Job], attempts: int = 8) -> Job:

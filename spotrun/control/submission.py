@@ -12,19 +12,19 @@ from typing import Literal
 from spotrun.control.ports import JobStore, Objects, Workflows
 from spotrun.control.staged_sources import missing_sources
 from spotrun.control.store import update_job
-from spotrun.model.capacity import candidate_types
-from spotrun.model.deadline_job import ASSUMED, feasibility_problem, with_feasibility_note
-from spotrun.model.deadline_spec import is_absolute
+from spotrun.model.agent_protocol.session_policy import JobAccessRefused, job_session_policy
+from spotrun.model.capacity.candidates import candidate_types
+from spotrun.model.deadline.stored_job import ASSUMED, feasibility_problem, with_feasibility_note
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import ManifestInvalid, RequestRejected
-from spotrun.model.job import Job, JobError, ManifestSource, new_job, rejected_job
-from spotrun.model.job_access import JobAccessRefused, job_session_policy
-from spotrun.model.job_ids import job_id_for, job_id_shape
+from spotrun.model.job.ids import job_id_for, job_id_shape
+from spotrun.model.job.limits import admission_problems as budget_admission_problems
+from spotrun.model.job.record import Job, JobError, ManifestSource, new_job, rejected_job
 from spotrun.model.layout import is_manifest_key, rejection_report_key
-from spotrun.model.limits import admission_problems as budget_admission_problems
-from spotrun.model.manifest import JobManifest, split_s3_uri
-from spotrun.model.manifest_io import MAX_MANIFEST_BYTES, ManifestError, parse_manifest_text
-from spotrun.model.secrets import admission_problems as secret_admission_problems
+from spotrun.model.manifest.deadline import is_absolute
+from spotrun.model.manifest.parse import MAX_MANIFEST_BYTES, ManifestError, parse_manifest_text
+from spotrun.model.manifest.schema import JobManifest, split_s3_uri
+from spotrun.model.manifest.secrets import admission_problems as secret_admission_problems
 from spotrun.model.timing import workflow_timing
 
 
@@ -74,7 +74,8 @@ def admission_problems(
     jobs_bucket
         The deployment's jobs bucket, when known: a job whose inputs or code lie under its ``jobs/`` (other
         jobs' objects), or whose S3 access is too large for a session policy, could never get its credentials
-        (:func:`spotrun.model.job_access.job_session_policy`), so it is refused here, before it starts.
+        (:func:`spotrun.model.agent_protocol.session_policy.job_session_policy`), so it is refused here,
+        before it starts.
     now
         The submission time, which an absolute ``capacity.deadline`` is measured from; a schedule's runs (whose
         deadline can only be a duration) pass None.
@@ -110,7 +111,7 @@ def admission_problems(
         if late is not None:
             problems.append(late)
     if manifest.training.workdir is not None:
-        # Only the CLI resolves it (spotrun.cli.workdir): dropping it here would run the job without its code.
+        # Only the CLI resolves it (spotrun.cli.workdir.pack): dropping it here would run the job without its code.
         problems.append(WORKDIR_REFUSED.format(workdir=manifest.training.workdir))
     if jobs_bucket:
         try:

@@ -4,7 +4,7 @@ Import :class:`LocalRuntime` (and :class:`Pool`, to declare its spot pools) from
 touches moto, the environment or the network at import time.
 """
 
-from spotrun.local.catalog import Pool
+from spotrun.local.capacity.catalog import Pool
 from spotrun.local.runtime import LocalRuntime
 
 __all__ = ["LocalRuntime", "Pool"]

@@ -22,14 +22,14 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
-from spotrun.agent.checkpoints import latest_committed
+from spotrun.agent.checkpoint_store import latest_committed
 from spotrun.aws.adapters import job_store
-from spotrun.local.injector import Progress, ProgressSource
+from spotrun.local.chaos.injector import Progress, ProgressSource
 from spotrun.local.runtime import LocalRuntime
-from spotrun.model.job import Job, JobStatus, ManifestSource
-from spotrun.model.job_ids import job_id_for
+from spotrun.model.job.ids import job_id_for
+from spotrun.model.job.record import Job, JobStatus, ManifestSource
 from spotrun.model.layout import MANIFEST_PREFIX, progress_key
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.shape import REPO_ROOT, SERVICE_NAME
 
 EXAMPLES_DIR = REPO_ROOT / "examples"
@@ -301,7 +301,7 @@ _STEP_FLAGS = ("--steps", "--max-steps")
 
 
 def job_progress(runtime: LocalRuntime, job_id: str) -> ProgressSource:
-    """A progress source for :class:`spotrun.local.injector.Injector`: the job's training attempt and its step.
+    """A progress source for :class:`spotrun.local.chaos.injector.Injector`: the job's training attempt and its step.
 
     The step is the one in the attempt's progress object, or, when that is missing or behind, the latest
     committed checkpoint the attempt wrote itself (one newer than the checkpoint it restored).

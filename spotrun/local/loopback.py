@@ -1,7 +1,7 @@
 """One HTTP server on 127.0.0.1, served from a daemon thread: the life cycle the emulator's servers share.
 
-The metadata service of each simulated instance (:mod:`spotrun.local.imds`), the chaos control API
-(:mod:`spotrun.local.control`) and the REST API (:mod:`spotrun.local.api_gateway`) each build their own
+The metadata service of each simulated instance (:mod:`spotrun.local.instances.imds`), the chaos control API
+(:mod:`spotrun.local.control_api`) and the REST API (:mod:`spotrun.local.api.gateway`) each build their own
 standard-library server (:mod:`http.server` or :mod:`wsgiref`); this class binds, serves and closes it.
 """
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.aws.settings import Settings
-from spotrun.local.catalog import DEFAULT_ZONES
+from spotrun.local.capacity.catalog import DEFAULT_ZONES
 from spotrun.local.iam import roles
 from spotrun.local.server import ACCOUNT_ID
 from spotrun.model import layout

@@ -17,40 +17,31 @@ from types import TracebackType
 from typing import Any, ClassVar
 
 from spotrun.aws.settings import Settings
-from spotrun.local import (
-    dispatch_patch,
-    ec2_patch,
-    events_patch,
-    lambda_patch,
-    s3_range_patch,
-    s3_upload_patch,
-    sfn_patch,
-    ssm_patch,
-)
-from spotrun.local.agent_delivery import AgentDelivery
-from spotrun.local.api_auth import Callers
-from spotrun.local.api_gateway import ApiServer, ProxyApp
-from spotrun.local.capacity import CapacityModel
-from spotrun.local.catalog import Pool, default_pools
-from spotrun.local.chaos import Chaos
+from spotrun.local.api.auth import Callers
+from spotrun.local.api.gateway import ApiServer, ProxyApp
+from spotrun.local.capacity.catalog import Pool, default_pools
+from spotrun.local.capacity.pools import CapacityModel
+from spotrun.local.capacity.trace_pools import TracePools
+from spotrun.local.chaos.interruptions import Chaos
 from spotrun.local.clients import EmulatorClients
 from spotrun.local.clock import Clock
-from spotrun.local.consistency import Ec2Consistency
-from spotrun.local.environment import ProcessEnvironment, emulator_environment
-from spotrun.local.events_patch import Dispatcher
 from spotrun.local.executions import stop_running_executions
+from spotrun.local.handler_environment import ProcessEnvironment, emulator_environment
 from spotrun.local.iam import judge
 from spotrun.local.iam.identities import Identities
 from spotrun.local.iam.roles import INSTANCE_ROLE_NAME
-from spotrun.local.instances import InstanceManager
-from spotrun.local.patches import PatchSet
+from spotrun.local.instances.fleet import InstanceManager
+from spotrun.local.instances.instance import SimulatedInstance
+from spotrun.local.instances.ssm_delivery import AgentDelivery
+from spotrun.local.patches import dispatch, ec2, events, lambda_invoke, s3_integrity, s3_ranges, sfn, ssm
+from spotrun.local.patches.ec2_consistency import Ec2Consistency
+from spotrun.local.patches.events import Dispatcher
+from spotrun.local.patches.reversible import PatchSet
 from spotrun.local.provision import Deployment, function_name, provision
 from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import ACCOUNT_ID, EmbeddedServer
-from spotrun.local.simulated_instance import SimulatedInstance
-from spotrun.local.trace_pools import TracePools
-from spotrun.model.api_paths import AGENT_REPORTS_PATH
-from spotrun.model.traces import Trace
+from spotrun.model.agent_protocol.api_paths import AGENT_REPORTS_PATH
+from spotrun.model.simulation.traces import Trace
 from spotrun.shape import SHAPE, DeploymentShape
 
 logger = logging.getLogger(__name__)
@@ -67,7 +58,7 @@ class LocalRuntime:
         Real seconds per simulated second: shrinks boot delays and notices, and reaches the workflow through
         ``Settings.time_scale``.
     pools
-        The spot pools; :func:`~spotrun.local.catalog.default_pools` when omitted.
+        The spot pools; :func:`~spotrun.local.capacity.catalog.default_pools` when omitted.
     seed
         Seeds the default pool table and random reclaims.
     shape
@@ -81,7 +72,8 @@ class LocalRuntime:
     trace, trace_scale, trace_pools
         A spot trace (or its file) that drives the pools' spot capacity and interruptions once started, at
         ``trace_scale`` real seconds per trace second (``time_scale`` when omitted), on ``trace_pools`` (every
-        pool when omitted); see :meth:`~spotrun.local.trace_pools.TracePools.replaying`, whose errors it raises.
+        pool when omitted); see :meth:`~spotrun.local.capacity.trace_pools.TracePools.replaying`, whose
+        errors it raises.
     """
 
     _active: ClassVar[LocalRuntime | None] = None
@@ -116,7 +108,7 @@ class LocalRuntime:
         self.clock = Clock(time_scale)
         self.capacity = CapacityModel(pools if pools is not None else default_pools(seed))
         self.consistency = Ec2Consistency(self.clock, seed)  # EC2 NotFound just after a launch
-        self.handlers = lambda_patch.HandlerRegistry()
+        self.handlers = lambda_invoke.HandlerRegistry()
         for spec in shape.functions:
             self.handlers.register(function_name(spec.name), spec.handler)
         # Whom the API stand-in authenticates: every instance's own role session, registered at launch.
@@ -135,7 +127,7 @@ class LocalRuntime:
             # The real agent serves as each instance's resident agent; a stand-in agent command cannot.
             resident_environment=self.agents.resident_environment if self.agents.serves else None,
         )
-        terminate = functools.partial(ec2_patch.terminate_instance, ACCOUNT_ID, region)
+        terminate = functools.partial(ec2.terminate_instance, ACCOUNT_ID, region)
         self.chaos = Chaos(self.manager, self.clock, self.publish_event, terminate, ACCOUNT_ID, seed)
         self.scheduler = LocalScheduler(self.clock, self.client, shape.schedule_group)
         self.trace_pools = (
@@ -202,21 +194,21 @@ class LocalRuntime:
         self.workdir.mkdir(parents=True, exist_ok=True)
         # Before moto is imported (by the patches): it builds a boto3 session at import time.
         self._environment.set(emulator_environment(self.region))
-        lambda_patch.install(self._patches, self.handlers)
-        sfn_patch.install(self._patches)
-        events_patch.install(self._patches, self._dispatcher)
-        ssm_patch.install(
+        lambda_invoke.install(self._patches, self.handlers)
+        sfn.install(self._patches)
+        events.install(self._patches, self._dispatcher)
+        ssm.install(
             self._patches,
             self.shape.agent_document_name,
             self.manager.can_receive,
             self.agents.deliver,
             self.manager.managed_nodes,
         )
-        ec2_patch.install(self._patches, self.capacity, self.manager, self._ec2_lock, self.consistency)
+        ec2.install(self._patches, self.capacity, self.manager, self._ec2_lock, self.consistency)
         judge.install(self._patches, judge.Judge(self.identities))
-        s3_upload_patch.install(self._patches)
-        dispatch_patch.install(self._patches)
-        s3_range_patch.install(self._patches)
+        s3_integrity.install(self._patches)
+        dispatch.install(self._patches)
+        s3_ranges.install(self._patches)
         endpoint = self._server.start()
         self._environment.set(
             {
@@ -249,7 +241,7 @@ class LocalRuntime:
     def _start_api(self) -> str:
         """Serve the REST API on 127.0.0.1, each path through its function's execution environments."""
 
-        def served_by(logical: str) -> tuple[lambda_patch.Handler, str]:
+        def served_by(logical: str) -> tuple[lambda_invoke.Handler, str]:
             name = function_name(logical)
             return self.handlers.resolve(name, self.shape.function(logical).handler), name
 
@@ -336,7 +328,7 @@ class LocalRuntime:
         """A boto3 client for ``service`` on the emulator (one per service: clients are thread-safe)."""
         return self._clients.client(service, self.endpoint_url)
 
-    def set_handler(self, function: str, handler: str | lambda_patch.Handler) -> None:
+    def set_handler(self, function: str, handler: str | lambda_invoke.Handler) -> None:
         """Serve the function declared as ``function`` with another handler (a callable or a dotted path)."""
         self.shape.function(function)
         self.handlers.register(function_name(function), handler)
@@ -370,11 +362,11 @@ class LocalRuntime:
     def interrupt(
         self, instance_id: str, notice_seconds: float = 120.0, rebalance_lead_seconds: float = 0.0
     ) -> threading.Event:
-        """Reclaim a spot instance as AWS FIS does; see :meth:`spotrun.local.chaos.Chaos.interrupt`."""
+        """Reclaim a spot instance as AWS FIS does; see :meth:`spotrun.local.chaos.interruptions.Chaos.interrupt`."""
         return self.chaos.interrupt(instance_id, notice_seconds, rebalance_lead_seconds)
 
     def kill(self, instance_id: str, hang: bool = False) -> threading.Event:
-        """Kill an instance without notice; see :meth:`spotrun.local.chaos.Chaos.kill`."""
+        """Kill an instance without notice; see :meth:`spotrun.local.chaos.interruptions.Chaos.kill`."""
         return self.chaos.kill(instance_id, hang)
 
     def fire_schedule(self, name: str) -> dict[str, Any]:
@@ -385,4 +377,4 @@ class LocalRuntime:
         self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str]
     ) -> None:
         """Put an event on the emulator's default bus (rules deliver it asynchronously)."""
-        events_patch.publish(ACCOUNT_ID, self.region, source, detail_type, detail, resources)
+        events.publish(ACCOUNT_ID, self.region, source, detail_type, detail, resources)

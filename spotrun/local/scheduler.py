@@ -3,9 +3,9 @@
 Time is the runtime's scaled time: the loop's clock starts at the real time and runs ``1 / time_scale`` times
 faster, so ``rate(1 minute)`` at a time scale of 0.02 fires every 1.2 real seconds. A schedule is first seen by
 a poll (its simulated creation time); a rate fires every period after it, a cron at each matching minute
-(:func:`spotrun.model.schedule_expressions.next_fire`; expressions with ``L``, ``W`` or ``#`` are not fired). Only
-ENABLED schedules fire. A firing does what Scheduler does: it fills the context attributes of the schedule's
-Input and invokes its target (here, in-process through the Lambda patch) once; errors are logged.
+(:func:`spotrun.model.manifest.schedule_expressions.next_fire`; expressions with ``L``, ``W`` or ``#`` are
+not fired). Only ENABLED schedules fire. A firing does what Scheduler does: it fills the context attributes
+of the schedule's Input and invokes its target (here, in-process through the Lambda patch) once; errors are logged.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spotrun.local.clock import Clock, rfc3339
-from spotrun.model.schedule_expressions import InvalidExpression, next_fire
+from spotrun.model.manifest.schedule_expressions import InvalidExpression, next_fire
 
 logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.1  # real seconds: the shortest wait between looks at the schedules

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from spotrun.local.control import ControlApi, ControlServer
-from spotrun.local.control_state import (
+from spotrun.local.control_api import ControlApi, ControlServer
+from spotrun.local.control_client import (
     ControlClient,
     LocalState,
     NoLocalRuntime,
@@ -23,9 +23,9 @@ from spotrun.local.control_state import (
 )
 from spotrun.local.runtime import LocalRuntime
 from spotrun.local.server import FAKE_CREDENTIALS
-from spotrun.model.job import utc_now
+from spotrun.model.job.record import utc_now
 from spotrun.model.layout import MANIFEST_PREFIX
-from spotrun.model.traces import Trace
+from spotrun.model.simulation.traces import Trace
 
 
 class AlreadyRunning(RuntimeError):
@@ -76,7 +76,7 @@ def local_up(
     ------
     AlreadyRunning
         When a ``local up`` already answers for ``workdir``.
-    spotrun.model.traces.TraceError, spotrun.local.trace_pools.TraceSetupError
+    spotrun.model.simulation.traces.TraceError, spotrun.local.capacity.trace_pools.TraceSetupError
         When the trace cannot be replayed (before anything starts).
     """
     workdir = Path(workdir).resolve()

@@ -40,7 +40,7 @@ KIND_ATTRIBUTE = "kind"
 JOB_ID_TAG = "spotrun:job-id"
 ATTEMPT_TAG = "spotrun:attempt"
 
-# The shape of every job id the control plane mints (spotrun.model.job_ids.job_id_for): a slug of the manifest's
+# The shape of every job id the control plane mints (spotrun.model.job.ids.job_id_for): a slug of the manifest's
 # name (lower-case letters, digits and '-', at most 48, starting with a letter or digit), '-', 12 hex digits.
 # It is what keeps a job's keys under its own prefix and its directories under the NVMe root: no '/', no '.'.
 JOB_ID_PATTERN = r"[a-z0-9][a-z0-9-]{0,47}-[0-9a-f]{12}"
@@ -54,7 +54,7 @@ BUCKET_NAME_PATTERN = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
 # user (root, through SSM Run Command), and nobody else on the instance needs to read a job's data or outputs.
 DIRECTORY_MODE = 0o700
 
-# The resident agent of an instance (spotrun.agent.resident) and the SSM document's script that hands it each
+# The resident agent of an instance (spotrun.agent.resident_server) and the SSM document's script that hands it each
 # command: its runtime directory (tmpfs, root only), the inbox in it where each command URI arrives as a file,
 # its pid file ("<pid> <start time>"), and the log every agent process of the instance appends to.
 AGENT_RUN_DIR = "/run/spotrun"

@@ -11,10 +11,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from spotrun.aws.adapters import job_store
-from spotrun.cli.summary import capacity_wait_text
-from spotrun.local.chaos_plan import plan_interruptions
+from spotrun.cli.display.summary import capacity_wait_text
+from spotrun.local.chaos.plan import plan_interruptions
 from spotrun.local.demo import drop_manifest, wait_for_job
-from spotrun.model.job import JobStatus, utc_now
+from spotrun.model.job.record import JobStatus, utc_now
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest, read_archived, run_with_chaos
 
 JOBS = 3

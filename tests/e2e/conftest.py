@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from spotrun.local.chaos_plan import InterruptionSchedule
+from spotrun.local.chaos.injector import Injector
+from spotrun.local.chaos.plan import InterruptionSchedule
 from spotrun.local.demo import (
     EXAMPLE_DIR,
     drop_manifest,
@@ -19,9 +20,8 @@ from spotrun.local.demo import (
     upload_example,
     wait_for_job,
 )
-from spotrun.local.injector import Injector
 from spotrun.local.runtime import LocalRuntime
-from spotrun.model.job import Job
+from spotrun.model.job.record import Job
 from spotrun.shape import REPO_ROOT
 
 E2E_TIME_SCALE = 0.02

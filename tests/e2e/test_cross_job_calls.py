@@ -16,7 +16,7 @@ import re
 
 from spotrun.aws.adapters import job_store
 from spotrun.local.demo import EXAMPLE_PREFIX, drop_manifest, wait_for_job
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from spotrun.model.layout import agent_command_key, log_group, log_stream, output_prefix
 from tests.e2e.conftest import sha256
 from tests.e2e.test_isolation import (

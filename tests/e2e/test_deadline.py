@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
+from spotrun.local.capacity.trace_pools import TracePools
 from spotrun.local.demo import drop_manifest, wait_for_job
-from spotrun.local.trace_pools import TracePools
-from spotrun.model.attempt import INTERRUPTION_REASONS
-from spotrun.model.deadline import Running
-from spotrun.model.deadline_job import ASSUMED, POLICY, job_state
-from spotrun.model.job import Job, JobStatus
-from spotrun.model.simulation import (
+from spotrun.model.deadline.state import Running
+from spotrun.model.deadline.stored_job import ASSUMED, POLICY, job_state
+from spotrun.model.job.attempt import INTERRUPTION_REASONS
+from spotrun.model.job.record import Job, JobStatus
+from spotrun.model.simulation.replay import (
     Replay,
     RunResult,
     SimJob,
@@ -20,7 +20,7 @@ from spotrun.model.simulation import (
     replayed_restart_hours,
     sim_job_from_state,
 )
-from spotrun.model.traces import parse_trace
+from spotrun.model.simulation.traces import parse_trace
 from tests.e2e.conftest import E2E_TIME_SCALE, assert_nothing_left_running, example_manifest
 
 # The emulator runs at 0.02: the policy's assumed 6-minute start is 7.2 s, its safety margin 38 s. The job
@@ -106,9 +106,10 @@ def replace_restart(restart_hours: float) -> SimJob:
     return SimJob(1.0, 2.0, restart_hours, 0.01, 1.0, 3.0)
 
 
-# A handler stamps everything it records with the time its call began (spotrun.control.instances.acquire_instance's
-# `now`), while the fleet answer that decides spot or wait comes later in the call: under the suite's load an
-# acquire call lasts up to about a second, so a decision stamped that much before a tick's start was made on it.
+# A handler stamps everything it records with the time its call began
+# (spotrun.control.capacity.acquire.acquire_instance's `now`), while the fleet answer that decides spot or
+# wait comes later in the call: under the suite's load an acquire call lasts up to about a second, so a
+# decision stamped that much before a tick's start was made on it.
 CALL_SECONDS = 1.0
 
 

@@ -7,7 +7,7 @@ notice, and the workflow's next attempt runs on that instance from the checkpoin
 
 from __future__ import annotations
 
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest
 from tests.e2e.test_deadline import (
     DEADLINE,
@@ -20,7 +20,7 @@ from tests.e2e.test_deadline import (
 
 # Work in steps: the policy knows it only once the job has trained a while (12 s at the emulator's scale, longer
 # than this job's 300 steps), and until then it runs on spot while over half the time to the deadline is left,
-# on on-demand when spot cannot be had (spotrun.model.deadline_work.decide_without_estimate).
+# on on-demand when spot cannot be had (spotrun.model.deadline.work.decide_without_estimate).
 STEPS = 300
 STAMP_LEEWAY_S = 1.0  # how long before its EC2 call a function may stamp a decision
 WORK_HOURS = 0.006  # what those steps take with their saves (as tests/e2e/test_deadline.py's job), in hours

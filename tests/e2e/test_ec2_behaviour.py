@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from spotrun.local.demo import EXAMPLE_DIR, drop_manifest, wait_for_job
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from tests.e2e.conftest import example_manifest
 
 JOB_TIMEOUT = 180

@@ -14,7 +14,7 @@ import pytest
 from spotrun.local.demo import local_runtime
 from spotrun.local.runtime import LocalRuntime
 from spotrun.model import layout
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from spotrun.shape import REPO_ROOT
 from tests.e2e.conftest import E2E_TIME_SCALE, assert_nothing_left_running, read_archived, run_with_chaos
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spotrun.local.chaos_plan import plan_interruptions
-from spotrun.model.job import JobStatus
+from spotrun.local.chaos.plan import plan_interruptions
+from spotrun.model.job.record import JobStatus
 from tests.e2e.conftest import (
     assert_nothing_left_running,
     example_manifest,

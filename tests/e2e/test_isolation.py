@@ -8,7 +8,7 @@ import time
 
 from spotrun.aws.adapters import job_store
 from spotrun.local.demo import EXAMPLE_PREFIX, drop_manifest, wait_for_job
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from spotrun.model.layout import agent_command_key, checkpoints_prefix, log_key
 from tests.e2e.conftest import example_manifest, sha256
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from spotrun.agent import checkpoints
+from spotrun.agent import checkpoint_store
 from spotrun.local.demo import drop_manifest, wait_for_job
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest
 
 PRICE = 0.2  # USD/h, every g4dn.xlarge pool: 60 s (EC2's billing minimum) cost 0.0033 USD
@@ -63,7 +63,7 @@ def test_a_job_stops_at_its_budget_with_its_checkpoint_committed_and_its_instanc
     # and it trained past the 60-second billing minimum less the margin: the stop came from the budget
     assert job.limits.training_seconds > 30
     # and the checkpoint taken on the stop is committed, ready for a resumed run
-    committed = checkpoints.latest_committed(
+    committed = checkpoint_store.latest_committed(
         runtime.client("s3"), runtime.settings.jobs_bucket, submitted.job_id
     )
     assert committed is not None

@@ -6,13 +6,13 @@ import re
 import threading
 import time
 
-from spotrun.agent.log_shipper import DEFAULT_INTERVAL_SECONDS
+from spotrun.agent.supervision.log_shipper import DEFAULT_INTERVAL_SECONDS
 from spotrun.cli.client import ApiError, SpotrunClient
 from spotrun.cli.logs import LogFollower, follow
-from spotrun.local.chaos_plan import InterruptionSchedule
+from spotrun.local.chaos.injector import Injector
+from spotrun.local.chaos.plan import InterruptionSchedule
 from spotrun.local.demo import drop_manifest, job_progress, wait_for_job
-from spotrun.local.injector import Injector
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from spotrun.model.layout import log_key
 from tests.e2e.conftest import example_manifest
 from tests.sigv4 import local_client

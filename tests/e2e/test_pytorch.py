@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from spotrun.shape import REPO_ROOT
 from tests.e2e.conftest import assert_nothing_left_running, read_archived, run_with_chaos, sha256
 

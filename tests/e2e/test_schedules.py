@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from spotrun.local.demo import wait_for_job
-from spotrun.model.job import JobStatus
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.job.record import JobStatus
+from spotrun.model.manifest.parse import parse_manifest_text
 from tests.e2e.conftest import example_manifest
 from tests.integration.api_client import call
 from tests.integration.conftest import FakeLambdaContext

@@ -20,7 +20,7 @@ from spotrun.aws.adapters import job_store
 from spotrun.local.demo import drop_manifest, wait_for_job
 from spotrun.local.runtime import LocalRuntime
 from spotrun.model import layout
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest
 from tests.sigv4 import signed_request
 

@@ -6,7 +6,7 @@ import json
 import urllib.request
 
 from spotrun.local.demo import drop_manifest, wait_for_job
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from tests.e2e.conftest import assert_nothing_left_running, example_manifest
 from tests.sigv4 import signed_request
 

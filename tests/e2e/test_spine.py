@@ -6,7 +6,7 @@ import json
 import time
 
 from spotrun.local.demo import EXAMPLE_DIR, drop_manifest, wait_for_job
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from tests.e2e.conftest import example_manifest, instance_state, read_archived, sha256
 
 JOB_TIMEOUT = 180

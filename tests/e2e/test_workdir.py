@@ -21,7 +21,7 @@ import yaml
 from typer.testing import CliRunner
 
 from spotrun.cli.app import app
-from spotrun.local.control_state import LocalState, read_state
+from spotrun.local.control_client import LocalState, read_state
 from spotrun.local.demo import EXAMPLE_DIR
 from spotrun.shape import REPO_ROOT
 

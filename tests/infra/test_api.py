@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from infra.constructs.api import THROTTLE_BURST, THROTTLE_RATE
-from spotrun.model.api_paths import AGENT_ROUTES_PREFIX
+from spotrun.model.agent_protocol.api_paths import AGENT_ROUTES_PREFIX
 from spotrun.shape import SHAPE
 from tests.infra.conftest import Synthesized, get_att
 from tests.infra.test_storage_and_network import actions_of, statements_of

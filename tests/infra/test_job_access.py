@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from spotrun.model.job_access import SESSION_SECONDS, job_session_policy
+from spotrun.model.agent_protocol.session_policy import SESSION_SECONDS, job_session_policy
 from spotrun.model.layout import agent_command_key, commit_marker_key, log_key
-from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest.schema import JobManifest
 from tests.infra.conftest import Synthesized, get_att
 from tests.infra.policy_eval import allowed, allowed_by_all, role_statements
 from tests.infra.test_agent_reports import function_role

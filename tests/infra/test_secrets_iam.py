@@ -13,8 +13,8 @@ import pytest
 
 from infra.app import build_app
 from infra.options import OptionError, StackOptions
-from spotrun.model.job_access import job_session_policy
-from spotrun.model.manifest import JobManifest
+from spotrun.model.agent_protocol.session_policy import job_session_policy
+from spotrun.model.manifest.schema import JobManifest
 from tests.infra.conftest import Synthesized
 from tests.infra.policy_eval import allowed, allowed_by_all, role_statements
 

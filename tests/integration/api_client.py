@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from functions.api import app as api
-from spotrun.local.api_gateway import rest_event
+from spotrun.local.api.gateway import rest_event
 
 TINY = {"name": "tiny", "training": {"command": ["python", "train.py"]}}
 

@@ -19,11 +19,11 @@ import pytest
 from moto import mock_aws
 
 from functions.runtime import reset
-from spotrun.agent import integrity
+from spotrun.agent.transfer import integrity
 from spotrun.aws.adapters import job_store
 from spotrun.aws.settings import Settings
-from spotrun.model.job import ManifestSource, new_job, utc_now
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.job.record import ManifestSource, new_job, utc_now
+from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.shape import SHAPE
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"

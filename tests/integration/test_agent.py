@@ -11,15 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spotrun.agent import checkpoints
+from spotrun.agent import checkpoint_store
 from spotrun.agent.context import StepContext
 from spotrun.agent.imds import ImdsClient
-from spotrun.agent.notices import ImdsNotices, NoticeWatcher
 from spotrun.agent.reporter import RecordingReporter
-from spotrun.agent.runner import EXIT_ABANDONED, EXIT_REPORTED, execute
+from spotrun.agent.step_runner import EXIT_ABANDONED, EXIT_REPORTED, execute
+from spotrun.agent.supervision.spot_notices import ImdsNotices, NoticeWatcher
 from spotrun.model import layout
-from spotrun.model.command import AgentCommand, FailureCause
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.agent_protocol.command import AgentCommand, FailureCause
+from spotrun.model.manifest.parse import parse_manifest_document
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.conftest import EXAMPLE, REPO  # noqa: F401 - the other agent tests import REPO from here
 
@@ -119,7 +119,7 @@ def test_stage_copies_inputs_and_code_and_restores_the_latest_checkpoint(s3, tmp
     # Given data, code, a single-object input, and a committed checkpoint of the job
     upload_example(s3, example_data)
     s3.put_object(Bucket=BUCKET, Key="ex/extra/labels.csv", Body=b"a,b\n")
-    checkpoints.upload_checkpoint(
+    checkpoint_store.upload_checkpoint(
         s3, BUCKET, "j-000000000001", 100, write_checkpoint(tmp_path / "old", 100, b"w")
     )
     document = manifest()
@@ -196,7 +196,7 @@ def test_train_runs_the_example_uploads_checkpoints_and_reports_the_model(
     # and the checkpoints were committed as they appeared, pruned to keep_last (2). Each sync uploads the newest
     # complete checkpoint only (agent/sync.py), so which earlier step survives beside 300 depends on the timing.
     assert result["last_checkpoint_step"] == 300
-    remaining = checkpoints.list_checkpoints(s3, BUCKET, "j-000000000001")
+    remaining = checkpoint_store.list_checkpoints(s3, BUCKET, "j-000000000001")
     assert [c.committed for c in remaining] == [True, True]
     assert remaining[-1].step == 300
     assert remaining[0].step in range(50, 300, 50)
@@ -294,7 +294,7 @@ def test_a_spot_notice_commits_the_final_checkpoint_and_the_next_attempt_resumes
     assert cause.checkpoint_step is not None
     assert 50 <= cause.checkpoint_step < 300
     assert cause.checkpoint == layout.checkpoint_prefix("j-000000000001", cause.checkpoint_step)
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
+    latest = checkpoint_store.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert latest.step == cause.checkpoint_step
     assert cause.log_tail is not None

@@ -15,12 +15,12 @@ import boto3
 import pytest
 from botocore.credentials import Credentials
 
-from spotrun.agent import checkpoints
+from spotrun.agent import checkpoint_store
 from spotrun.agent.imds import ImdsClient
 from spotrun.agent.reporter import ApiReporter, ReportError, TaskAbandonedError
-from spotrun.agent.runner import EXIT_REPORTED
+from spotrun.agent.step_runner import EXIT_REPORTED
 from spotrun.model import layout
-from spotrun.model.command import FailureCause
+from spotrun.model.agent_protocol.command import FailureCause
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.report_sink import ReportSink
 from tests.integration.test_agent import (
@@ -168,13 +168,13 @@ def test_the_command_line_runs_steps_from_s3_and_treats_its_own_sigterm_as_an_in
         trainer = agent("train")
         deadline = time.monotonic() + 30
         while (
-            checkpoints.latest_committed(client, BUCKET, "j-000000000001") is None
+            checkpoint_store.latest_committed(client, BUCKET, "j-000000000001") is None
             and time.monotonic() < deadline
         ):
             time.sleep(0.05)
         trainer.send_signal(signal.SIGTERM)
         _train_out, train_err = trainer.communicate(timeout=60)
-        latest = checkpoints.latest_committed(client, BUCKET, "j-000000000001")
+        latest = checkpoint_store.latest_committed(client, BUCKET, "j-000000000001")
     finally:
         server.stop()
         sink.__exit__()

@@ -14,7 +14,7 @@ import spotrun.agent.__main__ as agent_main
 # as the CRT collects a small object's body), handed to other threads that read a piece of each and free it.
 CHURN = """
 import json, queue, resource, sys, threading
-from spotrun.agent.allocator import keep_transfer_buffers
+from spotrun.agent.transfer.allocator import keep_transfer_buffers
 tuned = keep_transfer_buffers() if sys.argv[1] == "tuned" else None
 bodies = queue.Queue(maxsize=64)
 def receive():

@@ -6,19 +6,19 @@ import json
 
 import pytest
 
-from spotrun.agent import checkpoints
-from spotrun.agent.staging import StageItem, StagingError, download_verified
+from spotrun.agent import checkpoint_store
+from spotrun.agent.transfer.download import StageItem, StagingError, download_verified
 from spotrun.model import layout
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.test_agent import write_checkpoint
 
 
-def restore_latest(s3, bucket: str, job_id: str, directory) -> checkpoints.RestoredCheckpoint | None:
+def restore_latest(s3, bucket: str, job_id: str, directory) -> checkpoint_store.RestoredCheckpoint | None:
     """The latest committed checkpoint of a job restored into ``directory`` (None: it has none)."""
-    latest = checkpoints.latest_committed(s3, bucket, job_id)
+    latest = checkpoint_store.latest_committed(s3, bucket, job_id)
     if latest is None:
         return None
-    return checkpoints.download_checkpoint(s3, bucket, job_id, latest.step, directory)
+    return checkpoint_store.download_checkpoint(s3, bucket, job_id, latest.step, directory)
 
 
 def test_objects_uploaded_with_sha256_are_staged_against_that_checksum(s3, tmp_path):
@@ -40,39 +40,43 @@ def test_checkpoints_are_committed_listed_pruned_and_restored(s3, tmp_path):
     # Given four local checkpoints uploaded in turn, pruning to the newest two
     for step in (50, 100, 150, 200):
         local = write_checkpoint(tmp_path / "local", step, f"weights-{step}".encode())
-        checkpoints.upload_checkpoint(s3, BUCKET, "j-000000000001", step, local, attempt=2)
-        checkpoints.prune_checkpoints(s3, BUCKET, "j-000000000001", keep_last=2)
+        checkpoint_store.upload_checkpoint(s3, BUCKET, "j-000000000001", step, local, attempt=2)
+        checkpoint_store.prune_checkpoints(s3, BUCKET, "j-000000000001", keep_last=2)
 
     # When the latest is looked up and restored on another machine
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
+    latest = checkpoint_store.latest_committed(s3, BUCKET, "j-000000000001")
     restored = restore_latest(s3, BUCKET, "j-000000000001", tmp_path / "restore")
 
     # Then only the newest two remain, and the restore is the committed content
-    assert [(c.step, c.committed) for c in checkpoints.list_checkpoints(s3, BUCKET, "j-000000000001")] == [
+    assert [
+        (c.step, c.committed) for c in checkpoint_store.list_checkpoints(s3, BUCKET, "j-000000000001")
+    ] == [
         (150, True),
         (200, True),
     ]
-    assert latest == checkpoints.CommittedCheckpoint(
+    assert latest == checkpoint_store.CommittedCheckpoint(
         200, "jobs/j-000000000001/checkpoints/step-000000000200/"
     )
     assert restored is not None
     assert restored.path == tmp_path / "restore" / "step-000000000200"
     assert (restored.path / "weights.bin").read_bytes() == b"weights-200"
     assert json.loads((restored.path / "sub" / "meta.json").read_text()) == {"step": 200}
-    marker = checkpoints.read_marker(s3, BUCKET, "j-000000000001", 200)
+    marker = checkpoint_store.read_marker(s3, BUCKET, "j-000000000001", 200)
     assert marker.attempt == 2
     assert [f.path for f in marker.files] == ["sub/meta.json", "weights.bin"]
 
 
 def test_a_checkpoint_without_its_marker_is_never_the_latest(s3, tmp_path):
     # Given a committed step 50, and step 100 whose upload died before the marker
-    checkpoints.upload_checkpoint(s3, BUCKET, "j-000000000001", 50, write_checkpoint(tmp_path, 50, b"fifty"))
+    checkpoint_store.upload_checkpoint(
+        s3, BUCKET, "j-000000000001", 50, write_checkpoint(tmp_path, 50, b"fifty")
+    )
     s3.put_object(
         Bucket=BUCKET, Key=layout.checkpoint_prefix("j-000000000001", 100) + "weights.bin", Body=b"half"
     )
 
     # When the latest is looked up and restored
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
+    latest = checkpoint_store.latest_committed(s3, BUCKET, "j-000000000001")
     restored = restore_latest(s3, BUCKET, "j-000000000001", tmp_path / "restore")
 
     # Then step 100 is ignored
@@ -84,7 +88,7 @@ def test_a_checkpoint_without_its_marker_is_never_the_latest(s3, tmp_path):
 
 def test_uploading_a_committed_step_again_replaces_it_as_a_whole(s3, tmp_path):
     # Given step 50 committed with two files
-    checkpoints.upload_checkpoint(
+    checkpoint_store.upload_checkpoint(
         s3, BUCKET, "j-000000000001", 50, write_checkpoint(tmp_path / "a", 50, b"first")
     )
 
@@ -92,10 +96,10 @@ def test_uploading_a_committed_step_again_replaces_it_as_a_whole(s3, tmp_path):
     again = tmp_path / "b" / layout.checkpoint_name(50)
     again.mkdir(parents=True)
     (again / "weights.bin").write_bytes(b"second")
-    checkpoints.upload_checkpoint(s3, BUCKET, "j-000000000001", 50, again)
+    checkpoint_store.upload_checkpoint(s3, BUCKET, "j-000000000001", 50, again)
 
     # Then a restore gets exactly the new files (the old extra object is not part of the checkpoint)
-    restored = checkpoints.download_checkpoint(s3, BUCKET, "j-000000000001", 50, tmp_path / "restore")
+    restored = checkpoint_store.download_checkpoint(s3, BUCKET, "j-000000000001", 50, tmp_path / "restore")
     assert sorted(p.name for p in restored.path.rglob("*")) == ["weights.bin"]
     assert (restored.path / "weights.bin").read_bytes() == b"second"
 
@@ -105,18 +109,20 @@ def test_a_checkpoint_deleted_before_its_upload_is_not_committed(s3, tmp_path):
     gone = tmp_path / layout.checkpoint_name(50)
 
     # When / Then
-    with pytest.raises(checkpoints.CheckpointVanishedError):
-        checkpoints.upload_checkpoint(s3, BUCKET, "j-000000000001", 50, gone)
-    assert checkpoints.latest_committed(s3, BUCKET, "j-000000000001") is None
+    with pytest.raises(checkpoint_store.CheckpointVanishedError):
+        checkpoint_store.upload_checkpoint(s3, BUCKET, "j-000000000001", 50, gone)
+    assert checkpoint_store.latest_committed(s3, BUCKET, "j-000000000001") is None
 
 
 def test_a_restore_refuses_an_object_changed_after_its_commit(s3, tmp_path):
     # Given a committed checkpoint whose file was later overwritten in S3 (with a valid S3 checksum)
-    checkpoints.upload_checkpoint(s3, BUCKET, "j-000000000001", 50, write_checkpoint(tmp_path, 50, b"fifty"))
+    checkpoint_store.upload_checkpoint(
+        s3, BUCKET, "j-000000000001", 50, write_checkpoint(tmp_path, 50, b"fifty")
+    )
     key = layout.checkpoint_prefix("j-000000000001", 50) + "weights.bin"
     s3.put_object(Bucket=BUCKET, Key=key, Body=b"fiftx", ChecksumAlgorithm="SHA256")
 
     # When / Then the marker's digest catches it, and nothing half-restored is left
     with pytest.raises(StagingError, match="expected digest"):
-        checkpoints.download_checkpoint(s3, BUCKET, "j-000000000001", 50, tmp_path / "restore")
+        checkpoint_store.download_checkpoint(s3, BUCKET, "j-000000000001", 50, tmp_path / "restore")
     assert list((tmp_path / "restore").iterdir()) == []

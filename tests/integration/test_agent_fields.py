@@ -13,10 +13,10 @@ import threading
 import time
 from typing import Any
 
-from spotrun.agent import checkpoints
+from spotrun.agent import checkpoint_store
 from spotrun.agent.imds import ImdsClient
-from spotrun.agent.notices import ImdsNotices, NoticeWatcher
-from spotrun.agent.runner import EXIT_REPORTED, execute
+from spotrun.agent.step_runner import EXIT_REPORTED, execute
+from spotrun.agent.supervision.spot_notices import ImdsNotices, NoticeWatcher
 from spotrun.model import layout
 from tests.integration.test_agent import (
     BUCKET,
@@ -110,7 +110,7 @@ def test_a_spot_notice_sends_the_manifests_checkpoint_signal(s3, tmp_path, imds)
     assert status == EXIT_REPORTED
     assert error == "Spot.Interrupted"
     assert cause.checkpoint_step == 5
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
+    latest = checkpoint_store.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert latest.step == 5
 

@@ -17,14 +17,14 @@ from typing import Any
 import boto3
 import pytest
 
-from spotrun.agent import checkpoints
-from spotrun.agent.gpu import CloudWatchMetrics
+from spotrun.agent import checkpoint_store
 from spotrun.agent.imds import ImdsClient
-from spotrun.agent.notices import ImdsNotices, NoticeWatcher
-from spotrun.agent.notify import NOTICE_SIGNAL, NOTICE_SOURCE
-from spotrun.agent.runner import EXIT_REPORTED, execute, forward_notice
+from spotrun.agent.step_runner import EXIT_REPORTED, execute, forward_notice
+from spotrun.agent.supervision.gpu import CloudWatchMetrics
+from spotrun.agent.supervision.notice_relay import NOTICE_SIGNAL, NOTICE_SOURCE
+from spotrun.agent.supervision.spot_notices import ImdsNotices, NoticeWatcher
 from spotrun.model import layout
-from spotrun.model.command import FailureCause
+from spotrun.model.agent_protocol.command import FailureCause
 from tests.integration.test_agent import (
     BUCKET,
     EXAMPLE,
@@ -105,7 +105,7 @@ def test_a_notice_through_ssm_checkpoints_and_reports_the_step_reached(s3, tmp_p
     assert cause.checkpoint_step is not None
     assert 50 <= cause.checkpoint_step < 300
     assert cause.checkpoint == layout.checkpoint_prefix("j-000000000001", cause.checkpoint_step)
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
+    latest = checkpoint_store.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert latest.step == cause.checkpoint_step
     # and the step reached, which the checkpoint taken on the signal holds, in the cause and in S3
@@ -209,7 +209,7 @@ def test_a_failed_run_reports_the_last_step_it_reached(s3, tmp_path):
 
 def test_a_checkpoint_cut_before_its_commit_marker_is_never_restored_by_staging(s3, tmp_path, staged):
     # Given step 50 committed, and step 100 whose every file went up but the instance died before the marker
-    checkpoints.upload_checkpoint(
+    checkpoint_store.upload_checkpoint(
         s3, BUCKET, "j-000000000001", 50, write_checkpoint(tmp_path / "a", 50, b"fifty")
     )
 
@@ -223,7 +223,7 @@ def test_a_checkpoint_cut_before_its_commit_marker_is_never_restored_by_staging(
             return s3.put_object(**kwargs)
 
     with pytest.raises(ConnectionError):
-        checkpoints.upload_checkpoint(
+        checkpoint_store.upload_checkpoint(
             DiesBeforeTheMarker(),
             BUCKET,
             "j-000000000001",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.agent import checkpoints
-from spotrun.agent.runner import EXIT_REPORTED, execute
+from spotrun.agent import checkpoint_store
+from spotrun.agent.step_runner import EXIT_REPORTED, execute
 from spotrun.model import layout
 from tests.integration.test_agent import (
     BUCKET,
@@ -61,7 +61,7 @@ def test_the_budget_deadline_checkpoints_and_reports_budget_exceeded(s3, tmp_pat
     assert "budget.max_usd" in cause.message
     assert cause.checkpoint_step is not None
     assert 0 < cause.checkpoint_step < 500
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
+    latest = checkpoint_store.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert latest.step == cause.checkpoint_step
     assert cause.checkpoint == layout.checkpoint_prefix("j-000000000001", cause.checkpoint_step)
@@ -84,7 +84,7 @@ def test_the_remaining_runtime_allowance_checkpoints_and_reports_max_runtime_exc
     assert error == "Training.MaxRuntimeExceeded"
     assert cause.checkpoint_step is not None
     assert 0 < cause.checkpoint_step < 500
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
+    latest = checkpoint_store.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert latest.step == cause.checkpoint_step
 
@@ -101,7 +101,7 @@ def test_a_job_resumed_from_one_stopped_at_its_limit_starts_from_its_committed_c
         stop_at=datetime.now(UTC) + timedelta(seconds=3),
     )
     execute(stopped, context(s3, nvme))
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
+    latest = checkpoint_store.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     # When a new job j-000000000002 naming it in training.resume_from is staged on another instance
     ctx = context(s3, tmp_path / "other-nvme")

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from spotrun.agent import checkpoints
+from spotrun.agent import checkpoint_store
 from spotrun.agent.links import LinkError
-from spotrun.agent.outputs import OutputLinkError, log_tail, upload_log, upload_outputs
-from spotrun.agent.runner import EXIT_REPORTED, execute
-from spotrun.agent.staging import LinkStagingError
-from spotrun.agent.sync import CheckpointSyncer
+from spotrun.agent.step_runner import EXIT_REPORTED, execute
+from spotrun.agent.steps.final_outputs import OutputLinkError, log_tail, upload_log, upload_outputs
+from spotrun.agent.supervision.checkpoint_sync import CheckpointSyncer
+from spotrun.agent.transfer.download import LinkStagingError
 from spotrun.model import layout
 from tests.integration.test_agent import (
     BUCKET,
@@ -93,8 +93,8 @@ def test_a_checkpoint_holding_a_linked_file_is_refused_whole(s3, tmp_path):
 
     # When / Then: no file of it and no commit marker is written
     with pytest.raises(LinkError, match=r"optimizer\.bin is a symbolic link"):
-        checkpoints.upload_checkpoint(s3, BUCKET, JOB, 50, directory)
-    assert checkpoints.latest_committed(s3, BUCKET, JOB) is None
+        checkpoint_store.upload_checkpoint(s3, BUCKET, JOB, 50, directory)
+    assert checkpoint_store.latest_committed(s3, BUCKET, JOB) is None
     assert MARKER not in bucket_bytes(s3)
 
 
@@ -110,7 +110,7 @@ def test_the_checkpoint_sync_refuses_a_linked_checkpoint_once_and_keeps_the_last
     (local / layout.checkpoint_name(100)).symlink_to(tmp_path / "outside")
 
     # When it syncs twice
-    with caplog.at_level(logging.ERROR, logger="spotrun.agent.sync"):
+    with caplog.at_level(logging.ERROR, logger="spotrun.agent.supervision.checkpoint_sync"):
         first, second = syncer.sync(), syncer.sync()
 
     # Then step 100 is refused once, with the link named, and step 50 stays the checkpoint to resume
@@ -119,7 +119,7 @@ def test_the_checkpoint_sync_refuses_a_linked_checkpoint_once_and_keeps_the_last
     refusals = [record.getMessage() for record in caplog.records if "refused" in record.getMessage()]
     assert len(refusals) == 1
     assert "is a symbolic link" in refusals[0]
-    latest = checkpoints.latest_committed(s3, BUCKET, JOB)
+    latest = checkpoint_store.latest_committed(s3, BUCKET, JOB)
     assert latest is not None
     assert latest.step == 50
     assert MARKER not in bucket_bytes(s3)
@@ -132,7 +132,7 @@ def test_a_log_replaced_by_a_link_is_skipped_and_has_no_tail(s3, tmp_path, caplo
     log.symlink_to(secret_file(tmp_path))
 
     # When
-    with caplog.at_level(logging.WARNING, logger="spotrun.agent.outputs"):
+    with caplog.at_level(logging.WARNING, logger="spotrun.agent.steps.final_outputs"):
         key = upload_log(s3, BUCKET, JOB, 1, log)
 
     # Then nothing is uploaded, the warning names the link, and no tail of it travels in a failure cause
@@ -197,7 +197,7 @@ def test_a_single_object_into_a_linked_directory_destination_is_refused(s3, tmp_
 
 def test_a_restore_replaces_a_link_at_the_checkpoints_name_instead_of_trusting_it(s3, tmp_path):
     # Given a committed step 100 in S3, and a local "step 100" that is a link to a directory outside
-    checkpoints.upload_checkpoint(s3, BUCKET, JOB, 100, write_checkpoint(tmp_path / "old", 100, b"w"))
+    checkpoint_store.upload_checkpoint(s3, BUCKET, JOB, 100, write_checkpoint(tmp_path / "old", 100, b"w"))
     job = layout.NvmeLayout(tmp_path / "nvme", JOB)
     job.create()
     outside = tmp_path / "outside"
@@ -288,12 +288,12 @@ def test_the_runtime_copy_refuses_a_linked_package_directory(s3, tmp_path):
 
 def test_a_restore_into_a_checkpoint_directory_that_is_a_link_is_refused(s3, tmp_path):
     # Given a committed checkpoint, and a local checkpoint directory that is a link to a directory outside
-    checkpoints.upload_checkpoint(s3, BUCKET, JOB, 100, write_checkpoint(tmp_path / "old", 100, b"w"))
+    checkpoint_store.upload_checkpoint(s3, BUCKET, JOB, 100, write_checkpoint(tmp_path / "old", 100, b"w"))
     outside = tmp_path / "outside"
     outside.mkdir()
     (tmp_path / "checkpoints").symlink_to(outside)
 
     # When / Then
     with pytest.raises(LinkStagingError, match="checkpoints is a symbolic link"):
-        checkpoints.download_checkpoint(s3, BUCKET, JOB, 100, tmp_path / "checkpoints")
+        checkpoint_store.download_checkpoint(s3, BUCKET, JOB, 100, tmp_path / "checkpoints")
     assert list(outside.iterdir()) == []

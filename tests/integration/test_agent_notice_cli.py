@@ -15,8 +15,8 @@ from typing import Any
 import boto3
 import pytest
 
-from spotrun.agent import checkpoints
-from spotrun.agent.runner import EXIT_REPORTED
+from spotrun.agent import checkpoint_store
+from spotrun.agent.step_runner import EXIT_REPORTED
 from spotrun.model import layout
 from tests.integration.report_sink import ReportSink
 from tests.integration.test_agent import BUCKET, EXAMPLE, REGION, REPO, TOKEN, command, manifest
@@ -108,7 +108,7 @@ def test_a_notice_command_interrupts_the_train_agent_and_exits_at_once(instance,
     sink.__exit__()
     assert sink.kinds()[-1] == "failure"
     assert sink.posts[-1][1]["error"] == "Spot.Interrupted"
-    latest = checkpoints.latest_committed(s3, BUCKET, "j-000000000001")
+    latest = checkpoint_store.latest_committed(s3, BUCKET, "j-000000000001")
     assert latest is not None
     assert f"checkpoint step {latest.step} committed" in train_err
     progress = json.loads(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from spotrun.agent.runner import EXIT_BAD_COMMAND
+from spotrun.agent.step_runner import EXIT_BAD_COMMAND
 from tests.integration.test_agent import BUCKET, TOKEN, command, manifest
 from tests.integration.test_agent_notice_cli import agent, instance
 

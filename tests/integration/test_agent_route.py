@@ -28,10 +28,10 @@ from spotrun.agent.reporter import ApiReporter, ReportError, TaskAbandonedError 
 from spotrun.aws.adapters import job_store  # noqa: E402
 from spotrun.local import LocalRuntime  # noqa: E402
 from spotrun.local.iam.roles import INSTANCE_ROLE_NAME  # noqa: E402
-from spotrun.local.imds import ImdsServer, InstanceMetadata, RoleCredentials  # noqa: E402
-from spotrun.model.attempt import Attempt  # noqa: E402
-from spotrun.model.command import StageResult  # noqa: E402
-from spotrun.model.job import Job, JobStatus, ManifestSource  # noqa: E402
+from spotrun.local.instances.imds import ImdsServer, InstanceMetadata, RoleCredentials  # noqa: E402
+from spotrun.model.agent_protocol.command import StageResult  # noqa: E402
+from spotrun.model.job.attempt import Attempt  # noqa: E402
+from spotrun.model.job.record import Job, JobStatus, ManifestSource  # noqa: E402
 
 STAGED = StageResult(files=3, bytes=30, seconds=0.1)
 

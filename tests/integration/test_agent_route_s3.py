@@ -22,13 +22,13 @@ from spotrun.agent.credentials import CredentialsError, JobCredentialsSource  # 
 from spotrun.aws.adapters import job_store  # noqa: E402
 from spotrun.local import LocalRuntime  # noqa: E402
 from spotrun.local.iam.roles import INSTANCE_ROLE_NAME, JOB_ACCESS_ROLE_NAME  # noqa: E402
-from spotrun.local.imds import RoleCredentials  # noqa: E402
-from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH  # noqa: E402
-from spotrun.model.attempt import Attempt  # noqa: E402
-from spotrun.model.job import Job, JobStatus, ManifestSource  # noqa: E402
-from spotrun.model.job_access import SESSION_SECONDS  # noqa: E402
+from spotrun.local.instances.imds import RoleCredentials  # noqa: E402
+from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH  # noqa: E402
+from spotrun.model.agent_protocol.session_policy import SESSION_SECONDS  # noqa: E402
+from spotrun.model.job.attempt import Attempt  # noqa: E402
+from spotrun.model.job.record import Job, JobStatus, ManifestSource  # noqa: E402
 from spotrun.model.layout import agent_command_key, checkpoints_prefix  # noqa: E402
-from spotrun.model.manifest import JobManifest  # noqa: E402
+from spotrun.model.manifest.schema import JobManifest  # noqa: E402
 
 
 def training_job(runtime: LocalRuntime, job_id: str, instance_id: str) -> RoleCredentials:

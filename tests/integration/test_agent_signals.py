@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.agent.notices import Notice
-from spotrun.agent.notify import NOTICE_SIGNAL
-from spotrun.agent.runner import EXIT_REPORTED, execute, forward_notice
-from spotrun.agent.supervisor import TrainingSupervisor
+from spotrun.agent.step_runner import EXIT_REPORTED, execute, forward_notice
+from spotrun.agent.supervision.notice_relay import NOTICE_SIGNAL
+from spotrun.agent.supervision.spot_notices import Notice
+from spotrun.agent.supervision.supervisor import TrainingSupervisor
 from spotrun.model import layout
 from tests.integration.test_agent import BUCKET, command, context, failure_of
 

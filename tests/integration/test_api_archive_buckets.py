@@ -8,7 +8,7 @@ import pytest
 
 from spotrun.aws.adapters import job_store
 from spotrun.control.store import update_job
-from spotrun.model.job import ArchivedObject
+from spotrun.model.job.record import ArchivedObject
 from tests.integration.api_client import TINY, call
 
 TEAM = "team-models"

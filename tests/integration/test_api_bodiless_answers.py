@@ -6,7 +6,7 @@ import json
 
 from functions.api import app as api
 from functions.api.openapi import OPENAPI_FILE
-from spotrun.local.api_gateway import rest_event
+from spotrun.local.api.gateway import rest_event
 from tests.integration.api_client import TINY, call
 
 SCHEDULE = {**TINY, "name": "nightly", "schedule": {"expression": "cron(0 3 ? * MON-FRI *)"}}

@@ -7,8 +7,8 @@ import pytest
 
 from spotrun.aws.adapters import job_store
 from spotrun.control.store import update_job
-from spotrun.model.attempt import Attempt
-from spotrun.model.job import ArchivedObject, JobStatus, transition, utc_now
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import ArchivedObject, JobStatus, transition, utc_now
 from spotrun.model.layout import commit_marker_key, log_key
 from tests.integration.api_client import TINY, call
 

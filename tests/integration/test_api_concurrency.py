@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from spotrun.local.api_gateway import ApiServer, ProxyApp
-from spotrun.local.lambda_patch import MAX_ENVIRONMENTS, HandlerRegistry
+from spotrun.local.api.gateway import ApiServer, ProxyApp
+from spotrun.local.patches.lambda_invoke import MAX_ENVIRONMENTS, HandlerRegistry
 from tests.sigv4 import signed_request
 
 REQUESTS = 32

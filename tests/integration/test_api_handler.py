@@ -8,7 +8,7 @@ import boto3
 import pytest
 
 from spotrun.aws.adapters import job_store
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition, utc_now
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition, utc_now
 from tests.integration.api_client import TINY, call
 
 

@@ -23,9 +23,9 @@ from spotrun.cli import attach, target
 from spotrun.cli.app import app
 from spotrun.cli.client import ApiError, SpotrunClient
 from spotrun.control.ports import JobStore
-from spotrun.local.api_gateway import rest_event
-from spotrun.model.attempt import Attempt
-from spotrun.model.job import Job, JobError, JobStatus, transition, utc_now
+from spotrun.local.api.gateway import rest_event
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import Job, JobError, JobStatus, transition, utc_now
 from spotrun.model.layout import log_key
 from tests.integration.api_client import TINY
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import sys
 
-from spotrun.agent.interval import choose_interval
 from spotrun.agent.reporter import RecordingReporter
-from spotrun.agent.runner import EXIT_REPORTED, execute
-from spotrun.agent.sync import CheckpointSyncer
-from spotrun.agent.train import _interval_advisor
+from spotrun.agent.step_runner import EXIT_REPORTED, execute
+from spotrun.agent.steps.train import _interval_advisor
+from spotrun.agent.supervision.checkpoint_sync import CheckpointSyncer
+from spotrun.agent.supervision.interval import choose_interval
 from spotrun.control.agent_reports import AgentReport, HeartbeatReport
 from spotrun.model import layout
-from spotrun.model.attempt import CheckpointIntervalUsed
-from spotrun.model.interruption_rate import PoolRate
+from spotrun.model.job.attempt import CheckpointIntervalUsed
+from spotrun.model.job.interruption_rate import PoolRate
 from tests.integration.report_sink import ReportSink
 from tests.integration.test_agent import BUCKET, command, context, manifest, success_of, write_checkpoint
 from tests.integration.test_agent_adapters import reporter

@@ -22,13 +22,13 @@ from spotrun.aws.adapters import job_store
 from spotrun.cli import jobs as cli_jobs
 from spotrun.cli.app import app
 from spotrun.cli.client import SpotrunClient
-from spotrun.local import ec2_patch
-from spotrun.local.capacity import CapacityModel
-from spotrun.local.catalog import Pool
-from spotrun.local.patches import PatchSet
+from spotrun.local.capacity.catalog import Pool
+from spotrun.local.capacity.pools import CapacityModel
+from spotrun.local.patches import ec2
+from spotrun.local.patches.reversible import PatchSet
 from spotrun.model.errors import CapacityMaxWaitExceeded, CapacityUnavailable
-from spotrun.model.job import JobStatus, ManifestSource, new_job, utc_now
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, utc_now
+from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.model.timing import workflow_timing
 from tests.integration.api_client import call
 
@@ -67,7 +67,7 @@ class _Instances:
 def capacity(deployment) -> Iterator[CapacityModel]:
     model = CapacityModel(POOLS)
     patches = PatchSet()
-    ec2_patch.install(patches, model, _Instances(model), threading.RLock())  # type: ignore[arg-type]
+    ec2.install(patches, model, _Instances(model), threading.RLock())  # type: ignore[arg-type]
     yield model
     patches.undo_all()
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.cli.workdir import packed
+from spotrun.cli.workdir.pack import packed
 from spotrun.shape import REPO_ROOT
 
 EXAMPLES = sorted(path.parent.name for path in (REPO_ROOT / "examples").glob("*/manifest.yaml"))

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from spotrun.cli.app import app
-from spotrun.model.traces import dumps_trace
+from spotrun.model.simulation.traces import dumps_trace
 
 JOB = ["--work-hours", "6", "--deadline-hours", "10", "--starts", "5"]
 

@@ -15,8 +15,8 @@ from moto.server import ThreadedMotoServer
 from functions.runtime import reset
 from spotrun.aws.objects import S3Objects
 from spotrun.control.code_upload import CodeUploadRequest, request_code_upload
-from spotrun.local import s3_upload_patch
-from spotrun.local.patches import PatchSet
+from spotrun.local.patches import s3_integrity
+from spotrun.local.patches.reversible import PatchSet
 from tests.integration.api_client import call
 
 BODY = b"a packed workdir"
@@ -68,7 +68,7 @@ def emulated_s3(monkeypatch) -> Iterator[str]:
     server = ThreadedMotoServer(port=0, verbose=False)
     server.start()
     patches = PatchSet()
-    s3_upload_patch.install(patches)
+    s3_integrity.install(patches)
     endpoint = f"http://127.0.0.1:{server._server.server_port}"  # type: ignore[union-attr]
     for name, value in {
         "AWS_ENDPOINT_URL": endpoint,

@@ -18,12 +18,12 @@ from functions.api import agent_app
 from spotrun.aws.adapters import job_store
 from spotrun.aws.settings import Settings
 from spotrun.control.store import update_job
-from spotrun.local.api_gateway import rest_event
+from spotrun.local.api.gateway import rest_event
 from spotrun.local.server import ACCOUNT_ID
-from spotrun.model.api_paths import AGENT_REPORTS_PATH
-from spotrun.model.job import Job, JobStatus, ManifestSource, new_job, utc_now
-from spotrun.model.manifest import JobManifest
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.agent_protocol.api_paths import AGENT_REPORTS_PATH
+from spotrun.model.job.record import Job, JobStatus, ManifestSource, new_job, utc_now
+from spotrun.model.manifest.parse import parse_manifest_document
+from spotrun.model.manifest.schema import JobManifest
 from spotrun.model.timing import workflow_timing
 from tests.integration.conftest import create_agent_document
 

@@ -16,9 +16,9 @@ import pytest
 from spotrun.aws.adapters import job_store
 from spotrun.aws.settings import Settings
 from spotrun.control.store import update_job
-from spotrun.model.job import Job, JobStatus, utc_now
+from spotrun.model.job.record import Job, JobStatus, utc_now
 from spotrun.model.layout import progress_key
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.manifest.parse import parse_manifest_document
 from tests.integration.test_deadline_heartbeat import JOB, heartbeat, notices, start_on_spot
 
 # 1000 steps due 3 h after submission, no hours given: spot at first (the deadline is far, no estimate yet).

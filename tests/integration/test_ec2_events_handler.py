@@ -5,8 +5,8 @@ import pytest
 
 from functions import acquire, agent_step, ec2_events, interrupted
 from spotrun.aws.adapters import job_store
-from spotrun.model.command import FailureCause
-from spotrun.model.job import JobStatus
+from spotrun.model.agent_protocol.command import FailureCause
+from spotrun.model.job.record import JobStatus
 from tests.integration.conftest import load_event
 from tests.integration.test_workflow_handlers import TIMING
 

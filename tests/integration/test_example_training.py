@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.manifest.parse import parse_manifest_text
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tiny-regression"

@@ -17,9 +17,9 @@ from botocore.credentials import Credentials
 
 from spotrun.agent.credentials import JobCredentialsSource
 from spotrun.local import LocalRuntime
-from spotrun.local.imds import RoleCredentials
-from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH
-from spotrun.model.job_access import SESSION_SECONDS
+from spotrun.local.instances.imds import RoleCredentials
+from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH
+from spotrun.model.agent_protocol.session_policy import SESSION_SECONDS
 from spotrun.model.layout import checkpoints_prefix, log_group, log_stream
 from tests.integration.test_secrets_access import REGION, error_code, training_job
 from tests.integration.test_secrets_access import runtime as runtime  # the module's emulator

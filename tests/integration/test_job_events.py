@@ -7,7 +7,7 @@ import pytest
 from functions.finalize import handler as finalize
 from spotrun.aws.adapters import job_store
 from spotrun.model.errors import ConcurrentUpdate
-from spotrun.model.job import JobStatus, transition, utc_now
+from spotrun.model.job.record import JobStatus, transition, utc_now
 
 REGION = "us-east-1"
 

@@ -11,17 +11,17 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from spotrun.local.api_auth import Callers
+from spotrun.local.api.auth import Callers
 from spotrun.local.clock import utc_now
 from spotrun.local.iam import judge, managed_policies
 from spotrun.local.iam.identities import ADMIN_KEYS, Identities
 from spotrun.local.iam.roles import INSTANCE_ROLE_NAME, instance_role
-from spotrun.local.imds import RoleCredentials
-from spotrun.local.patches import PatchSet
+from spotrun.local.instances.imds import RoleCredentials
+from spotrun.local.patches.reversible import PatchSet
 from spotrun.local.server import ACCOUNT_ID
-from spotrun.model.job_access import ceiling_statements, job_session_policy, serialize
+from spotrun.model.agent_protocol.session_policy import ceiling_statements, job_session_policy, serialize
 from spotrun.model.layout import log_group, log_stream
-from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest.schema import JobManifest
 
 REGION = "us-east-1"
 JOBS = "spotrun-jobs-test"

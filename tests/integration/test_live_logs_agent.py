@@ -6,7 +6,7 @@ import sys
 
 import boto3
 
-from spotrun.agent.runner import EXIT_REPORTED, execute
+from spotrun.agent.step_runner import EXIT_REPORTED, execute
 from spotrun.model import layout
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.conftest import REGION

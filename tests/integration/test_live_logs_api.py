@@ -8,8 +8,8 @@ import boto3
 
 from spotrun.aws.adapters import job_store
 from spotrun.control.store import update_job
-from spotrun.model.attempt import Attempt
-from spotrun.model.job import JobStatus, transition, utc_now
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import JobStatus, transition, utc_now
 from spotrun.model.layout import log_group, log_key, log_stream
 from tests.integration.api_client import TINY, call
 

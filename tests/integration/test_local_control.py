@@ -24,9 +24,9 @@ import fixtures_handlers as handlers  # noqa: E402
 
 from spotrun.cli.app import app  # noqa: E402
 from spotrun.local import LocalRuntime, Pool  # noqa: E402
-from spotrun.local.control import ControlApi, ControlServer  # noqa: E402
-from spotrun.local.control_state import LocalState, write_state  # noqa: E402
-from spotrun.model.job import utc_now  # noqa: E402
+from spotrun.local.control_api import ControlApi, ControlServer  # noqa: E402
+from spotrun.local.control_client import LocalState, write_state  # noqa: E402
+from spotrun.model.job.record import utc_now  # noqa: E402
 
 TIME_SCALE = 0.01
 ZONES = ("us-east-1a", "us-east-1b")

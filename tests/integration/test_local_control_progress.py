@@ -9,10 +9,10 @@ import boto3
 
 from spotrun.aws.adapters import job_store
 from spotrun.aws.settings import Settings
+from spotrun.local.chaos.injector import Progress
 from spotrun.local.demo import job_progress
-from spotrun.local.injector import Progress
-from spotrun.model.attempt import Attempt
-from spotrun.model.job import JobStatus, transition, utc_now
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import JobStatus, transition, utc_now
 from spotrun.model.layout import commit_marker_key, progress_key
 
 

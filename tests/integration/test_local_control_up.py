@@ -17,7 +17,7 @@ import boto3
 from typer.testing import CliRunner
 
 from spotrun.cli.app import app
-from spotrun.local.control_state import LocalState, read_state
+from spotrun.local.control_client import LocalState, read_state
 from spotrun.shape import REPO_ROOT
 from tests.sigv4 import signed_request
 

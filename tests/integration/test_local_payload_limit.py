@@ -19,11 +19,11 @@ if str(HERE) not in sys.path:
 
 import fixtures_handlers as handlers  # noqa: E402
 
-from spotrun.agent.outputs import write_output_list  # noqa: E402
+from spotrun.agent.steps.final_outputs import write_output_list  # noqa: E402
 from spotrun.aws.objects import S3Objects  # noqa: E402
 from spotrun.control.archive import read_output_list  # noqa: E402
 from spotrun.local import LocalRuntime  # noqa: E402
-from spotrun.model.command import OutputObject, TrainResult  # noqa: E402
+from spotrun.model.agent_protocol.command import OutputObject, TrainResult  # noqa: E402
 from spotrun.shape import SHAPE, DeploymentShape, FunctionSpec  # noqa: E402
 
 FILES = 5_000

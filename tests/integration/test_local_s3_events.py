@@ -17,9 +17,9 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from spotrun.local import events_patch
-from spotrun.local.patches import PatchSet
-from spotrun.local.s3_events_patch import Sequencer, later
+from spotrun.local.patches import events
+from spotrun.local.patches.reversible import PatchSet
+from spotrun.local.patches.s3_events import Sequencer, later
 
 BUCKET = "spotrun-events-test"
 CLIENT_ADDRESS = "127.0.0.5"  # a loopback address of its own, so the event's source ip is the caller's
@@ -57,8 +57,8 @@ def emulator() -> Iterator[Emulator]:
     server = ThreadedMotoServer(port=0, verbose=False)
     server.start()
     patches = PatchSet()
-    dispatcher = events_patch.Dispatcher()
-    events_patch.install(patches, dispatcher)
+    dispatcher = events.Dispatcher()
+    events.install(patches, dispatcher)
     emulator = Emulator(f"http://127.0.0.1:{server._server.server_port}")  # type: ignore[union-attr]
     try:
         emulator.s3.create_bucket(Bucket=BUCKET)

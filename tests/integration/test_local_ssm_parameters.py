@@ -24,7 +24,7 @@ if str(HERE) not in sys.path:
 import fixtures_handlers as handlers  # noqa: E402
 
 from spotrun.local import LocalRuntime, Pool  # noqa: E402
-from spotrun.model.agent_document import AGENT_COMMAND_VARIABLE  # noqa: E402
+from spotrun.model.agent_protocol.ssm_document import AGENT_COMMAND_VARIABLE  # noqa: E402
 from spotrun.shape import SHAPE  # noqa: E402
 
 POOLS = [Pool("g5.xlarge", "us-east-1a", spot_price=0.3, capacity=2, boot_delay_seconds=10.0)]

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from spotrun.cli.app import app
-from spotrun.local.control_state import read_state
-from spotrun.model.traces import dumps_trace
+from spotrun.local.control_client import read_state
+from spotrun.model.simulation.traces import dumps_trace
 from spotrun.shape import REPO_ROOT
 from tests.integration.test_local_control_up import launch_spot, local_json, wait_for
 

@@ -18,12 +18,12 @@ import fixtures_handlers as handlers  # noqa: E402
 
 from spotrun.aws.adapters import Ec2Compute  # noqa: E402
 from spotrun.aws.objects import S3Objects  # noqa: E402
-from spotrun.control.instances import launch_instance  # noqa: E402
-from spotrun.control.job_plan import JobPlan  # noqa: E402
-from spotrun.control.plan import plan_job  # noqa: E402
+from spotrun.control.capacity.acquire import launch_instance  # noqa: E402
+from spotrun.control.views.plan import plan_job  # noqa: E402
+from spotrun.control.views.plan_model import JobPlan  # noqa: E402
 from spotrun.local import LocalRuntime, Pool  # noqa: E402
-from spotrun.model.job import ManifestSource, new_job  # noqa: E402
-from spotrun.model.manifest_io import parse_manifest_document  # noqa: E402
+from spotrun.model.job.record import ManifestSource, new_job  # noqa: E402
+from spotrun.model.manifest.parse import parse_manifest_document  # noqa: E402
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 # Spot prices out of the request's order (g4dn before g5, zones by subnet id), so that sorting matters.

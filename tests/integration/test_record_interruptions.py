@@ -9,7 +9,7 @@ import pytest
 
 from functions import acquire, agent_step, ec2_events, interrupted
 from spotrun.aws.adapters import job_store
-from spotrun.model.command import FailureCause, StageResult
+from spotrun.model.agent_protocol.command import FailureCause, StageResult
 from spotrun.model.layout import checkpoint_prefix, commit_marker_key, progress_key
 from tests.integration.conftest import load_event
 from tests.integration.test_workflow_handlers import TIMING

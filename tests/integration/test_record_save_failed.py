@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from rich.console import Console
 
 from functions import ec2_events, interrupted
-from spotrun.cli.summary import final_summary
-from spotrun.model.command import FailureCause
+from spotrun.cli.display.summary import final_summary
+from spotrun.model.agent_protocol.command import FailureCause
 from tests.integration import test_record_interruptions
 from tests.integration.test_record_interruptions import record, resume, warning
 

@@ -13,8 +13,8 @@ from awscrt import checksums
 from moto import mock_aws
 from moto.s3.models import MultipartChecksumBuilder
 
-from spotrun.local import s3_upload_patch
-from spotrun.local.patches import PatchSet
+from spotrun.local.patches import s3_integrity
+from spotrun.local.patches.reversible import PatchSet
 
 BUCKET = "full-object-checksums"
 PARTS = [os.urandom(5 * 1024 * 1024), os.urandom(5 * 1024 * 1024), os.urandom(1024 * 1024 + 7)]
@@ -29,7 +29,7 @@ EXPECTED = {  # computed over the whole object at once, independently of moto an
 @pytest.fixture
 def patched() -> Iterator[None]:
     patches = PatchSet()
-    s3_upload_patch.install(patches)
+    s3_integrity.install(patches)
     yield
     patches.undo_all()
 

@@ -15,10 +15,10 @@ from awscrt import checksums
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from spotrun.agent import upload
-from spotrun.agent.upload import MULTIPART_THRESHOLD, upload_file
-from spotrun.local import s3_upload_patch
-from spotrun.local.patches import PatchSet
+from spotrun.agent.transfer import upload
+from spotrun.agent.transfer.upload import MULTIPART_THRESHOLD, upload_file
+from spotrun.local.patches import s3_integrity
+from spotrun.local.patches.reversible import PatchSet
 
 BUCKET = "put-checksums"
 BODY = os.urandom(70_000)
@@ -41,7 +41,7 @@ def _checksum(algorithm: str, data: bytes) -> str:
 def s3() -> Iterator[Any]:
     """moto's S3 in this process with the emulator's upload patch, and one bucket."""
     patches = PatchSet()
-    s3_upload_patch.install(patches)
+    s3_integrity.install(patches)
     try:
         with mock_aws():
             client = boto3.client("s3", region_name="us-east-1")

@@ -9,7 +9,7 @@ from functions.finalize import handler as finalize
 from functions.scheduled_run import handler as scheduled_run
 from spotrun.aws.adapters import job_store
 from spotrun.control.store import update_job
-from spotrun.model.job import JobStatus, transition, utc_now
+from spotrun.model.job.record import JobStatus, transition, utc_now
 from tests.integration.api_client import TINY, call
 
 REGION = "us-east-1"

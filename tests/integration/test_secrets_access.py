@@ -17,17 +17,17 @@ import pytest
 from botocore.credentials import Credentials
 
 from spotrun.agent.credentials import JobCredentialsSource, job_session
-from spotrun.agent.runner import aws_client
 from spotrun.agent.secrets import SecretReader, SecretsUnavailableError, resolve_secrets
+from spotrun.agent.step_runner import aws_client
 from spotrun.aws.adapters import job_store
 from spotrun.local import LocalRuntime
 from spotrun.local.iam.roles import INSTANCE_ROLE_NAME
-from spotrun.local.imds import RoleCredentials
+from spotrun.local.instances.imds import RoleCredentials
 from spotrun.local.server import ACCOUNT_ID
-from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH
-from spotrun.model.attempt import Attempt
-from spotrun.model.job import Job, JobStatus, ManifestSource
-from spotrun.model.manifest import JobManifest
+from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import Job, JobStatus, ManifestSource
+from spotrun.model.manifest.schema import JobManifest
 from spotrun.shape import SHAPE, DeploymentShape
 
 SHAPE_UNDER_TEST = DeploymentShape(
@@ -104,7 +104,7 @@ def training_job(
 
 
 def job_reader(runtime: LocalRuntime, instance: RoleCredentials, job_id: str) -> SecretReader:
-    """The agent's reader: its job's credentials from the route, as ``spotrun.agent.runner.build_context``."""
+    """The agent's reader: its job's credentials from the route, as ``spotrun.agent.step_runner.build_context``."""
     frozen = Credentials(instance.access_key_id, instance.secret_access_key, instance.session_token)
     source = JobCredentialsSource(
         f"{runtime.api_url}{AGENT_CREDENTIALS_PATH}",

@@ -10,10 +10,10 @@ from typing import Any
 import boto3
 import pytest
 
-from spotrun.agent.runner import EXIT_REPORTED, execute
 from spotrun.agent.secrets import MASK, SecretReader
+from spotrun.agent.step_runner import EXIT_REPORTED, execute
 from spotrun.model import layout
-from spotrun.model.command import SECRETS_UNAVAILABLE, SETUP_FAILED, TRAINING_FAILED
+from spotrun.model.agent_protocol.command import SECRETS_UNAVAILABLE, SETUP_FAILED, TRAINING_FAILED
 from tests.integration.test_agent import command, context, failure_of, object_bytes, success_of
 
 REGION = "us-east-1"

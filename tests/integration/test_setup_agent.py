@@ -10,9 +10,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from spotrun.agent.runner import EXIT_ABANDONED, EXIT_REPORTED, execute
+from spotrun.agent.step_runner import EXIT_ABANDONED, EXIT_REPORTED, execute
 from spotrun.model import layout
-from spotrun.model.command import BUDGET_EXCEEDED, SETUP_FAILED
+from spotrun.model.agent_protocol.command import BUDGET_EXCEEDED, SETUP_FAILED
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.test_agent import (
     command,
@@ -122,12 +122,12 @@ def test_a_setup_command_that_cannot_start_is_setup_failed(s3, tmp_path, example
 def test_setup_past_its_time_limit_is_stopped_and_setup_failed(s3, tmp_path, example_data, monkeypatch):
     # Given a setup command that would run for a minute, and a time limit of one minute scaled to 0.5 s
     upload_example(s3, example_data)
-    real_run_setup = sys.modules["spotrun.agent.stage"].run_setup
+    real_run_setup = sys.modules["spotrun.agent.steps.stage"].run_setup
 
     def short(*args: Any, **kwargs: Any) -> float:
         return real_run_setup(*args, **{**kwargs, "timeout_seconds": 0.5})
 
-    monkeypatch.setattr("spotrun.agent.stage.run_setup", short)
+    monkeypatch.setattr("spotrun.agent.steps.stage.run_setup", short)
     ctx = context(s3, tmp_path / "nvme")
 
     # When

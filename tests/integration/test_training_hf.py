@@ -1,4 +1,4 @@
-"""spotrun.training_hf with a real Trainer, in process: the signal, the resume, and atomic saves.
+"""spotrun.training.huggingface with a real Trainer, in process: the signal, the resume, and atomic saves.
 
 The model and data are the hf-tiny-classifier example's, made smaller: 96 sentences in batches of 16 over two
 epochs, 12 steps in all. transformers is imported once, by the module fixture, so that collecting the suite
@@ -63,13 +63,13 @@ def new_trainer(
 
     set_seed(0)
     tokenizer = example.WordTokenizer.build()
-    from spotrun import training_hf
+    from spotrun.training import huggingface
 
     trainer_class = cls or Trainer
     return trainer_class(
         model=example.build_model(len(tokenizer.vocabulary), tokenizer.length),
         args=TrainingArguments(
-            output_dir=str(training_hf.scratch_dir(run)),
+            output_dir=str(huggingface.scratch_dir(run)),
             save_strategy="no",
             num_train_epochs=2,
             per_device_train_batch_size=16,
@@ -152,12 +152,12 @@ def handled_signal() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def uninterrupted(example, tmp_path_factory) -> dict[str, Any]:
     """The run without a signal: its state after STOP_STEP, its final weights, optimizer and metrics."""
-    from spotrun import training_hf
+    from spotrun.training import huggingface
 
     run = new_run(tmp_path_factory.mktemp("uninterrupted"))
     recorder = Recorder(at_step=STOP_STEP)
     trainer = new_trainer(example, run, [recorder.callback])
-    training_hf.train(trainer, run)
+    huggingface.train(trainer, run)
     return {
         "at_stop_step": recorder.at_step,
         "final": snapshot(trainer.optimizer, trainer.lr_scheduler),
@@ -174,12 +174,12 @@ def metrics_of(trainer: Any) -> dict[str, float]:
 
 def interrupt(example: ModuleType, run: training.Run) -> Recorder:
     """Train with the checkpoint signal sent during STOP_STEP; expect the preemption exit."""
-    from spotrun import training_hf
+    from spotrun.training import huggingface
 
     run.install_signal_handler()
     recorder = Recorder(signal_during=STOP_STEP)
     with pytest.raises(SystemExit) as exited:
-        training_hf.train(new_trainer(example, run, [recorder.callback]), run)
+        huggingface.train(new_trainer(example, run, [recorder.callback]), run)
     assert exited.value.code == 128 + SIGNAL
     return recorder
 
@@ -200,9 +200,9 @@ def test_the_signal_saves_the_next_step_boundary_and_stops_with_trainers_own_che
     assert {path.name for path in checkpoint.path.iterdir()} >= TRAINER_FILES
     assert json.loads((checkpoint.path / "trainer_state.json").read_text())["global_step"] == STOP_STEP
     # And nothing of it is left in the Trainer's scratch directory
-    from spotrun import training_hf
+    from spotrun.training import huggingface
 
-    assert not list(training_hf.scratch_dir(run).glob("checkpoint-*"))
+    assert not list(huggingface.scratch_dir(run).glob("checkpoint-*"))
 
 
 def test_a_resumed_run_continues_at_the_step_with_optimizer_and_scheduler_and_ends_like_the_uninterrupted(
@@ -213,12 +213,12 @@ def test_a_resumed_run_continues_at_the_step_with_optimizer_and_scheduler_and_en
     interrupt(example, run)
 
     # When a new process's trainer (a new Trainer, model and run) trains again
-    from spotrun import training_hf
+    from spotrun.training import huggingface
 
     resumed_run = new_run(tmp_path)
     recorder = Recorder()
     trainer = new_trainer(example, resumed_run, [recorder.callback])
-    training_hf.train(trainer, resumed_run)
+    huggingface.train(trainer, resumed_run)
 
     # Then it began at global step 5 with the optimizer and scheduler exactly as the uninterrupted run had them
     assert recorder.began_at == STOP_STEP
@@ -234,13 +234,13 @@ def test_a_resumed_run_continues_at_the_step_with_optimizer_and_scheduler_and_en
 
 def test_the_contract_interval_saves_through_the_contract_whatever_the_arguments_say(example, tmp_path):
     # Given a run with a checkpoint interval of 4 and Trainer arguments that save nothing (save_strategy "no")
-    from spotrun import training_hf
+    from spotrun.training import huggingface
 
     run = new_run(tmp_path)
     run.checkpoint_interval_steps = 4
 
     # When it trains to the end
-    training_hf.train(new_trainer(example, run), run)
+    huggingface.train(new_trainer(example, run), run)
 
     # Then a checkpoint of each multiple of 4 is in the checkpoint directory (keep_local keeps the newest 3)
     assert [checkpoint.step for checkpoint in run.checkpoints()] == [4, 8, 12]
@@ -257,7 +257,7 @@ def test_a_save_that_dies_midway_leaves_no_checkpoint_in_the_contract_directory(
     # Given a run whose first save (at step 4) fails after part of its files are written or moved
     from transformers import Trainer
 
-    from spotrun import training_hf
+    from spotrun.training import huggingface
 
     run = new_run(tmp_path)
     run.checkpoint_interval_steps = 4
@@ -275,32 +275,32 @@ def test_a_save_that_dies_midway_leaves_no_checkpoint_in_the_contract_directory(
         return str(shutil.move(source, destination))
 
     if where == "while it moves into place":
-        monkeypatch.setattr(training_hf.shutil, "move", dying_move)
+        monkeypatch.setattr(huggingface.shutil, "move", dying_move)
     trainer_class = DyingTrainer if where == "while Trainer writes" else Trainer
 
     # When it trains
     with pytest.raises(SaveFailure):
-        training_hf.train(new_trainer(example, run, cls=trainer_class), run)
+        huggingface.train(new_trainer(example, run, cls=trainer_class), run)
 
     # Then the agent would find no checkpoint: no directory of a final name, complete or not
     assert run.checkpoints() == []
-    assert [path.name for path in run.checkpoint_dir.iterdir()] == [training_hf.SCRATCH_NAME]
+    assert [path.name for path in run.checkpoint_dir.iterdir()] == [huggingface.SCRATCH_NAME]
 
     # And the next run clears what the dead save left in the scratch directory, then saves whole checkpoints
-    [leftover] = training_hf.scratch_dir(run).glob("checkpoint-*")
+    [leftover] = huggingface.scratch_dir(run).glob("checkpoint-*")
     (leftover / "stale-from-the-dead-save").write_bytes(b"x")
     monkeypatch.undo()
-    training_hf.train(new_trainer(example, run), run)
+    huggingface.train(new_trainer(example, run), run)
     assert [checkpoint.step for checkpoint in run.checkpoints()] == [4, 8, 12]
     first = run.checkpoints()[0].path
     assert {path.name for path in first.iterdir()} >= TRAINER_FILES
     assert not (first / "stale-from-the-dead-save").exists()
-    assert not list(training_hf.scratch_dir(run).glob("checkpoint-*"))
+    assert not list(huggingface.scratch_dir(run).glob("checkpoint-*"))
 
 
 def test_arguments_that_would_not_resume_exactly_stop_training_before_its_first_step(example, tmp_path):
     # Given a trainer whose checkpoints would hold the model only
-    from spotrun import training_hf
+    from spotrun.training import huggingface
 
     run = new_run(tmp_path)
     recorder = Recorder()
@@ -308,5 +308,5 @@ def test_arguments_that_would_not_resume_exactly_stop_training_before_its_first_
 
     # When it trains / Then the callback refuses when training begins, before any step
     with pytest.raises(ValueError, match="save_only_model"):
-        training_hf.train(trainer, run)
+        huggingface.train(trainer, run)
     assert recorder.steps == []

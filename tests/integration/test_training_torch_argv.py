@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from spotrun.agent.runner import EXIT_REPORTED, execute
+from spotrun.agent.step_runner import EXIT_REPORTED, execute
 from spotrun.model import layout
 from tests.integration.test_agent import command, context, object_bytes, success_of
 

@@ -1,4 +1,4 @@
-"""spotrun.training_torch with two gloo processes: one rank's signal stops both after the same step, and one
+"""spotrun.training.pytorch with two gloo processes: one rank's signal stops both after the same step, and one
 checkpoint holds the group."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from spotrun import training
-from spotrun.training_torch import RNG_FILE, Position, TorchCheckpointer
+from spotrun.training.pytorch import RNG_FILE, Position, TorchCheckpointer
 
 WORLD = 2
 BATCHES_PER_EPOCH = 4

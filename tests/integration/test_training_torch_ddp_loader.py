@@ -1,4 +1,4 @@
-"""spotrun.training_torch's loaders under two gloo processes: each rank's loader position is saved in the one
+"""spotrun.training.pytorch's loaders under two gloo processes: each rank's loader position is saved in the one
 checkpoint, and each rank resumes its own."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch.multiprocessing as mp
 from torch.utils.data import TensorDataset
 
 from spotrun import training
-from spotrun.training_torch import LOADERS_FILE, TorchCheckpointer, resumable_loader
+from spotrun.training.pytorch import LOADERS_FILE, TorchCheckpointer, resumable_loader
 
 WORLD = 2
 EPOCHS = 2

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.agent.notify import NOTICE_SIGNAL
-from spotrun.agent.runner import EXIT_REPORTED, execute, forward_notice
+from spotrun.agent.step_runner import EXIT_REPORTED, execute, forward_notice
+from spotrun.agent.supervision.notice_relay import NOTICE_SIGNAL
 from spotrun.model import layout
 from tests.integration.test_agent import (
     BUCKET,

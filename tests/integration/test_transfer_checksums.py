@@ -14,11 +14,11 @@ import pytest
 from awscrt import checksums
 from botocore import httpchecksum
 
-from spotrun.agent import integrity
-from spotrun.agent.integrity import Expectation, StreamDigest, sdk_checksum
-from spotrun.agent.ranges import MIB, RANGED_THRESHOLD
-from spotrun.agent.staging import StageItem, StagingError, download_verified
-from spotrun.agent.upload import upload_file
+from spotrun.agent.transfer import integrity
+from spotrun.agent.transfer.download import StageItem, StagingError, download_verified
+from spotrun.agent.transfer.integrity import Expectation, StreamDigest, sdk_checksum
+from spotrun.agent.transfer.ranges import MIB, RANGED_THRESHOLD
+from spotrun.agent.transfer.upload import upload_file
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.conftest import corrupt_in_storage
 

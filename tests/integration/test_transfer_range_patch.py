@@ -1,4 +1,4 @@
-"""The emulator's ranged GETs (spotrun.local.s3_range_patch): the right bytes, moto's answers kept, no whole read."""
+"""The emulator's ranged GETs (spotrun.local.patches.s3_ranges): the right bytes, moto's answers kept, no whole read."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from spotrun.agent.file_writes import WRITE_BYTES
-from spotrun.local import s3_range_patch
-from spotrun.local.patches import PatchSet
+from spotrun.agent.transfer.file_writes import WRITE_BYTES
+from spotrun.local.patches import s3_ranges
+from spotrun.local.patches.reversible import PatchSet
 
 BUCKET = "range-bucket"
 SMALL = random.Random(1).randbytes(3000)  # stays in the key's memory buffer
@@ -35,7 +35,7 @@ def patched_s3() -> Iterator[Any]:
             client.create_bucket(Bucket=BUCKET)
             client.put_object(Bucket=BUCKET, Key="small", Body=SMALL)
             client.put_object(Bucket=BUCKET, Key="large", Body=LARGE)
-            s3_range_patch.install(patches)
+            s3_ranges.install(patches)
             yield client, patches
     finally:
         patches.undo_all()
@@ -102,7 +102,7 @@ def test_moto_s_answers_to_unusual_ranges_are_kept(patched_s3, header):
     try:
         before = answer()
     finally:
-        s3_range_patch.install(patches)
+        s3_ranges.install(patches)
 
     # When the patched emulator answers it / Then it answers the same
     assert answer() == before

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from spotrun.agent import checkpoints, upload
-from spotrun.agent.ranges import MIB, ranges_of
+from spotrun.agent import checkpoint_store
+from spotrun.agent.transfer import upload
+from spotrun.agent.transfer.ranges import MIB, ranges_of
 from spotrun.model import layout
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 
@@ -53,7 +54,7 @@ def test_a_large_checkpoint_file_is_a_multipart_upload_and_its_marker_sha256_mat
     directory = a_checkpoint(tmp_path / "local", 100)
 
     # When it is uploaded
-    checkpoints.upload_checkpoint(client, BUCKET, JOB, 100, directory, attempt=1)
+    checkpoint_store.upload_checkpoint(client, BUCKET, JOB, 100, directory, attempt=1)
 
     # Then the large file went as three parts of the expected sizes, the small one (and the marker) as one PUT
     prefix = layout.checkpoint_prefix(JOB, 100)
@@ -63,7 +64,7 @@ def test_a_large_checkpoint_file_is_a_multipart_upload_and_its_marker_sha256_mat
     assert len(client.parts) == 3
     assert sorted(client.puts) == [prefix + "_COMMITTED.json", prefix + "meta.json"]
     # and the marker lists the file's SHA-256, S3 keeps a full-object CRC-32 of it
-    marker = checkpoints.read_marker(s3, BUCKET, JOB, 100)
+    marker = checkpoint_store.read_marker(s3, BUCKET, JOB, 100)
     listed = {f.path: f.sha256 for f in marker.files}
     assert listed["weights.bin"] == hashlib.sha256(BODY).hexdigest()
     head = s3.head_object(Bucket=BUCKET, Key=prefix + "weights.bin", ChecksumMode="ENABLED")
@@ -74,7 +75,7 @@ def test_a_large_checkpoint_file_is_a_multipart_upload_and_its_marker_sha256_mat
     assert listed["meta.json"] == hashlib.sha256(b'{"step": 100}').hexdigest()
 
     # and the checkpoint restores, verified, with ranged GETs
-    restored = checkpoints.download_checkpoint(s3, BUCKET, JOB, 100, tmp_path / "restore")
+    restored = checkpoint_store.download_checkpoint(s3, BUCKET, JOB, 100, tmp_path / "restore")
     assert (restored.path / "weights.bin").read_bytes() == BODY
 
 

@@ -6,11 +6,11 @@ import pytest
 
 from functions import acquire, agent_step, archive, finalize, instance_ready, release
 from spotrun.aws.adapters import job_store
-from spotrun.local import ssm_patch
-from spotrun.local.patches import PatchSet
-from spotrun.model.command import FailureCause, OutputList, OutputObject, TrainResult
+from spotrun.local.patches import ssm
+from spotrun.local.patches.reversible import PatchSet
+from spotrun.model.agent_protocol.command import FailureCause, OutputList, OutputObject, TrainResult
 from spotrun.model.errors import CapacityConfigurationError, InstanceLost
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from spotrun.model.timing import workflow_timing
 from spotrun.shape import SHAPE
 from tests.integration.conftest import MANIFEST
@@ -25,7 +25,7 @@ def ssm_nodes():
     """Managed nodes (id -> PingStatus) for DescribeInstanceInformation, which moto 5.2.5 lacks."""
     nodes: dict[str, str] = {}
     patches = PatchSet()
-    ssm_patch.install_instance_information(patches, lambda: dict(nodes))
+    ssm.install_instance_information(patches, lambda: dict(nodes))
     yield nodes
     patches.undo_all()
 

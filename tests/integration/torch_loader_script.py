@@ -14,7 +14,7 @@ from torch import nn
 from torch.nn import functional
 from torch.utils.data import TensorDataset
 
-from spotrun import training_torch
+from spotrun.training import pytorch
 
 SAMPLES = 256
 EPOCHS = 4
@@ -24,17 +24,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--step-seconds", type=float, default=0.0)
     args = parser.parse_args()
-    run = training_torch.run_from_env(checkpoint_interval_steps=10, model_name="model.safetensors")
+    run = pytorch.run_from_env(checkpoint_interval_steps=10, model_name="model.safetensors")
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     features = torch.randn(SAMPLES, 8)
     targets = (features.sum(1) > 0).long()
     dataset = TensorDataset(features, targets)
-    loader = training_torch.resumable_loader(dataset, batch_size=16, shuffle=True, num_workers=2, seed=7)
+    loader = pytorch.resumable_loader(dataset, batch_size=16, shuffle=True, num_workers=2, seed=7)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 2))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    checkpointer = training_torch.TorchCheckpointer(run, model, optimizer, loaders={"train": loader})
+    checkpointer = pytorch.TorchCheckpointer(run, model, optimizer, loaders={"train": loader})
     position = checkpointer.resume()
     print(f"resumed from step {position.step}", flush=True)
     model.train()
@@ -49,7 +49,7 @@ def main() -> None:
             if args.step_seconds:
                 time.sleep(args.step_seconds)
             checkpointer.step_done(position)
-    run.save_model(training_torch.save_safetensors(model))
+    run.save_model(pytorch.save_safetensors(model))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from typing import Any
 from spotrun.aws.job_store import decode_page_token, encode_page_token
 from spotrun.control.ports import ObjectMissing
 from spotrun.model.errors import ConcurrentUpdate
-from spotrun.model.job import Job, JobStatus
+from spotrun.model.job.record import Job, JobStatus
 
 
 class FakeCompute:

@@ -3,11 +3,11 @@
 from datetime import UTC, datetime, timedelta
 
 from spotrun.aws.settings import Settings
-from spotrun.control.instances import acquire_instance
-from spotrun.control.interruptions import on_interruption_warning, record_interruption
+from spotrun.control.capacity.acquire import acquire_instance
+from spotrun.control.capacity.interruptions import on_interruption_warning, record_interruption
 from spotrun.control.store import update_job
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, InMemoryJobStore
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from spotrun.control.ports import ObjectsUnreadable
 from spotrun.control.staged_sources import missing_sources
-from spotrun.model.job_access import staged_sources
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.agent_protocol.session_policy import staged_sources
+from spotrun.model.manifest.parse import parse_manifest_document
 from tests.unit.fakes import FakeObjects
 
 JOBS = "jobs"

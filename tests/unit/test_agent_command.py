@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from spotrun.model import layout
-from spotrun.model.command import AgentCommand, check_relative_path
-from spotrun.model.job import ManifestSource
-from spotrun.model.job_ids import job_id_for
+from spotrun.model.agent_protocol.command import AgentCommand, check_relative_path
+from spotrun.model.job.ids import job_id_for
+from spotrun.model.job.record import ManifestSource
 
 GOOD_ID = "tiny-0123456789ab"
 

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from spotrun.agent.credentials import CredentialsError, JobCredentialsSource, job_session
-from spotrun.agent.runner import AgentSettings, CommandRefusedError, job_s3_session, load_command
-from spotrun.model.command import AgentCommand
-from spotrun.model.job_access import JobCredentials
+from spotrun.agent.step_runner import AgentSettings, CommandRefusedError, job_s3_session, load_command
+from spotrun.model.agent_protocol.command import AgentCommand
+from spotrun.model.agent_protocol.session_policy import JobCredentials
 from spotrun.model.layout import agent_command_key
-from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest.schema import JobManifest
 
 URL = "http://127.0.0.1:8080/agent/credentials"
 JOB = "tiny-0123456789ab"

@@ -15,17 +15,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spotrun.agent.notify import process_start_time
-from spotrun.local.ssm_patch import check_parameters
-from spotrun.model.agent_document import (
+from spotrun.agent.supervision.notice_relay import process_start_time
+from spotrun.local.patches.ssm import check_parameters
+from spotrun.model.agent_protocol.ssm_document import (
     AGENT_COMMAND_URI_PATTERN,
     AGENT_COMMAND_VARIABLE,
     AGENT_LOG_LINE,
     AGENT_RUN_DIR_LINE,
     agent_script,
 )
-from spotrun.model.job import ManifestSource
-from spotrun.model.job_ids import job_id_for
+from spotrun.model.job.ids import job_id_for
+from spotrun.model.job.record import ManifestSource
 from spotrun.model.layout import AGENT_INBOX, AGENT_PID_FILE, agent_command_key
 from spotrun.shape import SHAPE
 

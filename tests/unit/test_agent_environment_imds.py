@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from spotrun.local.agent_environment import agent_environment
+from spotrun.local.instances.agent_environment import agent_environment
 
 
 def test_the_agent_retries_its_instance_metadata_with_a_wider_timeout():

@@ -13,7 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spotrun.agent.gpu import (
+from spotrun.agent.supervision.gpu import (
     CloudWatchMetrics,
     GpuMonitor,
     GpuReading,

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 from spotrun.agent.links import open_append
-from spotrun.agent.log_notes import write_note
-from spotrun.agent.outputs import log_tail
 from spotrun.agent.secrets import MASK, Masker
-from spotrun.agent.supervisor import TrainingSupervisor
+from spotrun.agent.steps.final_outputs import log_tail
+from spotrun.agent.supervision.log_notes import write_note
+from spotrun.agent.supervision.supervisor import TrainingSupervisor
 
 
 def test_a_note_after_output_without_a_newline_starts_a_line_of_its_own(tmp_path: Path) -> None:

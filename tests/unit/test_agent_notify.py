@@ -13,18 +13,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from spotrun.agent.notices import Notice, NoticeWatcher
-from spotrun.agent.notify import (
+from spotrun.agent.step_runner import EXIT_REPORTED, forward_notice
+from spotrun.agent.supervision.notice_relay import (
     NOTICE_SIGNAL,
     NOTICE_SOURCE,
     NoticeChannel,
     deliver_notice,
     process_start_time,
 )
-from spotrun.agent.runner import EXIT_REPORTED, forward_notice
+from spotrun.agent.supervision.spot_notices import Notice, NoticeWatcher
 from spotrun.model import layout
-from spotrun.model.command import AgentCommand
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.agent_protocol.command import AgentCommand
+from spotrun.model.manifest.parse import parse_manifest_document
 
 
 @pytest.fixture(autouse=True)

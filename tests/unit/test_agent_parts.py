@@ -7,12 +7,12 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from spotrun.agent.environment import install_runtime
-from spotrun.agent.notices import Notice, NoticeWatcher
-from spotrun.agent.outputs import log_tail
 from spotrun.agent.reporter import cause_json
-from spotrun.agent.supervisor import interruption_grace
-from spotrun.model.command import FailureCause
+from spotrun.agent.steps.final_outputs import log_tail
+from spotrun.agent.supervision.command_environment import install_runtime
+from spotrun.agent.supervision.spot_notices import Notice, NoticeWatcher
+from spotrun.agent.supervision.supervisor import interruption_grace
+from spotrun.model.agent_protocol.command import FailureCause
 
 
 def test_a_long_cause_is_shortened_from_the_front_of_its_log_tail():

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from spotrun.agent.progress import ProgressPublisher, progress_document, read_progress
+from spotrun.agent.supervision.progress import ProgressPublisher, progress_document, read_progress
 from spotrun.model import layout
 
 

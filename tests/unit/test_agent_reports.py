@@ -20,9 +20,9 @@ from spotrun.control.agent_reports import (
     TaskGone,
     answer_agent_report,
 )
-from spotrun.model.attempt import Attempt
-from spotrun.model.command import StageResult, TrainResult
-from spotrun.model.job import Job, JobStatus, ManifestSource
+from spotrun.model.agent_protocol.command import StageResult, TrainResult
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import Job, JobStatus, ManifestSource
 from tests.unit.fakes import FakeWorkflows, InMemoryJobStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.control.artifacts import job_logs, restore_status, start_restore
-from spotrun.control.jobs import cancel_job, list_jobs
-from spotrun.model.attempt import Attempt
+from spotrun.control.views.artifacts import job_logs, restore_status, start_restore
+from spotrun.control.views.jobs import cancel_job, list_jobs
 from spotrun.model.errors import InvalidPageToken, JobFinished, RequestRejected
-from spotrun.model.job import ArchivedObject, JobStatus, ManifestSource, new_job, transition
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import ArchivedObject, JobStatus, ManifestSource, new_job, transition
 from spotrun.model.layout import log_key
 from tests.unit.fakes import FakeCompute, FakeObjects, FakeWorkflows, InMemoryJobStore
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from botocore.credentials import Credentials
 
-from spotrun.local.api_gateway import ProxyApp
+from spotrun.local.api.gateway import ProxyApp
 from tests.sigv4 import signed_headers
 
 HOST = "127.0.0.1:8080"

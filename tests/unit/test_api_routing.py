@@ -9,8 +9,12 @@ from wsgiref.util import setup_testing_defaults
 
 import pytest
 
-from spotrun.local.api_gateway import ProxyApp
-from spotrun.model.api_paths import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH, AGENT_ROUTES_PREFIX
+from spotrun.local.api.gateway import ProxyApp
+from spotrun.model.agent_protocol.api_paths import (
+    AGENT_CREDENTIALS_PATH,
+    AGENT_REPORTS_PATH,
+    AGENT_ROUTES_PREFIX,
+)
 from spotrun.shape import SHAPE, DeploymentShape
 from tests.sigv4 import SigningMiddleware
 

@@ -9,12 +9,18 @@ from datetime import UTC, datetime
 import pytest
 
 from spotrun.control.archive import archive_model
-from spotrun.control.artifacts import restore_status
 from spotrun.control.store import update_job
-from spotrun.model.command import OutputList, OutputObject, TrainResult
+from spotrun.control.views.artifacts import restore_status
+from spotrun.model.agent_protocol.command import OutputList, OutputObject, TrainResult
 from spotrun.model.errors import OutputsInvalid
-from spotrun.model.job import ARCHIVE_OBJECTS_IN_RECORD, JobStatus, ManifestSource, new_job, transition
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.job.record import (
+    ARCHIVE_OBJECTS_IN_RECORD,
+    JobStatus,
+    ManifestSource,
+    new_job,
+    transition,
+)
+from spotrun.model.manifest.parse import parse_manifest_text
 from tests.unit.fakes import FakeObjects, InMemoryJobStore
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

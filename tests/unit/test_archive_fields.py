@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from spotrun.control.archive import archive_model
-from spotrun.model.command import OutputList, OutputObject, TrainResult
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.agent_protocol.command import OutputList, OutputObject, TrainResult
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest.parse import parse_manifest_document
 from tests.unit.fakes import FakeObjects, InMemoryJobStore
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

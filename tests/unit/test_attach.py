@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from spotrun.cli import attach, target
 from spotrun.cli.app import app
 from spotrun.cli.attach import Event, job_events, live_view, should_follow, status_line
-from spotrun.cli.output import json_answer
+from spotrun.cli.display.output import json_answer
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

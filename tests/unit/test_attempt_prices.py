@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotrun.control.instances import launch_instance
-from spotrun.model.job import ManifestSource, new_job
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.control.capacity.acquire import launch_instance
+from spotrun.model.job.record import ManifestSource, new_job
+from spotrun.model.manifest.parse import parse_manifest_text
 from tests.unit.fakes import FakeCompute
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from spotrun import training
-from spotrun.agent.interval import IntervalAdvisor, choose_interval
-from spotrun.agent.progress import read_progress
+from spotrun.agent.supervision.interval import IntervalAdvisor, choose_interval
+from spotrun.agent.supervision.progress import read_progress
 from spotrun.model.checkpoint_interval import auto_interval
-from spotrun.model.interruption_rate import PoolRate
-from spotrun.model.manifest_io import ManifestError, parse_manifest_text
-from spotrun.training_files import DEFAULT_FIRST_INTERVAL_SECONDS
+from spotrun.model.job.interruption_rate import PoolRate
+from spotrun.model.manifest.parse import ManifestError, parse_manifest_text
+from spotrun.training.files import DEFAULT_FIRST_INTERVAL_SECONDS
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 JOB_ID = "tiny-0123456789ab"

@@ -8,16 +8,16 @@ from datetime import timedelta
 import pytest
 
 from spotrun import training
-from spotrun.agent.environment import child_environment
+from spotrun.agent.supervision.command_environment import child_environment
 from spotrun.control.agent_reports import AgentReport, CallerIdentity, answer_agent_report
 from spotrun.control.dispatch import dispatch_agent_step
-from spotrun.control.jobs import job_view
+from spotrun.control.views.jobs import job_view
 from spotrun.model import layout
-from spotrun.model.attempt import Attempt, CheckpointIntervalUsed
-from spotrun.model.command import AgentCommand
-from spotrun.model.interruption_rate import PRIOR_SPOT_HOURS, pool_rate, prior_rate
-from spotrun.model.job import Job, JobStatus, ManifestSource
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.agent_protocol.command import AgentCommand
+from spotrun.model.job.attempt import Attempt, CheckpointIntervalUsed
+from spotrun.model.job.interruption_rate import PRIOR_SPOT_HOURS, pool_rate, prior_rate
+from spotrun.model.job.record import Job, JobStatus, ManifestSource
+from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeObjects, FakeWorkflows, InMemoryJobStore
 from tests.unit.test_auto_interval import JOB_ID, T0, manifest_text

@@ -8,7 +8,7 @@ import weakref
 import boto3
 import pytest
 
-from spotrun.agent import runner
+from spotrun.agent import step_runner
 from spotrun.aws import adapters
 
 
@@ -27,8 +27,8 @@ def sessions(monkeypatch):
 
     monkeypatch.setattr(boto3.session, "Session", counted)
     adapters.forget_clients()
-    monkeypatch.setattr(runner, "_machine_sessions", {})
-    monkeypatch.setattr(runner, "_clients", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(step_runner, "_machine_sessions", {})
+    monkeypatch.setattr(step_runner, "_clients", weakref.WeakKeyDictionary())
     yield made
     adapters.forget_clients()
 
@@ -79,31 +79,31 @@ def test_forgetting_the_clients_drops_every_thread_s_resources(sessions):
     assert adapters.dynamodb_table("spotrun-jobs", "us-east-1").meta.client is not first.meta.client
 
 
-# The instance agent's clients (spotrun.agent.runner.aws_client): made once per session, service and region.
+# The instance agent's clients (spotrun.agent.step_runner.aws_client): made once per session, service and region.
 
 
 def test_the_agent_makes_one_client_per_session_and_service(sessions):
     # When the agent asks twice for S3 and once for CloudWatch with the machine's credentials, and once for S3
     # with a session of its own (the job's credentials)
-    s3 = runner.aws_client("s3", "us-east-1")
-    again = runner.aws_client("s3", "us-east-1")
-    cloudwatch = runner.aws_client("cloudwatch", "us-east-1")
+    s3 = step_runner.aws_client("s3", "us-east-1")
+    again = step_runner.aws_client("s3", "us-east-1")
+    cloudwatch = step_runner.aws_client("cloudwatch", "us-east-1")
     job_session = boto3.session.Session(region_name="us-east-1")
-    job_s3 = runner.aws_client("s3", "us-east-1", job_session)
+    job_s3 = step_runner.aws_client("s3", "us-east-1", job_session)
     # Then the machine's clients come from one session, S3's is made once, and the job's session has its own
     assert again is s3
     assert cloudwatch is not s3
     assert job_s3 is not s3
-    assert runner.aws_client("s3", "us-east-1", job_session) is job_s3
+    assert step_runner.aws_client("s3", "us-east-1", job_session) is job_s3
     assert len(sessions) == 2  # the machine's, and the job's made above
 
 
 def test_the_agent_makes_new_clients_when_the_endpoint_changes(sessions, monkeypatch):
     # Given a client made against one endpoint
-    s3 = runner.aws_client("s3", "us-east-1")
+    s3 = step_runner.aws_client("s3", "us-east-1")
     # When the endpoint changes (a new emulator in the same process)
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
     # Then a new client serves it, at that endpoint
-    other = runner.aws_client("s3", "us-east-1")
+    other = step_runner.aws_client("s3", "us-east-1")
     assert other is not s3
     assert other.meta.endpoint_url == "http://127.0.0.1:1"

@@ -39,7 +39,7 @@ def test_spotruns_upload_sends_as_many_files_at_once_as_it_is_told(monkeypatch, 
     import argparse
 
     import bench.transfer_tools as tools
-    from spotrun.agent import checkpoints
+    from spotrun.agent import checkpoint_store
 
     class NoS3:
         def list_buckets(self) -> dict:
@@ -48,7 +48,7 @@ def test_spotruns_upload_sends_as_many_files_at_once_as_it_is_told(monkeypatch, 
     asked: list[int] = []
     monkeypatch.setattr(tools, "client", lambda endpoint: NoS3())
     monkeypatch.setattr(
-        checkpoints, "upload_checkpoint", lambda *args, max_workers: asked.append(max_workers)
+        checkpoint_store, "upload_checkpoint", lambda *args, max_workers: asked.append(max_workers)
     )
     args = argparse.Namespace(
         tool="spotrun",

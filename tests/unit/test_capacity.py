@@ -1,4 +1,4 @@
-"""Unit tests of spotrun.model.capacity: candidate types, pools to avoid, the fallback policy."""
+"""Unit tests of spotrun.model.capacity.candidates: candidate types, pools to avoid, the fallback policy."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.model.capacity import Pool, avoid_list, candidate_types, choose_lifecycle
+from spotrun.model.capacity.candidates import Pool, avoid_list, candidate_types, choose_lifecycle
+from spotrun.model.capacity.pricing import GPU_CATALOG, InstanceTypeInfo
 from spotrun.model.errors import ManifestInvalid
-from spotrun.model.manifest_capacity import CapacityPolicy, Resources
-from spotrun.model.pricing import GPU_CATALOG, InstanceTypeInfo
+from spotrun.model.manifest.capacity import CapacityPolicy, Resources
 
 NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 

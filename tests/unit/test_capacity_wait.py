@@ -10,13 +10,14 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from spotrun.cli.summary import capacity_wait_text, status_text
-from spotrun.control.instances import acquire_instance
-from spotrun.control.jobs import list_jobs
-from spotrun.control.records import job_record
+from spotrun.cli.display.summary import capacity_wait_text, status_text
+from spotrun.control.capacity.acquire import acquire_instance
 from spotrun.control.store import update_job
-from spotrun.model.capacity import Pool
-from spotrun.model.capacity_wait import (
+from spotrun.control.views.job_json import job_record
+from spotrun.control.views.jobs import list_jobs
+from spotrun.model.capacity.candidates import Pool
+from spotrun.model.capacity.fleet_request import FleetLaunchError
+from spotrun.model.capacity.wait import (
     MAX_MESSAGE_CHARS,
     MAX_POOLS_KEPT,
     CapacityWait,
@@ -24,10 +25,9 @@ from spotrun.model.capacity_wait import (
     still_waiting,
 )
 from spotrun.model.errors import CapacityMaxWaitExceeded, CapacityUnavailable
-from spotrun.model.fleet_request import FleetLaunchError
-from spotrun.model.job import JobError, JobStatus, ManifestSource, new_job, transition
-from spotrun.model.manifest import JobManifest
-from spotrun.model.manifest_io import manifest_json_schema, parse_manifest_text
+from spotrun.model.job.record import JobError, JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest.parse import manifest_json_schema, parse_manifest_text
+from spotrun.model.manifest.schema import JobManifest
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCompute, InMemoryJobStore
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from spotrun.model.command import FailureCause, read_caught_error
+from spotrun.model.agent_protocol.command import FailureCause, read_caught_error
 
 
 def test_the_agents_cause_is_read_as_a_failure_cause():

@@ -7,8 +7,13 @@ import threading
 
 import pytest
 
-from spotrun.local.chaos_plan import Hit, InterruptionSchedule, interruption_window, plan_interruptions
-from spotrun.local.injector import Injector, Progress
+from spotrun.local.chaos.injector import Injector, Progress
+from spotrun.local.chaos.plan import (
+    Hit,
+    InterruptionSchedule,
+    interruption_window,
+    plan_interruptions,
+)
 
 
 class FakeRuntime:

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from spotrun.agent.checkpoints import (
+from spotrun.agent.checkpoint_store import (
     CheckpointFile,
     CommitMarker,
     RemoteCheckpoint,
@@ -14,7 +14,7 @@ from spotrun.agent.checkpoints import (
     local_files,
     select_prunable,
 )
-from spotrun.agent.digest import model_digest, tree_digest
+from spotrun.agent.steps.digest import model_digest, tree_digest
 from spotrun.model import layout
 
 JOB = "j-1"

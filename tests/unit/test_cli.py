@@ -18,13 +18,13 @@ from typer.testing import CliRunner
 from spotrun.aws.settings import Settings
 from spotrun.cli.app import app
 from spotrun.cli.demo import plan_for_example
+from spotrun.cli.display.summary import attempt_steps, final_summary
 from spotrun.cli.local import instances_table
-from spotrun.cli.summary import attempt_steps, final_summary
-from spotrun.control.records import job_record
-from spotrun.local.control_state import LocalState, read_state, remove_state, write_state
+from spotrun.control.views.job_json import job_record
+from spotrun.local.control_client import LocalState, read_state, remove_state, write_state
 from spotrun.local.demo import EXAMPLE_DIR, example_steps
-from spotrun.model.attempt import Attempt
-from spotrun.model.job import Job, JobStatus, ManifestSource
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import Job, JobStatus, ManifestSource
 from spotrun.shape import REPO_ROOT
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

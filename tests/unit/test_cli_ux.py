@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from spotrun.cli.api import jobs_table
 from spotrun.cli.app import app
-from spotrun.cli.output import show
-from spotrun.cli.summary import progress_text
+from spotrun.cli.display.output import show
+from spotrun.cli.display.summary import progress_text
 from spotrun.cli.target import STATE_DIR_ENV, STATE_HOME_ENV, ApiTarget, default_target, local_state_dir
-from spotrun.model.manifest_io import ManifestError, parse_manifest_text
+from spotrun.model.manifest.parse import ManifestError, parse_manifest_text
 
 runner = CliRunner()
 TRAINING = "training:\n  command: [python, train.py]\n"

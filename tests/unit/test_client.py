@@ -21,9 +21,9 @@ from spotrun.aws.settings import Settings
 from spotrun.cli.app import app
 from spotrun.cli.client import ApiError, SpotrunClient, TargetError
 from spotrun.cli.target import ApiTarget, default_target, resolve_client
-from spotrun.local.control_state import LocalState, write_state
+from spotrun.local.control_client import LocalState, write_state
 from spotrun.local.server import FAKE_CREDENTIALS
-from spotrun.model.job import utc_now
+from spotrun.model.job.record import utc_now
 
 runner = CliRunner()
 FAKE = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token="session-token")

@@ -175,7 +175,7 @@ def test_each_api_function_loads_only_its_own_routes(loaded):
     # Given every handler imported
     # Then the agents' routes and their use cases are the agent function's alone, and the users' routes the API's
     assert _loading(loaded, "functions.api.agent", "spotrun.control.agent_reports") == {"agent_api"}
-    assert _loading(loaded, "spotrun.control.job_credentials", "spotrun.control.deadline_moves") <= {
+    assert _loading(loaded, "spotrun.control.job_credentials", "spotrun.control.capacity.deadline_moves") <= {
         "agent_api",
         "deadline_return",
     }
@@ -188,12 +188,12 @@ def test_only_the_functions_that_submit_load_the_submission_and_the_manifest_rea
     # loads it with the route that submits or plans)
     assert _loading(loaded, "spotrun.control.submission") == SUBMITTING_AT_IMPORT
     # And the manifest reader's module by those, and by the agents' API, whose 422s it words as the users' API's
-    assert _loading(loaded, "spotrun.model.manifest_io") == SUBMITTING | {"agent_api"}
+    assert _loading(loaded, "spotrun.model.manifest.parse") == SUBMITTING | {"agent_api"}
     # And YAML by none: it is loaded by the first manifest text read (the API reads JSON bodies only)
-    assert _loading(loaded, "yaml", "spotrun.model.manifest_yaml") == set()
+    assert _loading(loaded, "yaml", "spotrun.model.manifest.yaml_text") == set()
     # And the schedules' use cases by the function that fires schedules only (finalize reads run records only; the
     # users' API loads them with its schedule routes)
-    assert _loading(loaded, "spotrun.control.schedules") == {"scheduled_run"}
+    assert _loading(loaded, "spotrun.control.schedules.firing") == {"scheduled_run"}
 
 
 def test_the_users_api_loads_what_one_route_alone_calls_at_that_routes_first_request(loaded):
@@ -205,11 +205,11 @@ def test_the_users_api_loads_what_one_route_alone_calls_at_that_routes_first_req
     one_route = (
         "aws_lambda_powertools.utilities.idempotency",
         "spotrun.control.submission",
-        "spotrun.control.plan",
-        "spotrun.control.schedules",
-        "spotrun.model.deadline_job",
-        "spotrun.control.release",
-        "spotrun.model.checkpoints",
+        "spotrun.control.views.plan",
+        "spotrun.control.schedules.firing",
+        "spotrun.model.deadline.stored_job",
+        "spotrun.control.capacity.release",
+        "spotrun.model.agent_protocol.checkpoints",
     )
     assert {module for module in one_route if _loading({"api": loaded["api"]}, module)} == set()
 
@@ -245,7 +245,7 @@ def test_only_the_functions_that_talk_to_the_agent_load_its_command_models(loade
     # the deployment's shape names the agent document without building it, and finalize parses a caught error
     # (with those models) only when a job failed; deadline_return sends the notice of a move (with them) only when
     # EC2 had spot for the job
-    assert _loading(loaded, "spotrun.model.command") == {
+    assert _loading(loaded, "spotrun.model.agent_protocol.command") == {
         "agent_step",
         "archive",
         "interrupted",
@@ -258,7 +258,11 @@ def test_the_agents_api_loads_the_deadline_policy_with_a_deadline_jobs_first_hea
     # Given the agents' API imported
     # Then it loaded neither the deadline policy nor what moves a job (the notice's sender, the standby's launch):
     # a training heartbeat decides again for a deadline job only, and imports them then
-    moves = ("spotrun.model.deadline_job", "spotrun.control.interruptions", "spotrun.control.standby")
+    moves = (
+        "spotrun.model.deadline.stored_job",
+        "spotrun.control.capacity.interruptions",
+        "spotrun.control.capacity.standby",
+    )
     assert {module for module in moves if _loading({"agent_api": loaded["agent_api"]}, module)} == set()
 
 
@@ -270,8 +274,8 @@ def test_only_the_functions_that_launch_or_decide_load_the_fleet_request_and_the
     # its lifecycle choice takes the policy's decision), so the other functions, both APIs among them, load
     # neither at import
     launching = {"acquire", "deadline_return", "ec2_events", "interrupted"}
-    assert _loading(loaded, "spotrun.model.fleet_request") == launching
-    assert _loading(loaded, "spotrun.model.deadline") == launching | {"submit", "scheduled_run"}
+    assert _loading(loaded, "spotrun.model.capacity.fleet_request") == launching
+    assert _loading(loaded, "spotrun.model.deadline.state") == launching | {"submit", "scheduled_run"}
 
 
 def test_no_collection_runs_while_the_runtime_imports(loaded):

@@ -11,7 +11,7 @@ from awscrt import checksums
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spotrun.agent import crcs
+from spotrun.agent.transfer import crcs
 
 
 @given(st.binary(max_size=3000), st.binary(max_size=3000))

@@ -1,4 +1,4 @@
-"""The deadline policies' decisions, one rule at a time (spotrun.model.deadline)."""
+"""The deadline policies' decisions, one rule at a time (spotrun.model.deadline.state)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from spotrun.model.deadline import (
+from spotrun.model.deadline.policies import decide, spot_stint_pays, wait_reserve_hours
+from spotrun.model.deadline.state import (
     Choice,
     JobState,
     PolicyParams,
@@ -16,7 +17,6 @@ from spotrun.model.deadline import (
     on_demand_finish_hours,
     slack_hours,
 )
-from spotrun.model.deadline_policies import decide, spot_stint_pays, wait_reserve_hours
 
 # Checkpoint cost 0 makes the training rate 1: hours of work are hours of running, and slack is easy to read.
 STATE = JobState(

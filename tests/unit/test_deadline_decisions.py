@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from spotrun.control.instances import acquire_instance
+from spotrun.control.capacity.acquire import acquire_instance
 from spotrun.control.submission import admission_problems, submit_api_manifest
-from spotrun.model.capacity import choose_lifecycle
-from spotrun.model.deadline import Choice, Decision
+from spotrun.model.capacity.candidates import choose_lifecycle
+from spotrun.model.deadline.state import Choice, Decision
 from spotrun.model.errors import CapacityUnavailable, RequestRejected
-from spotrun.model.job import JobStatus, ManifestSource, new_job
-from spotrun.model.manifest_capacity import CapacityPolicy
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job
+from spotrun.model.manifest.capacity import CapacityPolicy
+from spotrun.model.manifest.parse import parse_manifest_document
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCompute, FakeObjects, FakeWorkflows, InMemoryJobStore
 
@@ -124,12 +124,12 @@ def test_a_decision_overrides_the_fallback_rules(choice: Choice, lifecycle: str)
     # Given a policy whose fallback rules would say the opposite
     policy = CapacityPolicy(on_demand_fallback=True, fallback_after_interruptions=0)
     # When a deadline decision is given, Then its lifecycle is the answer
-    assert choose_lifecycle(policy, 0, False, decision=Decision(choice, 1.0, "why")) == lifecycle
+    assert choose_lifecycle(policy, 0, False, decided=Decision(choice, 1.0, "why").lifecycle()) == lifecycle
 
 
 def test_a_wait_is_no_lifecycle() -> None:
     with pytest.raises(ValueError, match="launches nothing"):
-        choose_lifecycle(CapacityPolicy(), 0, False, decision=Decision(Choice.WAIT, 1.0, "why"))
+        Decision(Choice.WAIT, 1.0, "why").lifecycle()
 
 
 # --- acquisition ---------------------------------------------------------------------------------------------

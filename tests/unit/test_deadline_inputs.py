@@ -1,4 +1,4 @@
-"""The deadline policy's inputs about preemptions: one home (spotrun.model.deadline_inputs) for the control plane
+"""The deadline policy's inputs about preemptions: one home (spotrun.model.deadline.inputs) for the control plane
 and the simulator."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import spotrun.model.simulation as simulation
-from spotrun.model.attempt import Attempt
-from spotrun.model.deadline import Decision, JobState, PolicyParams, Running
-from spotrun.model.deadline_inputs import SpotHistory, policy_params
-from spotrun.model.deadline_job import DeadlineAssumptions, job_params, spot_history
-from spotrun.model.interruption_rate import PRIOR_SILENT_FRACTION, PRIOR_SPOT_HOURS
-from spotrun.model.job import ManifestSource, new_job
-from spotrun.model.manifest_io import parse_manifest_document
-from spotrun.model.simulation import Replay, SimJob, replay_policy
+import spotrun.model.simulation.replay as simulation
+from spotrun.model.deadline.inputs import SpotHistory, policy_params
+from spotrun.model.deadline.state import Decision, JobState, PolicyParams, Running
+from spotrun.model.deadline.stored_job import DeadlineAssumptions, job_params, spot_history
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.interruption_rate import PRIOR_SILENT_FRACTION, PRIOR_SPOT_HOURS
+from spotrun.model.job.record import ManifestSource, new_job
+from spotrun.model.manifest.parse import parse_manifest_document
+from spotrun.model.simulation.replay import Replay, SimJob, replay_policy
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 KNOBS = {"restart_hours": 0.5, "checkpoint_hours": 0.1, "checkpoint_interval_hours": 1.0, "tick_hours": 0.5}

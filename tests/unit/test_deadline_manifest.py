@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from spotrun.model.deadline_spec import deadline_at, deadline_hours, is_absolute
-from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest.deadline import deadline_at, deadline_hours, is_absolute
+from spotrun.model.manifest.schema import JobManifest
 from tests.unit.test_manifest_schema import model_accepts, schema_accepts
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

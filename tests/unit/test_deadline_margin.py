@@ -1,5 +1,5 @@
 """The safety margin holds what a preemption can really lose: the time on spot since the last sure save, at most an
-interval (spotrun.model.deadline.default_params, exposed_hours, stint_hours)."""
+interval (spotrun.model.deadline.state.default_params, exposed_hours, stint_hours)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,15 @@ import dataclasses
 
 import pytest
 
-from spotrun.model.deadline import Choice, JobState, Running, default_params, exposed_hours, slack_hours
-from spotrun.model.deadline_policies import decide
+from spotrun.model.deadline.policies import decide
+from spotrun.model.deadline.state import (
+    Choice,
+    JobState,
+    Running,
+    default_params,
+    exposed_hours,
+    slack_hours,
+)
 
 # The bench's job: a 20-minute restart, a 1-minute save (the notice covers it), the 4 h cap `auto` reaches with
 # a reliable notice, 20-minute decisions; p3.2xlarge's prices; the prior's 24 h between preemptions, 5 % silent.

@@ -7,14 +7,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from spotrun.aws.settings import Settings
-from spotrun.control.deadline_moves import redecide_while_training
-from spotrun.control.instances import acquire_instance
-from spotrun.control.interruptions import record_interruption
+from spotrun.control.capacity.acquire import acquire_instance
+from spotrun.control.capacity.deadline_moves import redecide_while_training
+from spotrun.control.capacity.interruptions import record_interruption
 from spotrun.control.store import update_job
-from spotrun.model.command import FailureCause
-from spotrun.model.deadline import Choice
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.agent_protocol.command import FailureCause
+from spotrun.model.deadline.state import Choice
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest.parse import parse_manifest_document
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, InMemoryJobStore
 

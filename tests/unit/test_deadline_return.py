@@ -10,15 +10,15 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from spotrun.control.deadline_moves import redecide_while_training
-from spotrun.control.instances import acquire_instance
-from spotrun.control.spot_return import return_to_spot
+from spotrun.control.capacity.acquire import acquire_instance
+from spotrun.control.capacity.deadline_moves import redecide_while_training
+from spotrun.control.capacity.spot_return import return_to_spot
 from spotrun.control.store import update_job
-from spotrun.model.bus_events import RETURN_TO_SPOT, ReturnToSpot
-from spotrun.model.deadline import Choice
+from spotrun.model.deadline.state import Choice
 from spotrun.model.errors import CapacityUnavailable
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.job.bus_events import RETURN_TO_SPOT, ReturnToSpot
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest.parse import parse_manifest_document
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeCompute, FakeEvents, FakeObjects, InMemoryJobStore
 from tests.unit.test_deadline_moves import JOB, SETTINGS, T0, notice_answered, training_on_spot

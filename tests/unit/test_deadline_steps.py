@@ -8,16 +8,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spotrun.aws.settings import Settings
-from spotrun.control.deadline_moves import redecide_while_training
-from spotrun.control.instances import acquire_instance
+from spotrun.control.capacity.acquire import acquire_instance
+from spotrun.control.capacity.deadline_moves import redecide_while_training
 from spotrun.control.store import update_job
 from spotrun.control.submission import start_job
-from spotrun.model.deadline import Choice
-from spotrun.model.deadline_job import ASSUMED, work_estimate
-from spotrun.model.deadline_work import decide_without_estimate
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.deadline.state import Choice
+from spotrun.model.deadline.stored_job import ASSUMED, work_estimate
+from spotrun.model.deadline.work import decide_without_estimate
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
 from spotrun.model.layout import progress_key
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.manifest.parse import parse_manifest_document
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, FakeWorkflows, InMemoryJobStore
 from tests.unit.test_plan import document, plan_of

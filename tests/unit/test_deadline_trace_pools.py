@@ -3,11 +3,11 @@ the runtime's replay of a trace file."""
 
 from __future__ import annotations
 
-from spotrun.local.capacity import CapacityModel
-from spotrun.local.catalog import Pool
+from spotrun.local.capacity.catalog import Pool
+from spotrun.local.capacity.pools import CapacityModel
+from spotrun.local.capacity.trace_pools import TracePools
 from spotrun.local.runtime import LocalRuntime
-from spotrun.local.trace_pools import TracePools
-from spotrun.model.traces import dumps_trace, parse_trace
+from spotrun.model.simulation.traces import dumps_trace, parse_trace
 
 POOL = ("g5.xlarge", "us-east-1a")
 

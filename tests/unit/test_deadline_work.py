@@ -1,4 +1,4 @@
-"""The deadline's work learnt from progress (spotrun.model.deadline_work), and the manifest's rule for it:
+"""The deadline's work learnt from progress (spotrun.model.deadline.work), and the manifest's rule for it:
 with a deadline, exactly one of training.expected_hours / training.total_steps."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from spotrun.model.deadline_work import ESTIMATE_AFTER_HOURS, StepsDone, from_manifest, from_progress
-from spotrun.model.manifest import JobManifest
+from spotrun.model.deadline.work import ESTIMATE_AFTER_HOURS, StepsDone, from_manifest, from_progress
+from spotrun.model.manifest.schema import JobManifest
 from tests.unit.test_manifest_schema import model_accepts, schema_accepts
 
 

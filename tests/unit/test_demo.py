@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from spotrun.local import demo
-from spotrun.model.job import Job, JobStatus, ManifestSource, new_job
+from spotrun.model.job.record import Job, JobStatus, ManifestSource, new_job
 from spotrun.shape import SERVICE_NAME
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

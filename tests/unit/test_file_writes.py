@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.agent import file_writes, staging
-from spotrun.agent.file_writes import WRITE_BYTES, write_at
-from spotrun.agent.ranges import MIB
-from spotrun.agent.staging import StageItem
+from spotrun.agent.transfer import download, file_writes
+from spotrun.agent.transfer.download import StageItem
+from spotrun.agent.transfer.file_writes import WRITE_BYTES, write_at
+from spotrun.agent.transfer.ranges import MIB
 from tests.unit.test_staging import BUCKET, FakeS3
 
 
@@ -74,7 +74,7 @@ def test_staging_writes_its_files_64_kib_at_a_time(tmp_path: Path, pwrites, size
 
     # When it is staged
     with ThreadPoolExecutor(max_workers=4) as pool:
-        staged = staging.download_verified(s3, item, root=tmp_path, ranged_pool=pool)
+        staged = download.download_verified(s3, item, root=tmp_path, ranged_pool=pool)
 
     # Then the file is the object, written by pwrite in pieces of at most 64 KiB that add up to it
     assert (tmp_path / "data.bin").read_bytes() == body

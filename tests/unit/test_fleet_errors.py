@@ -4,19 +4,24 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.control.instances import acquire_instance
-from spotrun.control.standby import launch_standby
+from spotrun.control.capacity.acquire import acquire_instance
+from spotrun.control.capacity.standby import launch_standby
 from spotrun.control.store import update_job
+from spotrun.model.capacity.fleet_errors import (
+    call_error_response,
+    classify,
+    overall_kind,
+    quota_name,
+)
+from spotrun.model.capacity.fleet_request import parse_fleet_response
 from spotrun.model.errors import (
     CapacityConfigurationError,
     CapacityMaxWaitExceeded,
     CapacityQuotaExceeded,
     CapacityUnavailable,
 )
-from spotrun.model.fleet_errors import call_error_response, classify, overall_kind, quota_name
-from spotrun.model.fleet_request import parse_fleet_response
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCompute, InMemoryJobStore
 

@@ -1,4 +1,5 @@
-"""Unit tests of spotrun.model.fleet_request: the CreateFleet request (its response: test_fleet_response.py)."""
+"""Unit tests of spotrun.model.capacity.fleet_request: the CreateFleet request (its response:
+test_fleet_response.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,10 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
-from spotrun.model.capacity import Pool
+from spotrun.model.capacity.candidates import Pool
+from spotrun.model.capacity.fleet_request import MAX_OVERRIDES, build_fleet_request
+from spotrun.model.capacity.pricing import GPU_CATALOG, instance_info
 from spotrun.model.errors import ManifestInvalid
-from spotrun.model.fleet_request import (
-    MAX_OVERRIDES,
-    build_fleet_request,
-)
-from spotrun.model.pricing import GPU_CATALOG, instance_info
 
 SUBNETS = {"subnet-aaa": "us-east-1a", "subnet-bbb": "us-east-1b"}
 

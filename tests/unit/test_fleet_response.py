@@ -1,4 +1,4 @@
-"""Unit tests of spotrun.model.fleet_request: what a CreateFleet response means (launches, errors, moto)."""
+"""Unit tests of spotrun.model.capacity.fleet_request: what a CreateFleet response means (launches, errors, moto)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spotrun.model.capacity import Pool
+from spotrun.model.capacity.candidates import Pool
+from spotrun.model.capacity.fleet_request import (
+    FleetLaunchError,
+    LaunchedInstance,
+    fleet_errors,
+    parse_fleet_response,
+)
 from spotrun.model.errors import CapacityUnavailable
-from spotrun.model.fleet_request import FleetLaunchError, LaunchedInstance, fleet_errors, parse_fleet_response
 from tests.unit.test_fleet_request import SUBNETS, request_for
 
 

@@ -12,8 +12,8 @@ import pytest
 from functions import release, runtime
 from spotrun.aws import adapters
 from spotrun.aws.settings import MissingSettings, Settings
-from spotrun.control import release as release_use_case
-from spotrun.local.lambda_patch import ExecutionEnvironments
+from spotrun.control.capacity import release as release_use_case
+from spotrun.local.patches.lambda_invoke import ExecutionEnvironments
 from spotrun.shape import SHAPE
 
 RELEASE_ENV = {

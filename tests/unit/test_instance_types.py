@@ -1,4 +1,5 @@
-"""Unit tests of the GPU instance catalog (spotrun.model.instance_types, read through spotrun.model.pricing)."""
+"""Unit tests of the GPU instance catalog (spotrun.model.capacity.instance_types, read through
+spotrun.model.capacity.pricing)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,8 @@ from typing import get_args
 
 import pytest
 
-from spotrun.model.manifest import GpuName
-from spotrun.model.pricing import (
-    GPU_CATALOG,
-    InstanceTypeInfo,
-    instance_info,
-)
+from spotrun.model.capacity.pricing import GPU_CATALOG, InstanceTypeInfo, instance_info
+from spotrun.model.manifest.schema import GpuName
 
 REQUIRED_TYPES = [
     *(

@@ -5,9 +5,9 @@ from datetime import timedelta
 
 import pytest
 
-from spotrun.control.interruptions import record_interruption
+from spotrun.control.capacity.interruptions import record_interruption
 from spotrun.control.store import update_job
-from spotrun.model.command import FailureCause
+from spotrun.model.agent_protocol.command import FailureCause
 from spotrun.model.layout import progress_key
 from tests.unit.fakes import FakeCommands, FakeObjects, InMemoryJobStore
 from tests.unit.interruption_world import BUCKET, T0, job_in_training, warn

@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from spotrun.control.interruptions import on_instance_state, record_interruption
-from spotrun.model.command import FailureCause
+from spotrun.control.capacity.interruptions import on_instance_state, record_interruption
+from spotrun.model.agent_protocol.command import FailureCause
 from spotrun.model.errors import InterruptionsExceeded
-from spotrun.model.job import JobStatus
+from spotrun.model.job.record import JobStatus
 from spotrun.model.layout import commit_marker_key, progress_key
 from tests.unit.fakes import FakeCommands, FakeObjects, FakeWorkflows
 from tests.unit.interruption_world import (
@@ -127,12 +127,12 @@ def test_a_notice_that_cannot_reach_the_agent_is_logged_and_the_replacement_stil
             raise RuntimeError("InvalidInstanceId")
 
     # When the warning arrives
-    with caplog.at_level(logging.WARNING, logger="spotrun.control.interruptions"):
+    with caplog.at_level(logging.WARNING, logger="spotrun.control.capacity.interruptions"):
         outcome = warn(store, compute, attempt.instance_id, commands=RefusingCommands())
     # Then the warning is recorded and the replacement launched, and the failure is logged with the job
     assert outcome.action == "warning recorded"
     assert outcome.standby_instance_id is not None
-    [logged] = [r for r in caplog.records if r.name == "spotrun.control.interruptions"]
+    [logged] = [r for r in caplog.records if r.name == "spotrun.control.capacity.interruptions"]
     assert logged.levelno == logging.WARNING
     assert "tiny-0123456789ab" in logged.getMessage()
     assert "InvalidInstanceId" in logged.getMessage()
@@ -142,7 +142,7 @@ def test_an_attempt_that_reported_no_step_is_logged_and_loses_an_unknown_number(
     # Given an interrupted attempt whose script never wrote its progress
     store, compute, _ = world
     # When the workflow records the interruption
-    with caplog.at_level(logging.WARNING, logger="spotrun.control.interruptions"):
+    with caplog.at_level(logging.WARNING, logger="spotrun.control.capacity.interruptions"):
         record = record_interruption(
             job_id="tiny-0123456789ab",
             error={"Error": "States.HeartbeatTimeout", "Cause": ""},
@@ -154,7 +154,7 @@ def test_an_attempt_that_reported_no_step_is_logged_and_loses_an_unknown_number(
         )
     # Then the steps lost are unknown, and the log says why, with the job
     assert (record.last_step, record.steps_lost) == (None, None)
-    [logged] = [r for r in caplog.records if r.name == "spotrun.control.interruptions"]
+    [logged] = [r for r in caplog.records if r.name == "spotrun.control.capacity.interruptions"]
     assert logged.levelno == logging.WARNING
     assert "tiny-0123456789ab" in logged.getMessage()
 

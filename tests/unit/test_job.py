@@ -2,9 +2,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.control.records import job_record
+from spotrun.control.views.job_json import job_record
 from spotrun.model.errors import InvalidTransition
-from spotrun.model.job import (
+from spotrun.model.job.ids import job_id_for
+from spotrun.model.job.record import (
     ALLOWED_TRANSITIONS,
     TERMINAL_STATUSES,
     Job,
@@ -15,9 +16,8 @@ from spotrun.model.job import (
     timeline_durations,
     transition,
 )
-from spotrun.model.job_ids import job_id_for
-from spotrun.model.manifest import JobManifest
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.manifest.parse import parse_manifest_text
+from spotrun.model.manifest.schema import JobManifest
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 HAPPY_PATH = [

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from spotrun.local.policy_eval import allowed, like
-from spotrun.model.job_access import (
+from spotrun.local.iam_eval.evaluate import allowed, like
+from spotrun.model.agent_protocol.session_policy import (
     MAX_SESSION_POLICY_CHARS,
     JobAccessRefused,
     job_session_policy,
@@ -16,7 +16,7 @@ from spotrun.model.job_access import (
     serialize,
 )
 from spotrun.model.layout import agent_command_key, commit_marker_key
-from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest.schema import JobManifest
 
 JOBS = "spotrun-jobs"
 JOB = "tiny-0123456789ab"

@@ -10,10 +10,10 @@ from pydantic import ValidationError
 
 from spotrun.control.agent_reports import CallerIdentity, ReportNotWaited, ReportRefused
 from spotrun.control.job_credentials import CredentialsRequest, issue_job_credentials
-from spotrun.model.attempt import Attempt
-from spotrun.model.job import Job, JobStatus, ManifestSource
-from spotrun.model.job_access import JobAccessRefused, JobCredentials, job_session_policy
-from spotrun.model.manifest import JobManifest
+from spotrun.model.agent_protocol.session_policy import JobAccessRefused, JobCredentials, job_session_policy
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import Job, JobStatus, ManifestSource
+from spotrun.model.manifest.schema import JobManifest
 from tests.unit.fakes import InMemoryJobStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

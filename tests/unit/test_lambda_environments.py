@@ -7,7 +7,7 @@ import threading
 import weakref
 from typing import Any
 
-from spotrun.local.lambda_patch import ExecutionEnvironments, fresh_handler
+from spotrun.local.patches.lambda_invoke import ExecutionEnvironments, fresh_handler
 
 PROBE = "tests.unit.lambda_probe.handler"
 ISOLATED = ("tests.unit.lambda_probe",)  # as the deployment's ``functions`` are

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from spotrun.control.instances import acquire_instance, launch_instance
-from spotrun.control.standby import launch_standby
-from spotrun.model.attempt import Attempt
+from spotrun.control.capacity.acquire import acquire_instance, launch_instance
+from spotrun.control.capacity.standby import launch_standby
 from spotrun.model.errors import CapacityUnavailable
-from spotrun.model.job import Job, JobStatus, ManifestSource, new_job, transition
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import Job, JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest.parse import parse_manifest_document
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCompute, InMemoryJobStore
 

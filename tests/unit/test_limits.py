@@ -8,16 +8,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from spotrun.aws.settings import Settings
+from spotrun.control.capacity.acquire import acquire_instance
+from spotrun.control.capacity.interruptions import on_interruption_warning, record_interruption
 from spotrun.control.dispatch import dispatch_agent_step
-from spotrun.control.instances import acquire_instance
-from spotrun.control.interruptions import on_interruption_warning, record_interruption
 from spotrun.control.store import update_job
 from spotrun.control.submission import admission_problems
-from spotrun.model.command import FailureCause
+from spotrun.model.agent_protocol.command import FailureCause
 from spotrun.model.errors import BudgetExceeded, MaxRuntimeExceeded
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.model.limits import next_attempt_refusal, training_seconds_used
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.job.limits import next_attempt_refusal, training_seconds_used
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, InMemoryJobStore
 

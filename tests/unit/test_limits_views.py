@@ -10,14 +10,14 @@ import typer
 from rich.console import Console
 
 from spotrun.cli.api import jobs_table
+from spotrun.cli.display.summary import limits_text
 from spotrun.cli.jobs import _show_ended
-from spotrun.cli.summary import limits_text
 from spotrun.control.finalize import finalize_job
-from spotrun.control.jobs import list_jobs
 from spotrun.control.store import update_job
-from spotrun.model.command import FailureCause
-from spotrun.model.job import JobStatus, ManifestSource, new_job
-from spotrun.model.limits import exit_code
+from spotrun.control.views.jobs import list_jobs
+from spotrun.model.agent_protocol.command import FailureCause
+from spotrun.model.job.limits import exit_code
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job
 from spotrun.shape import REPO_ROOT
 from tests.unit.fakes import FakeCompute, InMemoryJobStore
 from tests.unit.test_limits import PRICE, T0, acquire, manifest, submitted, to

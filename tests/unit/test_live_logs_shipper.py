@@ -8,7 +8,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from spotrun.agent.log_shipper import (
+from spotrun.agent.supervision.log_shipper import (
     EVENT_OVERHEAD_BYTES,
     MAX_BATCH_BYTES,
     MAX_BATCH_EVENTS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from spotrun.local.agent_environment import agent_environment
+from spotrun.local.instances.agent_environment import agent_environment
 
 
 def test_the_agent_inherits_none_of_the_control_planes_configuration():

@@ -6,13 +6,13 @@ import datetime as dt
 
 import pytest
 
-from spotrun.local.capacity import (
+from spotrun.local.capacity.catalog import INSTANCE_TYPES, Pool, default_pools, types_matching
+from spotrun.local.capacity.pools import (
     INSUFFICIENT_CAPACITY,
     MAX_PRICE_TOO_LOW,
     Candidate,
     CapacityModel,
 )
-from spotrun.local.catalog import INSTANCE_TYPES, Pool, default_pools, types_matching
 
 
 def _pools() -> list[Pool]:

@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-from spotrun.local.capacity import CapacityModel
+from spotrun.local.capacity.pools import CapacityModel
 from spotrun.local.clock import Clock
-from spotrun.local.consistency import Ec2Consistency
+from spotrun.local.patches.ec2_consistency import Ec2Consistency
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spotrun.local.imds import ImdsServer, InstanceMetadata
+from spotrun.local.instances.imds import ImdsServer, InstanceMetadata
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import pytest
 from pydantic import BaseModel
 
 from spotrun.local.clock import Clock
-from spotrun.local.events_patch import envelope, target_input
-from spotrun.local.lambda_patch import HandlerRegistry, import_handler, invoke_in_process
-from spotrun.local.patches import PatchSet
+from spotrun.local.patches.events import envelope, target_input
+from spotrun.local.patches.lambda_invoke import HandlerRegistry, import_handler, invoke_in_process
+from spotrun.local.patches.reversible import PatchSet
 from spotrun.local.provision import substitute
 from spotrun.model.errors import CapacityUnavailable
 
@@ -171,8 +171,8 @@ class _BootingInstance:
 
 def test_the_ssm_agent_registers_a_delay_after_running_however_slow_the_state_change_is_to_publish(tmp_path):
     # Given an emulator whose registration delay is 0.1 s real and whose "running" event takes 1 s to publish
-    from spotrun.local.capacity import CapacityModel
-    from spotrun.local.instances import InstanceManager
+    from spotrun.local.capacity.pools import CapacityModel
+    from spotrun.local.instances.fleet import InstanceManager
 
     def slow_publish(source: str, detail_type: str, detail: dict[str, Any], resources: list[str]) -> None:
         time.sleep(1.0)

@@ -1,4 +1,4 @@
-"""Unit tests of spotrun.model.manifest: the job manifest contract, its error messages and its JSON Schema."""
+"""Unit tests of spotrun.model.manifest.schema: the job manifest contract, its error messages and its JSON Schema."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import textwrap
 import pytest
 import yaml
 
-from spotrun.model.manifest import MANIFEST_VERSION, JobManifest, StorageClass
-from spotrun.model.manifest_io import ManifestError, manifest_json_schema, parse_manifest_text
+from spotrun.model.manifest.parse import ManifestError, manifest_json_schema, parse_manifest_text
+from spotrun.model.manifest.schema import MANIFEST_VERSION, JobManifest, StorageClass
 
 MINIMAL = """\
 name: tiny-regression

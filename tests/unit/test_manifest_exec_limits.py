@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from spotrun.model.manifest_exec import (
+from spotrun.model.manifest.exec_limits import (
     AGENT_ENVIRONMENT_RESERVE,
     ARG_MAX_TOTAL,
     MAX_ARG_STRLEN,
     POINTER_BYTES,
 )
-from spotrun.model.manifest_io import ManifestError, parse_manifest_document, parse_manifest_text
+from spotrun.model.manifest.parse import ManifestError, parse_manifest_document, parse_manifest_text
 
 
 def _manifest(

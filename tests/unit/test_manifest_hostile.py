@@ -8,10 +8,15 @@ import tracemalloc
 
 import pytest
 
-from spotrun.model import manifest_yaml
-from spotrun.model.manifest_io import MAX_ERRORS, MAX_MANIFEST_BYTES, ManifestError, parse_manifest_text
-from spotrun.model.manifest_json import MAX_DEPTH
-from spotrun.model.manifest_yaml import MAX_EXPANDED_SIZE
+from spotrun.model.manifest import yaml_text
+from spotrun.model.manifest.json_text import MAX_DEPTH
+from spotrun.model.manifest.parse import (
+    MAX_ERRORS,
+    MAX_MANIFEST_BYTES,
+    ManifestError,
+    parse_manifest_text,
+)
+from spotrun.model.manifest.yaml_text import MAX_EXPANDED_SIZE
 
 HEAD = "name: tiny\ntraining: {command: [python, train.py]}\n"
 
@@ -61,7 +66,7 @@ def test_an_alias_bomb_is_refused_before_it_is_expanded_in_bounded_memory(monkey
     text = billion_laughs()
     constructed = []
     monkeypatch.setattr(
-        manifest_yaml._BoundedLoader,
+        yaml_text._BoundedLoader,
         "construct_document",
         lambda self, node: constructed.append(node),
     )

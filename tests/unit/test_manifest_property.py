@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from hypothesis import HealthCheck, given, settings
 
 from spotrun.control.submission import submit_s3_manifest
-from spotrun.model.job import JobStatus, ManifestSource
-from spotrun.model.manifest import JobManifest
-from spotrun.model.manifest_io import MAX_ERRORS, ManifestError, parse_manifest_text
+from spotrun.model.job.record import JobStatus, ManifestSource
+from spotrun.model.manifest.parse import MAX_ERRORS, ManifestError, parse_manifest_text
+from spotrun.model.manifest.schema import JobManifest
 from tests.unit.fakes import FakeObjects, FakeWorkflows, InMemoryJobStore
 from tests.unit.manifest_strategies import manifest_inputs
 

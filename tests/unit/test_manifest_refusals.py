@@ -1,4 +1,4 @@
-"""Unit tests of spotrun.model.manifest: invalid manifests, one problem each, named by its field path."""
+"""Unit tests of spotrun.model.manifest.schema: invalid manifests, one problem each, named by its field path."""
 
 from __future__ import annotations
 

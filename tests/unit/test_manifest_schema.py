@@ -18,9 +18,9 @@ import jsonschema_rs
 import pytest
 from pydantic import ValidationError
 
-from spotrun.model.manifest import JobManifest
-from spotrun.model.manifest_io import manifest_json_schema
-from spotrun.model.manifest_rules import WHITE_SPACE, StrictModel
+from spotrun.model.manifest.parse import manifest_json_schema
+from spotrun.model.manifest.rules import WHITE_SPACE, StrictModel
+from spotrun.model.manifest.schema import JobManifest
 
 SCHEMA = json.loads(manifest_json_schema())
 PYTHON_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

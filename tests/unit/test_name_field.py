@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from spotrun.control.submission import start_job
-from spotrun.model.job import ManifestSource
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.job.record import ManifestSource
+from spotrun.model.manifest.parse import parse_manifest_document
 from tests.unit.fakes import FakeWorkflows, InMemoryJobStore
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from spotrun.control.job_plan import JobPlan
-from spotrun.control.plan import plan_job
-from spotrun.model.capacity import candidate_types
-from spotrun.model.fleet_request import build_fleet_request
-from spotrun.model.manifest_io import parse_manifest_document
-from spotrun.model.pricing import on_demand_price
+from spotrun.control.views.plan import plan_job
+from spotrun.control.views.plan_model import JobPlan
+from spotrun.model.capacity.candidates import candidate_types
+from spotrun.model.capacity.fleet_request import build_fleet_request
+from spotrun.model.capacity.pricing import on_demand_price
+from spotrun.model.manifest.parse import parse_manifest_document
 from tests.unit.fakes import FakeCompute, FakeObjects
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

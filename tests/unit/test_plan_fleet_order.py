@@ -1,8 +1,8 @@
-"""The order an instant fleet tries its pools (spotrun.model.fleet_order): by price, ties in request order."""
+"""The order an instant fleet tries its pools (spotrun.model.capacity.fleet_order): by price, ties in request order."""
 
 from __future__ import annotations
 
-from spotrun.model.fleet_order import try_order
+from spotrun.model.capacity.fleet_order import try_order
 
 PRICES = {"a": 0.3, "b": 0.2, "c": None, "d": 0.2, "e": 0.9}
 

@@ -1,4 +1,4 @@
-"""Unit tests of spotrun.model.pricing: billing, per-job cost accounting and regional on-demand prices."""
+"""Unit tests of spotrun.model.capacity.pricing: billing, per-job cost accounting and regional on-demand prices."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from spotrun.model.on_demand_prices import ON_DEMAND_USD_PER_HOUR, REGIONS
-from spotrun.model.pricing import (
+from spotrun.model.capacity.on_demand_prices import ON_DEMAND_USD_PER_HOUR, REGIONS
+from spotrun.model.capacity.pricing import (
     BILLING_MINIMUM_SECONDS,
     GPU_CATALOG,
     CostReport,
@@ -35,7 +35,7 @@ class FrozenAttempt:
 
 
 class ModelAttempt(BaseModel):
-    """A pydantic stand-in for spotrun.model.attempt.Attempt, which carries more fields than the cost needs."""
+    """A pydantic stand-in for spotrun.model.job.attempt.Attempt, which carries more fields than the cost needs."""
 
     model_config = ConfigDict(frozen=True)
 

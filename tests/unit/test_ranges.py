@@ -1,4 +1,4 @@
-"""How large objects are cut into ranges, and how many ranged GETs are in flight (spotrun.agent.ranges)."""
+"""How large objects are cut into ranges, and how many ranged GETs are in flight (spotrun.agent.transfer.ranges)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from spotrun.agent import ranges
-from spotrun.agent.ranges import MIB, part_size, range_size, ranged_streams, ranges_of
+from spotrun.agent.transfer import ranges
+from spotrun.agent.transfer.ranges import MIB, part_size, range_size, ranged_streams, ranges_of
 
 
 def test_an_object_alone_is_cut_into_about_16_parts_of_8_to_64_mib():

@@ -5,14 +5,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.control.instances import acquire_instance
-from spotrun.control.readiness import EC2_CONSISTENCY_GRACE, await_ready, check_ready
-from spotrun.control.release import release_for_workflow, release_instances
-from spotrun.control.standby import launch_standby
+from spotrun.control.capacity.acquire import acquire_instance
+from spotrun.control.capacity.readiness import EC2_CONSISTENCY_GRACE, await_ready, check_ready
+from spotrun.control.capacity.release import release_for_workflow, release_instances
+from spotrun.control.capacity.standby import launch_standby
 from spotrun.control.store import update_job
 from spotrun.model.errors import InstanceLost, InstanceNotManaged, InstancesNotReleased
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.model.timing import WorkflowTiming, workflow_timing
 from spotrun.shape import SHAPE, STATE_MACHINE_FILE
 from tests.unit.fakes import FakeCommands, FakeCompute, InMemoryJobStore

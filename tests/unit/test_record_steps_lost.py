@@ -1,10 +1,10 @@
-"""The steps an attempt lost, as the job record counts them (spotrun.model.attempt_end)."""
+"""The steps an attempt lost, as the job record counts them (spotrun.model.job.attempt_end)."""
 
 from datetime import UTC, datetime
 
-from spotrun.model.attempt import Attempt
-from spotrun.model.attempt_end import settle_steps_lost, steps_lost_fields
-from spotrun.model.job import ManifestSource, new_job
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.attempt_end import settle_steps_lost, steps_lost_fields
+from spotrun.model.job.record import ManifestSource, new_job
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

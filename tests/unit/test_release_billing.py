@@ -9,15 +9,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from spotrun.control.capacity.acquire import acquire_instance
+from spotrun.control.capacity.release import release_for_workflow
+from spotrun.control.capacity.standby import launch_standby
 from spotrun.control.finalize import finalize_job
-from spotrun.control.instances import acquire_instance
-from spotrun.control.release import release_for_workflow
-from spotrun.control.standby import launch_standby
 from spotrun.control.store import update_job
 from spotrun.model.errors import InstancesNotReleased
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.model.limits import spent_usd
-from spotrun.model.manifest_io import parse_manifest_text
+from spotrun.model.job.limits import spent_usd
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCompute, InMemoryJobStore
 

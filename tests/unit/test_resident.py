@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from spotrun.agent.notify import process_start_time
-from spotrun.agent.resident import EXIT_STEP_CRASHED, WAKE_SIGNAL, RunDirectory
+from spotrun.agent.resident_server import EXIT_STEP_CRASHED, WAKE_SIGNAL, RunDirectory
+from spotrun.agent.supervision.notice_relay import process_start_time
 
 # A resident agent whose steps are stand-ins: each records what it saw in OUT/<last part of the URI>.json.
 STAND_IN = """
 import json, logging, os, sys, time
 from pathlib import Path
-from spotrun.agent.notices import NoticeWatcher
-from spotrun.agent.notify import NoticeChannel, deliver_notice
-from spotrun.agent.resident import Resident, RunDirectory
+from spotrun.agent.supervision.spot_notices import NoticeWatcher
+from spotrun.agent.supervision.notice_relay import NoticeChannel, deliver_notice
+from spotrun.agent.resident_server import Resident, RunDirectory
 
 run_dir, out, poll = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 pid_file = out / "train.pid"
@@ -291,7 +291,7 @@ def test_after_warm_up_new_sessions_load_no_botocore_data_from_disk() -> None:
     # Given a process that warmed up as the resident agent does
     probe = """
 import boto3, botocore.loaders
-from spotrun.agent.resident import warm
+from spotrun.agent.resident_server import warm
 warm()
 reads = []
 original = botocore.loaders.JSONFileLoader.load_file
@@ -317,7 +317,7 @@ def test_the_shared_loader_serves_only_its_own_data_path_and_a_botocore_without_
     # Given a stand-in of botocore.session and a warmed loader
     from types import SimpleNamespace
 
-    from spotrun.agent.resident import share_loader
+    from spotrun.agent.resident_server import share_loader
 
     module = SimpleNamespace(create_loader=lambda search_path_string=None: ("fresh", search_path_string))
     warmed = object()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from spotrun.local import dispatch_patch
-from spotrun.local.patches import PatchSet
+from spotrun.local.patches import dispatch
+from spotrun.local.patches.reversible import PatchSet
 
 
 def test_the_backend_names_are_listed_once_and_stay_the_same(monkeypatch):
@@ -23,7 +23,7 @@ def test_the_backend_names_are_listed_once_and_stay_the_same(monkeypatch):
     monkeypatch.setattr(os, "listdir", counted)
     patches = PatchSet()
     # When the patch is installed and the names are asked for on three requests
-    dispatch_patch.install(patches)
+    dispatch.install(patches)
     try:
         answers = [list(backends.list_of_moto_modules()) for _ in range(3)]
     finally:

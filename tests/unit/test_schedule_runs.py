@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from spotrun.control.run_records import RunRecord
-from spotrun.control.schedules import CONTEXT, Invocation, create_schedule, run_scheduled
-from spotrun.model.manifest import JobManifest
+from spotrun.control.schedules.firing import CONTEXT, Invocation, create_schedule, run_scheduled
+from spotrun.control.schedules.run_records import RunRecord
+from spotrun.model.manifest.schema import JobManifest
 from tests.unit.fakes import FakeObjects, FakeWorkflows, InMemoryJobStore
 
 T0 = datetime(2026, 12, 1, 3, tzinfo=UTC)
@@ -16,7 +16,7 @@ MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:spotrun-job"
 
 
 class FakeRunRecords:
-    """:class:`spotrun.control.run_records.RunRecords` in a dict, recording each scheduled time once."""
+    """:class:`spotrun.control.schedules.run_records.RunRecords` in a dict, recording each scheduled time once."""
 
     def __init__(self) -> None:
         self.recorded: dict[tuple[str, str], RunRecord] = {}

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from spotrun.control.schedules import create_schedule
+from spotrun.control.schedules.firing import create_schedule
 from spotrun.local.clock import Clock
 from spotrun.local.scheduler import LocalScheduler
 from spotrun.model.errors import RequestRejected
-from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest.schema import JobManifest
 from tests.unit.fakes import FakeObjects
 from tests.unit.test_schedules import BUCKET, FakeSchedules
 

@@ -2,9 +2,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotrun.control.schedules import RunRecord, create_schedule, fingerprint, should_skip
+from spotrun.control.schedules.firing import RunRecord, create_schedule, fingerprint, should_skip
 from spotrun.model.errors import RequestRejected
-from spotrun.model.manifest import JobManifest
+from spotrun.model.manifest.schema import JobManifest
 from tests.unit.fakes import FakeObjects
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)

@@ -12,21 +12,21 @@ import jsonschema_rs
 import pytest
 from pydantic import ValidationError
 
-from spotrun.agent.environment import child_environment
-from spotrun.agent.outputs import log_tail, upload_log
 from spotrun.agent.secrets import MASK, Masker, SecretReader, SecretsUnavailableError, resolve_secrets
+from spotrun.agent.steps.final_outputs import log_tail, upload_log
+from spotrun.agent.supervision.command_environment import child_environment
 from spotrun.control.submission import admission_problems
 from spotrun.model import layout
-from spotrun.model.command import SECRETS_UNAVAILABLE, AgentCommand
-from spotrun.model.job_access import (
+from spotrun.model.agent_protocol.command import SECRETS_UNAVAILABLE, AgentCommand
+from spotrun.model.agent_protocol.session_policy import (
     ceiling_statements,
     instance_secret_denials,
     job_session_policy,
     secret_ceiling_statements,
 )
-from spotrun.model.manifest import JobManifest
-from spotrun.model.manifest_io import manifest_json_schema
-from spotrun.model.secrets import check_pattern, is_allowed, parse_reference
+from spotrun.model.manifest.parse import manifest_json_schema
+from spotrun.model.manifest.schema import JobManifest
+from spotrun.model.manifest.secrets import check_pattern, is_allowed, parse_reference
 from spotrun.shape import REPO_ROOT
 
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:spotrun/db-AbCdEf"

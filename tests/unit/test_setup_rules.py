@@ -10,12 +10,12 @@ import pytest
 
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.control.finalize import finalize_job
-from spotrun.control.records import job_record
-from spotrun.model.attempt import Attempt
-from spotrun.model.command import SETUP_FAILED, FailureCause, StageResult
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
-from spotrun.model.manifest_io import manifest_json_schema, parse_manifest_text
-from spotrun.model.manifest_training import MAX_SETUP_COMMANDS
+from spotrun.control.views.job_json import job_record
+from spotrun.model.agent_protocol.command import SETUP_FAILED, FailureCause, StageResult
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.manifest.parse import manifest_json_schema, parse_manifest_text
+from spotrun.model.manifest.training import MAX_SETUP_COMMANDS
 from spotrun.model.timing import workflow_timing
 from spotrun.shape import REPO_ROOT
 from tests.unit import test_limits as limits

@@ -1,4 +1,4 @@
-"""The replay and the omniscient optimum (spotrun.model.simulation, simulation_optimum, simulation_runs)."""
+"""The replay and the omniscient optimum (spotrun.model.simulation.replay, simulation_optimum, simulation_runs)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import spotrun.model.simulation as simulation
-from spotrun.agent.interval import choose_interval
-from spotrun.model.deadline import Choice, Decision, JobState, PolicyParams, deadline_feasible, run_rate
-from spotrun.model.deadline_inputs import SpotHistory
-from spotrun.model.deadline_policies import POLICIES
-from spotrun.model.interruption_rate import rate_from_counts
-from spotrun.model.simulation import (
+import spotrun.model.simulation.replay as simulation
+from spotrun.agent.supervision.interval import choose_interval
+from spotrun.model.deadline.inputs import SpotHistory
+from spotrun.model.deadline.policies import POLICIES
+from spotrun.model.deadline.state import (
+    Choice,
+    Decision,
+    JobState,
+    PolicyParams,
+    deadline_feasible,
+    run_rate,
+)
+from spotrun.model.job.interruption_rate import rate_from_counts
+from spotrun.model.simulation.optimum import optimum
+from spotrun.model.simulation.replay import (
     Replay,
     SimJob,
     online_interval,
@@ -24,9 +32,8 @@ from spotrun.model.simulation import (
     restart_steps,
     start_steps,
 )
-from spotrun.model.simulation_optimum import optimum
-from spotrun.model.simulation_runs import OPTIMUM, replay_of, simulate_trace
-from spotrun.model.traces import dumps_trace, parse_trace
+from spotrun.model.simulation.runs import OPTIMUM, replay_of, simulate_trace
+from spotrun.model.simulation.traces import dumps_trace, parse_trace
 
 # Half-hour steps, a one-step restart, saves every hour that take 6 minutes; the silent share 0 by default.
 JOB = SimJob(

@@ -1,6 +1,6 @@
 """The omniscient optimum is the cost of a schedule that runs, and no schedule costs less.
 
-The optimum is a dynamic programme (spotrun.model.simulation_optimum); these tests hold it to an independent,
+The optimum is a dynamic programme (spotrun.model.simulation.optimum); these tests hold it to an independent,
 naive replay of a schedule under the same job model (whole steps, a restart of ``restart_steps`` billed steps
 after every start or switch, spot only where the trace has it, the finishing step billed for the part of it
 the work needs): its own schedule must replay to its cost, and on tiny traces an exhaustive search over every
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spotrun.model.deadline import run_rate
-from spotrun.model.simulation import Replay, SimJob, restart_steps
-from spotrun.model.simulation_optimum import optimum
+from spotrun.model.deadline.state import run_rate
+from spotrun.model.simulation.optimum import optimum
+from spotrun.model.simulation.replay import Replay, SimJob, restart_steps
 
 STEP = 0.5
 INTERVAL = 1.0

@@ -18,9 +18,9 @@ import random
 
 import pytest
 
-from spotrun.model.simulation import SimJob
-from spotrun.model.simulation_runs import OPTIMUM, TraceReport, overall, simulate_trace
-from spotrun.model.traces import Trace, TraceKind, dumps_trace, parse_trace
+from spotrun.model.simulation.replay import SimJob
+from spotrun.model.simulation.runs import OPTIMUM, TraceReport, overall, simulate_trace
+from spotrun.model.simulation.traces import Trace, TraceKind, dumps_trace, parse_trace
 
 SEEDS = range(1000, 1010)
 STARTS = 10

@@ -1,4 +1,4 @@
-"""spotrun.agent.staging: planning, choosing the check, and verified downloads against an in-memory S3."""
+"""spotrun.agent.transfer.download: planning, choosing the check, and verified downloads against an in-memory S3."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from spotrun.agent import integrity
-from spotrun.agent.staging import (
+from spotrun.agent.transfer import integrity
+from spotrun.agent.transfer.download import (
     Expectation,
     StageItem,
     StagingError,

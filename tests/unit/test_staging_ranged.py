@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spotrun.agent import integrity, ranges, staging
-from spotrun.agent.crcs import crc32_combine
-from spotrun.agent.ranges import MIB, ranges_of
-from spotrun.agent.staging import StageItem, StagingError, stage
+from spotrun.agent.transfer import download, integrity, ranges
+from spotrun.agent.transfer.crcs import crc32_combine
+from spotrun.agent.transfer.download import StageItem, StagingError, stage
+from spotrun.agent.transfer.ranges import MIB, ranges_of
 from tests.unit.test_staging import BUCKET, FakeS3
 
 SIZE = 24 * MIB + 12345  # 8 MiB ranges: 3 full ones and a short last one
@@ -40,7 +40,7 @@ def test_a_large_object_is_fetched_as_ranged_gets_written_in_place_and_verified(
 
     # When it is staged
     with ThreadPoolExecutor(max_workers=4) as pool:
-        staged = staging.download_verified(s3, item, root=tmp_path, ranged_pool=pool)
+        staged = download.download_verified(s3, item, root=tmp_path, ranged_pool=pool)
 
     # Then four ranged GETs covered it exactly, once each, and the file is the object, checked by its digest
     assert sorted(s3.ranges["in/big.bin"]) == [(o, o + n - 1) for o, n in ranges_of(SIZE)]
@@ -73,13 +73,13 @@ def test_ranged_gets_in_flight_are_at_most_four_per_cpu(tmp_path, monkeypatch):
     # Given a process that may run on one CPU, and the pools staging makes, recorded
     monkeypatch.setattr(ranges, "usable_cpus", lambda: 1)
     made: dict[str, int] = {}
-    real_pool = staging.ThreadPoolExecutor
+    real_pool = download.ThreadPoolExecutor
 
     def recorded_pool(max_workers: int, thread_name_prefix: str) -> Any:
         made[thread_name_prefix] = max_workers
         return real_pool(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
 
-    monkeypatch.setattr(staging, "ThreadPoolExecutor", recorded_pool)
+    monkeypatch.setattr(download, "ThreadPoolExecutor", recorded_pool)
     s3 = FakeS3()
     s3.put("in/big.bin", BODY)
 
@@ -158,7 +158,7 @@ def test_each_byte_of_a_ranged_download_is_hashed_once(tmp_path, monkeypatch, cr
         return None if inner is None else CountingHash(inner)
 
     monkeypatch.setattr(integrity, "new_hash", counted_new_hash)
-    monkeypatch.setattr(staging, "new_hash", counted_new_hash)
+    monkeypatch.setattr(download, "new_hash", counted_new_hash)
     s3 = FakeS3()
     s3.put("in/big.bin", BODY, checksum=checksum)
 

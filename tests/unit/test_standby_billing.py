@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
+from spotrun.control.capacity.release import release_instances
+from spotrun.control.capacity.standby import launch_standby
 from spotrun.control.finalize import finalize_job
-from spotrun.control.release import release_instances
-from spotrun.control.standby import launch_standby
 from spotrun.control.store import update_job
 from tests.unit.interruption_world import SETTINGS, T0, interrupt_and_relaunch, job_in_training, warn
 

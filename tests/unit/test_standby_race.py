@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from spotrun.control.interruptions import record_interruption
+from spotrun.control.capacity.interruptions import record_interruption
 from spotrun.model.errors import CapacityUnavailable
-from spotrun.model.standby import STANDBY_LAUNCH_SECONDS
+from spotrun.model.job.standby import STANDBY_LAUNCH_SECONDS
 from spotrun.shape import SHAPE
 from tests.unit.fakes import FakeObjects
 from tests.unit.interruption_world import BUCKET, T0, acquire, job_in_training, warn

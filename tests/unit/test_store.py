@@ -5,7 +5,7 @@ import pytest
 
 from spotrun.control.store import update_job
 from spotrun.model.errors import ConcurrentUpdate, JobNotFound
-from spotrun.model.job import JobStatus, ManifestSource, new_job, transition
+from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
 from tests.unit.fakes import InMemoryJobStore
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)

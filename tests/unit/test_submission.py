@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from spotrun.aws.settings import Settings
-from spotrun.control.schedules import create_schedule
+from spotrun.control.schedules.firing import create_schedule
 from spotrun.control.submission import (
     SCHEDULE_REFUSED,
     admission_problems,
@@ -17,8 +17,8 @@ from spotrun.control.submission import (
     submit_s3_manifest,
 )
 from spotrun.model.errors import RequestRejected
-from spotrun.model.job import JobStatus, ManifestSource
-from spotrun.model.manifest_io import MAX_ERRORS, MAX_MANIFEST_BYTES, parse_manifest_document
+from spotrun.model.job.record import JobStatus, ManifestSource
+from spotrun.model.manifest.parse import MAX_ERRORS, MAX_MANIFEST_BYTES, parse_manifest_document
 from tests.unit.fakes import FakeObjects, FakeWorkflows, InMemoryJobStore
 from tests.unit.test_manifest_hostile import billion_laughs
 from tests.unit.test_schedules import FakeSchedules

@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 from rich.console import Console
 
-from spotrun.cli.summary import final_summary
-from spotrun.control.jobs import job_view
-from spotrun.model.attempt import Attempt
-from spotrun.model.job import Job, JobStatus, ManifestSource
-from spotrun.model.pricing import job_cost
+from spotrun.cli.display.summary import final_summary
+from spotrun.control.views.jobs import job_view
+from spotrun.model.capacity.pricing import job_cost
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import Job, JobStatus, ManifestSource
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

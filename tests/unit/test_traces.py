@@ -1,4 +1,4 @@
-"""Spot traces read at the edge, validated with clear errors (spotrun.model.traces)."""
+"""Spot traces read at the edge, validated with clear errors (spotrun.model.simulation.traces)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.model.traces import (
+from spotrun.model.simulation.traces import (
     TraceError,
     TraceKind,
     dumps_trace,

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from spotrun import training, training_files
+from spotrun import training
 from spotrun.model import layout
+from spotrun.training import files
 
 
 def make_run(tmp_path: Path, **overrides: object) -> training.Run:
@@ -281,7 +282,7 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(training_files, "_clock", fake)
+    monkeypatch.setattr(files, "_clock", fake)
     return fake
 
 

@@ -1,4 +1,4 @@
-"""spotrun.training_hf without transformers: the agent's copy imports anywhere, and what it refuses."""
+"""spotrun.training.huggingface without transformers: the agent's copy imports anywhere, and what it refuses."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from spotrun import training_hf
-from spotrun.agent.environment import install_runtime
+from spotrun.agent.supervision.command_environment import install_runtime
+from spotrun.training import huggingface
 
 
 def test_the_runtime_copy_imports_without_transformers_and_needs_it_only_for_the_callback(tmp_path):
@@ -23,7 +23,7 @@ def test_the_runtime_copy_imports_without_transformers_and_needs_it_only_for_the
         "from spotrun import training_hf\n"
         "print('imported')\n"
         "try:\n"
-        "    training_hf.SpotrunCallback\n"
+        "    huggingface.SpotrunCallback\n"
         "except ModuleNotFoundError as error:\n"
         "    print('needs', error.name)\n"
     )
@@ -40,7 +40,7 @@ def test_train_refuses_a_resume_checkpoint_of_its_own():
     # Given / When train() is asked to resume from a checkpoint the caller chose
     # Then it refuses: the run's latest committed checkpoint is the one to resume from
     with pytest.raises(ValueError, match="resumes from the run's latest checkpoint"):
-        training_hf.train(object(), object(), resume_from_checkpoint="elsewhere")  # type: ignore[arg-type]
+        huggingface.train(object(), object(), resume_from_checkpoint="elsewhere")  # type: ignore[arg-type]
 
 
 ARGUMENTS = {"world_size": 1, "load_best_model_at_end": False, "save_only_model": False}
@@ -60,9 +60,9 @@ def test_arguments_under_which_a_checkpoint_would_not_resume_exactly_are_refused
 
     # When / Then the callback's check refuses that one, by name
     with pytest.raises(ValueError, match=message):
-        training_hf.check_arguments(args)
+        huggingface.check_arguments(args)
 
 
 def test_arguments_the_contract_can_resume_from_pass_the_check():
     # Given / When / Then
-    training_hf.check_arguments(SimpleNamespace(**ARGUMENTS))
+    huggingface.check_arguments(SimpleNamespace(**ARGUMENTS))

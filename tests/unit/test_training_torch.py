@@ -1,4 +1,4 @@
-"""spotrun.training_torch in one process: a resumed run continues exactly, and a failed save leaves nothing."""
+"""spotrun.training.pytorch in one process: a resumed run continues exactly, and a failed save leaves nothing."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from spotrun import training, training_torch
-from spotrun.training_torch import Position, TorchCheckpointer
+from spotrun import training
+from spotrun.training import pytorch
+from spotrun.training.pytorch import Position, TorchCheckpointer
 
 SAMPLES = 24
 BATCH = 4
@@ -55,7 +56,7 @@ def train(run: training.Run, stop_at: int | None = None) -> tuple[list[float], N
     position = checkpointer.resume()
     losses: list[float] = []
     while position.epoch < EPOCHS:
-        order = training_torch.epoch_order(SAMPLES, position.epoch, seed=7)
+        order = pytorch.epoch_order(SAMPLES, position.epoch, seed=7)
         batch = order[position.batch * BATCH : (position.batch + 1) * BATCH]
         noise = float(np.random.normal()) * 0.01 + random.random() * 0.01
         optimizer.zero_grad()
@@ -111,7 +112,7 @@ def test_a_save_that_dies_midway_leaves_no_checkpoint_and_the_previous_one_is_re
     real_save = torch.save
 
     def dies_after_the_model(obj, path, *args, **kwargs):
-        if str(path).endswith(training_torch.RNG_FILE):
+        if str(path).endswith(pytorch.RNG_FILE):
             raise OSError("disk full")
         real_save(obj, path, *args, **kwargs)
 
@@ -137,11 +138,11 @@ def test_the_position_moves_to_the_next_epoch_after_its_last_batch():
 
 def test_the_epoch_order_depends_on_the_seed_and_epoch_only():
     # Given the order of epoch 2
-    first = training_torch.epoch_order(50, 2, seed=1)
+    first = pytorch.epoch_order(50, 2, seed=1)
     # When the global generator moves on, the order is unchanged; another epoch gives another order
     torch.rand(100)
-    assert training_torch.epoch_order(50, 2, seed=1) == first
-    assert training_torch.epoch_order(50, 3, seed=1) != first
+    assert pytorch.epoch_order(50, 2, seed=1) == first
+    assert pytorch.epoch_order(50, 3, seed=1) != first
     assert sorted(first) == list(range(50))
 
 
@@ -149,8 +150,8 @@ def test_only_rank_0_writes_the_progress_file(tmp_path):
     # Given the contract's environment, as torchrun's rank 1 sees it
     environ = {training.ENV_PROGRESS_FILE: str(tmp_path / "progress.json"), "RANK": "1"}
     # When the run is built there and on rank 0
-    other = training_torch.run_from_env(environ=environ, checkpoint_dir=tmp_path, handle_signal=False)
-    first = training_torch.run_from_env(
+    other = pytorch.run_from_env(environ=environ, checkpoint_dir=tmp_path, handle_signal=False)
+    first = pytorch.run_from_env(
         environ={**environ, "RANK": "0"}, checkpoint_dir=tmp_path, handle_signal=False
     )
     # Then only rank 0 has somewhere to report
@@ -165,7 +166,7 @@ def test_the_final_model_file_is_byte_identical_for_identical_weights(tmp_path):
     two = Net()
     two.load_state_dict(one.state_dict())
     # When each is saved
-    training_torch.save_safetensors(one)(tmp_path / "one")
-    training_torch.save_safetensors(two)(tmp_path / "two")
+    pytorch.save_safetensors(one)(tmp_path / "one")
+    pytorch.save_safetensors(two)(tmp_path / "two")
     # Then the files are the same bytes
     assert (tmp_path / "one").read_bytes() == (tmp_path / "two").read_bytes()

@@ -9,13 +9,13 @@ import sys
 import pytest
 
 from spotrun import training
-from spotrun.agent.environment import child_environment, install_runtime
-from spotrun.agent.gpu import count_gpus, list_nvidia_gpus
 from spotrun.agent.imds import ImdsError
+from spotrun.agent.supervision.command_environment import child_environment, install_runtime
+from spotrun.agent.supervision.gpu import count_gpus, list_nvidia_gpus
 from spotrun.model import layout
-from spotrun.model.command import AgentCommand
-from spotrun.model.contract import CONTRACT_VARIABLES, ENV_GPUS_PER_NODE, expand_argv
-from spotrun.model.manifest_io import parse_manifest_document
+from spotrun.model.agent_protocol.command import AgentCommand
+from spotrun.model.contract_variables import CONTRACT_VARIABLES, ENV_GPUS_PER_NODE, expand_argv
+from spotrun.model.manifest.parse import parse_manifest_document
 from tests.unit.test_agent_gpu import fake_nvidia_smi
 
 

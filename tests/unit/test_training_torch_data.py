@@ -1,4 +1,4 @@
-"""spotrun.training_torch_data in one process: a loader resumed mid-epoch yields what an uninterrupted one does,
+"""spotrun.training.pytorch_data in one process: a loader resumed mid-epoch yields what an uninterrupted one does,
 in that epoch and the next ones, and a loader that cannot resume exactly is refused."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from spotrun import training
-from spotrun.training_torch import Position, TorchCheckpointer, resumable_loader
+from spotrun.training.pytorch import Position, TorchCheckpointer, resumable_loader
 
 DATASET = TensorDataset(torch.arange(40))
 EPOCHS = 3

@@ -1,4 +1,5 @@
-"""The agent's client config for transfers (spotrun.agent.staging_client): what each setting changes on the wire."""
+"""The agent's client config for transfers (spotrun.agent.transfer.client_config): what each setting changes
+on the wire."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Any
 import boto3
 from botocore.awsrequest import AWSResponse
 
-from spotrun.agent import runner
-from spotrun.agent.staging_client import MAX_POOL_CONNECTIONS, transfer_config
+from spotrun.agent import step_runner
+from spotrun.agent.transfer.client_config import MAX_POOL_CONNECTIONS, transfer_config
 
 
 class _EmptyBody:
@@ -62,11 +63,11 @@ def test_the_agents_clients_are_made_with_the_transfer_config(monkeypatch):
     # Given no client made yet
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setattr(runner, "_machine_sessions", {})
-    monkeypatch.setattr(runner, "_clients", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(step_runner, "_machine_sessions", {})
+    monkeypatch.setattr(step_runner, "_clients", weakref.WeakKeyDictionary())
 
     # When the agent makes its S3 client
-    s3 = runner.aws_client("s3", "us-east-1")
+    s3 = step_runner.aws_client("s3", "us-east-1")
 
     # Then it has the transfer config: the pool for parallel transfers and payload signing off
     assert s3.meta.config.max_pool_connections == MAX_POOL_CONNECTIONS

@@ -1,4 +1,4 @@
-"""The agent's CRC-32 (spotrun.agent.crcs.crc32): ISA-L's when installed, zlib's otherwise, the same values."""
+"""The agent's CRC-32 (spotrun.agent.transfer.crcs.crc32): ISA-L's when installed, zlib's otherwise, the same values."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from spotrun.agent import crcs, integrity, staging_crt, upload
+from spotrun.agent.transfer import crcs, crt_gets, integrity, upload
 
 
 def test_the_agent_computes_crc32_with_isal_when_it_is_installed() -> None:
@@ -24,7 +24,7 @@ def test_the_agent_computes_crc32_with_isal_when_it_is_installed() -> None:
     running = crcs.running_crc("crc32")
     assert running is not None
     assert running.update is crcs.crc32
-    assert integrity.crc32 is staging_crt.crc32 is upload.crc32 is crcs.crc32
+    assert integrity.crc32 is crt_gets.crc32 is upload.crc32 is crcs.crc32
 
 
 def test_without_isal_the_agent_falls_back_to_zlib(monkeypatch: pytest.MonkeyPatch) -> None:

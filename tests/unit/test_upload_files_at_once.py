@@ -1,4 +1,4 @@
-"""How many multipart uploads one checkpoint keeps open at a time (spotrun.agent.upload.PartUploader)."""
+"""How many multipart uploads one checkpoint keeps open at a time (spotrun.agent.transfer.upload.PartUploader)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from spotrun.agent.upload import LARGE_FILES_AT_ONCE, MULTIPART_THRESHOLD, PartUploader, upload_file
+from spotrun.agent.transfer.upload import LARGE_FILES_AT_ONCE, MULTIPART_THRESHOLD, PartUploader, upload_file
 
 
 class OpenUploads:

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from spotrun.cli import schedules as schedules_cli
 from spotrun.cli.app import app
-from spotrun.cli.code_upload import workdir_of
-from spotrun.cli.workdir import WorkdirError, list_entries, packed
+from spotrun.cli.workdir.pack import WorkdirError, list_entries, packed
+from spotrun.cli.workdir.upload import workdir_of
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:

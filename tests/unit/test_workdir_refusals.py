@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from spotrun.control.schedules import create_schedule
+from spotrun.control.schedules.firing import create_schedule
 from spotrun.model.errors import RequestRejected
-from spotrun.model.job import JobStatus
-from spotrun.model.manifest_io import ManifestError, parse_manifest_document
+from spotrun.model.job.record import JobStatus
+from spotrun.model.manifest.parse import ManifestError, parse_manifest_document
 from tests.unit.fakes import FakeObjects, FakeWorkflows
 from tests.unit.test_schedules import FakeSchedules
 from tests.unit.test_submission import BUCKET, OWN_ARCHIVE, T0, TINY, drop, post

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from spotrun.agent.code_archive import archive_file, plan_code, unpack_code
-from spotrun.agent.staging import StagingError, stage
-from spotrun.cli.workdir import packed
-from spotrun.local.policy_eval import allowed
+from spotrun.agent.steps.code_archive import archive_file, plan_code, unpack_code
+from spotrun.agent.transfer.download import StagingError, stage
+from spotrun.cli.workdir.pack import packed
+from spotrun.local.iam_eval.evaluate import allowed
 from spotrun.model import layout
-from spotrun.model.job_access import job_session_policy
-from spotrun.model.manifest import JobManifest
+from spotrun.model.agent_protocol.session_policy import job_session_policy
+from spotrun.model.manifest.schema import JobManifest
 from tests.unit.test_staging import BUCKET, FakeS3
 
 JOB = "tiny-0123456789ab"

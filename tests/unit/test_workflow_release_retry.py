@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from spotrun.control.readiness import EC2_CONSISTENCY_GRACE
+from spotrun.control.capacity.readiness import EC2_CONSISTENCY_GRACE
 from spotrun.shape import STATE_MACHINE_FILE
 
 ASL = json.loads(STATE_MACHINE_FILE.read_text())

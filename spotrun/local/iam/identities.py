@@ -5,7 +5,7 @@ presigned, in the ``X-Amz-Credential`` query parameter, and a session's token in
 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html).
 
 Role sessions are of two kinds in the emulator: each simulated instance's session of the instance role, which
-its IMDS hands out (registered in :class:`spotrun.local.api_auth.Callers` at launch), and the sessions moto's
+its IMDS hands out (registered in :class:`spotrun.local.api.auth.Callers` at launch), and the sessions moto's
 STS issues (the job-access role's, assumed by the API function with a session policy). Both are judged against
 the role's policies as moto's IAM holds them, and a session policy when there is one.
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from spotrun.local.api_auth import Callers
+from spotrun.local.api.auth import Callers
 from spotrun.local.server import ACCOUNT_ID, FAKE_CREDENTIALS
 
 # moto's Step Functions interpreter signs its inner boto3 clients (Lambda invocations, aws-sdk integrations)

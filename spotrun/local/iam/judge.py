@@ -13,8 +13,9 @@ before each S3 operation. Both are replaced here:
   EC2's ``RequestExpired``);
 - a role session is otherwise judged: the action (``<service prefix>:<operation>``) on each resource the
   Service Authorization Reference names for it (:mod:`.resources`), against the role's policies and the session
-  policy (:meth:`.identities.Identities.policies`), with IAM's logic (:func:`spotrun.local.policy_eval.allowed_by_all`);
-  a refusal is the service's ``AccessDeniedException`` / ``AccessDenied`` / EC2's ``UnauthorizedOperation``.
+  policy (:meth:`.identities.Identities.policies`), with IAM's logic
+  (:func:`spotrun.local.iam_eval.evaluate.allowed_by_all`); a refusal is the service's
+  ``AccessDeniedException`` / ``AccessDenied`` / EC2's ``UnauthorizedOperation``.
 
 Errors and status codes: the services' common errors (e.g.
 https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/CommonErrors.html,
@@ -38,8 +39,8 @@ from werkzeug.exceptions import HTTPException
 
 from spotrun.local.iam import resources as table
 from spotrun.local.iam.identities import Identities, Principal, Signature
-from spotrun.local.patches import PatchSet
-from spotrun.local.policy_eval import allowed_by_all
+from spotrun.local.iam_eval.evaluate import allowed_by_all
+from spotrun.local.patches.reversible import PatchSet
 
 # moto's service names whose IAM prefix differs.
 _PREFIXES = {"stepfunctions": "states", "awslambda": "lambda", "lambda": "lambda"}

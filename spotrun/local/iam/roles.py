@@ -6,7 +6,8 @@
 - the instances' role (the launch template's instance profile), with AWS's managed policy and the statements
   ``infra.constructs.instances`` and ``deny_to_instances`` add.
 
-The statements come from :mod:`spotrun.model.job_access`, the one home of each, shared with the CDK app.
+The statements come from :mod:`spotrun.model.agent_protocol.session_policy`, the one home of each, shared
+with the CDK app.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from spotrun.local.iam import managed_policies
 from spotrun.local.server import ACCOUNT_ID
-from spotrun.model.job_access import (
+from spotrun.model.agent_protocol.session_policy import (
     SESSION_SECONDS,
     ceiling_statements,
     instance_metrics_statements,
@@ -64,7 +65,7 @@ def instance_role(iam: Any, secret_references: tuple[str, ...]) -> str:
     reads its own through its job's session). Two statements of the deployed role have nothing to act on here:
     ``s3:GetObject`` of the agent package's CDK asset (the emulator starts the agent from this checkout) and
     ``execute-api:Invoke`` of the agent routes (the API stand-in authenticates its callers itself,
-    :class:`spotrun.local.api_auth.Callers`).
+    :class:`spotrun.local.api.auth.Callers`).
 
     Returns
     -------

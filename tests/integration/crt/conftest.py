@@ -12,13 +12,13 @@ import pytest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from spotrun.agent import staging_crt, staging_whole
-from spotrun.agent.staging import StageItem
-from spotrun.agent.staging_client import transfer_config
-from spotrun.agent.staging_crt import CrtGetter, crt_getter
-from spotrun.agent.upload import upload_file
-from spotrun.local import s3_upload_patch
-from spotrun.local.patches import PatchSet
+from spotrun.agent.transfer import crt_gets, whole_objects
+from spotrun.agent.transfer.client_config import transfer_config
+from spotrun.agent.transfer.crt_gets import CrtGetter, crt_getter
+from spotrun.agent.transfer.download import StageItem
+from spotrun.agent.transfer.upload import upload_file
+from spotrun.local.patches import s3_integrity
+from spotrun.local.patches.reversible import PatchSet
 from spotrun.local.server import FAKE_CREDENTIALS, EmbeddedServer
 from tests.conftest import noting
 
@@ -30,7 +30,7 @@ BODY = random.Random(7).randbytes(1024 * 1024 + 3)
 def endpoint() -> Iterator[str]:
     """The emulator's S3 as the runtime serves it (its S3 patches), on a port of its own, for one test."""
     patches = PatchSet()
-    s3_upload_patch.install(patches)
+    s3_integrity.install(patches)
     server = EmbeddedServer()
     try:
         yield server.start()
@@ -83,8 +83,8 @@ def keys() -> dict[str, str]:
 
 @pytest.fixture
 def hashed(hashed, monkeypatch) -> list[str]:
-    """Also each CRC-32 the CRT's callbacks computed as they wrote (``staging_crt.crc32``)."""
-    monkeypatch.setattr(staging_crt, "crc32", noting(staging_crt.crc32, lambda *_: hashed.append("crc32")))
+    """Also each CRC-32 the CRT's callbacks computed as they wrote (``crt_gets.crc32``)."""
+    monkeypatch.setattr(crt_gets, "crc32", noting(crt_gets.crc32, lambda *_: hashed.append("crc32")))
     return hashed
 
 
@@ -92,9 +92,9 @@ def hashed(hashed, monkeypatch) -> list[str]:
 def read_back(monkeypatch) -> list[str]:
     """The algorithms a staged file was read back from the page cache for."""
     seen: list[str] = []
-    real = staging_whole._read_back_problems
+    real = whole_objects._read_back_problems
     note = noting(real, lambda descriptor, expectation: seen.append(expectation.algorithm))
-    monkeypatch.setattr(staging_whole, "_read_back_problems", note)
+    monkeypatch.setattr(whole_objects, "_read_back_problems", note)
     return seen
 
 

@@ -8,9 +8,10 @@ import os
 import boto3
 import pytest
 
-from spotrun.agent import checkpoints, runner, staging_crt
-from spotrun.agent.runner import EXIT_REPORTED, execute
-from spotrun.agent.staging_crt import CrtGetter
+from spotrun.agent import checkpoint_store, step_runner
+from spotrun.agent.step_runner import EXIT_REPORTED, execute
+from spotrun.agent.transfer import crt_gets
+from spotrun.agent.transfer.crt_gets import CrtGetter
 from spotrun.local.server import FAKE_CREDENTIALS
 from spotrun.model import layout
 from tests.integration import test_agent as agent_tests
@@ -18,7 +19,7 @@ from tests.integration.conftest import AGENT_BUCKET
 from tests.integration.crt.conftest import BODY
 
 pytestmark = pytest.mark.skipif(
-    not staging_crt.crt_available(), reason="the agent extra (awscrt) is not installed"
+    not crt_gets.crt_available(), reason="the agent extra (awscrt) is not installed"
 )
 
 
@@ -30,13 +31,13 @@ def test_the_agent_uses_the_crt_beside_its_s3_client_and_boto3_without_it(endpoi
     session = boto3.session.Session(region_name="us-east-1")
 
     # When the agent asks for its getter, Then it is the CRT's, made once per session
-    made = runner.direct_getter("us-east-1", session)
+    made = step_runner.direct_getter("us-east-1", session)
     assert isinstance(made, CrtGetter)
-    assert runner.direct_getter("us-east-1", session) is made
+    assert step_runner.direct_getter("us-east-1", session) is made
 
     # And when the CRT cannot be used, Then there is none: staging makes its GETs through boto3
-    monkeypatch.setattr(staging_crt, "crt_available", lambda: False)
-    assert runner.direct_getter("us-east-1", boto3.session.Session(region_name="us-east-1")) is None
+    monkeypatch.setattr(crt_gets, "crt_available", lambda: False)
+    assert step_runner.direct_getter("us-east-1", boto3.session.Session(region_name="us-east-1")) is None
 
 
 def test_the_stage_step_gets_its_inputs_and_checkpoint_through_the_contexts_getter(
@@ -47,7 +48,7 @@ def test_the_stage_step_gets_its_inputs_and_checkpoint_through_the_contexts_gett
     s3.put_object(Bucket=AGENT_BUCKET, Key="ex/data/features.bin", Body=BODY, ChecksumAlgorithm="SHA256")
     s3.put_object(Bucket=AGENT_BUCKET, Key="ex/code/train.py", Body=b"print('train')\n")
     old = agent_tests.write_checkpoint(tmp_path / "old", 100, b"weights")
-    checkpoints.upload_checkpoint(s3, AGENT_BUCKET, "j-000000000001", 100, old)
+    checkpoint_store.upload_checkpoint(s3, AGENT_BUCKET, "j-000000000001", 100, old)
     ctx = dataclasses.replace(agent_tests.context(s3, tmp_path / "nvme"), direct=direct)
 
     # When the stage step runs with the CRT's getter in its context
@@ -70,10 +71,10 @@ def test_the_agents_context_carries_the_crts_getter(endpoint, monkeypatch):
         monkeypatch.setenv(name, value)
 
     # When the agent builds a step's context
-    ctx = runner.build_context(
-        agent_tests.command("stage", agent_tests.manifest()), runner.AgentSettings(), dict(os.environ)
+    ctx = step_runner.build_context(
+        agent_tests.command("stage", agent_tests.manifest()), step_runner.AgentSettings(), dict(os.environ)
     )
 
     # Then its getter is the CRT's, beside its S3 client
     assert isinstance(ctx.direct, CrtGetter)
-    assert ctx.direct is runner.direct_getter(agent_tests.REGION)
+    assert ctx.direct is step_runner.direct_getter(agent_tests.REGION)

@@ -13,14 +13,14 @@ import pytest
 from awscrt import checksums
 from botocore.config import Config
 
-from spotrun.agent import crcs, file_writes, staging_crt
-from spotrun.agent.staging import StagingError, download_verified, plan_input, stage
-from spotrun.agent.staging_client import transfer_config
+from spotrun.agent.transfer import crcs, crt_gets, file_writes
+from spotrun.agent.transfer.client_config import transfer_config
+from spotrun.agent.transfer.download import StagingError, download_verified, plan_input, stage
 from tests.integration.conftest import corrupt_in_storage
 from tests.integration.crt.conftest import BODY, BUCKET, client_of, item_for, uploaded
 
 pytestmark = pytest.mark.skipif(
-    not staging_crt.crt_available(), reason="the agent extra (awscrt) is not installed"
+    not crt_gets.crt_available(), reason="the agent extra (awscrt) is not installed"
 )
 
 
@@ -64,7 +64,7 @@ def test_an_object_with_its_sha256_is_read_back_once_for_it(s3, tmp_path, direct
 def test_a_body_in_pieces_out_of_order_is_written_in_place_and_gives_no_crc(tmp_path):
     # Given the CRT's callbacks over a new file, for two responses that carry a CRC-32
     descriptor = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-    in_order, out_of_order = (staging_crt._Response(descriptor, want_crc32=True) for _ in range(2))
+    in_order, out_of_order = (crt_gets._Response(descriptor, want_crc32=True) for _ in range(2))
     for response in (in_order, out_of_order):
         response.on_headers(headers=[("x-amz-checksum-crc32", "AAAAAA==")])
 
@@ -135,7 +135,7 @@ def test_the_crts_body_is_written_64_kib_at_a_time_and_a_failed_write_fails_the_
     monkeypatch.setattr(os, "pwrite", full)
     descriptor = os.open(tmp_path / "again.bin", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        with pytest.raises(staging_crt.DirectGetError, match="No space left on device"):
+        with pytest.raises(crt_gets.DirectGetError, match="No space left on device"):
             direct.get_into(BUCKET, "data/w.bin", descriptor)
     finally:
         os.close(descriptor)

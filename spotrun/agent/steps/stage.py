@@ -1,0 +1,204 @@
+"""The ``stage`` step: copy the job's inputs, code and latest committed checkpoint onto the NVMe, then run setup."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from spotrun.agent.checkpoint_store import RestoredCheckpoint, download_checkpoint, latest_committed
+from spotrun.agent.context import StepContext, StepReport
+from spotrun.agent.links import LinkError, real_directories
+from spotrun.agent.secrets import Masker, SecretsUnavailableError, resolve_secrets
+from spotrun.agent.steps.code_archive import plan_code, unpack_code
+from spotrun.agent.steps.final_outputs import log_tail, upload_log
+from spotrun.agent.steps.setup import SetupAbandonedError, SetupFailedError, SetupOverBudgetError, run_setup
+from spotrun.agent.steps.train import budget_seconds
+from spotrun.agent.supervision.command_environment import child_environment, install_runtime
+from spotrun.agent.supervision.log_shipper import live_log
+from spotrun.agent.transfer.download import StageItem, StagingError, plan_input, stage
+from spotrun.model import layout
+from spotrun.model.agent_protocol.command import (
+    BUDGET_EXCEEDED,
+    SECRETS_UNAVAILABLE,
+    SETUP_FAILED,
+    AgentCommand,
+    FailureCause,
+    StageResult,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def plan_job_inputs(
+    command: AgentCommand, ctx: StepContext, job_layout: layout.NvmeLayout
+) -> list[StageItem]:
+    """List every file of the manifest's ``data.inputs`` and ``training.code``.
+
+    Parameters
+    ----------
+    command
+        The stage command.
+    ctx
+        The step's ports.
+    job_layout
+        The job's NVMe directories (created).
+
+    Returns
+    -------
+    list[StageItem]
+        Data inputs under ``data_dir/<destination>``, code under ``code_dir`` (or its archive beside it).
+    """
+    manifest = command.manifest
+    items: list[StageItem] = []
+    for data_input in manifest.data.inputs:
+        destination = job_layout.data_dir / data_input.destination
+        if data_input.destination.endswith("/"):
+            # "dir/" receives a single object under its own name; made without passing through a link.
+            try:
+                real_directories(job_layout.data_dir, destination)
+            except LinkError as exc:
+                raise StagingError(f"data.inputs destination {data_input.destination!r}: {exc}") from None
+        items.extend(plan_input(ctx.s3, data_input.source, destination))
+    if manifest.training.code is not None:
+        items.extend(plan_code(ctx.s3, manifest.training.code, job_layout))
+    return items
+
+
+def restore_checkpoint(
+    command: AgentCommand, ctx: StepContext, job_layout: layout.NvmeLayout
+) -> RestoredCheckpoint | None:
+    """Put the job's latest committed checkpoint into the checkpoint directory, unless it is already there.
+
+    A job with none of its own, whose manifest names ``training.resume_from``, starts from that job's.
+
+    Returns
+    -------
+    RestoredCheckpoint or None
+        What was restored (``files == 0`` when a local copy already held that step), or None without one.
+
+    Raises
+    ------
+    StagingError
+        When ``training.resume_from`` names a job without a committed checkpoint.
+    """
+    source_job = command.job_id
+    latest = latest_committed(ctx.s3, command.jobs_bucket, command.job_id)
+    resume_from = command.manifest.training.resume_from
+    if latest is None and resume_from is not None:
+        latest = latest_committed(ctx.s3, command.jobs_bucket, resume_from)
+        if latest is None:
+            raise StagingError(
+                f"training.resume_from: job {resume_from!r} has no committed checkpoint in "
+                f"s3://{command.jobs_bucket}/{layout.checkpoints_prefix(resume_from)}"
+            )
+        source_job = resume_from
+    if latest is None:
+        return None
+    local = layout.local_checkpoints(job_layout.checkpoint_dir)
+    if local and local[-1][0] >= latest.step and not local[-1][1].is_symlink():
+        # This instance already holds it (a second stage of the same attempt): nothing to copy.
+        return RestoredCheckpoint(step=latest.step, prefix=latest.prefix, path=local[-1][1], files=0, bytes=0)
+    return download_checkpoint(
+        ctx.s3,
+        command.jobs_bucket,
+        source_job,
+        latest.step,
+        job_layout.checkpoint_dir,
+        max_workers=ctx.workers,
+        direct=ctx.direct,
+    )
+
+
+def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
+    """Stage inputs and code, verified, restore the latest committed checkpoint, then run ``training.setup``.
+
+    Parameters
+    ----------
+    command
+        A ``stage`` command.
+    ctx
+        The step's ports.
+
+    Returns
+    -------
+    StepReport
+        A :class:`StageResult`; ``Secrets.Unavailable`` when a reference of ``training.secrets`` cannot be read;
+        ``Setup.Failed`` when a setup command failed; nothing when the workflow stopped
+        waiting during setup. Staging failures raise, and the runner reports them as ``Staging.Failed``.
+    """
+    started = time.monotonic()
+    # First: a reference that cannot be read ends the job before any input is copied.
+    try:
+        secret_values = resolve_secrets(command.manifest.training.secrets, ctx.secret_reader)
+    except SecretsUnavailableError as exc:
+        return StepReport.failed(SECRETS_UNAVAILABLE, FailureCause(message=str(exc)))
+    ctx.masker = Masker(secret_values.values())
+    job_layout = layout.NvmeLayout(ctx.nvme_root, command.job_id)
+    job_layout.create()
+    items = plan_job_inputs(command, ctx, job_layout)
+    logger.info("staging %d files for job %s", len(items), command.job_id)
+    report = stage(ctx.s3, items, root=job_layout.root, max_workers=ctx.workers, direct=ctx.direct)
+    if command.manifest.training.code is not None:
+        unpack_code(command.manifest.training.code, job_layout)
+    restored = restore_checkpoint(command, ctx, job_layout)
+    if restored is not None:
+        logger.info("restored checkpoint step %d (%d files)", restored.step, restored.files)
+    result = StageResult(
+        files=report.files + (restored.files if restored else 0),
+        bytes=report.bytes + (restored.bytes if restored else 0),
+        seconds=round(time.monotonic() - started, 3),
+        checkpoint_restored=restored.prefix if restored else None,
+        restored_step=restored.step if restored else None,
+    )
+    if not command.manifest.training.setup:
+        return StepReport.succeeded(result)
+    return _set_up(command, ctx, job_layout, result, secret_values)
+
+
+def _set_up(
+    command: AgentCommand,
+    ctx: StepContext,
+    job_layout: layout.NvmeLayout,
+    result: StageResult,
+    secret_values: dict[str, str],
+) -> StepReport:
+    """Run the setup commands with the training command's environment; upload the log whatever happens."""
+    training = command.manifest.training
+    log_path = job_layout.log_file(command.attempt)
+    # Setup may run `python -c "from spotrun import training"` as the command would: the same runtime, the same env.
+    install_runtime(job_layout.runtime_dir)
+    logger.info("running %d setup command(s) for job %s", len(training.setup), command.job_id)
+    shipper = live_log(
+        ctx.logs, command.jobs_bucket, command.job_id, command.attempt, log_path, mask=ctx.masker.mask
+    )
+    try:
+        with shipper:  # setup's lines open the attempt's live log; the train step's follow them
+            seconds = run_setup(
+                training.setup,
+                job_layout.code_dir,
+                child_environment(command, job_layout, ctx.base_env, secrets=secret_values),
+                log_path,
+                timeout_seconds=training.setup_timeout_minutes * 60.0,
+                budget_seconds=budget_seconds(command),
+                abandoned=ctx.abandoned.is_set,
+            )
+    except SetupAbandonedError:
+        upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path, ctx.masker)
+        return StepReport()
+    except SetupFailedError as exc:
+        logger.warning("setup failed: %s", exc.failure.message)
+        log_key = upload_log(
+            ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path, ctx.masker
+        )
+        cause = FailureCause(
+            message=exc.failure.message,
+            exit_code=exc.failure.exit_code,
+            log_tail=log_tail(log_path, masker=ctx.masker),
+            log_key=log_key,
+        )
+        error = BUDGET_EXCEEDED if isinstance(exc, SetupOverBudgetError) else SETUP_FAILED
+        return StepReport.failed(error, cause)
+    logger.info("setup done in %.1f s", seconds)
+    # Now, not only when training ends: `spotrun logs` shows what setup did while the job trains.
+    upload_log(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path, ctx.masker)
+    return StepReport.succeeded(result.model_copy(update={"setup_seconds": seconds}))

@@ -1,0 +1,329 @@
+"""The ``train`` step: run the user's command under the checkpoint contract and report how it ended."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from spotrun.agent.checkpoint_store import CommittedCheckpoint, latest_committed
+from spotrun.agent.context import StepContext, StepReport
+from spotrun.agent.periodic import Ticker
+from spotrun.agent.secrets import Masker, SecretsUnavailableError, resolve_secrets
+from spotrun.agent.steps.final_outputs import (
+    ModelMissingError,
+    OutputLinkError,
+    locate_model,
+    log_tail,
+    upload_log,
+    upload_outputs,
+    write_output_list,
+)
+from spotrun.agent.supervision.checkpoint_sync import CheckpointSyncer
+from spotrun.agent.supervision.command_environment import child_environment, install_runtime
+from spotrun.agent.supervision.gpu import GpuMonitor, metrics_interval
+from spotrun.agent.supervision.interval import IntervalAdvisor
+from spotrun.agent.supervision.log_shipper import live_log
+from spotrun.agent.supervision.notice_relay import NoticeChannel
+from spotrun.agent.supervision.progress import ProgressPublisher
+from spotrun.agent.supervision.spot_notices import Notice
+from spotrun.agent.supervision.supervisor import TrainingSupervisor, TrainOutcome, describe_exit
+from spotrun.model import layout
+from spotrun.model.agent_protocol.command import (
+    BUDGET_EXCEEDED,
+    MAX_RUNTIME_EXCEEDED,
+    SECRETS_UNAVAILABLE,
+    SPOT_INTERRUPTED,
+    TRAINING_FAILED,
+    AgentCommand,
+    FailureCause,
+    TrainResult,
+)
+from spotrun.model.contract_variables import expand_argv
+from spotrun.model.job.interruption_rate import prior_rate
+
+logger = logging.getLogger(__name__)
+
+
+def max_runtime_seconds(command: AgentCommand) -> float:
+    """The time limit of the step: what the control plane left of the job's allowance, else all of it."""
+    if command.max_runtime_seconds is not None:
+        return command.max_runtime_seconds
+    return command.manifest.training.max_runtime_minutes * 60.0
+
+
+def budget_seconds(command: AgentCommand, now: datetime | None = None) -> float | None:
+    """Seconds from ``now`` until the command's ``stop_at`` (at least 0), or None when the job has no budget."""
+    if command.stop_at is None:
+        return None
+    now = now or datetime.now(UTC)
+    return max(0.0, (command.stop_at - now).total_seconds())
+
+
+def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
+    """Run the training command until it succeeds, fails, runs out of time or is interrupted.
+
+    Checkpoints and the step reached are uploaded every ``command.poll_seconds`` while it runs, and once more
+    when it ends; GPU metrics go to ``ctx.metrics`` every :func:`~spotrun.agent.supervision.gpu.metrics_interval`. The
+    interruption notice comes from ``ctx.watcher`` (IMDS, the agent's own SIGTERM, or a ``notice`` command
+    through :class:`~spotrun.agent.supervision.notice_relay.NoticeChannel`): the command then gets the
+    manifest's checkpoint signal, and its last checkpoint is committed before ``Spot.Interrupted`` is reported.
+
+    Parameters
+    ----------
+    command
+        A ``train`` command.
+    ctx
+        The step's ports.
+
+    Returns
+    -------
+    StepReport
+        TrainResult on success; ``Secrets.Unavailable`` (a reference of ``training.secrets`` cannot be read),
+        ``Training.Failed``, ``Spot.Interrupted``, ``Budget.Exceeded`` (``stop_at``
+        passed) or ``Training.MaxRuntimeExceeded``; nothing when abandoned.
+    """
+    manifest = command.manifest
+    # Read afresh by each step's process: the values are never written to the instance's disk.
+    try:
+        secret_values = resolve_secrets(manifest.training.secrets, ctx.secret_reader)
+    except SecretsUnavailableError as exc:
+        return StepReport.failed(SECRETS_UNAVAILABLE, FailureCause(message=str(exc)))
+    ctx.masker = Masker(secret_values.values())
+    job_layout = layout.NvmeLayout(ctx.nvme_root, command.job_id)
+    job_layout.create()
+    install_runtime(job_layout.runtime_dir)
+    log_path = job_layout.log_file(command.attempt)
+    progress_path = job_layout.progress_file(command.attempt)
+    progress_path.unlink(missing_ok=True)  # left by an earlier run of this step: not this run's progress
+    progress = ProgressPublisher(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, progress_path)
+    syncer = CheckpointSyncer(
+        ctx.s3,
+        command.jobs_bucket,
+        command.job_id,
+        command.attempt,
+        job_layout.checkpoint_dir,
+        manifest.training.checkpoint.keep_last,
+        committed=_already_committed(ctx, command),
+    )
+    environment = child_environment(
+        command, job_layout, ctx.base_env, ctx.gpus_per_node(), secrets=secret_values
+    )
+    supervisor = TrainingSupervisor(
+        # No shell runs the command: its ${NAME}s (checked against the contract at validation) are expanded here.
+        expand_argv(manifest.training.command, environment),
+        job_layout.code_dir,
+        environment,
+        log_path,
+        restarts=manifest.training.restarts_on_error,
+        max_runtime_seconds=max_runtime_seconds(command),
+        checkpoint_signal=signal.Signals[manifest.training.checkpoint.signal],
+        interruption=ctx.watcher.interruption,
+        abandoned=ctx.abandoned.is_set,
+        tick_seconds=min(0.2, command.poll_seconds),
+        budget_seconds=budget_seconds(command),
+        stop_grace_seconds=command.stop_grace_seconds,
+        # The log shows the command as written: an expanded training.env value may be a secret.
+        shown_argv=manifest.training.command,
+    )
+    sync_ticker = Ticker(command.poll_seconds, syncer.sync_quietly, "checkpoint-sync", immediately=False)
+    advisor = _interval_advisor(command, job_layout)
+
+    def poll_progress() -> None:
+        progress.publish_quietly()
+        if advisor is not None:
+            # A new save time may move the interval; an upload that no longer fits the notice too.
+            advisor.update_quietly(progress.save_seconds, syncer.upload_seconds)
+            ctx.checkpoint_interval = advisor.current  # the heartbeats carry it to the job's record
+
+    if advisor is not None:
+        poll_progress()  # the interval file holds the first interval before the command starts
+    progress_ticker = Ticker(command.poll_seconds, poll_progress, "progress", immediately=False)
+    channel = NoticeChannel(
+        job_layout.supervisor_pid_file(command.attempt), ctx.watcher, command.job_id, command.attempt
+    )
+
+    def on_rebalance(notice: Notice) -> None:
+        sync_ticker.trigger()  # interruption risk is up: get the newest checkpoint out now
+
+    ctx.watcher.on_rebalance = on_rebalance
+    logger.info("training job %s attempt %d: %s", command.job_id, command.attempt, manifest.training.command)
+    shipper = live_log(
+        ctx.logs, command.jobs_bucket, command.job_id, command.attempt, log_path, mask=ctx.masker.mask
+    )
+    with channel:
+        with shipper, sync_ticker, progress_ticker, ctx.watcher, _gpu_metrics(command, ctx):
+            outcome = supervisor.run()
+        logger.info("training ended: %s (%s)", outcome.kind, outcome.message)
+        # Whatever the outcome, the newest local checkpoint is worth committing: the next attempt resumes it.
+        syncer.sync_quietly()
+        poll_progress()
+        log_key = upload_log(
+            ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path, ctx.masker
+        )
+    if outcome.kind == "abandoned":
+        return StepReport()
+    if outcome.kind == "completed":
+        return _completed(
+            command, ctx, outcome, syncer.last_committed, progress.last_step, log_key, job_layout
+        )
+    tail = log_tail(log_path, masker=ctx.masker)
+    cause = FailureCause(
+        message=outcome.message,
+        exit_code=outcome.exit_code,
+        log_tail=tail,
+        log_key=log_key,
+        last_step=progress.last_step,
+    )
+    if outcome.kind in ("interrupted", *_LIMIT_ERRORS):
+        failed = save_failure(
+            outcome, supervisor.checkpoint_signal, syncer.last_committed, progress.last_step, tail
+        )
+        cause = cause.model_copy(update={"save_failed": failed})
+    if outcome.kind == "interrupted":
+        return _interrupted(outcome, cause, syncer.last_committed)
+    if outcome.kind in _LIMIT_ERRORS:
+        return _stopped_at_limit(_LIMIT_ERRORS[outcome.kind], outcome, cause, syncer.last_committed)
+    return StepReport.failed(TRAINING_FAILED, cause)
+
+
+# Outcomes of a limit running out, and the error each reports: the job ends there, its checkpoint kept.
+_LIMIT_ERRORS = {"budget_exceeded": BUDGET_EXCEEDED, "timed_out": MAX_RUNTIME_EXCEEDED}
+
+
+def save_failure(
+    outcome: TrainOutcome,
+    checkpoint_signal: signal.Signals,
+    committed: CommittedCheckpoint | None,
+    last_step: int | None,
+    tail: str,
+) -> str | None:
+    """How the command ended when it died after the checkpoint signal without its last step committed.
+
+    Parameters
+    ----------
+    outcome
+        How supervision ended (an interruption or a limit: the checkpoint signal was due).
+    checkpoint_signal
+        The manifest's checkpoint signal.
+    committed
+        The newest committed checkpoint after the final sync.
+    last_step
+        The last step the script reported; None: none reported.
+    tail
+        The end of the command's log (masked).
+
+    Returns
+    -------
+    str or None
+        E.g. ``"exit code 1 after SIGTERM, step 45 not saved: RuntimeError: DataLoader worker ..."``; None when
+        it exited as the contract asks (0, or 128 + the signal's number, as ``Run.exit_for_preemption`` does) or
+        when its last step is committed whatever its exit (``torchrun`` exits 1 after forwarding the signal).
+    """
+    if outcome.exit_code in (0, 128 + int(checkpoint_signal)):
+        return None
+    if committed is not None and last_step is not None and committed.step >= last_step:
+        return None
+    lines = [
+        line.strip() for line in tail.splitlines() if line.strip() and not line.startswith("--- spotrun:")
+    ]
+    lost = "" if last_step is None else f", step {last_step} not saved"
+    text = f"{describe_exit(outcome.exit_code)} after {checkpoint_signal.name}{lost}"
+    if lines:
+        text += f": {lines[-1]}"
+    return text[:500]
+
+
+@contextlib.contextmanager
+def _gpu_metrics(command: AgentCommand, ctx: StepContext) -> Iterator[None]:
+    """Sample the GPUs while the block runs (when the context has a metrics port)."""
+    if ctx.metrics is None:
+        yield
+        return
+    monitor = GpuMonitor(ctx.metrics, command.job_id, ctx.instance_id)
+    ticker = Ticker(metrics_interval(command.poll_seconds), monitor.sample_quietly, "gpu-metrics").start()
+    try:
+        yield
+    finally:
+        ticker.stop(timeout=1.0)  # a hung nvidia-smi must not delay the checkpoint upload
+
+
+def _interval_advisor(command: AgentCommand, job_layout: layout.NvmeLayout) -> IntervalAdvisor | None:
+    """The advisor of ``interval_steps: auto`` (None for a step-based interval), its file fresh for the attempt."""
+    checkpoint = command.manifest.training.checkpoint
+    if not checkpoint.auto:
+        return None
+    path = job_layout.checkpoint_interval_file(command.attempt)
+    path.unlink(missing_ok=True)  # an earlier run's interval: this run measures its own
+    return IntervalAdvisor(path, command.pool_rate or prior_rate(), checkpoint.max_interval_hours)
+
+
+def _already_committed(ctx: StepContext, command: AgentCommand) -> CommittedCheckpoint | None:
+    try:
+        return latest_committed(ctx.s3, command.jobs_bucket, command.job_id)
+    except Exception as exc:  # not knowing only costs one redundant upload
+        logger.warning("could not list committed checkpoints: %s", exc)
+        return None
+
+
+def _completed(
+    command: AgentCommand,
+    ctx: StepContext,
+    outcome: TrainOutcome,
+    committed: CommittedCheckpoint | None,
+    last_step: int | None,
+    log_key: str | None,
+    job_layout: layout.NvmeLayout,
+) -> StepReport:
+    try:
+        outputs = upload_outputs(
+            ctx.s3, command.jobs_bucket, command.job_id, job_layout.output_dir, workers=ctx.workers
+        )
+        model = locate_model(command.job_id, command.manifest.outputs.model, outputs)
+    except (ModelMissingError, OutputLinkError) as exc:
+        cause = FailureCause(
+            message=str(exc),
+            exit_code=0,
+            log_tail=log_tail(job_layout.log_file(command.attempt), masker=ctx.masker),
+            log_key=log_key,
+            last_step=last_step,
+        )
+        return StepReport.failed(TRAINING_FAILED, cause)
+    result = TrainResult(
+        exit_code=0,
+        seconds=round(outcome.seconds, 3),
+        last_checkpoint_step=committed.step if committed else None,
+        last_step=last_step,
+        outputs=write_output_list(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, outputs),
+        model_key=model.key,
+        model_sha256=model.sha256,
+        log_key=log_key or layout.log_key(command.job_id, command.attempt),
+    )
+    return StepReport.succeeded(result)
+
+
+def _interrupted(
+    outcome: TrainOutcome, cause: FailureCause, committed: CommittedCheckpoint | None
+) -> StepReport:
+    saved = f"checkpoint step {committed.step} committed" if committed else "no checkpoint committed"
+    message = f"{outcome.message}; the command stopped ({describe_exit(outcome.exit_code)}); {saved}"
+    update = {
+        "message": message,
+        "checkpoint": committed.prefix if committed else None,
+        "checkpoint_step": committed.step if committed else None,
+    }
+    return StepReport.failed(SPOT_INTERRUPTED, cause.model_copy(update=update))
+
+
+def _stopped_at_limit(
+    error: str, outcome: TrainOutcome, cause: FailureCause, committed: CommittedCheckpoint | None
+) -> StepReport:
+    saved = f"checkpoint step {committed.step} committed" if committed else "no checkpoint committed"
+    update = {
+        "message": f"{outcome.message}; {saved}",
+        "checkpoint": committed.prefix if committed else None,
+        "checkpoint_step": committed.step if committed else None,
+    }
+    return StepReport.failed(error, cause.model_copy(update=update))

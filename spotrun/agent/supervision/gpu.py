@@ -1,0 +1,283 @@
+"""GPU use while training, from ``nvidia-smi``, published as CloudWatch metrics.
+
+Every :func:`metrics_interval` seconds the agent runs ``nvidia-smi`` (when it is on ``PATH``; without it,
+nothing happens at all) and puts two metrics in the ``spotrun`` namespace, each twice, once per dimension:
+
+- ``GPUUtilization`` (Percent): the mean of ``utilization.gpu`` over the instance's GPUs;
+- ``GPUMemoryUtilization`` (Percent): the highest ``memory.used / memory.total * 100`` among them;
+
+with the dimension ``InstanceId`` (from IMDS; left out when unknown) and ``JobId``. Failures are logged, never
+raised: metrics must not disturb training.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from spotrun.agent.imds import ImdsClient, ImdsError
+from spotrun.model.capacity.instance_types import GPU_CATALOG
+
+logger = logging.getLogger(__name__)
+
+NAMESPACE = "spotrun"
+GPU_UTILIZATION = "GPUUtilization"
+GPU_MEMORY_UTILIZATION = "GPUMemoryUtilization"
+QUERY_ARGS = (
+    "--query-gpu=utilization.gpu,memory.used,memory.total",
+    "--format=csv,noheader,nounits",
+)
+# One sample a minute at the production poll of 5 s; the emulator's scaled poll scales it alike.
+POLLS_PER_MINUTE = 12
+NVIDIA_SMI_TIMEOUT_SECONDS = 10.0
+# One line per GPU, "GPU 0: NVIDIA A10G (UUID: GPU-...)": whatever the driver cannot measure, it still lists.
+LIST_GPUS_ARGS = ("--list-gpus",)
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU, as ``nvidia-smi`` reports it."""
+
+    utilization: float  # percent
+    memory_used: float  # MiB
+    memory_total: float  # MiB
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    """What is published for the whole instance."""
+
+    utilization: float  # mean over the GPUs, percent
+    memory_utilization: float  # highest used/total over the GPUs, percent
+    gpus: int
+
+
+class GpuReadError(RuntimeError):
+    """``nvidia-smi`` is there but failed."""
+
+
+def metrics_interval(poll_seconds: float) -> float:
+    """Seconds between two samples: 60 s * (``poll_seconds`` / 5)."""
+    return POLLS_PER_MINUTE * poll_seconds
+
+
+def parse_nvidia_smi(text: str) -> list[GpuReading]:
+    """Parse ``utilization.gpu, memory.used, memory.total`` lines; lines with ``[N/A]`` or garbage are skipped."""
+    readings = []
+    for line in text.splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) != 3:
+            continue
+        try:
+            utilization, used, total = (float(field) for field in fields)
+        except ValueError:
+            continue
+        readings.append(GpuReading(utilization, used, total))
+    return readings
+
+
+def read_nvidia_smi(timeout: float = NVIDIA_SMI_TIMEOUT_SECONDS) -> list[GpuReading] | None:
+    """Run ``nvidia-smi``; None when it is not on ``PATH`` (an instance without NVIDIA GPUs).
+
+    Raises
+    ------
+    GpuReadError
+        When it exits non-zero or does not answer within ``timeout``.
+    """
+    output = _nvidia_smi(QUERY_ARGS, timeout)
+    return None if output is None else parse_nvidia_smi(output)
+
+
+def _nvidia_smi(args: Sequence[str], timeout: float) -> str | None:
+    """``nvidia-smi ARGS``' output; None when it is not on ``PATH``; GpuReadError when it fails or hangs."""
+    executable = shutil.which("nvidia-smi")
+    if executable is None:
+        return None
+    try:
+        done = subprocess.run(
+            [executable, *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except (subprocess.TimeoutExpired, OSError) as exc:
+        raise GpuReadError(f"nvidia-smi: {exc}") from exc
+    if done.returncode != 0:
+        raise GpuReadError(f"nvidia-smi exited {done.returncode}: {done.stderr.strip()[:200]}")
+    return done.stdout
+
+
+def summarize(readings: list[GpuReading]) -> GpuSummary | None:
+    """Mean utilization and highest memory use over the GPUs; None without a usable reading."""
+    if not readings:
+        return None
+    utilization = sum(r.utilization for r in readings) / len(readings)
+    memory = max(
+        (r.memory_used / r.memory_total * 100.0 for r in readings if r.memory_total > 0), default=0.0
+    )
+    return GpuSummary(round(utilization, 3), round(memory, 3), len(readings))
+
+
+def metric_data(
+    summary: GpuSummary, *, job_id: str, instance_id: str | None, timestamp: datetime
+) -> list[dict[str, Any]]:
+    """The ``MetricData`` of ``put_metric_data``: each metric once per dimension (InstanceId, JobId)."""
+    dimensions = [[{"Name": "JobId", "Value": job_id}]]
+    if instance_id:
+        dimensions.insert(0, [{"Name": "InstanceId", "Value": instance_id}])
+    return [
+        {
+            "MetricName": name,
+            "Dimensions": dimension,
+            "Timestamp": timestamp,
+            "Value": value,
+            "Unit": "Percent",
+        }
+        for name, value in (
+            (GPU_UTILIZATION, summary.utilization),
+            (GPU_MEMORY_UTILIZATION, summary.memory_utilization),
+        )
+        for dimension in dimensions
+    ]
+
+
+class MetricsPort(Protocol):
+    """Where metrics go."""
+
+    def put(self, namespace: str, data: list[dict[str, Any]]) -> None:
+        """Publish ``data`` (``MetricData`` entries) in ``namespace``."""
+
+
+class CloudWatchMetrics:
+    """:class:`MetricsPort` on ``cloudwatch.put_metric_data``."""
+
+    def __init__(self, client: Any):
+        self.client = client
+
+    def put(self, namespace: str, data: list[dict[str, Any]]) -> None:
+        """Send ``data`` in one call."""
+        self.client.put_metric_data(Namespace=namespace, MetricData=data)
+
+
+class CachedInstanceId:
+    """The instance id from IMDS, asked once it is first needed and then kept; None off EC2."""
+
+    def __init__(self, imds: ImdsClient):
+        self.imds = imds
+        self._value: str | None = None
+
+    def __call__(self) -> str | None:
+        if self._value is None:
+            try:
+                self._value = self.imds.instance_id()
+            except ImdsError as exc:
+                logger.info("instance id unknown, GPU metrics carry the job only: %s", exc)
+        return self._value
+
+
+class GpuMonitor:
+    """Samples the GPUs and publishes the summary; one :meth:`sample_quietly` per tick.
+
+    Parameters
+    ----------
+    metrics
+        Where the metrics go.
+    job_id
+        The ``JobId`` dimension.
+    instance_id
+        Returns the ``InstanceId`` dimension, or None when it is unknown.
+    reader
+        Reads the GPUs; None means there is no ``nvidia-smi``.
+    namespace
+        The CloudWatch namespace.
+    """
+
+    def __init__(
+        self,
+        metrics: MetricsPort,
+        job_id: str,
+        instance_id: Callable[[], str | None],
+        reader: Callable[[], list[GpuReading] | None] = read_nvidia_smi,
+        namespace: str = NAMESPACE,
+    ):
+        self.metrics = metrics
+        self.job_id = job_id
+        self.instance_id = instance_id
+        self.reader = reader
+        self.namespace = namespace
+
+    def sample(self) -> GpuSummary | None:
+        """Read and publish once; None (and nothing published) without ``nvidia-smi`` or a usable reading."""
+        readings = self.reader()
+        return None if readings is None else self.sample_readings(readings)
+
+    def sample_quietly(self) -> bool:
+        """:meth:`sample`, logging failures; False once it is known there is no ``nvidia-smi`` (stop ticking)."""
+        try:
+            readings = self.reader()
+        except Exception as exc:
+            logger.warning("could not read the GPUs: %s", exc)
+            return True
+        if readings is None:
+            return False
+        try:
+            self.sample_readings(readings)
+        except Exception as exc:
+            logger.warning("could not publish GPU metrics: %s", exc)
+        return True
+
+    def sample_readings(self, readings: list[GpuReading]) -> GpuSummary | None:
+        """Publish the summary of ``readings``."""
+        summary = summarize(readings)
+        if summary is not None:
+            data = metric_data(
+                summary, job_id=self.job_id, instance_id=self.instance_id(), timestamp=datetime.now(UTC)
+            )
+            self.metrics.put(self.namespace, data)
+        return summary
+
+
+def list_nvidia_gpus(timeout: float = NVIDIA_SMI_TIMEOUT_SECONDS) -> int | None:
+    """GPUs ``nvidia-smi --list-gpus`` lists; None when it is not on ``PATH``, fails or does not answer."""
+    try:
+        output = _nvidia_smi(LIST_GPUS_ARGS, timeout)
+    except GpuReadError as exc:
+        logger.warning("nvidia-smi --list-gpus: %s", exc)
+        return None
+    if output is None:
+        return None
+    return sum(1 for line in output.splitlines() if line.startswith("GPU "))
+
+
+def count_gpus(imds: ImdsClient | None, lister: Callable[[], int | None] = list_nvidia_gpus) -> int:
+    """GPUs on this instance, for ``SPOTRUN_GPUS_PER_NODE``.
+
+    ``nvidia-smi`` is asked first (the driver knows best); without it (the emulator, a CPU host, a broken driver)
+    the instance type from IMDS (``meta-data/instance-type``) is looked up in spotrun's GPU catalog.
+
+    Parameters
+    ----------
+    imds
+        The metadata service; None: not asked.
+    lister
+        Counts the GPUs the driver sees; None when it cannot.
+
+    Returns
+    -------
+    int
+        The count; 0 when neither knows (an unknown type, or no IMDS: not on EC2).
+    """
+    listed = lister()
+    if listed:
+        return listed
+    if imds is None:
+        return 0
+    try:
+        instance_type = imds.instance_type()
+    except ImdsError as exc:
+        logger.info("instance type unknown, SPOTRUN_GPUS_PER_NODE is 0: %s", exc)
+        return 0
+    info = GPU_CATALOG.get(instance_type)
+    return info.gpus if info is not None else 0

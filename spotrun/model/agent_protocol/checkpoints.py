@@ -1,0 +1,115 @@
+"""Checkpoints as the jobs bucket holds them: the commit marker's content and the grouping of keys by step.
+
+A checkpoint is the sub-prefix ``jobs/<job>/checkpoints/step-<012d>/``; it counts only once its commit marker
+(``_COMMITTED.json``) exists. The agent writes and restores checkpoints (:mod:`spotrun.agent.checkpoint_store`); the
+control plane reads which steps were committed. Both read the layout from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from spotrun.model import layout
+from spotrun.model.deferred import DeferredModel
+
+
+class CheckpointFile(DeferredModel):
+    """One file of a checkpoint, as listed by its commit marker."""
+
+    path: str  # relative to the checkpoint directory, with "/" separators
+    size: int
+    sha256: str
+
+
+class CommitMarker(DeferredModel):
+    """The content of ``_COMMITTED.json``."""
+
+    format: Literal["spotrun-checkpoint/v1"] = "spotrun-checkpoint/v1"
+    job_id: str
+    step: int
+    attempt: int | None = None
+    files: list[CheckpointFile]
+    bytes: int
+    committed_at: str
+
+
+@dataclass(frozen=True)
+class RemoteCheckpoint:
+    """What S3 holds under one checkpoint sub-prefix."""
+
+    step: int
+    prefix: str
+    committed: bool
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CommittedCheckpoint:
+    """A checkpoint whose commit marker exists."""
+
+    step: int
+    prefix: str  # key prefix in the jobs bucket, ending with "/"
+
+
+def group_checkpoint_keys(job_id: str, keys: Iterable[str]) -> list[RemoteCheckpoint]:
+    """Group the keys under a job's checkpoints prefix by checkpoint, oldest first.
+
+    Parameters
+    ----------
+    job_id
+        The job.
+    keys
+        Keys under :func:`spotrun.model.layout.checkpoints_prefix`; keys not inside a ``step-*`` sub-prefix are
+        ignored.
+
+    Returns
+    -------
+    list[RemoteCheckpoint]
+        One entry per step, ``committed`` when the step's marker is among the keys.
+    """
+    root = layout.checkpoints_prefix(job_id)
+    grouped: dict[int, list[str]] = {}
+    for key in keys:
+        name, separator, _ = key.removeprefix(root).partition("/")
+        step = layout.checkpoint_step(name)
+        if key.startswith(root) and separator and step is not None:
+            grouped.setdefault(step, []).append(key)
+    return [
+        RemoteCheckpoint(
+            step=step,
+            prefix=layout.checkpoint_prefix(job_id, step),
+            committed=layout.commit_marker_key(job_id, step) in step_keys,
+            keys=tuple(sorted(step_keys)),
+        )
+        for step, step_keys in sorted(grouped.items())
+    ]
+
+
+def select_prunable(checkpoints: list[RemoteCheckpoint], keep_last: int) -> list[RemoteCheckpoint]:
+    """Choose what pruning deletes: committed checkpoints beyond the newest ``keep_last``, and uncommitted
+    leftovers older than the oldest one kept.
+
+    Uncommitted checkpoints newer than that may be an upload in progress and are left alone.
+
+    Parameters
+    ----------
+    checkpoints
+        As returned by :func:`group_checkpoint_keys`.
+    keep_last
+        Committed checkpoints to keep (at least 1).
+
+    Returns
+    -------
+    list[RemoteCheckpoint]
+        The checkpoints to delete, oldest first.
+    """
+    if keep_last < 1:
+        raise ValueError("keep_last must be at least 1")
+    committed = sorted(c.step for c in checkpoints if c.committed)
+    if not committed:
+        return []
+    kept = set(committed[-keep_last:])
+    oldest_kept = min(kept)
+    return [c for c in checkpoints if c.step not in kept and (c.committed or c.step < oldest_kept)]

@@ -1,0 +1,400 @@
+"""PyTorch on the checkpoint contract: save and resume everything a run needs to continue exactly.
+
+:class:`TorchCheckpointer` puts a PyTorch training loop on :class:`spotrun.training.Run`: the model, optimizer,
+LR scheduler and grad scaler, the random number generators (Python's ``random``, NumPy's global one when NumPy
+is importable, torch's CPU generator and every CUDA device's) and the position in the data (epoch, batch within
+the epoch, global step) go into one atomic checkpoint, and a resumed run continues as if it had never stopped::
+
+    import torch
+    from spotrun.training import pytorch
+
+    run = pytorch.run_from_env()  # a training.Run; under torchrun only rank 0 reports progress
+    model, optimizer = build_model(), build_optimizer()
+    loader = pytorch.resumable_loader(dataset, batch_size=32, shuffle=True, num_workers=2, seed=seed)
+    checkpointer = pytorch.TorchCheckpointer(run, model, optimizer, scheduler, loaders={"train": loader})
+    position = checkpointer.resume()  # Position(step=0, epoch=0, batch=0) on a fresh start
+    while position.epoch < epochs:
+        for batch in loader:  # a resumed epoch continues with the batch after the last one trained
+            train_one_batch(batch)
+            position = position.advance(len(loader))
+            checkpointer.step_done(position)  # checkpoints when due or when stopping; exits after the latter
+    run.save_model(lambda path: save_weights(model, path))
+
+The loader (:mod:`spotrun.training.pytorch_data`) is a torchdata ``StatefulDataLoader`` with a generator of its own,
+whose position in the epoch goes into every checkpoint, and whose workers survive the checkpoint signal; a loop
+that indexes the data itself can use :func:`epoch_order` instead.
+
+Under ``torchrun`` (DDP, one process per GPU) every rank builds the same checkpointer, and it works as a group:
+
+- the stop decision is collective: :meth:`TorchCheckpointer.should_stop` all-reduces every rank's
+  ``stop_requested`` with MAX at each step boundary, so all ranks stop after the same step, even when the
+  checkpoint signal reached them at different moments;
+- one checkpoint per step: every rank's RNG state is gathered to rank 0, which writes the checkpoint through
+  :meth:`spotrun.training.Run.save_checkpoint` (a temporary directory renamed when complete, so it is never
+  seen half-written); the others wait at a barrier, so nobody runs ahead of a save or exits before it ends.
+
+On the way the checkpoint signal travels: the agent signals the command's leader only (SIGKILL goes to its
+group once it has exited or overrun its grace); ``torchrun`` (its elastic agent) starts its workers in sessions
+of their own and forwards the signal (``SIGTERM``, ``SIGINT``, ``SIGHUP``, ``SIGQUIT``) to each worker's whole
+process group with ``os.killpg``, then waits ``--shutdown-timeout`` seconds (30 by default) before killing them:
+time enough for a save. A :func:`resumable_loader`'s workers leave that group when they start, so the signal
+does not kill them in the middle of the rank's save.
+
+``torch`` is imported only when a function here runs, so ``import spotrun.training.pytorch`` works anywhere; the
+agent copies this module beside :mod:`spotrun.training` so that any interpreter running the command finds it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from spotrun import training
+from spotrun.training.pytorch_data import check_loader, resumable_loader
+from spotrun.training.pytorch_rng import capture_rng, restore_rng
+
+__all__ = ["Position", "TorchCheckpointer", "epoch_order", "rank", "resumable_loader", "run_from_env"]
+
+STATE_FILE = "state.pt"  # model, optimizer, scheduler, scaler, position: the same on every rank
+RNG_FILE = "rng.pt"  # every rank's generators, a list indexed by rank
+LOADERS_FILE = "loaders.pt"  # every rank's data loaders' states, a list indexed by rank (with ``loaders=``)
+_FORMAT = 1
+
+
+class Position(NamedTuple):
+    """Where the run is: ``step`` steps done, in ``epoch``, after its first ``batch`` batches.
+
+    Parameters
+    ----------
+    step
+        Steps completed over the whole run (names the checkpoint).
+    epoch
+        The epoch being trained (0-based).
+    batch
+        Batches of ``epoch`` already trained: the next one to train has this index.
+    """
+
+    step: int = 0
+    epoch: int = 0
+    batch: int = 0
+
+    def advance(self, batches_per_epoch: int) -> Position:
+        """The position after one more batch: the next epoch's start once ``batches_per_epoch`` are done."""
+        if batches_per_epoch < 1:
+            raise ValueError("batches_per_epoch must be at least 1")
+        batch = self.batch + 1
+        if batch >= batches_per_epoch:
+            return Position(self.step + 1, self.epoch + 1, 0)
+        return Position(self.step + 1, self.epoch, batch)
+
+
+def epoch_order(size: int, epoch: int, seed: int) -> list[int]:
+    """A shuffled order of ``range(size)`` that depends on ``(seed, epoch)`` only.
+
+    As ``DistributedSampler.set_epoch`` does, the order comes from a generator seeded with ``seed + epoch``, so
+    the permutation of a resumed epoch is the one the interrupted run was following, whatever the global
+    generators did since.
+
+    Parameters
+    ----------
+    size
+        Number of samples.
+    epoch
+        The epoch.
+    seed
+        The run's seed.
+
+    Returns
+    -------
+    list[int]
+        A permutation of ``range(size)``.
+    """
+    import torch
+
+    generator = torch.Generator()
+    generator.manual_seed(seed + epoch)
+    return [int(index) for index in torch.randperm(size, generator=generator)]
+
+
+def rank() -> int:
+    """This process's rank in the default process group (0 without one)."""
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def run_from_env(**kwargs: Any) -> training.Run:
+    """:meth:`spotrun.training.Run.from_env`, for one of several ranks.
+
+    Only rank 0 (``RANK`` as ``torchrun`` sets it; 0 when unset) reports progress: the progress file has one
+    writer. Every rank handles the checkpoint signal.
+
+    Parameters
+    ----------
+    **kwargs
+        Passed on to :meth:`spotrun.training.Run.from_env`.
+
+    Returns
+    -------
+    spotrun.training.Run
+        The run.
+    """
+    environ = dict(kwargs.pop("environ", None) or os.environ)
+    if int(environ.get("RANK", "0")) != 0:
+        environ.pop(training.ENV_PROGRESS_FILE, None)
+    return training.Run.from_env(environ, **kwargs)
+
+
+def _unwrapped(model: Any) -> Any:
+    # DistributedDataParallel (and DataParallel) keep the user's module as .module; its state dict has no prefix.
+    return getattr(model, "module", model)
+
+
+class TorchCheckpointer:
+    """Saves and resumes a PyTorch run exactly, alone or as one rank of a ``torchrun`` group.
+
+    Parameters
+    ----------
+    run
+        The checkpoint contract (:func:`run_from_env`).
+    model
+        The model, or its ``DistributedDataParallel`` wrapper (the wrapped module's state is saved).
+    optimizer
+        Its optimizer; None: none saved.
+    scheduler
+        An LR scheduler (anything with ``state_dict``/``load_state_dict``); None: none.
+    scaler
+        A ``torch.amp.GradScaler``; None: none.
+    extra
+        More objects with ``state_dict``/``load_state_dict`` (a stateful sampler, an EMA), by name.
+    loaders
+        Data loaders by name, each a :func:`resumable_loader` (or a ``StatefulDataLoader`` with a
+        ``generator=`` of its own); each rank's position in its epoch is saved, and restored by
+        :meth:`resume`.
+    """
+
+    def __init__(
+        self,
+        run: training.Run,
+        model: Any,
+        optimizer: Any = None,
+        scheduler: Any = None,
+        scaler: Any = None,
+        extra: dict[str, Any] | None = None,
+        loaders: dict[str, Any] | None = None,
+    ):
+        self.run = run
+        self.model = model
+        self.loaders = dict(loaders or {})
+        for name, loader in self.loaders.items():
+            check_loader(name, loader)
+        self.stateful: dict[str, Any] = {
+            name: item
+            for name, item in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler))
+            if item is not None
+        }
+        for name, item in (extra or {}).items():
+            if name in self.stateful or name in ("model", "position", "format"):
+                raise ValueError(f"extra state name {name!r} is taken")
+            self.stateful[name] = item
+
+    # -- the group --------------------------------------------------------------------------
+
+    @staticmethod
+    def _group() -> Any:
+        import torch.distributed as dist
+
+        return dist if dist.is_available() and dist.is_initialized() else None
+
+    @staticmethod
+    def _device(dist: Any) -> Any:
+        import torch
+
+        # NCCL collectives need CUDA tensors, on the device this rank drives; gloo works on CPU ones.
+        if dist.get_backend() == "nccl":
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    def should_stop(self) -> bool:
+        """Whether to save and exit now: any rank's :attr:`~spotrun.training.Run.stop_requested`.
+
+        A collective under ``torch.distributed``: every rank must call it at the same step boundary (once per
+        step is cheap: one all-reduce of one integer). Alone, it is ``run.stop_requested``.
+        """
+        dist = self._group()
+        if dist is None:
+            return self.run.stop_requested
+        import torch
+
+        flag = torch.tensor([int(self.run.stop_requested)], dtype=torch.int32, device=self._device(dist))
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    # -- saving -----------------------------------------------------------------------------
+
+    def _state(self, position: Position) -> dict[str, Any]:
+        return {
+            "format": _FORMAT,
+            "position": tuple(position),
+            "model": _unwrapped(self.model).state_dict(),
+            **{name: item.state_dict() for name, item in self.stateful.items()},
+        }
+
+    def save(self, position: Position) -> Path | None:
+        """Write the checkpoint of ``position`` (named by ``position.step``), atomically.
+
+        Under ``torch.distributed`` every rank calls it at the same step: the RNG states are gathered to rank
+        0, which writes, and everyone waits at a barrier until the checkpoint is complete.
+
+        Parameters
+        ----------
+        position
+            Where the run is.
+
+        Returns
+        -------
+        Path or None
+            The checkpoint directory on rank 0 (and alone); None on the other ranks.
+        """
+        import torch
+
+        dist = self._group()
+        # This rank's own: its generators, and where its loaders are in their epoch.
+        mine = (capture_rng(), {name: loader.state_dict() for name, loader in self.loaders.items()})
+        if dist is None:
+            every_rank = [mine]
+        else:
+            gathered: list[Any] | None = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
+            dist.gather_object(mine, gathered, dst=0)
+            every_rank = gathered or []
+        written: Path | None = None
+        if dist is None or dist.get_rank() == 0:
+            state = self._state(position)
+
+            def write(directory: Path) -> None:
+                torch.save(state, directory / STATE_FILE)
+                torch.save([rng for rng, _ in every_rank], directory / RNG_FILE)
+                if self.loaders:
+                    torch.save([loaders for _, loaders in every_rank], directory / LOADERS_FILE)
+
+            written = self.run.save_checkpoint(position.step, write)
+        if dist is not None:
+            dist.barrier()
+        return written
+
+    def step_done(self, position: Position) -> bool:
+        """End a step: checkpoint when one is due or a stop was requested, then exit if it was.
+
+        Parameters
+        ----------
+        position
+            Where the run is after the step.
+
+        Returns
+        -------
+        bool
+            True when a checkpoint was written. Never returns after a stop: the process exits with
+            :meth:`spotrun.training.Run.exit_for_preemption`.
+        """
+        stop = self.should_stop()
+        due = self.run.checkpoint_due(position.step)
+        if due or stop:
+            self.save(position)
+        if stop:
+            self.run.exit_for_preemption()
+        return due
+
+    # -- resuming ---------------------------------------------------------------------------
+
+    def resume(self, map_location: Any = None) -> Position:
+        """Load the newest complete checkpoint, if any, into every object; return where to continue.
+
+        Under ``torch.distributed`` rank 0 chooses the checkpoint (so all ranks load the same one) and a
+        barrier at the end keeps rank 0 from pruning it before everyone has read it.
+
+        Parameters
+        ----------
+        map_location
+            Passed to ``torch.load`` (e.g. the rank's CUDA device); by default tensors go where they were.
+
+        Returns
+        -------
+        Position
+            The checkpoint's position; ``Position()`` on a fresh start.
+
+        Raises
+        ------
+        RuntimeError
+            When the checkpoint was written by another number of ranks: its generators cannot be shared out.
+        """
+        import torch
+
+        dist = self._group()
+        latest = self.run.latest_checkpoint()
+        chosen = None if latest is None else str(latest.path)
+        if dist is not None:
+            box = [chosen]
+            dist.broadcast_object_list(box, src=0)
+            chosen = box[0]
+        position = Position()
+        if chosen is not None:
+            directory = Path(chosen)
+            state = torch.load(directory / STATE_FILE, map_location=map_location, weights_only=True)
+            every_rng = torch.load(directory / RNG_FILE, weights_only=True)
+            world = 1 if dist is None else dist.get_world_size()
+            if len(every_rng) != world:
+                raise RuntimeError(
+                    f"{directory.name} was written by {len(every_rng)} rank(s), this run has {world}"
+                )
+            _unwrapped(self.model).load_state_dict(state["model"])
+            for name, item in self.stateful.items():
+                item.load_state_dict(state[name])
+            me = 0 if dist is None else dist.get_rank()
+            restore_rng(every_rng[me])
+            if self.loaders:
+                self._resume_loaders(directory, me)
+            position = Position(*state["position"])
+        if dist is not None:
+            dist.barrier()
+        return position
+
+    def _resume_loaders(self, directory: Path, me: int) -> None:
+        import torch
+
+        path = directory / LOADERS_FILE
+        if not path.is_file():
+            raise RuntimeError(f"{directory.name} holds no data loader state: it was saved without loaders=")
+        mine = torch.load(path, weights_only=True)[me]
+        for name, loader in self.loaders.items():
+            if name not in mine:
+                raise RuntimeError(f"{directory.name} holds no state of the data loader {name!r}")
+            loader.load_state_dict(mine[name])
+
+
+def save_safetensors(model: Any) -> Callable[[Path], None]:
+    """A writer for :meth:`spotrun.training.Run.save_model`: the model's weights as safetensors.
+
+    The file is a JSON header (sorted names, dtypes, shapes) and the raw tensors: identical weights give
+    identical bytes whatever wrote them, so two runs compare by checksum (a ``torch.save`` zip also carries a
+    serialization id and an archive layout that belong to the torch version).
+
+    Parameters
+    ----------
+    model
+        The model (or its DDP wrapper).
+
+    Returns
+    -------
+    Callable
+        Writes the file at the path it is given.
+    """
+
+    def write(path: Path) -> None:
+        from safetensors.torch import save
+
+        weights = _unwrapped(model).state_dict().items()
+        path.write_bytes(save({name: tensor.detach().cpu().contiguous() for name, tensor in weights}))
+
+    return write
