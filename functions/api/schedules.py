@@ -71,9 +71,7 @@ def create(
         ),
     ],
 ) -> Response[ScheduleView]:
-    from spotrun.control.schedules.firing import (
-        create_schedule,  # at first use: see the module's docstring
-    )
+    from spotrun.control.schedules.firing import create_schedule  # at first use: see the module's docstring
 
     aws = ports("api")
     view = create_schedule(
@@ -94,9 +92,7 @@ def create(
     responses={**ok_response(ScheduleList, "Every schedule."), **INVALID},
 )
 def list_() -> ScheduleList:
-    from spotrun.control.schedules.firing import (
-        list_schedules,  # at first use: see the module's docstring
-    )
+    from spotrun.control.schedules.firing import list_schedules  # at first use: see the module's docstring
 
     return ScheduleList(schedules=list_schedules(ports("api").schedules, utc_now()))
 
@@ -109,9 +105,7 @@ def list_() -> ScheduleList:
     responses={204: {"description": "The schedule is deleted.", "content": {}}, **NOT_FOUND, **INVALID},
 )
 def delete(name: NAME) -> Response[None]:
-    from spotrun.control.schedules.firing import (
-        delete_schedule,  # at first use: see the module's docstring
-    )
+    from spotrun.control.schedules.firing import delete_schedule  # at first use: see the module's docstring
 
     delete_schedule(name, ports("api").schedules)
     return Response(204)
@@ -123,9 +117,7 @@ def delete(name: NAME) -> Response[None]:
     responses={**ok_response(ScheduleRuns, "The schedule's firings, newest first."), **NOT_FOUND, **INVALID},
 )
 def runs(name: NAME) -> ScheduleRuns:
-    from spotrun.control.schedules.firing import (
-        schedule_runs,  # at first use: see the module's docstring
-    )
+    from spotrun.control.schedules.firing import schedule_runs  # at first use: see the module's docstring
 
     aws = ports("api")
     return ScheduleRuns(name=name, runs=schedule_runs(name, aws.schedules, aws.run_records))

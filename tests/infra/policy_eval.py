@@ -1,6 +1,6 @@
 """The synthesized template's identity policies evaluated offline, for tests.
 
-The evaluator is the emulator's (:mod:`spotrun.local.iam_eval.evaluate`, which says what of IAM's logic it follows);
+The evaluator is the emulator's (:mod:`spotrun.local.iam.policy.evaluate`, which says what of IAM's logic it follows);
 this module feeds it the template's statements. Resources and ARNs are compared in cdk-nag's flattened form
 (``<AWS::Region>``, ``<Logical.Arn>``), so a request names them the same way (:func:`flat`). The evaluator
 matches an ARN part by part, between colons, so the ``::`` inside a flattened pseudo parameter is hidden from
@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from infra.nag import flatten_reference
-from spotrun.local.iam_eval.evaluate import allowed as local_allowed
-from spotrun.local.iam_eval.evaluate import allowed_by_all as local_allowed_by_all
+from spotrun.local.iam.policy.evaluate import allowed as local_allowed
+from spotrun.local.iam.policy.evaluate import allowed_by_all as local_allowed_by_all
 from tests.infra.conftest import Synthesized, ref
 
 

@@ -1,4 +1,4 @@
-"""The layer contracts in pyproject.toml catch what they promise (README "Layers").
+"""The layer contracts in pyproject.toml catch what they promise (docs: architecture/index.md).
 
 Each case plants one import against the direction in a copy of the sources and runs ``lint-imports`` there: the
 contract named must break. The unchanged copy must pass, so the check fails both ways.
@@ -75,6 +75,27 @@ def test_the_sources_as_they_are_keep_every_contract(pristine: Path) -> None:
         ),
         ("infra/stack.py", "import spotrun.local.runtime", "The CDK app builds from the shape"),
         ("spotrun/local/clock.py", "import spotrun.local.runtime", "No import cycles"),
+        (
+            "spotrun/model/manifest/schema.py",
+            "import spotrun.model.job.record",
+            "Model: manifest, then capacity",
+        ),
+        (
+            "spotrun/model/job/record.py",
+            "import spotrun.model.deadline.state",
+            "Model: manifest, then capacity",
+        ),
+        ("spotrun/agent/transfer/upload.py", "import spotrun.agent.steps.stage", "Agent: the steps, then"),
+        (
+            "spotrun/control/capacity/release.py",
+            "import spotrun.control.views.jobs",
+            "Control: the API's views",
+        ),
+        (
+            "spotrun/local/capacity/pools.py",
+            "import spotrun.local.patches.ec2",
+            "Emulator: the runtime, then",
+        ),
     ],
 )
 def test_an_import_against_the_direction_breaks_its_contract(

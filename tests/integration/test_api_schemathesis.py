@@ -41,14 +41,7 @@ from functions.api.openapi import OPENAPI_FILE
 from spotrun.aws.adapters import job_store
 from spotrun.local.api.gateway import ProxyApp
 from spotrun.model.job.attempt import Attempt
-from spotrun.model.job.record import (
-    ArchivedObject,
-    JobStatus,
-    ManifestSource,
-    new_job,
-    transition,
-    utc_now,
-)
+from spotrun.model.job.record import ArchivedObject, JobStatus, ManifestSource, new_job, transition, utc_now
 from spotrun.model.layout import log_key
 from spotrun.shape import SHAPE
 from tests.sigv4 import SigningMiddleware

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from spotrun.local.iam_eval.evaluate import allowed
+from spotrun.local.iam.policy.evaluate import allowed
 
 GUIDE = "https://docs.aws.amazon.com/IAM/latest/UserGuide/"
 OPERATORS = GUIDE + "reference_policies_elements_condition_operators.html"

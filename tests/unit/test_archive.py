@@ -13,13 +13,7 @@ from spotrun.control.store import update_job
 from spotrun.control.views.artifacts import restore_status
 from spotrun.model.agent_protocol.command import OutputList, OutputObject, TrainResult
 from spotrun.model.errors import OutputsInvalid
-from spotrun.model.job.record import (
-    ARCHIVE_OBJECTS_IN_RECORD,
-    JobStatus,
-    ManifestSource,
-    new_job,
-    transition,
-)
+from spotrun.model.job.record import ARCHIVE_OBJECTS_IN_RECORD, JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest.parse import parse_manifest_text
 from tests.unit.fakes import FakeObjects, InMemoryJobStore
 

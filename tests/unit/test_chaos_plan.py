@@ -8,12 +8,7 @@ import threading
 import pytest
 
 from spotrun.local.chaos.injector import Injector, Progress
-from spotrun.local.chaos.plan import (
-    Hit,
-    InterruptionSchedule,
-    interruption_window,
-    plan_interruptions,
-)
+from spotrun.local.chaos.plan import Hit, InterruptionSchedule, interruption_window, plan_interruptions
 
 
 class FakeRuntime:

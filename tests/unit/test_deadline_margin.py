@@ -8,14 +8,7 @@ import dataclasses
 import pytest
 
 from spotrun.model.deadline.policies import decide
-from spotrun.model.deadline.state import (
-    Choice,
-    JobState,
-    Running,
-    default_params,
-    exposed_hours,
-    slack_hours,
-)
+from spotrun.model.deadline.state import Choice, JobState, Running, default_params, exposed_hours, slack_hours
 
 # The bench's job: a 20-minute restart, a 1-minute save (the notice covers it), the 4 h cap `auto` reaches with
 # a reliable notice, 20-minute decisions; p3.2xlarge's prices; the prior's 24 h between preemptions, 5 % silent.

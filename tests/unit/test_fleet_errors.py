@@ -7,12 +7,7 @@ import pytest
 from spotrun.control.capacity.acquire import acquire_instance
 from spotrun.control.capacity.standby import launch_standby
 from spotrun.control.store import update_job
-from spotrun.model.capacity.fleet_errors import (
-    call_error_response,
-    classify,
-    overall_kind,
-    quota_name,
-)
+from spotrun.model.capacity.fleet_errors import call_error_response, classify, overall_kind, quota_name
 from spotrun.model.capacity.fleet_request import parse_fleet_response
 from spotrun.model.errors import (
     CapacityConfigurationError,

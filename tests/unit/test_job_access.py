@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from spotrun.local.iam_eval.evaluate import allowed, like
+from spotrun.local.iam.policy.evaluate import allowed, like
 from spotrun.model.agent_protocol.session_policy import (
     MAX_SESSION_POLICY_CHARS,
     JobAccessRefused,

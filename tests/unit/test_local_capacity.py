@@ -7,12 +7,7 @@ import datetime as dt
 import pytest
 
 from spotrun.local.capacity.catalog import INSTANCE_TYPES, Pool, default_pools, types_matching
-from spotrun.local.capacity.pools import (
-    INSUFFICIENT_CAPACITY,
-    MAX_PRICE_TOO_LOW,
-    Candidate,
-    CapacityModel,
-)
+from spotrun.local.capacity.pools import INSUFFICIENT_CAPACITY, MAX_PRICE_TOO_LOW, Candidate, CapacityModel
 
 
 def _pools() -> list[Pool]:

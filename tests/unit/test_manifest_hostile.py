@@ -10,12 +10,7 @@ import pytest
 
 from spotrun.model.manifest import yaml_text
 from spotrun.model.manifest.json_text import MAX_DEPTH
-from spotrun.model.manifest.parse import (
-    MAX_ERRORS,
-    MAX_MANIFEST_BYTES,
-    ManifestError,
-    parse_manifest_text,
-)
+from spotrun.model.manifest.parse import MAX_ERRORS, MAX_MANIFEST_BYTES, ManifestError, parse_manifest_text
 from spotrun.model.manifest.yaml_text import MAX_EXPANDED_SIZE
 
 HEAD = "name: tiny\ntraining: {command: [python, train.py]}\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from spotrun.local.iam_eval.evaluate import Decision, allowed_by_all, decide, like
+from spotrun.local.iam.policy.evaluate import Decision, allowed_by_all, decide, like
 from tests.unit.policy_rows import (
     ACTION,
     EVALUATION,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from spotrun.local.iam_eval.evaluate import UnknownOperator, allowed
+from spotrun.local.iam.policy.evaluate import UnknownOperator, allowed
 from tests.unit.policy_rows import LOGIC, OPERATORS, USERS, VARIABLES, Row, allow, deny, judged
 
 # From OPERATORS, String section: the principal must carry the tag job-category = iamuser-admin.

@@ -2,13 +2,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotrun.model.manifest.schedule_expressions import (
-    InvalidExpression,
-    Rate,
-    next_fire,
-    parse,
-    validate,
-)
+from spotrun.model.manifest.schedule_expressions import InvalidExpression, Rate, next_fire, parse, validate
 
 T0 = datetime(2026, 11, 30, 10, 15, 30, tzinfo=UTC)  # a Monday
 

@@ -13,14 +13,7 @@ import spotrun.model.simulation.replay as simulation
 from spotrun.agent.supervision.interval import choose_interval
 from spotrun.model.deadline.inputs import SpotHistory
 from spotrun.model.deadline.policies import POLICIES
-from spotrun.model.deadline.state import (
-    Choice,
-    Decision,
-    JobState,
-    PolicyParams,
-    deadline_feasible,
-    run_rate,
-)
+from spotrun.model.deadline.state import Choice, Decision, JobState, PolicyParams, deadline_feasible, run_rate
 from spotrun.model.job.interruption_rate import rate_from_counts
 from spotrun.model.simulation.optimum import optimum
 from spotrun.model.simulation.replay import (

@@ -13,7 +13,7 @@ import pytest
 from spotrun.agent.steps.code_archive import archive_file, plan_code, unpack_code
 from spotrun.agent.transfer.download import StagingError, stage
 from spotrun.cli.workdir.pack import packed
-from spotrun.local.iam_eval.evaluate import allowed
+from spotrun.local.iam.policy.evaluate import allowed
 from spotrun.model import layout
 from spotrun.model.agent_protocol.session_policy import job_session_policy
 from spotrun.model.manifest.schema import JobManifest

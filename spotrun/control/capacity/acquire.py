@@ -9,13 +9,7 @@ from datetime import datetime
 from spotrun.control.capacity.readiness import not_visible_yet
 from spotrun.control.ports import Compute, JobStore
 from spotrun.control.store import update_job
-from spotrun.model.capacity.candidates import (
-    Lifecycle,
-    Pool,
-    avoid_list,
-    candidate_types,
-    choose_lifecycle,
-)
+from spotrun.model.capacity.candidates import Lifecycle, Pool, avoid_list, candidate_types, choose_lifecycle
 from spotrun.model.capacity.fleet_request import (
     FleetLaunchError,
     LaunchedInstance,

@@ -1,0 +1,3 @@
+"""What the REST API reads: jobs listed, shown and cancelled (``jobs``), the job as JSON (``job_json``), its
+artifacts (``artifacts``: logs, restored models), and the plan before paying (``plan``, its answer: ``plan_model``).
+"""

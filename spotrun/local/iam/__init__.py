@@ -17,5 +17,5 @@ that identity's policies; the emulator does the same in one place, for every ser
 - :mod:`.judge` hooks moto's two authorization points (``BaseResponse._authenticate_and_authorize_normal_action``
   for the JSON, query and REST-JSON services, ``S3Response._authenticate_and_authorize_s3_action`` for S3),
   evaluates the role's inline and attached policies and the session policy with
-  :mod:`spotrun.local.iam_eval.evaluate`, and refuses with each service's own error.
+  :mod:`spotrun.local.iam.policy.evaluate`, and refuses with each service's own error.
 """

@@ -14,7 +14,7 @@ before each S3 operation. Both are replaced here:
 - a role session is otherwise judged: the action (``<service prefix>:<operation>``) on each resource the
   Service Authorization Reference names for it (:mod:`.resources`), against the role's policies and the session
   policy (:meth:`.identities.Identities.policies`), with IAM's logic
-  (:func:`spotrun.local.iam_eval.evaluate.allowed_by_all`); a refusal is the service's
+  (:func:`spotrun.local.iam.policy.evaluate.allowed_by_all`); a refusal is the service's
   ``AccessDeniedException`` / ``AccessDenied`` / EC2's ``UnauthorizedOperation``.
 
 Errors and status codes: the services' common errors (e.g.
@@ -39,7 +39,7 @@ from werkzeug.exceptions import HTTPException
 
 from spotrun.local.iam import resources as table
 from spotrun.local.iam.identities import Identities, Principal, Signature
-from spotrun.local.iam_eval.evaluate import allowed_by_all
+from spotrun.local.iam.policy.evaluate import allowed_by_all
 from spotrun.local.patches.reversible import PatchSet
 
 # moto's service names whose IAM prefix differs.

@@ -24,13 +24,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 from spotrun.local.capacity.catalog import types_matching
-from spotrun.local.capacity.pools import (
-    CALL_LEVEL_ERRORS,
-    Candidate,
-    CapacityModel,
-    FleetPlan,
-    Shortfall,
-)
+from spotrun.local.capacity.pools import CALL_LEVEL_ERRORS, Candidate, CapacityModel, FleetPlan, Shortfall
 from spotrun.local.instances.fleet import InstanceManager
 from spotrun.local.patches.ec2_consistency import Ec2Consistency
 from spotrun.local.patches.reversible import PatchSet

@@ -28,12 +28,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from spotrun.model.job.attempt import (
-    END_DEADLINE_MOVE,
-    INTERRUPTION_REASONS,
-    Attempt,
-    InterruptionReason,
-)
+from spotrun.model.job.attempt import END_DEADLINE_MOVE, INTERRUPTION_REASONS, Attempt, InterruptionReason
 from spotrun.model.job.record import Job
 
 

@@ -11,7 +11,7 @@ separately. Policy variables (``${aws:username}``, ``${aws:PrincipalTag/team}``,
 filled from the request context in resources and in String, ARN and Bool condition values; ``${*}``, ``${?}``
 and ``${$}`` are those characters. A statement with a variable that the request cannot fill does not apply
 (reference_policies_variables.html: such a statement is invalid). The operators and their treatment of absent
-keys are in :mod:`spotrun.local.iam_eval.conditions`. An operator IAM does not define raises
+keys are in :mod:`spotrun.local.iam.policy.conditions`. An operator IAM does not define raises
 :class:`UnknownOperator` (IAM refuses such a policy), so a typo can neither allow nor silently skip a Deny.
 A session's permissions are the intersection of its role's policies and its session policy
 (https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies.html#policies_session): :func:`allowed_by_all`.
@@ -33,8 +33,8 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from spotrun.local.iam_eval.conditions import UnknownOperator, holds
-from spotrun.local.iam_eval.patterns import Mode, Unresolved, lowered, matches, matches_any, scalar_text
+from spotrun.local.iam.policy.conditions import UnknownOperator, holds
+from spotrun.local.iam.policy.patterns import Mode, Unresolved, lowered, matches, matches_any, scalar_text
 
 __all__ = ["Decision", "UnknownOperator", "allowed", "allowed_by_all", "decide", "like"]
 

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from spotrun.local.iam_eval.patterns import Mode, Wild, compiled, parts, scalar_text
+from spotrun.local.iam.policy.patterns import Mode, Wild, compiled, parts, scalar_text
 
 
 class UnknownOperator(ValueError):
@@ -158,7 +158,7 @@ def holds(name: str, key: str, expected: Any, context: Mapping[str, Any], text: 
     ------
     UnknownOperator
         ``name`` is no IAM condition operator.
-    spotrun.local.iam_eval.patterns.Unresolved
+    spotrun.local.iam.policy.patterns.Unresolved
         A policy variable in ``expected`` has no value in ``context``.
     """
     qualifier, base, if_exists = _split(name)
