@@ -103,12 +103,12 @@ def check_loader(name: str, loader: Any) -> None:
     if not hasattr(loader, "state_dict") or not hasattr(loader, "load_state_dict"):
         raise TypeError(
             f"loader {name!r} cannot say where it is in its epoch: build it with "
-            "training_torch.resumable_loader (a torchdata StatefulDataLoader)"
+            "spotrun.training.pytorch.resumable_loader (a torchdata StatefulDataLoader)"
         )
     if getattr(loader, "generator", None) is None:
         raise ValueError(
             f"loader {name!r} draws its seeds from torch's global generator, which a resume puts out of step: "
-            "build it with training_torch.resumable_loader, or give it generator= of its own"
+            "build it with spotrun.training.pytorch.resumable_loader, or give it generator= of its own"
         )
 
 

@@ -20,7 +20,7 @@ def test_the_runtime_copy_imports_without_transformers_and_needs_it_only_for_the
     # for the callback
     script = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "from spotrun import training_hf\n"
+        "from spotrun.training import huggingface\n"
         "print('imported')\n"
         "try:\n"
         "    huggingface.SpotrunCallback\n"

@@ -141,7 +141,7 @@ def test_a_bare_interpreter_imports_the_torch_helpers_from_the_runtime_copy(tmp_
             "-S",
             "-c",
             "import sys; sys.path.insert(0, sys.argv[1]); "
-            "from spotrun import training_torch; print(training_torch.TorchCheckpointer.__name__)",
+            "from spotrun.training import pytorch; print(pytorch.TorchCheckpointer.__name__)",
             str(runtime),
         ],
         capture_output=True,
