@@ -5,8 +5,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 # The demo needs only the runtime and the emulator, not the CDK and the linters: a lighter first run.
 DEMO_STAMP := $(VENV)/.installed-local
+# MkDocs for the site (mkdocs.yml). Material prints a notice about its own end of life on every build: nothing to
+# act on here.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
-.PHONY: demo test lint typecheck bench clean synth openapi lambda-venv
+.PHONY: demo test lint typecheck bench clean synth openapi lambda-venv docs
 
 # A machine may set PYTHONDONTWRITEBYTECODE (this project's development machines do). Then no module is ever
 # cached and every process compiles what it imports from source again (torch's DDP alone loads sympy: about 6 s of
@@ -58,10 +61,16 @@ test: $(STAMP)
 lambda-venv: $(STAMP)
 	$(BIN)/python -m infra.lambda_env
 
+## lint: ruff, the layer contracts (lint-imports) and the documentation site built strictly (a broken link fails)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(MKDOCS) build --strict --quiet
+
+## docs: build the documentation site into site/ (open site/index.html); `.venv/bin/mkdocs serve` serves it live
+docs: $(STAMP)
+	$(MKDOCS) build --strict
 
 typecheck: $(STAMP)
 	$(BIN)/mypy spotrun functions infra bench
@@ -79,4 +88,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache cdk.out .spotrun
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache cdk.out .spotrun site
