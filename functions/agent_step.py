@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
-from functions.runtime import logger, metrics, parse_event, ports, tracer
+from functions.runtime import Ports, function_handler, logger
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.model.agent_protocol.command import StageResult, WorkflowStep
 from spotrun.model.deferred import DeferredModel
@@ -23,18 +22,14 @@ class AgentStepRequest(DeferredModel):
     staged: StageResult | None = None
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics(raise_on_empty_metrics=False)
-@parse_event(AgentStepRequest)
-def handler(event: AgentStepRequest, context: LambdaContext) -> dict[str, Any]:
-    aws = ports("agent_step")
+@function_handler(AgentStepRequest)
+def handler(request: AgentStepRequest, aws: Ports) -> dict[str, Any]:
     command_id = dispatch_agent_step(
-        job_id=event.job_id,
-        step=event.step,
-        task_token=event.task_token,
-        timing=event.timing,
-        staged=event.staged,
+        job_id=request.job_id,
+        step=request.step,
+        task_token=request.task_token,
+        timing=request.timing,
+        staged=request.staged,
         store=aws.store,
         objects=aws.objects,
         commands=aws.commands,
@@ -45,5 +40,7 @@ def handler(event: AgentStepRequest, context: LambdaContext) -> dict[str, Any]:
         now=utc_now(),
     )
     # Never log the event itself: it carries the task token.
-    logger.info("agent step sent", extra={"job_id": event.job_id, "step": event.step, "command": command_id})
+    logger.info(
+        "agent step sent", extra={"job_id": request.job_id, "step": request.step, "command": command_id}
+    )
     return {"command_id": command_id}

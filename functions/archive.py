@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.runtime import logger, metrics, parse_event, ports, tracer
+from functions.runtime import Ports, function_handler, logger, metrics
 from spotrun.control.archive import archive_model
 from spotrun.model.agent_protocol.command import TrainResult
 from spotrun.model.deferred import DeferredModel
@@ -19,15 +18,11 @@ class ArchiveRequest(DeferredModel):
     trained: TrainResult
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics(raise_on_empty_metrics=False)
-@parse_event(ArchiveRequest)
-def handler(event: ArchiveRequest, context: LambdaContext) -> dict[str, Any]:
-    aws = ports("archive")
+@function_handler(ArchiveRequest)
+def handler(request: ArchiveRequest, aws: Ports) -> dict[str, Any]:
     archived = archive_model(
-        job_id=event.job_id,
-        trained=event.trained,
+        job_id=request.job_id,
+        trained=request.trained,
         store=aws.store,
         objects=aws.objects,
         jobs_bucket=aws.settings.jobs_bucket,
@@ -35,6 +30,6 @@ def handler(event: ArchiveRequest, context: LambdaContext) -> dict[str, Any]:
         now=utc_now(),
     )
     metrics.add_metric(name="ArchivedBytes", unit=MetricUnit.Bytes, value=sum(item.size for item in archived))
-    logger.info("model archived", extra={"job_id": event.job_id, "objects": len(archived)})
+    logger.info("model archived", extra={"job_id": request.job_id, "objects": len(archived)})
     # A count, not the list: the result enters the workflow state, which Step Functions caps at 256 KiB.
     return {"objects": len(archived), "bytes": sum(item.size for item in archived)}

@@ -5,20 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.runtime import logger, metrics, parse_event, ports, tracer
+from functions.runtime import Ports, function_handler, logger, metrics
 from spotrun.aws.events import ReturnToSpotEvent
 from spotrun.control.capacity.spot_return import return_to_spot
 from spotrun.model.job.record import utc_now
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics(raise_on_empty_metrics=False)
-@parse_event(ReturnToSpotEvent)
-def handler(event: ReturnToSpotEvent, context: LambdaContext) -> dict[str, Any]:
-    aws = ports("deadline_return")
+@function_handler(ReturnToSpotEvent)
+def handler(event: ReturnToSpotEvent, aws: Ports) -> dict[str, Any]:
     request = event.detail
     decision = return_to_spot(
         request,

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.runtime import logger, metrics, parse_event, ports, tracer
+from functions.runtime import Ports, function_handler, logger, metrics
 from spotrun.aws.events import Ec2InstanceEvent
 from spotrun.control.capacity.interruptions import (
     on_instance_state,
@@ -18,12 +17,8 @@ from spotrun.model.capacity.ec2_states import REBALANCE, SPOT_WARNING
 from spotrun.model.job.record import utc_now
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics(raise_on_empty_metrics=False)
-@parse_event(Ec2InstanceEvent)
-def handler(event: Ec2InstanceEvent, context: LambdaContext) -> dict[str, Any]:
-    aws = ports("ec2_events")
+@function_handler(Ec2InstanceEvent)
+def handler(event: Ec2InstanceEvent, aws: Ports) -> dict[str, Any]:
     store = aws.store
     instance_id = event.detail.instance_id
     if event.detail_type == SPOT_WARNING:

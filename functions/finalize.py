@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.runtime import logger, metrics, parse_event, ports, tracer
+from functions.runtime import Ports, function_handler, logger, metrics
 from spotrun.control.finalize import finalize_job
 from spotrun.control.schedules.run_records import promote_success
 from spotrun.model.deferred import DeferredModel
@@ -20,16 +19,12 @@ class FinalizeRequest(DeferredModel):
     error: dict[str, Any] | None = None
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics(raise_on_empty_metrics=False)
-@parse_event(FinalizeRequest)
-def handler(event: FinalizeRequest, context: LambdaContext) -> dict[str, Any]:
-    aws = ports("finalize")
+@function_handler(FinalizeRequest)
+def handler(request: FinalizeRequest, aws: Ports) -> dict[str, Any]:
     job = finalize_job(
-        job_id=event.job_id,
-        outcome=event.outcome,
-        error=event.error,
+        job_id=request.job_id,
+        outcome=request.outcome,
+        error=request.error,
         store=aws.store,
         now=utc_now(),
     )

@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from functions.runtime import logger, metrics, parse_event, ports, tracer
+from functions.runtime import Ports, function_handler, logger
 from spotrun.control.capacity.readiness import await_ready
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.job.record import utc_now
@@ -19,20 +17,16 @@ class ReadyRequest(DeferredModel):
     timing: WorkflowTiming
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics(raise_on_empty_metrics=False)
-@parse_event(ReadyRequest)
-def handler(event: ReadyRequest, context: LambdaContext) -> dict[str, Any]:
-    aws = ports("instance_ready")
+@function_handler(ReadyRequest)
+def handler(request: ReadyRequest, aws: Ports) -> dict[str, Any]:
     report = await_ready(
-        job_id=event.job_id,
+        job_id=request.job_id,
         store=aws.store,
         compute=aws.compute,
         commands=aws.commands,
-        timing=event.timing,
+        timing=request.timing,
         clock=utc_now,
         sleep=time.sleep,
     )
-    logger.info("instance state", extra={"job_id": event.job_id, **report.model_dump()})
+    logger.info("instance state", extra={"job_id": request.job_id, **report.model_dump()})
     return report.model_dump(mode="json")

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from functions.runtime import logger, metrics, parse_event, ports, tracer
+from functions.runtime import Ports, function_handler, logger
 from spotrun.control.capacity.release import release_for_workflow
 from spotrun.model.deferred import DeferredModel
 from spotrun.model.job.record import utc_now
@@ -17,20 +15,17 @@ class ReleaseRequest(DeferredModel):
     reason: str
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics(raise_on_empty_metrics=False)
-@parse_event(ReleaseRequest)
-def handler(event: ReleaseRequest, context: LambdaContext) -> dict[str, Any]:
-    aws = ports("release")
+@function_handler(ReleaseRequest)
+def handler(request: ReleaseRequest, aws: Ports) -> dict[str, Any]:
     terminated = release_for_workflow(
-        job_id=event.job_id,
-        reason=event.reason,
+        job_id=request.job_id,
+        reason=request.reason,
         store=aws.store,
         compute=aws.compute,
         now=utc_now(),
     )
     logger.info(
-        "capacity released", extra={"job_id": event.job_id, "instances": terminated, "reason": event.reason}
+        "capacity released",
+        extra={"job_id": request.job_id, "instances": terminated, "reason": request.reason},
     )
     return {"terminated": terminated}

@@ -1,10 +1,17 @@
-"""What every Lambda function shares: the Powertools singletons, and its ports, made once per execution environment.
+"""What every Lambda function shares: its entry point, the Powertools singletons, and its ports.
 
-A handler asks :func:`ports` for its function's :class:`Ports` on each invocation. The first call in an execution
-environment (the cold start) reads and checks the settings the function declares in :data:`spotrun.shape.SHAPE`,
-so a deployment that lacks one fails that invocation naming the variable; each adapter is then made on first use
-and kept for the environment's life, as its boto3 client is (:func:`spotrun.aws.adapters.client`). Nothing but
-the three Powertools objects is made at import.
+A handler is a function of its request and its function's :class:`Ports`, made the Lambda entry point
+``handler(event, context)`` by :func:`function_handler`::
+
+    @function_handler(ReleaseRequest)
+    def handler(request: ReleaseRequest, aws: Ports) -> dict[str, Any]:
+        return {"terminated": release_for_workflow(job_id=request.job_id, ..., store=aws.store, ...)}
+
+The ports are those of the function :data:`spotrun.shape.SHAPE` declares with that handler (``functions/release.py``
+holds the release function's), made on its first invocation in an execution environment (the cold start), which
+reads and checks the settings the function declares, so a deployment that lacks one fails that invocation naming
+the variable; each adapter is then made on first use and kept for the environment's life, as its boto3 client is
+(:func:`spotrun.aws.adapters.client`). Nothing but the three Powertools objects is made at import.
 
 Module state is the execution environment's: on AWS each environment imports this module once, and the emulator
 imports ``functions`` afresh for each environment it creates (:mod:`spotrun.local.patches.lambda_invoke`), so no two
@@ -17,7 +24,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from functools import cached_property, wraps
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 from functions.import_window import collection_paused
 
@@ -26,7 +34,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
     from pydantic import BaseModel
 
-    M = TypeVar("M", bound=BaseModel)
+Request = TypeVar("Request")
 R = TypeVar("R")
 
 # Only the library the functions call AWS through is patched for X-Ray. Tracer's default (patch_all) imports, at
@@ -77,37 +85,94 @@ with collection_paused():
 _ports: dict[str, Ports] = {}
 
 
-def parse_event(
-    model: type[M],
-) -> Callable[[Callable[[M, LambdaContext], R]], Callable[[Any, LambdaContext], R]]:
-    """Validate a handler's event into ``model`` before the handler runs, as Powertools' ``event_parser(model=)``.
+class RawInvocation(NamedTuple):
+    """An event as Lambda delivered it and its invocation's context: the request of a function that parses it itself.
 
-    Powertools' decorator validates the same way (``TypeAdapter(model).validate_python``, or ``validate_json`` for
-    a string) but importing it costs every cold start ~30 ms of CPU (0.15x an ``import boto3``):
-    ``aws_lambda_powertools.utilities.parser`` imports ``pydantic.networks`` and ``importlib.metadata``, which no
-    handler uses (docs/cold-start.md).
+    The API functions' (:func:`functions.api.gate.answer`): their resolver validates each route's parameters and
+    body, and keeps the context (POST /jobs' idempotency reads the time the invocation has left).
+    """
+
+    event: dict[str, Any]
+    context: LambdaContext
+
+
+def function_handler(
+    model: type[Request],
+) -> Callable[[Callable[[Request, Ports], R]], Callable[[Any, LambdaContext], R]]:
+    """Make ``handler(request, aws)`` its function's Lambda entry point ``handler(event, context)``.
+
+    Around each invocation, outermost first: Powertools' Logger (the invocation's context in every log line),
+    Tracer (the invocation traced, with the AWS calls it makes) and Metrics (what the handler added, flushed at
+    its end; none is fine). Within them the event is validated into ``model``, then the handler gets it and the
+    :class:`Ports` of the function :data:`spotrun.shape.SHAPE` declares with this handler: its module names it.
+
+    The event is validated as Powertools' ``event_parser(model=)`` does (``model_validate``, or
+    ``model_validate_json`` for a string), without importing its parser: that costs every cold start ~30 ms of
+    CPU (0.15x an ``import boto3``), ``aws_lambda_powertools.utilities.parser`` importing ``pydantic.networks``
+    and ``importlib.metadata``, which no handler uses (docs/cold-start.md).
 
     Parameters
     ----------
     model
-        The event's model.
+        The request's pydantic model; :class:`RawInvocation` hands over the event unparsed, with the context.
+
+    Returns
+    -------
+    Callable
+        The decorator.
 
     Raises
     ------
+    LookupError
+        At decoration, when no function of the shape has the decorated function as its handler (it would have
+        no declared settings to read).
     pydantic.ValidationError
-        When the event does not match ``model`` (the handler is not called).
+        At invocation, when the event does not match ``model``: raised before the function's settings are read
+        and before the handler runs, under its own name, which a workflow's Catch routes on.
+    spotrun.aws.settings.MissingSettings
+        At invocation, when the environment lacks a setting the function declares (see :func:`ports`).
     """
 
-    def decorate(handler: Callable[[M, LambdaContext], R]) -> Callable[[Any, LambdaContext], R]:
-        @wraps(handler)
-        def parsed(event: Any, context: LambdaContext) -> R:
-            if isinstance(event, str | bytes):
-                return handler(model.model_validate_json(event), context)
-            return handler(model.model_validate(event), context)
+    def decorate(handler: Callable[[Request, Ports], R]) -> Callable[[Any, LambdaContext], R]:
+        function = declared_function(handler)
 
-        return parsed
+        @logger.inject_lambda_context
+        @tracer.capture_lambda_handler
+        @metrics.log_metrics(raise_on_empty_metrics=False)
+        @wraps(handler)
+        def entry(event: Any, context: LambdaContext) -> R:
+            request: Any
+            if model is RawInvocation:
+                request = RawInvocation(event, context)
+            elif isinstance(event, str | bytes):
+                request = cast("type[BaseModel]", model).model_validate_json(event)
+            else:
+                request = cast("type[BaseModel]", model).model_validate(event)
+            return handler(request, ports(function))
+
+        return entry
 
     return decorate
+
+
+def declared_function(handler: Callable[..., Any]) -> str:
+    """The name of the function :data:`spotrun.shape.SHAPE` declares with ``handler`` (``module.attribute``).
+
+    Raises
+    ------
+    LookupError
+        When no function has it.
+    """
+    # Its module's name as the shape writes it, from the package and the file: the emulator imports each
+    # environment's modules under names of their own (spotrun.local.patches.lambda_invoke), keeping __package__.
+    namespace = handler.__globals__
+    dotted = f"{namespace['__package__']}.{Path(namespace['__file__']).stem}.{handler.__qualname__}"
+    for spec in SHAPE.functions:
+        if spec.handler == dotted:
+            return spec.name
+    raise LookupError(
+        f"no function in spotrun.shape.SHAPE has the handler {dotted}: declare it, with its settings"
+    )
 
 
 _lock = threading.Lock()

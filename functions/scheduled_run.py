@@ -5,19 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.runtime import logger, metrics, parse_event, ports, tracer
+from functions.runtime import Ports, function_handler, logger, metrics
 from spotrun.control.schedules.firing import Invocation, run_scheduled
 from spotrun.model.job.record import utc_now
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics(raise_on_empty_metrics=False)
-@parse_event(Invocation)
-def handler(event: Invocation, context: LambdaContext) -> dict[str, Any]:
-    aws = ports("scheduled_run")
+@function_handler(Invocation)
+def handler(event: Invocation, aws: Ports) -> dict[str, Any]:
     run = run_scheduled(
         event,
         bucket=aws.settings.jobs_bucket,

@@ -6,21 +6,16 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser.models import S3EventNotificationEventBridgeModel
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.runtime import logger, metrics, parse_event, ports, tracer
+from functions.runtime import Ports, function_handler, logger, metrics
 from spotrun.control.submission import submit_s3_manifest
 from spotrun.model.job.record import ManifestSource, utc_now
 from spotrun.model.layout import is_manifest_key
 from spotrun.model.manifest.parse import MAX_MANIFEST_BYTES
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics(raise_on_empty_metrics=False)
-@parse_event(S3EventNotificationEventBridgeModel)
-def handler(event: S3EventNotificationEventBridgeModel, context: LambdaContext) -> dict[str, Any]:
-    aws = ports("submit")
+@function_handler(S3EventNotificationEventBridgeModel)
+def handler(event: S3EventNotificationEventBridgeModel, aws: Ports) -> dict[str, Any]:
     bucket, key = event.detail.bucket.name, event.detail.object.key
     if not is_manifest_key(key):
         return {"outcome": "ignored", "reason": f"{key} is not a manifest"}

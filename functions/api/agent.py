@@ -10,7 +10,7 @@ The decisions are :func:`spotrun.control.agent_reports.answer_agent_report` and
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -18,7 +18,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
 from functions.api.errors import ApiError, error_response, ok_response, refusal
-from functions.runtime import logger, ports
+from functions.api.gate import ports_of
+from functions.runtime import Ports, logger
 from spotrun.control.agent_reports import (
     AgentReport,
     CallerIdentity,
@@ -57,7 +58,7 @@ router = Router()
 )
 def report(report: Annotated[AgentReport, Body(description="What the agent reports.")]) -> ReportAnswer:
     identity = _caller()
-    aws = ports("agent_api")
+    aws = ports_of(router)
     answer = answer_agent_report(
         report.root,
         identity=identity,
@@ -71,7 +72,7 @@ def report(report: Annotated[AgentReport, Body(description="What the agent repor
     return answer
 
 
-def _redecide(job_id: str, aws: Any) -> None:
+def _redecide(job_id: str, aws: Ports) -> None:
     # A deadline job training is decided again at each heartbeat (control.deadline_moves). The
     # heartbeat itself was answered: a failure here is logged, never the agent's problem.
     try:
@@ -117,7 +118,7 @@ def _redecide(job_id: str, aws: Any) -> None:
 def credentials(
     request: Annotated[CredentialsRequest, Body(description="The job and attempt the agent runs.")],
 ) -> JobCredentials:
-    aws = ports("agent_api")
+    aws = ports_of(router)
     issued = issue_job_credentials(
         request,
         identity=_caller(),

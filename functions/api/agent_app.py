@@ -15,20 +15,16 @@ from functions.import_window import collection_paused
 with collection_paused():
     from typing import Any
 
-    from aws_lambda_powertools.utilities.typing import LambdaContext
-
     from functions.api.agent import router
     from functions.api.errors import register_error_handlers
     from functions.api.gate import answer, resolver
-    from functions.runtime import logger, metrics, tracer
+    from functions.runtime import Ports, RawInvocation, function_handler, logger
 
 app = resolver()
 app.include_router(router)
 register_error_handlers(app, logger)
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics(raise_on_empty_metrics=False)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return answer(app, event, context)
+@function_handler(RawInvocation)
+def handler(invocation: RawInvocation, aws: Ports) -> dict[str, Any]:
+    return answer(app, invocation, aws)

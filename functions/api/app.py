@@ -21,16 +21,15 @@ with collection_paused():
     from aws_lambda_powertools.event_handler import Response, content_types
     from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
     from aws_lambda_powertools.metrics import MetricUnit
-    from aws_lambda_powertools.utilities.typing import LambdaContext
     from pydantic import Field
 
     from functions.api.code import router as code_router
     from functions.api.errors import error_response, ok_response, register_error_handlers
     from functions.api.examples import example
-    from functions.api.gate import MAX_BODY_BYTES, answer, resolver
+    from functions.api.gate import MAX_BODY_BYTES, answer, ports_of, resolver
     from functions.api.plan import router as plan_router
     from functions.api.schedules import router as schedules_router
-    from functions.runtime import logger, metrics, ports, tracer
+    from functions.runtime import Ports, RawInvocation, function_handler, logger, metrics
     from spotrun.control.progress import job_progress
     from spotrun.control.views.artifacts import (
         JobLogs,
@@ -131,7 +130,7 @@ def submit(
 
     from spotrun.control.submission import api_source, manifest_sha256, submit_api_manifest
 
-    aws = ports("api")
+    aws = ports_of(app)
     request = {
         "identity": api_source(manifest, idempotency_key).key,
         "manifest_sha256": manifest_sha256(manifest),
@@ -199,7 +198,7 @@ def list_(
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
 ) -> JobPage:
     return list_jobs(
-        ports("api").store, status=status, name=name, limit=limit, next_token=next_token, now=utc_now()
+        ports_of(app).store, status=status, name=name, limit=limit, next_token=next_token, now=utc_now()
     )
 
 
@@ -210,7 +209,7 @@ def list_(
     responses={**ok_response(JobView, "The job."), **NOT_FOUND, **INVALID},
 )
 def show(job_id: JOB_ID) -> JobView:
-    aws = ports("api")
+    aws = ports_of(app)
     job = get_job(aws.store, job_id)
     progress = job_progress(job, objects=aws.objects, jobs_bucket=aws.settings.jobs_bucket, now=utc_now())
     return job_view(job).model_copy(update={"progress": progress})
@@ -228,7 +227,7 @@ def show(job_id: JOB_ID) -> JobView:
     },
 )
 def cancel(job_id: JOB_ID) -> CancelResult:
-    aws = ports("api")
+    aws = ports_of(app)
     result = cancel_job(
         job_id,
         store=aws.store,
@@ -267,7 +266,7 @@ def logs(
         ),
     ] = None,
 ) -> JobLogs:
-    aws = ports("api")
+    aws = ports_of(app)
     job = get_job(aws.store, job_id)
     return job_logs(
         job,
@@ -299,7 +298,7 @@ def restore(
     job_id: JOB_ID,
     days: Annotated[int, Query(ge=1, le=365, description="How long restored copies stay.")] = 7,
 ) -> Response[RestoreReport]:
-    aws = ports("api")
+    aws = ports_of(app)
     job = get_job(aws.store, job_id)
     report = start_restore(
         job, objects=aws.objects, archive_buckets=aws.settings.allowed_archive_buckets, days=days
@@ -313,7 +312,7 @@ def restore(
     responses={**ok_response(RestoreReport, "Where each archived object stands."), **_RESTORE_ERRORS},
 )
 def restore_report(job_id: JOB_ID) -> RestoreReport:
-    aws = ports("api")
+    aws = ports_of(app)
     job = get_job(aws.store, job_id)
     return restore_status(job, objects=aws.objects, archive_buckets=aws.settings.allowed_archive_buckets)
 
@@ -330,8 +329,6 @@ register_error_handlers(app, logger)
 # ----------------------------------------------------------------------------------------------- entry
 
 
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-@metrics.log_metrics(raise_on_empty_metrics=False)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return answer(app, event, context)
+@function_handler(RawInvocation)
+def handler(invocation: RawInvocation, aws: Ports) -> dict[str, Any]:
+    return answer(app, invocation, aws)

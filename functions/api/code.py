@@ -14,7 +14,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from functions.api.errors import error_response, ok_response
 from functions.api.examples import example
-from functions.runtime import logger, ports
+from functions.api.gate import ports_of
+from functions.runtime import logger
 from spotrun.control.code_upload import CodeUpload, CodeUploadRequest, request_code_upload
 
 router = Router()
@@ -45,7 +46,7 @@ def create_upload(
         ),
     ],
 ) -> CodeUpload:
-    aws = ports("api")
+    aws = ports_of(router)
     answer = request_code_upload(request, objects=aws.objects, jobs_bucket=aws.settings.jobs_bucket)
     logger.info("code upload", extra={"uri": answer.uri, "uploaded_before": answer.upload is None})
     return answer

@@ -2,7 +2,8 @@
 
 API Gateway sends the agent's routes (``/agent`` and below) to the ``agent_api`` function and every other path to
 ``api`` (:data:`spotrun.shape.SHAPE`'s ``api_routes``). Each function builds its resolver with :func:`resolver`
-and answers through :func:`answer`, so a caller gets the same 405, 413, 415 and 400 from either.
+and answers through :func:`answer`, so a caller gets the same 405, 413, 415 and 400 from either. A route gets the
+ports of the function serving it with :func:`ports_of`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import base64
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, content_types
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from functions.api.errors import ApiError
+from functions.runtime import Ports, RawInvocation
 from spotrun.model.manifest.json_text import read_json_body
 
 MAX_BODY_BYTES = 256 * 1024
@@ -33,21 +35,24 @@ def resolver() -> APIGatewayRestResolver:
     return APIGatewayRestResolver(enable_validation=True, json_body_deserializer=read_json_body)
 
 
-def answer(app: APIGatewayRestResolver, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def answer(app: APIGatewayRestResolver, invocation: RawInvocation, aws: Ports) -> dict[str, Any]:
     """The response to one API Gateway proxy event: a refusal before routing, or what ``app`` resolves.
 
     Parameters
     ----------
     app
         The function's resolver, its routes included.
-    event, context
-        The invocation's.
+    invocation
+        The proxy event and the invocation's context.
+    aws
+        The function's ports, which its routes get with :func:`ports_of`.
 
     Returns
     -------
     dict[str, Any]
         The proxy integration's response.
     """
+    event = invocation.event
     refused = _refuse_method(app, event) or _refuse_body(event)
     if refused is not None:
         status, message, *headers = refused
@@ -57,7 +62,15 @@ def answer(app: APIGatewayRestResolver, event: dict[str, Any], context: LambdaCo
             "body": ApiError(message=message).model_dump_json(),
             "isBase64Encoded": False,
         }
-    return app.resolve(event, context)
+    # Powertools' context is the resolver's and every router's it includes; the resolver clears it at the end.
+    app.append_context(ports=aws)
+    return app.resolve(event, invocation.context)
+
+
+def ports_of(router: APIGatewayRestResolver | Router) -> Ports:
+    """The ports of the function serving the request a route of ``router`` (or the resolver itself) answers."""
+    aws: Ports = router.context["ports"]  # put there by answer()
+    return aws
 
 
 def _refuse_method(

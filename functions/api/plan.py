@@ -15,7 +15,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from functions.api.errors import error_response, ok_response
 from functions.api.examples import example
-from functions.runtime import logger, ports
+from functions.api.gate import ports_of
+from functions.runtime import logger
 from spotrun.control.views.plan_model import JobPlan
 from spotrun.model.job.record import utc_now
 from spotrun.model.manifest.schema import JobManifest
@@ -58,7 +59,7 @@ def plan(
     # loaded by its first request rather than by every cold start of the API (docs/cold-start.md).
     from spotrun.control.views.plan import plan_job
 
-    aws = ports("api")
+    aws = ports_of(router)
     settings = aws.settings
     answer = plan_job(
         manifest,

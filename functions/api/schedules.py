@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 
 from functions.api.errors import error_response, ok_response
 from functions.api.examples import example
-from functions.runtime import ports
+from functions.api.gate import ports_of
 from spotrun.control.schedules.run_records import RunRecord
 from spotrun.control.schedules.view import ScheduleView
 from spotrun.model.deferred import DeferredModel
@@ -73,7 +73,7 @@ def create(
 ) -> Response[ScheduleView]:
     from spotrun.control.schedules.firing import create_schedule  # at first use: see the module's docstring
 
-    aws = ports("api")
+    aws = ports_of(router)
     view = create_schedule(
         manifest,
         schedules=aws.schedules,
@@ -94,7 +94,7 @@ def create(
 def list_() -> ScheduleList:
     from spotrun.control.schedules.firing import list_schedules  # at first use: see the module's docstring
 
-    return ScheduleList(schedules=list_schedules(ports("api").schedules, utc_now()))
+    return ScheduleList(schedules=list_schedules(ports_of(router).schedules, utc_now()))
 
 
 @router.delete(
@@ -107,7 +107,7 @@ def list_() -> ScheduleList:
 def delete(name: NAME) -> Response[None]:
     from spotrun.control.schedules.firing import delete_schedule  # at first use: see the module's docstring
 
-    delete_schedule(name, ports("api").schedules)
+    delete_schedule(name, ports_of(router).schedules)
     return Response(204)
 
 
@@ -119,5 +119,5 @@ def delete(name: NAME) -> Response[None]:
 def runs(name: NAME) -> ScheduleRuns:
     from spotrun.control.schedules.firing import schedule_runs  # at first use: see the module's docstring
 
-    aws = ports("api")
+    aws = ports_of(router)
     return ScheduleRuns(name=name, runs=schedule_runs(name, aws.schedules, aws.run_records))

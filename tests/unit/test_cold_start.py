@@ -26,7 +26,7 @@ _PROBE = """
 import importlib, json, os, sys
 import boto3, pydantic
 # Each API function's module -> the name its last import binds
-API_WINDOWS = {"functions.api.app": "JobManifest", "functions.api.agent_app": "tracer"}
+API_WINDOWS = {"functions.api.app": "JobManifest", "functions.api.agent_app": "logger"}
 children = []
 for module in sys.argv[1:]:
     read, write = os.pipe()
@@ -231,7 +231,7 @@ def test_only_the_handlers_of_powertools_event_models_load_its_parser(loaded):
     # Given every handler imported
     # Then Powertools' parser package (which imports pydantic.networks and importlib.metadata) is loaded only by
     # the three whose event models come from it (EventBridge's envelope): the others parse through
-    # functions.runtime.parse_event
+    # functions.runtime.function_handler
     assert _loading(loaded, "aws_lambda_powertools.utilities.parser") == {
         "submit",
         "ec2_events",

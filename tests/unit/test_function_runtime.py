@@ -174,28 +174,3 @@ def test_each_emulated_environment_makes_its_own_ports_once(environment, monkeyp
     assert len(stores) == 2
     assert sorted(answers[:2]) == [["0"], ["1"]]
     assert {answer[0] for answer in answers[2:]} <= {"0", "1"}
-
-
-def test_parse_event_validates_the_event_into_the_model_before_the_handler_runs():
-    # Given a handler decorated with the model of its event
-    from pydantic import BaseModel, ValidationError
-
-    class Event(BaseModel):
-        job_id: str
-
-    calls: list[Any] = []
-
-    @runtime.parse_event(Event)
-    def handler(event: Event, context: Any) -> str:
-        calls.append(event)
-        return event.job_id
-
-    # When it is invoked with a mapping, or with the event's JSON text
-    # Then it gets the validated model
-    assert handler({"job_id": "j-1"}, None) == "j-1"
-    assert handler('{"job_id": "j-2"}', None) == "j-2"
-    assert all(isinstance(event, Event) for event in calls)
-    # And an event that does not match is refused before the handler runs
-    with pytest.raises(ValidationError):
-        handler({"job": "j-3"}, None)
-    assert len(calls) == 2

@@ -1,0 +1,149 @@
+"""The functions' one entry-point decorator, :func:`functions.runtime.function_handler`.
+
+A probe handler in this module stands for ``functions/<name>.py``'s: a shape declaring it (as
+:data:`spotrun.shape.SHAPE` declares each function's) replaces the deployment's for each test, and the events are
+the samples AWS delivers (``tests/events/``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import ValidationError
+
+from functions import runtime
+from spotrun.aws.events import Ec2InstanceEvent
+from spotrun.model.errors import InstanceLost
+from spotrun.shape import DeploymentShape, FunctionSpec
+
+EVENTS = Path(__file__).resolve().parent.parent / "events"
+WARNING = json.loads((EVENTS / "ec2-spot-interruption-warning.json").read_text())
+OBJECT_CREATED = json.loads((EVENTS / "s3-object-created.json").read_text())
+LOST = "i-0fffffffffffffff0"  # an instance the probe's use case reports lost
+
+# What the probe handler got, invocation by invocation: its request, its ports and Powertools' log keys.
+CALLS: list[tuple[Ec2InstanceEvent, runtime.Ports, dict[str, Any]]] = []
+
+
+def handler(event: Ec2InstanceEvent, aws: runtime.Ports) -> dict[str, Any]:
+    CALLS.append((event, aws, runtime.logger.get_current_keys()))
+    runtime.metrics.add_metric(name="ProbeEvents", unit=MetricUnit.Count, value=1)
+    if event.detail.instance_id == LOST:
+        raise InstanceLost(f"instance {LOST} is gone")
+    return {"instance_id": event.detail.instance_id}
+
+
+def undeclared(event: Ec2InstanceEvent, aws: runtime.Ports) -> None:
+    """A handler no function of the shape has."""
+
+
+@dataclass
+class Context:
+    function_name: str = "spotrun-probe"
+    function_version: str = "$LATEST"
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:spotrun-probe"
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = "11111111-2222-3333-4444-555555555555"
+    log_group_name: str = "/aws/lambda/spotrun-probe"
+    log_stream_name: str = "test"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@pytest.fixture
+def probe(monkeypatch):
+    """The probe function's entry point, in a deployment of two functions, each reading its own jobs table."""
+    for name in [name for name in os.environ if name.startswith(("SPOTRUN_", "AWS_"))]:
+        monkeypatch.delenv(name)
+    for name, value in {
+        "SPOTRUN_JOBS_TABLE": "probe-jobs",
+        "AWS_REGION": "eu-west-1",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    shape = DeploymentShape(
+        functions=(
+            FunctionSpec(
+                "release", "functions.release.handler", "Another function.", settings=("event_bus_name",)
+            ),
+            FunctionSpec("probe", f"{__name__}.handler", "The probe.", settings=("jobs_table",)),
+        ),
+        tables=(),
+        buckets=(),
+        rules=(),
+    )
+    monkeypatch.setattr(runtime, "SHAPE", shape)
+    CALLS.clear()
+    runtime.reset()
+    yield runtime.function_handler(Ec2InstanceEvent)(handler)
+    runtime.reset()
+
+
+def test_the_event_is_parsed_into_the_model_and_the_handler_gets_its_functions_ports(probe):
+    # Given the probe function's entry point
+    # When it is invoked with EC2's interruption warning, as a mapping and as JSON text
+    answers = [probe(WARNING, Context()), probe(json.dumps(WARNING), Context())]
+    # Then the handler got the validated model each time, and its answer is the entry point's
+    assert answers == [{"instance_id": "i-0123456789abcdef0"}] * 2
+    events = [event for event, _, _ in CALLS]
+    assert all(isinstance(event, Ec2InstanceEvent) for event in events)
+    assert {event.detail_type for event in events} == {"EC2 Spot Instance Interruption Warning"}
+    # And the ports of the function the shape declares with this module's handler, read from its own settings
+    ports = {id(aws) for _, aws, _ in CALLS}
+    assert ports == {id(runtime.ports("probe"))}
+    assert CALLS[0][1].settings.jobs_table == "probe-jobs"
+    assert CALLS[0][1].settings.region == "eu-west-1"
+
+
+def test_an_event_that_does_not_match_fails_under_pydantics_name_before_the_settings_and_the_handler(
+    probe, monkeypatch
+):
+    # Given a probe function deployed without its jobs table (its settings, read first, would fail otherwise)
+    monkeypatch.delenv("SPOTRUN_JOBS_TABLE")
+    # When it is invoked with an event of another kind (S3's Object Created)
+    with pytest.raises(ValidationError) as raised:
+        probe(OBJECT_CREATED, Context())
+    # Then the invocation fails with the model's validation error, the error a workflow's Catch sees by name
+    assert type(raised.value).__name__ == "ValidationError"
+    assert "detail-type" in str(raised.value)
+    # And the handler never ran
+    assert CALLS == []
+
+
+def test_an_error_of_the_use_case_reaches_the_workflow_under_its_own_name(probe):
+    # Given the warning for an instance the use case finds gone
+    lost = {**WARNING, "detail": {**WARNING["detail"], "instance-id": LOST}}
+    # When the probe is invoked with it
+    with pytest.raises(InstanceLost) as raised:
+        probe(lost, Context())
+    # Then the error leaves the entry point as raised: Step Functions routes on its name
+    assert type(raised.value).__name__ == "Instance.Lost"
+
+
+def test_each_invocation_runs_inside_powertools_logger_and_metrics(probe, capsys):
+    # Given the probe function's entry point
+    # When it is invoked
+    probe(WARNING, Context())
+    # Then its log lines carried the invocation's context (Logger.inject_lambda_context)
+    _, _, keys = CALLS[0]
+    assert keys["function_request_id"] == Context.aws_request_id
+    assert keys["function_name"] == Context.function_name
+    # And the metric it added was flushed as one EMF document at its end (Metrics.log_metrics)
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert [(document["service"], document["ProbeEvents"]) for document in emitted] == [("spotrun", [1.0])]
+
+
+def test_a_handler_the_shape_does_not_declare_is_refused_when_decorated(probe):
+    # Given a handler no function of the shape has
+    # When it is decorated
+    with pytest.raises(LookupError) as raised:
+        runtime.function_handler(Ec2InstanceEvent)(undeclared)
+    # Then the decoration fails, naming it: it would have no declared settings to read
+    assert f"{__name__}.undeclared" in str(raised.value)
