@@ -34,7 +34,7 @@ BUCKET = "spotrun-bench-transfers"
 MIB = 1024 * 1024
 DATASETS: dict[str, tuple[int, int]] = {"small": (1000, MIB), "large": (4, 256 * MIB)}
 CASES = ("stage", "upload")
-TOOLS = ("spotrun", "ceiling", "s5cmd")
+TOOLS = ("spotrun", "crt", "ceiling", "s5cmd")
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
 
 
@@ -169,6 +169,7 @@ def once(args: argparse.Namespace) -> dict[str, Any]:
     source, destination = Path(args.source), Path(args.destination)
     from botocore.credentials import Credentials
 
+    from bench.transfer_crt import CrtTool, crt_stage, crt_upload
     from spotrun.agent.checkpoint_store import upload_checkpoint
     from spotrun.agent.transfer.allocator import keep_transfer_buffers
     from spotrun.agent.transfer.crt_gets import crt_getter
@@ -183,6 +184,11 @@ def once(args: argparse.Namespace) -> dict[str, Any]:
     # The agent's getter for small objects (the CRT's, as runner.direct_getter makes it beside the S3 client).
     keys = Credentials(CREDENTIALS["AWS_ACCESS_KEY_ID"], CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
     direct = crt_getter(s3, keys, CREDENTIALS["AWS_REGION"]) if args.tool == "spotrun" else None
+    crt = (
+        CrtTool(args.endpoint, CREDENTIALS["AWS_REGION"], CREDENTIALS["AWS_ACCESS_KEY_ID"], keys.secret_key)
+        if args.tool == "crt"
+        else None
+    )
     cpu, started = _cpu_seconds(), time.monotonic()
     if args.tool == "s5cmd":
         if args.case == "stage":
@@ -196,6 +202,11 @@ def once(args: argparse.Namespace) -> dict[str, Any]:
             stdout=subprocess.DEVNULL,
         )
         moved = sum(p.stat().st_size for p in (destination if args.case == "stage" else source).iterdir())
+    elif crt is not None:
+        if args.case == "stage":
+            moved = crt_stage(crt, s3, BUCKET, args.prefix, destination, args.workers)
+        else:
+            moved = crt_upload(crt, s3, BUCKET, source, args.prefix.split("/")[1], 1)
     elif args.tool == "ceiling":
         if args.case == "stage":
             moved = _ceiling_stage(s3, args.prefix, destination, args.workers)

@@ -1,14 +1,16 @@
-"""Transfers against the emulator's S3: staging and checkpoint upload beside the ceiling and s5cmd.
+"""Transfers against the emulator's S3: staging and checkpoint upload beside AWS's CRT, the ceiling and s5cmd.
 
 The emulator's S3 (a ``ThreadedMotoServer`` with the patches the runtime installs on it, ranged GETs included)
 runs in a process of its own; every measurement runs in a fresh process (``python -m bench.transfers --once``),
 ``runs`` times, the tools interleaved (their order rotated each run), on two data sets: 1,000 files of 1 MiB and
 4 files of 256 MiB. Each measurement times the transfer alone (not the interpreter's start) and reports MB/s
-and the client's CPU seconds (``s5cmd``'s included). What one measurement does (spotrun, the ceiling, s5cmd),
-and the emulator's process, are :mod:`bench.transfer_tools`; this module runs them, the ceiling at the best of
-:data:`CEILING_WORKERS` threads, and writes the report.
+and the client's CPU seconds (``s5cmd``'s included). What one measurement does (spotrun, the CRT, the ceiling,
+s5cmd), and the emulator's process, are :mod:`bench.transfer_tools` and :mod:`bench.transfer_crt`; this module
+runs them, the ceiling at the best of :data:`CEILING_WORKERS` threads, and writes the report.
 
-Verdict (issue 12): spotrun at least 90 % of the ceiling and no slower than s5cmd, in each of the four cases.
+Two verdicts per case: spotrun at least 90 % of the ceiling and no slower than s5cmd; and whether AWS's CRT S3
+client comes within 10 % of spotrun (:data:`CRT_MARGIN`) on both MB/s and client CPU-seconds per verified GiB
+(what moves to a real instance: the emulator shares the client's two cores, so its MB/s do not).
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ __all__ = ["BUCKET", "CASES", "DATASETS", "main", "run"]
 CEILING_WORKERS = (8, 16, 32)
 SPOTRUN_WORKERS = 32  # the agent default (spotrun.agent.transfer.download.DEFAULT_WORKERS)
 TARGET_OF_CEILING = 0.9
+CRT_MARGIN = 0.10  # the CRT replaces spotrun's engine when within this of it on both figures, in every case
+GIB = 1024 * MIB
+# How each tool verifies what it moves (bench.transfer_tools, bench.transfer_crt); "none" counts no verified GiB.
+VERIFICATION = {
+    "spotrun": "stage: every object against its full-object checksum (CRC-32 here; ranges' CRCs combined); "
+    "upload: S3 checks a CRC-32 of each part and of the whole object, the marker keeps a SHA-256 per file",
+    "crt": "stage: the CRT checks each object against its full-object checksum (one GET: the response's; "
+    "ranged: each range's where given, and the whole object's found by a HeadObject); upload: as spotrun's",
+    "ceiling": "none",
+    "s5cmd": "none",
+}
 
 
 def _median_range(values: list[float], digits: int = 0) -> str:
@@ -88,6 +101,7 @@ def _measure(
         if case == "upload":
             delete_prefix(client(endpoint), f"jobs/{job}/")
     result["mb_per_s"] = result["bytes"] / MIB / result["seconds"]
+    result["cpu_seconds_per_gib"] = result["cpu_seconds"] / (result["bytes"] / GIB)
     return result
 
 
@@ -111,7 +125,12 @@ def run(runs: int) -> dict[str, Any]:
         assert server.stdout is not None
         endpoint = json.loads(server.stdout.readline())["endpoint"]
         sources = seed(client(endpoint), work)
-        tools = [("spotrun", SPOTRUN_WORKERS), ("s5cmd", 0), *(("ceiling", w) for w in CEILING_WORKERS)]
+        tools = [
+            ("spotrun", SPOTRUN_WORKERS),
+            ("crt", SPOTRUN_WORKERS),
+            ("s5cmd", 0),
+            *(("ceiling", w) for w in CEILING_WORKERS),
+        ]
         for index in range(runs):
             order = tools[index % len(tools) :] + tools[: index % len(tools)]
             for case in CASES:
@@ -190,13 +209,77 @@ def _report(samples: dict[str, list[dict[str, Any]]], runs: int) -> dict[str, An
         "Medians [min-max]. Emulator CPU-s: what the emulator's S3 process ran during each measurement "
         "(/proc/<pid>/stat), on the same 2 cores as the client. Target: >= 90 % of the ceiling and >= s5cmd."
     )
-    markdown = "\n".join([*lines, "", config, ""])
+    crt_lines, crt_rows = _crt_report(samples)
+    crt_within = all(row["within"] for row in crt_rows)
+    decision = (
+        f"CRT within {CRT_MARGIN:.0%} of spotrun on MB/s and CPU-s per verified GiB in every case: "
+        + ("yes" if crt_within else "no")
+    )
+    verifies = [f"- {tool}: {how}." for tool, how in VERIFICATION.items()]
+    markdown = "\n".join(
+        [*lines, "", config, "", *crt_lines, "", decision, "", "How each tool verifies:", *verifies, ""]
+    )
     return {
         "name": "transfers",
-        "title": "Staging and checkpoint upload against the ceiling and s5cmd",
+        "title": "Staging and checkpoint upload against AWS's CRT, the ceiling and s5cmd",
         "markdown": markdown,
-        "results": {"rows": rows, "verdicts": verdicts, "runs": runs, "samples": samples},
+        "results": {
+            "rows": rows,
+            "verdicts": verdicts,
+            "crt_rows": crt_rows,
+            "crt_within_margin": crt_within,
+            "verification": VERIFICATION,
+            "runs": runs,
+            "samples": samples,
+        },
     }
+
+
+def _crt_report(samples: dict[str, list[dict[str, Any]]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The CRT beside spotrun, case by case: MB/s and client CPU-seconds per verified GiB, and the margin."""
+    lines = [
+        "| case | data | spotrun MB/s | CRT MB/s | CRT / spotrun | CPU-s per verified GiB spotrun | CRT "
+        "| CRT / spotrun | CPU-s per GiB, unverified: ceiling (threads) / s5cmd "
+        "| emulator CPU-s spotrun / CRT | CRT within 10 % on both |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    rows = []
+    for case in CASES:
+        for dataset in DATASETS:
+            ours, crt = samples[f"{case}/{dataset}/spotrun"], samples[f"{case}/{dataset}/crt"]
+            speed = [s["mb_per_s"] for s in ours], [s["mb_per_s"] for s in crt]
+            cpu = [s["cpu_seconds_per_gib"] for s in ours], [s["cpu_seconds_per_gib"] for s in crt]
+            of_speed = statistics.median(speed[1]) / statistics.median(speed[0])
+            of_cpu = statistics.median(cpu[1]) / statistics.median(cpu[0])
+            within = of_speed >= 1 - CRT_MARGIN and of_cpu <= 1 + CRT_MARGIN
+            ceilings = {w: samples[f"{case}/{dataset}/ceiling/{w}"] for w in CEILING_WORKERS}
+            best = max(ceilings, key=lambda w: statistics.median(s["mb_per_s"] for s in ceilings[w]))
+            unverified = " / ".join(
+                _median_range([s["cpu_seconds_per_gib"] for s in group], 2)
+                for group in (ceilings[best], samples[f"{case}/{dataset}/s5cmd"])
+            )
+            served = " / ".join(
+                _median_range([s["server_cpu_seconds"] for s in group], 1) for group in (ours, crt)
+            )
+            lines.append(
+                f"| {case} | {dataset} | {_median_range(speed[0])} | {_median_range(speed[1])} | {of_speed:.2f} "
+                f"| {_median_range(cpu[0], 2)} | {_median_range(cpu[1], 2)} | {of_cpu:.2f} "
+                f"| {unverified.replace(' / ', f' ({best}) / ', 1)} | {served} | {'yes' if within else 'no'} |"
+            )
+            rows.append(
+                {
+                    "case": case,
+                    "dataset": dataset,
+                    "spotrun_mb_per_s": speed[0],
+                    "crt_mb_per_s": speed[1],
+                    "crt_of_spotrun_mb_per_s": of_speed,
+                    "spotrun_cpu_seconds_per_gib": cpu[0],
+                    "crt_cpu_seconds_per_gib": cpu[1],
+                    "crt_of_spotrun_cpu_per_gib": of_cpu,
+                    "within": within,
+                }
+            )
+    return lines, rows
 
 
 def main() -> None:
