@@ -43,8 +43,8 @@ demo: $(DEMO_STAMP)
 # Unit, infra and integration tests run on two workers, a file per worker. The end-to-end and chaos suites run after
 # them on four (--dist loadfile: a module's emulator and fixtures stay in one process): their jobs mostly wait on
 # scaled time (boots, heartbeats, step sleeps), so four files at once share the cores, the slowest started first
-# (tests/conftest.py; docs/testing.md has the figures). The PyTorch example runs alone last: four torchrun ranks
-# fill both cores, and a rank's save must fit in the scaled two-minute notice.
+# (tests/conftest.py; docs/development/testing.md has the figures). The PyTorch example runs alone last: four
+# torchrun ranks fill both cores, and a rank's save must fit in the scaled two-minute notice.
 # The linters and mypy run side by side (make -j2), each one's output printed whole when it ends; either failing
 # fails the target before any test runs.
 test: $(STAMP)
@@ -72,8 +72,9 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(MKDOCS) build --strict
 
+## typecheck: mypy over the code, the bench and the docs generators
 typecheck: $(STAMP)
-	$(BIN)/mypy spotrun functions infra bench
+	$(BIN)/mypy spotrun functions infra bench tools/docs
 
 ## synth: write the CloudFormation template of the CDK app to cdk.out (offline; no AWS account, no Docker)
 synth: $(STAMP)
@@ -83,7 +84,7 @@ synth: $(STAMP)
 openapi: $(STAMP)
 	$(BIN)/python -m functions.api.openapi
 
-## bench: the benchmarks (docs/bench.md); e.g. make bench BENCH_ARGS='--only recovery --runs 3'
+## bench: the benchmarks (docs/development/bench.md); e.g. make bench BENCH_ARGS='--only recovery --runs 3'
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 

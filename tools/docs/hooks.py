@@ -18,6 +18,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import architecture
+import development
 import reference
 from mkdocs.exceptions import PluginError
 
@@ -35,9 +36,14 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "workflow-comment": architecture.workflow_comment,
     "workflow-table": architecture.workflow_table,
     "workflow-diagram": architecture.workflow_diagram,
+    "make-targets": development.make_targets,
+}
+# Generators that take one argument: ``<!-- generated: NAME ARGUMENT -->``.
+GENERATORS_OF_ONE: dict[str, Callable[[str], str]] = {
+    "bench-result": development.bench_result,
 }
 
-MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- generated: ([a-z-]+)(?: ([a-z_]+))? -->$", re.MULTILINE)
 
 
 def render(markdown: str, where: str) -> str:
@@ -62,12 +68,13 @@ def render(markdown: str, where: str) -> str:
     """
 
     def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in GENERATORS:
-            raise PluginError(
-                f"{where}: no generator named {name!r} (tools/docs/hooks.py: {sorted(GENERATORS)})"
-            )
-        return GENERATORS[name]()
+        name, argument = match.groups()
+        if argument is None and name in GENERATORS:
+            return GENERATORS[name]()
+        if argument is not None and name in GENERATORS_OF_ONE:
+            return GENERATORS_OF_ONE[name](argument)
+        known = sorted([*GENERATORS, *(f"{one} ARGUMENT" for one in GENERATORS_OF_ONE)])
+        raise PluginError(f"{where}: no generator {match.group(0)!r} (tools/docs/hooks.py: {known})")
 
     return MARKER.sub(replace, markdown)
 
