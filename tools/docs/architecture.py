@@ -207,3 +207,18 @@ def workflow_comment() -> str:
     """The ASL's own comment and its start state."""
     asl = _asl()
     return f"{asl.get('Comment', '')} It starts at `{asl['StartAt']}`.\n"
+
+
+def module_table(folder: str) -> str:
+    """The modules of one package (a folder under the repository's root), each with its docstring's first
+    sentence, and the modules of its sub-packages."""
+    package = ROOT / folder
+    if not (package / "__init__.py").is_file():
+        raise ValueError(f"{folder} is not a package")
+    lines = ["| module | what it is |", "| --- | --- |"]
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "__init__.py" or "__pycache__" in path.parts:
+            continue
+        module = path.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
+        lines.append(f"| `{module}` | {cell(first_sentence(docstring(path)))} |")
+    return "\n".join(lines) + "\n"

@@ -25,8 +25,10 @@ def bench_result(section: str) -> str:
     path = ROOT / "bench" / "results" / f"{section}.json"
     result = json.loads(path.read_text())
     dirty = " with uncommitted changes" if result.get("dirty") else ""
+    # The section's own headings go one level down: the page's heading for the section sits above them.
+    markdown = re.sub(r"^(#+) ", r"#\1 ", result["markdown"].strip(), flags=re.MULTILINE)
     return (
         f"Measured at commit `{result['commit'][:10]}`{dirty} by "
         f"`make bench BENCH_ARGS='--only {section}'`, as committed in `bench/results/{section}.json`:\n\n"
-        f"{result['markdown'].strip()}\n"
+        f"{markdown}\n"
     )

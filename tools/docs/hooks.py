@@ -41,9 +41,10 @@ GENERATORS: dict[str, Callable[[], str]] = {
 # Generators that take one argument: ``<!-- generated: NAME ARGUMENT -->``.
 GENERATORS_OF_ONE: dict[str, Callable[[str], str]] = {
     "bench-result": development.bench_result,
+    "modules": architecture.module_table,
 }
 
-MARKER = re.compile(r"^<!-- generated: ([a-z-]+)(?: ([a-z_]+))? -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- generated: ([a-z-]+)(?: ([a-z_/]+))? -->$", re.MULTILINE)
 
 
 def render(markdown: str, where: str) -> str:
