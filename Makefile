@@ -66,7 +66,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(MKDOCS) build --strict --quiet
+	$(MKDOCS) build --strict
 
 ## docs: build the documentation site into site/ (open site/index.html); `.venv/bin/mkdocs serve` serves it live
 docs: $(STAMP)
