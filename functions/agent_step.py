@@ -33,10 +33,7 @@ def handler(request: AgentStepRequest, aws: Ports) -> dict[str, Any]:
         store=aws.store,
         objects=aws.objects,
         commands=aws.commands,
-        region=aws.settings.region,
-        jobs_bucket=aws.settings.jobs_bucket,
-        document_name=aws.settings.agent_document_name,
-        report_url=aws.settings.agent_report_url,
+        settings=aws.settings,
         now=utc_now(),
     )
     # Never log the event itself: it carries the task token.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from spotrun.control.ports import Commands, JobStore, Objects
 from spotrun.control.store import update_job
@@ -26,15 +27,12 @@ def dispatch_agent_step(
     store: JobStore,
     objects: Objects,
     commands: Commands,
-    region: str,
-    jobs_bucket: str,
-    document_name: str,
-    report_url: str,
+    settings: Any,
     now: datetime,
 ) -> str:
     """Record the step, write the agent's command to S3 and send its key to the instance through SSM.
 
-    The task token is kept in the job record only: the agent reports to ``report_url`` and the API function
+    The task token is kept in the job record only: the agent reports to the API's agent route and the API function
     answers the workflow with the token (:mod:`spotrun.control.agent_reports`). Neither the S3 document nor the
     SSM parameters (kept in SSM's command history) carry it.
 
@@ -51,8 +49,9 @@ def dispatch_agent_step(
         the steps lost of the attempts before, :func:`spotrun.model.job.attempt_end.settle_steps_lost`).
     store, objects, commands
         Ports to the job store, S3 and SSM.
-    region, jobs_bucket, document_name, report_url
-        Deployment settings (``report_url``: the API's agent route).
+    settings
+        The deployment's :class:`spotrun.aws.settings.Settings` (region, jobs bucket, agent document, and
+        ``agent_report_url``: the API's agent route).
     now
         The current time.
 
@@ -103,9 +102,9 @@ def dispatch_agent_step(
         step=step,
         job_id=job_id,
         attempt=attempt.number,
-        report_url=report_url,
-        region=region,
-        jobs_bucket=jobs_bucket,
+        report_url=settings.agent_report_url,
+        region=settings.region,
+        jobs_bucket=settings.jobs_bucket,
         manifest=manifest,
         heartbeat_seconds=timing.agent_heartbeat_seconds,
         poll_seconds=timing.agent_poll_seconds,
@@ -115,7 +114,11 @@ def dispatch_agent_step(
         pool_rate=rate,
     )
     return send_agent_command(
-        command, attempt.instance_id, objects=objects, commands=commands, document_name=document_name
+        command,
+        attempt.instance_id,
+        objects=objects,
+        commands=commands,
+        document_name=settings.agent_document_name,
     )
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from spotrun import training
 from spotrun.agent.supervision.command_environment import child_environment
+from spotrun.aws.settings import Settings
 from spotrun.control.agent_reports import AgentReport, CallerIdentity, answer_agent_report
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.control.views.jobs import job_view
@@ -78,15 +79,17 @@ def dispatched(job: Job) -> AgentCommand:
         job_id=JOB_ID,
         step="train",
         task_token="token",
-        report_url="https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/v1/agent/reports",
         timing=workflow_timing(job.require_manifest(), 1.0),
         staged=None,
         store=store,
         objects=objects,
         commands=FakeCommands(),
-        region="us-east-1",
-        jobs_bucket="jobs-bucket",
-        document_name="spotrun-agent-run",
+        settings=Settings(
+            region="us-east-1",
+            jobs_bucket="jobs-bucket",
+            agent_document_name="spotrun-agent-run",
+            agent_report_url="https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/v1/agent/reports",
+        ),
         now=T0 + timedelta(days=2),
     )
     [body] = objects.objects.values()

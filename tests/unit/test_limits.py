@@ -90,15 +90,17 @@ def dispatch(store, step, now, document, time_scale=1.0):
         job_id="tiny-0123456789ab",
         step=step,
         task_token="token",
-        report_url="https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/v1/agent/reports",
         timing=workflow_timing(document, time_scale),
         staged=None,
         store=store,
         objects=objects,
         commands=FakeCommands(),
-        region="us-east-1",
-        jobs_bucket=BUCKET,
-        document_name="spotrun-agent-run",
+        settings=Settings(
+            region="us-east-1",
+            jobs_bucket=BUCKET,
+            agent_document_name="spotrun-agent-run",
+            agent_report_url="https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/v1/agent/reports",
+        ),
         now=now,
     )
     [body] = objects.objects.values()

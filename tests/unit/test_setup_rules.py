@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from spotrun.aws.settings import Settings
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.control.finalize import finalize_job
 from spotrun.control.views.job_json import job_record
@@ -187,15 +188,17 @@ def test_setup_time_is_recorded_on_the_attempt_and_its_timeline_when_training_st
         job_id=JOB,
         step="train",
         task_token="token",
-        report_url="https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/v1/agent/reports",
         timing=workflow_timing(document, 1.0),
         staged=staged,
         store=store,
         objects=objects,
         commands=FakeCommands(),
-        region="us-east-1",
-        jobs_bucket="jobs-bucket",
-        document_name="spotrun-agent-run",
+        settings=Settings(
+            region="us-east-1",
+            jobs_bucket="jobs-bucket",
+            agent_document_name="spotrun-agent-run",
+            agent_report_url="https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/v1/agent/reports",
+        ),
         now=T0 + timedelta(minutes=2),
     )
 
