@@ -8,6 +8,7 @@ handler modules' imports. tools/docs/hooks.py puts each where a page says ``<!--
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 import tomllib
@@ -38,8 +39,15 @@ def layers() -> str:
 
 
 def contracts() -> str:
-    """Every other import-linter contract: what it forbids, from where."""
-    lines = ["| contract | kind | from | may not import |", "| --- | --- | --- | --- |"]
+    """Every other import-linter contract: the layers inside a floor, then what each other contract forbids."""
+    inner = [item for item in _contracts() if item["type"] == "layers"][1:]
+    lines = ["| inside a floor | top to bottom |", "| --- | --- |"]
+    for item in inner:
+        order = " → ".join(
+            " and ".join(f"`{name.strip()}`" for name in layer.split("|")) for layer in item["layers"]
+        )
+        lines.append(f"| {cell(item['name'])} | {order} |")
+    lines += ["", "| contract | kind | from | may not import |", "| --- | --- | --- | --- |"]
     for item in _contracts():
         if item["type"] == "layers":
             continue
@@ -81,6 +89,11 @@ def first_sentence(text: str) -> str:
     return paragraph if end < 0 else paragraph[: end + 1]
 
 
+def _attribute(text: str) -> str:
+    """Text for an HTML attribute: escaped, and without backticks, which Markdown would turn into tags there."""
+    return html.escape(" ".join(text.replace("`", "").split()), quote=True)
+
+
 def _package_entry(package: Path, depth: int) -> list[str]:
     relative = package.relative_to(ROOT).as_posix()
     summary = first_paragraph(docstring(package / "__init__.py"))
@@ -91,8 +104,7 @@ def _package_entry(package: Path, depth: int) -> list[str]:
     lines = [f"{indent}- **`{relative}/`** {cell(summary) if summary else '*(no docstring)*'}"]
     if modules:
         rows = ", ".join(
-            f'<span title="{cell(first_sentence(docstring(path))).replace(chr(34), "&quot;")}">'
-            f"`{path.stem}`</span>"
+            f'<span title="{_attribute(first_sentence(docstring(path)))}">`{path.stem}`</span>'
             for path in modules
         )
         lines.append(f"{indent}    <br>modules: {rows}")
