@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel
-from schema_tables import code, definition_section, reachable_classes, schema_sections
+from schema_tables import cell, code, definition_section, reachable_classes, schema_sections
 
 # The manifest's sections carry this id prefix; the job record's page links into them.
 MANIFEST_PREFIX = "manifest"
@@ -73,10 +73,11 @@ def event_rules() -> str:
     for rule in SHAPE.rules:
         pattern = json.dumps(rule.pattern, separators=(", ", ": "))
         bus = f"spotrun's `{rule.bus}`" if rule.bus else "default"
-        where = f" in the `{rule.source_bucket}` bucket" if rule.source_bucket else ""
+        if rule.source_bucket:
+            bus += f" (the `{rule.source_bucket}` bucket's events)"
         handler = SHAPE.function(rule.target_function).handler
         lines.append(
-            f"| `{rule.name}` | {bus} | {rule.description}{where} {code(pattern)} "
+            f"| `{rule.name}` | {bus} | {cell(rule.description)}<br>{code(pattern)} "
             f"| `{rule.target_function}` | `{handler}` |"
         )
     return "\n".join(lines) + "\n"
@@ -122,8 +123,13 @@ def aws_events() -> str:
         if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == events.__name__
     }
 
+    from spotrun.model.job import bus_events
+
     def link(target: str) -> str:
-        return f"[{target}](#aws-{target.lower()})" if target in classes else f"`{target}`"
+        if target in classes:
+            return f"[{target}](#aws-{target.lower()})"
+        # spotrun's own event details are documented with its bus, above.
+        return f"[{target}](#bus-{target.lower()})" if hasattr(bus_events, target) else f"`{target}`"
 
     sections = [
         definition_section(name, cls.model_json_schema(), link, "aws", cls) for name, cls in classes.items()

@@ -12,6 +12,7 @@ import enum
 import html
 import inspect
 import json
+import re
 import textwrap
 import typing
 from collections.abc import Iterable, Mapping
@@ -26,9 +27,18 @@ def code(value: object) -> str:
     return f"<code>{html.escape(text).replace('|', '&#124;')}</code>"
 
 
+# A Sphinx cross-reference in a docstring (:mod:`x`, :class:`~x.Y`): shown as the code it names.
+_SPHINX_ROLE = re.compile(r":(?:mod|class|func|meth|attr|data|exc):`~?([^`]+)`")
+
+
+def prose(text: str) -> str:
+    """A docstring's text as Markdown: Sphinx cross-references become code spans."""
+    return _SPHINX_ROLE.sub(r"`\1`", text)
+
+
 def cell(text: str) -> str:
     """Prose for a table cell: one line, pipes escaped, angle brackets shown as text."""
-    return " ".join(html.escape(text, quote=False).replace("|", "\\|").split())
+    return " ".join(html.escape(prose(text), quote=False).replace("|", "\\|").split())
 
 
 def anchor(prefix: str, name: str) -> str:
@@ -149,7 +159,7 @@ def definition_section(
     lines = [f"{level} {name} {{ #{anchor(prefix, name)} }}", ""]
     description = node.get("description") or (inspect.getdoc(source) if source else "") or ""
     if description:
-        lines += [description.strip(), ""]
+        lines += [prose(description.strip()), ""]
     if "enum" in node:
         comments = field_comments(source) if source else {}
         members: dict[object, str] = {}
