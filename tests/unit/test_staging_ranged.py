@@ -225,6 +225,6 @@ def test_bodies_are_read_in_pieces_of_2_mib(tmp_path):
     # When both are staged
     stage(s3, items, root=tmp_path, max_workers=4)
 
-    # Then every read asked for 2 MiB (fewer calls through botocore: docs/transfers.md, "Staging")
+    # Then every read asked for 2 MiB (fewer calls through botocore: docs/development/transfers.md, "Staging")
     assert set(s3.asked) == {2 * MIB}
     assert (tmp_path / "big.bin").read_bytes() == BODY

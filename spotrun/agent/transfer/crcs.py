@@ -29,7 +29,8 @@ _CRC64NVME_POLYNOMIAL = 0x9A6C9329AC4BC9B5  # CRC-64/NVME (0xAD93D23594C93659), 
 def _fastest_crc32() -> Any:
     # ISA-L's crc32 (carry-less multiplication, PCLMULQDQ / VPCLMULQDQ) computes zlib's CRC-32 at tens of GB/s
     # where zlib 1.2's table-driven one does 1.5-3 GB/s: measured on the bench machine, 1 MiB buffers,
-    # docs/transfers.md. Same polynomial, same chaining argument, same result (tests/unit/test_transfer_crc.py).
+    # docs/development/transfers.md. Same polynomial, same chaining argument, same result
+    # (tests/unit/test_transfer_crc.py).
     try:
         from isal.isal_zlib import crc32 as isal_crc32
     except ImportError:  # the agent installed without its extra: zlib's, slower, the same values

@@ -1,9 +1,10 @@
 """Whole-object GETs through the AWS Common Runtime's S3 client (``awscrt``), for staging's small files.
 
 On 1,000 objects of 1 MiB, botocore's per-request path (building, signing and parsing each request in Python)
-is most of staging's CPU, and on two cores that CPU is taken from the transfer itself (docs/transfers.md). The
-CRT's S3 client does the request, its signature and the write to the file in C: the same GET costs a fraction
-of the CPU. It is the client the AWS CLI v2 and boto3's own CRT transfer manager use.
+is most of staging's CPU, and on two cores that CPU is taken from the transfer itself
+(docs/development/transfers.md). The CRT's S3 client does the request, its signature and the write to the file
+in C: the same GET costs a fraction of the CPU. It is the client the AWS CLI v2 and boto3's own CRT transfer
+manager use.
 
 What stays in Python, and the same as with boto3's GET: which check a file gets
 (``integrity.expectation_for`` over the response's headers) and the check itself, the temporary name and the
@@ -19,7 +20,7 @@ rename (:mod:`spotrun.agent.transfer.whole_objects`), the link checks, the retry
   SHA-256's CPU with ISA-L).
 
 The CRT is not asked to validate the checksum: its validation cost its event loop 1-2 CPU-s more per GiB of
-1 MiB objects (docs/transfers.md). An object that carries a CRC-32 (the agent's uploads, boto3's default) is
+1 MiB objects (docs/development/transfers.md). An object that carries a CRC-32 (the agent's uploads, boto3's default) is
 checked against the CRC-32 computed on the way in; any other check hashes the written file once, from the page
 cache (about 0.6 CPU-s per GiB for a SHA-256).
 

@@ -9,7 +9,7 @@ does not read the bytes again to compute its own
   keeps as the object's full-object checksum, so staging can verify the object without the marker, and as it
   receives it. A CRC-32 rather than the SHA-256 already computed: S3's check, staging's check (a CRC-32 is a
   hundredth of a SHA-256's CPU with ISA-L) and the emulator's, which shares the agent's cores, all cost less,
-  for the same protection against a damaged transfer (docs/transfers.md, "Upload");
+  for the same protection against a damaged transfer (docs/development/transfers.md, "Upload");
 - a larger one is a multipart upload of parts sized by :func:`spotrun.agent.transfer.ranges.part_size` (8-64 MiB, about
   16 parts), sent in parallel, each with its CRC-32 (``ChecksumCRC32``) in an upload of checksum type
   ``FULL_OBJECT``: S3 checks each part, then the whole object's CRC-32, which is combined from the parts' here
@@ -45,7 +45,7 @@ DEFAULT_PART_WORKERS = 16
 # Multipart uploads open at once. One leaves the senders idle while a file completes and the next one's first part
 # is read; more than two hold more uploads half-done without sending more parts (the senders are shared). In the
 # emulator, 4 x 256 MiB went at 80-90 MB/s with every file at once, 130-135 one at a time and 150 two at a time:
-# moto keeps each open upload's parts and copies them at completion (docs/transfers.md).
+# moto keeps each open upload's parts and copies them at completion (docs/development/transfers.md).
 LARGE_FILES_AT_ONCE = 2
 
 

@@ -8,7 +8,7 @@ Two ways to make that GET, verified alike (:mod:`spotrun.agent.transfer.download
 - :func:`download_direct`: through a :class:`DirectGetter` (the CRT's S3 client, :mod:`.staging_crt`), which
   writes the body into the file and returns the response's headers, S3's checksum among them, and the CRC-32 of
   what it wrote. The check is made here: against that CRC-32 when it is the object's checksum, else in one pass
-  over the file from the page cache. The CRT's own validation costs more CPU than either (docs/transfers.md,
+  over the file from the page cache. The CRT's own validation costs more CPU than either (docs/development/transfers.md,
   "The CRT's S3 client for small objects"). The size is always checked.
 """
 
@@ -29,7 +29,8 @@ from spotrun.agent.transfer.plan import Algorithm, S3Reader, StageItem, Verifica
 # Bodies are read (and hashed) 2 MiB at a time, and written 64 KiB at a time (file_writes), so the read size only
 # sets how many calls go through botocore and urllib3: 4 x 256 MiB ranged goes 1,016-1,049 MB/s with 2 MiB reads,
 # 948-973 with 1 MiB, 829-846 with 256 KiB, and 856 with 4 MiB, whose buffers pass the allocator's mmap threshold
-# (spotrun.agent.transfer.allocator) and are mapped and faulted in afresh for every read (docs/transfers.md, "Staging";
+# (spotrun.agent.transfer.allocator) and are mapped and faulted in afresh for every read
+# (docs/development/transfers.md, "Staging";
 # `make bench BENCH_ARGS='--only transfers'` measures the staging as a whole).
 CHUNK_BYTES = 2 * 1024 * 1024
 
