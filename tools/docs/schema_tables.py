@@ -147,6 +147,19 @@ def reachable_classes(roots: Iterable[type]) -> dict[str, type]:
     return found
 
 
+def _held_summary(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
+    """The first sentence of the description of the object a field holds (directly, optionally, or as items)."""
+    nodes = [prop, *prop.get("anyOf", []), prop.get("items", {})]
+    for node in nodes:
+        name = node.get("$ref", "").rsplit("/", 1)[-1]
+        description = str(defs.get(name, {}).get("description", ""))
+        if description:
+            sentence = " ".join(description.split("\n\n", 1)[0].split())
+            end = sentence.find(". ")
+            return sentence if end < 0 else sentence[: end + 1]
+    return ""
+
+
 def definition_section(
     name: str,
     node: Mapping[str, Any],
@@ -154,8 +167,13 @@ def definition_section(
     prefix: str,
     source: type | None,
     level: str = "###",
+    defs: Mapping[str, Any] | None = None,
 ) -> str:
-    """One object (or enum) of the schema: a heading with an explicit id, its description, its fields' table."""
+    """One object (or enum) of the schema: a heading with an explicit id, its description, its fields' table.
+
+    A field with neither a description nor a comment is described by the first sentence of the object it holds
+    (one of ``defs``), when it holds one.
+    """
     lines = [f"{level} {name} {{ #{anchor(prefix, name)} }}", ""]
     description = node.get("description") or (inspect.getdoc(source) if source else "") or ""
     if description:
@@ -179,7 +197,7 @@ def definition_section(
     lines += ["| field | type | default | meaning |", "| --- | --- | --- | --- |"]
     for field, prop in properties.items():
         default = "**required**" if field in required else code(prop["default"]) if "default" in prop else ""
-        meaning = prop.get("description") or comments.get(field, "")
+        meaning = prop.get("description") or comments.get(field, "") or _held_summary(prop, defs or {})
         extra = constraints(prop)
         text = cell(meaning)
         if extra:
@@ -223,9 +241,9 @@ def schema_sections(
         return f"[{name}]({target})"
 
     root = root_name or str(schema.get("title", "root"))
-    sections = [definition_section(root, schema, link, prefix, classes.get(root))]
+    sections = [definition_section(root, schema, link, prefix, classes.get(root), defs=defs)]
     for name in sorted(defs):
         if name in external or name == root:
             continue
-        sections.append(definition_section(name, defs[name], link, prefix, classes.get(name)))
+        sections.append(definition_section(name, defs[name], link, prefix, classes.get(name), defs=defs))
     return "\n".join(sections)
