@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -75,15 +76,23 @@ def build(site: Path, link: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def load_hooks() -> ModuleType:
-    """tools/docs/hooks.py, loaded by path as MkDocs loads it."""
+# The hook's own modules, imported by their file names: gone from the test process after each test.
+HOOK_MODULES = ("spotrun_docs_hooks", "architecture", "development", "reference", "schema_tables")
+
+
+@pytest.fixture
+def hooks(monkeypatch) -> Iterator[ModuleType]:
+    """tools/docs/hooks.py, loaded by path as MkDocs loads it; sys.path and its modules restored after."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
     path = REPO_ROOT / "tools" / "docs" / "hooks.py"
     spec = importlib.util.spec_from_file_location("spotrun_docs_hooks", path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    yield module
+    for name in HOOK_MODULES:
+        sys.modules.pop(name, None)
 
 
 def test_make_lint_builds_the_site_strictly():
@@ -112,9 +121,8 @@ def test_a_strict_build_fails_on_a_broken_link_and_passes_once_it_is_fixed(tmp_p
     assert fixed.returncode == 0, fixed.stderr
 
 
-def test_a_page_naming_an_unknown_generator_fails_the_build():
+def test_a_page_naming_an_unknown_generator_fails_the_build(hooks):
     # Given the site's hook
-    hooks = load_hooks()
 
     # When a page names a generator that does not exist
     # Then the build stops, naming the page and the marker
@@ -123,9 +131,8 @@ def test_a_page_naming_an_unknown_generator_fails_the_build():
     assert type(raised.value).__name__ == "PluginError"
 
 
-def test_the_workflow_diagram_has_every_state_and_transition_of_the_asl():
+def test_the_workflow_diagram_has_every_state_and_transition_of_the_asl(hooks):
     # Given the hook and the state machine's definition
-    hooks = load_hooks()
     states = json.loads(STATE_MACHINE_FILE.read_text())["States"]
 
     # When the workflow page's diagram is generated
