@@ -49,14 +49,18 @@ SPOTRUN_WORKERS = 32  # the agent default (spotrun.agent.transfer.download.DEFAU
 TARGET_OF_CEILING = 0.9
 CRT_MARGIN = 0.10  # the CRT replaces spotrun's engine when within this of it on both figures, in every case
 GIB = 1024 * MIB
-# How each tool verifies what it moves (bench.transfer_tools, bench.transfer_crt); "none" counts no verified GiB.
+# How each tool verifies what it moves, object by object (bench.transfer_tools, bench.transfer_crt).
 VERIFICATION = {
-    "spotrun": "stage: every object against its full-object checksum (CRC-32 here; ranges' CRCs combined); "
-    "upload: S3 checks a CRC-32 of each part and of the whole object, the marker keeps a SHA-256 per file",
-    "crt": "stage: the CRT checks each object against its full-object checksum (one GET: the response's; "
-    "ranged: each range's where given, and the whole object's found by a HeadObject); upload: as spotrun's",
-    "ceiling": "none",
-    "s5cmd": "none",
+    "spotrun": "stage: every object against its full-object checksum (a CRC-32 here: one GET's computed as it is "
+    "written, a ranged object's combined from its ranges' CRCs) and its size; upload: S3 checks a CRC-32 of each "
+    "PutObject, of each part and of the whole multipart object (FULL_OBJECT), the marker keeps each file's SHA-256",
+    "crt": "stage: the CRT checks every object against its full-object checksum (one GET: the response's; ranged: "
+    "the whole object's, which it finds with a HeadObject, with each range's own where the response has one); "
+    "upload: as spotrun's (the CRT computes the parts' CRC-32s, Python the whole file's and the SHA-256)",
+    "ceiling": "stage: an object under 16 MiB by botocore (the response's CRC-32, zlib's), a ranged one not at all; "
+    "upload: botocore's CRC-32 of each PutObject and each part, which S3 checks, nothing of the whole multipart "
+    "object (it keeps no checksum)",
+    "s5cmd": "none: its GETs ask for no checksum and its uploads carry none (the emulator keeps no checksum for them)",
 }
 
 
@@ -239,7 +243,7 @@ def _crt_report(samples: dict[str, list[dict[str, Any]]]) -> tuple[list[str], li
     """The CRT beside spotrun, case by case: MB/s and client CPU-seconds per verified GiB, and the margin."""
     lines = [
         "| case | data | spotrun MB/s | CRT MB/s | CRT / spotrun | CPU-s per verified GiB spotrun | CRT "
-        "| CRT / spotrun | CPU-s per GiB, unverified: ceiling (threads) / s5cmd "
+        "| CRT / spotrun | CPU-s per GiB ceiling (threads) / s5cmd "
         "| emulator CPU-s spotrun / CRT | CRT within 10 % on both |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
