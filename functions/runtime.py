@@ -8,10 +8,11 @@ A handler is a function of its request and its function's :class:`Ports`, made t
         return {"terminated": release_for_workflow(job_id=request.job_id, ..., store=aws.store, ...)}
 
 The ports are those of the function :data:`spotrun.shape.SHAPE` declares with that handler (``functions/release.py``
-holds the release function's), made on its first invocation in an execution environment (the cold start), which
-reads and checks the settings the function declares, so a deployment that lacks one fails that invocation naming
-the variable; each adapter is then made on first use and kept for the environment's life, as its boto3 client is
-(:func:`spotrun.aws.adapters.client`). Nothing but the three Powertools objects is made at import.
+holds the release function's), made on its first invocation in an execution environment (the cold start). The
+settings the function declares are read and checked before its handler runs (the API's, by the first route that
+needs them), so a deployment that lacks one fails that invocation naming the variable; each adapter is made on
+first use and kept for the environment's life, as its boto3 client is (:func:`spotrun.aws.adapters.client`).
+Nothing but the three Powertools objects is made at import.
 
 Module state is the execution environment's: on AWS each environment imports this module once, and the emulator
 imports ``functions`` afresh for each environment it creates (:mod:`spotrun.local.patches.lambda_invoke`), so no two
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from functools import cached_property, wraps
+from functools import cached_property, partial, wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
@@ -107,9 +108,10 @@ def function_handler(
     :class:`Ports` of the function :data:`spotrun.shape.SHAPE` declares with this handler: its module names it.
 
     The event is validated as Powertools' ``event_parser(model=)`` does (``model_validate``, or
-    ``model_validate_json`` for a string), without importing its parser: that costs every cold start ~30 ms of
-    CPU (0.15x an ``import boto3``), ``aws_lambda_powertools.utilities.parser`` importing ``pydantic.networks``
-    and ``importlib.metadata``, which no handler uses (docs/cold-start.md).
+    ``model_validate_json`` for a string), without importing its parser: ``aws_lambda_powertools.utilities.parser``
+    imports ``pydantic.networks`` and ``importlib.metadata``, which no handler uses, at every cold start
+    (``tests/unit/test_cold_start.py`` keeps it to the handlers whose event models come from it;
+    docs/development/cold-start.md).
 
     Parameters
     ----------
@@ -130,7 +132,8 @@ def function_handler(
         At invocation, when the event does not match ``model``: raised before the function's settings are read
         and before the handler runs, under its own name, which a workflow's Catch routes on.
     spotrun.aws.settings.MissingSettings
-        At invocation, when the environment lacks a setting the function declares (see :func:`ports`).
+        At invocation, when the environment lacks a setting the function declares: before the handler runs, or
+        for :class:`RawInvocation` where the handler first reads :attr:`Ports.settings`.
     """
 
     def decorate(handler: Callable[[Request, Ports], R]) -> Callable[[Any, LambdaContext], R]:
@@ -141,14 +144,16 @@ def function_handler(
         @metrics.log_metrics(raise_on_empty_metrics=False)
         @wraps(handler)
         def entry(event: Any, context: LambdaContext) -> R:
-            request: Any
             if model is RawInvocation:
-                request = RawInvocation(event, context)
-            elif isinstance(event, str | bytes):
-                request = cast("type[BaseModel]", model).model_validate_json(event)
+                # Its routes read the settings when they first need them: a missing one is answered as any
+                # route's unexpected error (a 500), and a refusal before routing (a 405, a 413...) needs none.
+                return handler(cast("Request", RawInvocation(event, context)), ports(function))
+            parser = cast("type[BaseModel]", model)
+            if isinstance(event, str | bytes):
+                request = parser.model_validate_json(event)
             else:
-                request = cast("type[BaseModel]", model).model_validate(event)
-            return handler(request, ports(function))
+                request = parser.model_validate(event)
+            return handler(cast("Request", request), ports(function).checked())
 
         return entry
 
@@ -179,17 +184,33 @@ _lock = threading.Lock()
 
 
 class Ports:
-    """One function's settings and the adapters its use cases take, each made on first use and then kept.
+    """One function's settings and the adapters its use cases take, each read or made on first use and then kept.
 
     Parameters
     ----------
-    settings
-        The function's settings, checked by :meth:`Settings.for_function`.
+    read_settings
+        Reads the function's settings (:meth:`Settings.for_function`, which checks them).
     """
 
-    def __init__(self, settings: Settings):
-        self.settings = settings
+    def __init__(self, read_settings: Callable[[], Settings]):
+        self._read_settings = read_settings
         self._regions: dict[str, Ports] = {}
+
+    @cached_property
+    def settings(self) -> Settings:
+        """The function's settings, read on first use.
+
+        Raises
+        ------
+        spotrun.aws.settings.MissingSettings
+            When the environment lacks a declared setting (nothing is kept: the next use reads them again).
+        """
+        return self._read_settings()
+
+    def checked(self) -> Ports:
+        """These ports, their settings read now (see :attr:`settings`)."""
+        self.settings  # noqa: B018 - read for its check; kept by cached_property
+        return self
 
     @cached_property
     def store(self) -> JobStore:
@@ -261,7 +282,8 @@ class Ports:
         if region == self.settings.region:
             return self
         if region not in self._regions:
-            self._regions[region] = Ports(self.settings.model_copy(update={"region": region}))
+            there = self.settings.model_copy(update={"region": region})
+            self._regions[region] = Ports(lambda: there)
         return self._regions[region]
 
 
@@ -271,22 +293,22 @@ def ports(function: str) -> Ports:
     Parameters
     ----------
     function
-        The function's name in :data:`spotrun.shape.SHAPE`; its declared settings are the ones read.
+        The function's name in :data:`spotrun.shape.SHAPE`; its declared settings are the ones read, on first use
+        (:attr:`Ports.settings`).
 
     Returns
     -------
     Ports
         The same object on every later invocation, until :func:`reset`.
-
-    Raises
-    ------
-    spotrun.aws.settings.MissingSettings
-        When the environment lacks a declared setting (nothing is kept: the next invocation checks again).
     """
     with _lock:
         if function not in _ports:
-            _ports[function] = Ports(Settings.for_function(function, SHAPE.function(function).settings))
+            _ports[function] = Ports(partial(_declared_settings, function))
         return _ports[function]
+
+
+def _declared_settings(function: str) -> Settings:
+    return Settings.for_function(function, SHAPE.function(function).settings)
 
 
 def reset() -> None:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from functions import runtime
 from spotrun.aws.events import Ec2InstanceEvent
+from spotrun.aws.settings import MissingSettings
 from spotrun.model.errors import InstanceLost
 from spotrun.shape import DeploymentShape, FunctionSpec
 
@@ -29,6 +30,7 @@ LOST = "i-0fffffffffffffff0"  # an instance the probe's use case reports lost
 
 # What the probe handler got, invocation by invocation: its request, its ports and Powertools' log keys.
 CALLS: list[tuple[Ec2InstanceEvent, runtime.Ports, dict[str, Any]]] = []
+RAW_CALLS: list[tuple[runtime.RawInvocation, runtime.Ports]] = []
 
 
 def handler(event: Ec2InstanceEvent, aws: runtime.Ports) -> dict[str, Any]:
@@ -37,6 +39,12 @@ def handler(event: Ec2InstanceEvent, aws: runtime.Ports) -> dict[str, Any]:
     if event.detail.instance_id == LOST:
         raise InstanceLost(f"instance {LOST} is gone")
     return {"instance_id": event.detail.instance_id}
+
+
+def raw_handler(invocation: runtime.RawInvocation, aws: runtime.Ports) -> runtime.RawInvocation:
+    # As the API functions' handlers: the event is parsed further in, and the settings read where first needed.
+    RAW_CALLS.append((invocation, aws))
+    return invocation
 
 
 def undeclared(event: Ec2InstanceEvent, aws: runtime.Ports) -> None:
@@ -74,6 +82,9 @@ def probe(monkeypatch):
                 "release", "functions.release.handler", "Another function.", settings=("event_bus_name",)
             ),
             FunctionSpec("probe", f"{__name__}.handler", "The probe.", settings=("jobs_table",)),
+            FunctionSpec(
+                "raw", f"{__name__}.raw_handler", "A probe parsing its own event.", settings=("jobs_table",)
+            ),
         ),
         tables=(),
         buckets=(),
@@ -81,6 +92,7 @@ def probe(monkeypatch):
     )
     monkeypatch.setattr(runtime, "SHAPE", shape)
     CALLS.clear()
+    RAW_CALLS.clear()
     runtime.reset()
     yield runtime.function_handler(Ec2InstanceEvent)(handler)
     runtime.reset()
@@ -117,6 +129,16 @@ def test_an_event_that_does_not_match_fails_under_pydantics_name_before_the_sett
     assert CALLS == []
 
 
+def test_a_missing_setting_fails_the_invocation_before_the_handler_runs(probe, monkeypatch):
+    # Given the probe function deployed without its jobs table
+    monkeypatch.delenv("SPOTRUN_JOBS_TABLE")
+    # When it is invoked with an event it takes
+    with pytest.raises(MissingSettings, match="SPOTRUN_JOBS_TABLE"):
+        probe(WARNING, Context())
+    # Then its handler never ran, whatever path it would have taken
+    assert CALLS == []
+
+
 def test_an_error_of_the_use_case_reaches_the_workflow_under_its_own_name(probe):
     # Given the warning for an instance the use case finds gone
     lost = {**WARNING, "detail": {**WARNING["detail"], "instance-id": LOST}}
@@ -147,3 +169,22 @@ def test_a_handler_the_shape_does_not_declare_is_refused_when_decorated(probe):
         runtime.function_handler(Ec2InstanceEvent)(undeclared)
     # Then the decoration fails, naming it: it would have no declared settings to read
     assert f"{__name__}.undeclared" in str(raised.value)
+
+
+def test_a_function_parsing_its_own_event_gets_it_unparsed_and_reads_its_settings_where_first_needed(
+    probe, monkeypatch
+):
+    # Given a function whose request is the raw invocation (as the API's), deployed without its jobs table
+    monkeypatch.delenv("SPOTRUN_JOBS_TABLE")
+    entry = runtime.function_handler(runtime.RawInvocation)(raw_handler)
+    context = Context()
+    # When it is invoked with an event no model of its would take
+    answer = entry(OBJECT_CREATED, context)
+    # Then its handler ran with the event and the context as Lambda gave them
+    assert answer == (OBJECT_CREATED, context)
+    assert answer.event is OBJECT_CREATED
+    # And with its own function's ports, whose settings fail, naming the variable, only where first read
+    [(_, aws)] = RAW_CALLS
+    assert aws is runtime.ports("raw")
+    with pytest.raises(MissingSettings, match="SPOTRUN_JOBS_TABLE"):
+        aws.settings  # noqa: B018
