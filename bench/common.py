@@ -176,8 +176,8 @@ def results_readme(sections: Sequence[dict[str, Any]]) -> str:
     lines = [
         "# Bench results",
         "",
-        "Written by `make bench` (`python -m bench`); see docs/bench.md. Each section names the commit it was",
-        "measured at (`+dirty`: with uncommitted changes).",
+        "Written by `make bench` (`python -m bench`); see docs/development/bench.md. Each section names the commit",
+        "it was measured at (`+dirty`: with uncommitted changes).",
         "",
     ]
     for section in sections:

@@ -23,7 +23,7 @@ BASELINE_TARGET = 0.6
 # limit meets the target: the baseline is at least the notice plus the boot and the restore, twice the limit at
 # the bench's boot (0.51x). Against the sequential baseline no recovery could, not even one with no overhead at
 # all: that baseline is at least the limit plus the upload, and the floor is 0.68-0.81x at the bench's sizes
-# (docs/bench.md, "Three configurations"). A target a perfect control plane misses is not the one meant.
+# (docs/development/bench.md, "Three configurations"). A target a perfect control plane misses is not the one meant.
 JUDGED_BASELINE = "reclaimed"
 HEADS = {
     "overlap": "replacement on the warning (spotrun)",
@@ -142,7 +142,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"would be {floor:.2f}\u00d7: "
             + (
                 f"{BASELINE_TARGET}\u00d7 is below what removing overhead can reach at this boot and checkpoint "
-                "size, which is why the target is judged against the reclaimed baseline (docs/bench.md)."
+                "size, which is why the target is judged against the reclaimed baseline (docs/development/bench.md)."
                 if floor > BASELINE_TARGET
                 else f"{BASELINE_TARGET}\u00d7 is within reach."
             ),

@@ -25,7 +25,7 @@ DLAMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-g
 PYTORCH_DLAMI_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.11-ubuntu-24.04/latest/ami-id"
 )
-# Names ami_ssm_parameter also accepts, for the images spotrun is tried on (docs/environment.md).
+# Names ami_ssm_parameter also accepts, for the images spotrun is tried on (docs/guides/environment.md).
 AMI_PRESETS = {"dlami-base": DLAMI_PARAMETER, "dlami-pytorch": PYTORCH_DLAMI_PARAMETER}
 # An SSM parameter's full name (https://docs.aws.amazon.com/systems-manager/latest/userguide/
 # sysman-parameter-name-constraints.html: letters, digits and .-_/, rooted at /); an AMI id, old or long form.
@@ -60,7 +60,7 @@ class StackOptions:
     ami_ssm_parameter
         SSM parameter holding the instances' AMI id (resolved at deploy time, so each deploy takes the latest
         image it names), or a preset: ``dlami-base`` (the default, Python 3.12 without torch) or
-        ``dlami-pytorch`` (PyTorch with CUDA in ``/opt/pytorch``). See ``docs/environment.md``.
+        ``dlami-pytorch`` (PyTorch with CUDA in ``/opt/pytorch``). See ``docs/guides/environment.md``.
     ami_id
         An explicit image instead (a custom AMI, say one with the job's dependencies baked in), in the
         deployment's region; refused together with ``ami_ssm_parameter``. It must run the SSM Agent, cloud-init
@@ -87,7 +87,7 @@ class StackOptions:
         ARN patterns (IAM wildcards) of the Secrets Manager secrets and SSM parameters a manifest's
         ``training.secrets`` may name, e.g. ``arn:aws:secretsmanager:us-east-1:123456789012:secret:training/*``.
         The job-access role may read exactly these (each job's session only its own references); submission
-        refuses any other reference. Empty (the default): no job may have secrets. See ``docs/secrets.md``.
+        refuses any other reference. Empty (the default): no job may have secrets. See ``docs/guides/secrets.md``.
     """
 
     stack_name: str = "Spotrun"

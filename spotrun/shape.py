@@ -30,7 +30,7 @@ LOG_RETENTION_DAYS = 30
 
 # The specs are NamedTuples rather than frozen dataclasses: immutable records either way, but every function
 # imports this module at its cold start, and defining a frozen dataclass runs about four times the instructions
-# (docs/cold-start.md, "These cuts").
+# (docs/development/cold-start.md, "These cuts").
 class FunctionSpec(NamedTuple):
     """One Lambda function."""
 
@@ -116,7 +116,7 @@ class DeploymentShape:
         (:func:`spotrun.model.agent_protocol.ssm_document.agent_document`)."""
         # Imported here: only infra and the emulator build the document's content. Every Lambda function imports
         # this module and none reads the content; importing it at module level loaded the agent's command models
-        # (spotrun.model.agent_protocol.command) into every handler's cold start (docs/cold-start.md).
+        # (spotrun.model.agent_protocol.command) into every handler's cold start (docs/development/cold-start.md).
         from spotrun.model.agent_protocol.ssm_document import agent_document
 
         return agent_document(self.agent_document_name)

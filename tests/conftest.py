@@ -14,9 +14,9 @@ import pytest
 from spotrun.agent.resident_server import share_loader
 from spotrun.cli.target import STATE_DIR_ENV, STATE_HOME_ENV
 
-# The slowest files of `make test`'s e2e and chaos run, slowest first (docs/testing.md has their durations). It
-# runs them on four workers, a file per worker, in collection order (--no-loadscope-reorder): started first,
-# they run beside the shorter files instead of leaving one worker alone with the longest at the end.
+# The slowest files of `make test`'s e2e and chaos run, slowest first (docs/development/testing.md has their
+# durations). It runs them on four workers, a file per worker, in collection order (--no-loadscope-reorder):
+# started first, they run beside the shorter files instead of leaving one worker alone with the longest at the end.
 SLOWEST_FIRST = (
     "tests/e2e/test_interruptions.py",
     "tests/e2e/test_deadline.py",

@@ -94,14 +94,14 @@ aws s3 cp --only-show-errors --region @REGION@ "@AGENT_URI@" "$HOME_DIR/agent.zi
 rm -rf "$HOME_DIR/src"
 "$PYTHON" -m zipfile -e "$HOME_DIR/agent.zip" "$HOME_DIR/src"
 "$HOME_DIR/venv/bin/pip" install --quiet --upgrade pip
-# The agent extra: ISA-L's CRC-32 for staging and checkpoint upload (docs/transfers.md).
+# The agent extra: ISA-L's CRC-32 for staging and checkpoint upload (docs/development/transfers.md).
 "$HOME_DIR/venv/bin/pip" install --quiet "$HOME_DIR/src[agent]"
 
 # --- the job's interpreter -----------------------------------------------------------------------------------
 # The agent runs from its own venv; the job's `python` and `pip` (training.command, training.setup) come first on
 # the PATH below: the PyTorch Deep Learning AMI's venv when the image has it (torch with CUDA), else a venv of the
 # image's Python made here, empty, which setup's `pip install` can fill (Ubuntu 24.04's own Python refuses pip
-# installs into it: PEP 668). docs/environment.md says the same for users.
+# installs into it: PEP 668). docs/guides/environment.md says the same for users.
 PYTORCH_VENV=/opt/pytorch
 if [ -x "$PYTORCH_VENV/bin/python" ]; then
   JOB_BIN="$PYTORCH_VENV/bin"

@@ -29,7 +29,7 @@ class Ec2InstanceEvent(EventBridgeModel):
     normally stands.
     """
 
-    # Powertools' EventBridgeModel is no DeferredModel: built on first use like them (docs/cold-start.md)
+    # Powertools' EventBridgeModel is no DeferredModel: built on first use like them (docs/development/cold-start.md)
     model_config = ConfigDict(defer_build=True)
 
     detail: Ec2InstanceDetail

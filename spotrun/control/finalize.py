@@ -20,7 +20,7 @@ def error_from_workflow(error: dict[str, Any] | None) -> JobError:
     if not error:
         return JobError(type="Unknown", message="the workflow failed without an error")
     # Imported here: only a failed job reads a caught error, and the agent's command models it parses would
-    # otherwise load at every cold start of the finalize function (docs/cold-start.md).
+    # otherwise load at every cold start of the finalize function (docs/development/cold-start.md).
     from spotrun.model.agent_protocol.command import read_caught_error
 
     caught = read_caught_error(error)

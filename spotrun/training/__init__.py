@@ -22,7 +22,7 @@ Under spotrun, :meth:`Run.report_step` (which :meth:`Run.checkpoint_due` calls) 
 reached, through a small file (``$SPOTRUN_PROGRESS_FILE``), so that the control plane knows how much work an
 interruption cost. With the manifest's ``checkpoint.interval_steps: auto``, :meth:`Run.checkpoint_due` is
 time-based instead: the agent measures the saves and writes the interval to ``$SPOTRUN_CHECKPOINT_INTERVAL_FILE``
-(docs/checkpoint-interval.md).
+(docs/guides/checkpoint-interval.md).
 
 Every variable the agent sets, and what it means, is listed in :mod:`spotrun.model.contract_variables`.
 

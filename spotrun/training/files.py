@@ -69,7 +69,7 @@ class ProgressFile:
 
 
 # ``interval_steps: auto`` before the agent's interval file can be read: the first checkpoint comes after this
-# long (the agent writes the same default before the command starts; docs/checkpoint-interval.md).
+# long (the agent writes the same default before the command starts; docs/guides/checkpoint-interval.md).
 DEFAULT_FIRST_INTERVAL_SECONDS = 600.0
 # The interval file is read again at most this often: checkpoint_due stays one clock read per step.
 INTERVAL_REREAD_SECONDS = 1.0

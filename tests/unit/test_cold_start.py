@@ -1,4 +1,4 @@
-"""What each Lambda handler loads at import, its cold start: only what it uses (docs/cold-start.md).
+"""What each Lambda handler loads at import, its cold start: only what it uses (docs/development/cold-start.md).
 
 Each handler is imported in a fresh interpreter of its own, as Lambda does, with the environment a deployed
 function has at init: ``LAMBDA_TASK_ROOT`` set makes Powertools' Tracer and the X-Ray SDK act as on Lambda with

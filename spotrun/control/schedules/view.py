@@ -2,7 +2,7 @@
 
 The API's schedule routes name :class:`ScheduleView` in their answers (Powertools reads the routes' annotations
 from their module to validate the answers), so the users' API imports this module at its cold start, and the
-schedules' use cases, which submit jobs, at the first request of a schedule route only (docs/cold-start.md).
+schedules' use cases, which submit jobs, at the first request of a schedule route only (docs/development/cold-start.md).
 """
 
 from __future__ import annotations

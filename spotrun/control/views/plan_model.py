@@ -3,7 +3,7 @@
 The answer's shape, apart from :mod:`spotrun.control.views.plan`, which computes it: the API's plan route names
 :class:`JobPlan` as its answer (Powertools reads the route's annotations from its module to validate the answer),
 so the users' API imports this module at its cold start, and the planning, with the submission's admission checks
-and the deadline policy, at the route's first request only (docs/cold-start.md).
+and the deadline policy, at the route's first request only (docs/development/cold-start.md).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ The policies (names as ``spotrun simulate`` prints them):
   gone and the slack still covers that; on-demand only when it must; back from on-demand to spot when the slack
   pays for two changeovers (onto spot, and back again should spot vanish) plus the same margin. The line of
   Uniform Progress is not used: on the replayed traces, moving to on-demand merely for being behind the line
-  buys on-demand hours the slack did not need (see docs/deadlines.md and bench/results/README.md).
+  buys on-demand hours the slack did not need (see docs/guides/deadlines.md and bench/results/README.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Pure. The control plane asks :func:`decide_for_job` at each acquisition (and whi
 policy itself, shared with ``spotrun simulate``, is :func:`spotrun.model.deadline.policies.decide`.
 
 What the control plane knows of the job, and what it assumes (:class:`DeadlineAssumptions`, documented in
-docs/deadlines.md):
+docs/guides/deadlines.md):
 
 - work done: the job's time in ``TRAINING`` over all attempts (at the policy's rate: less its saves), against
   ``training.expected_hours``; or, with ``training.total_steps``, the work learnt from the steps the job reported

@@ -27,7 +27,7 @@ DEADLINE_DESCRIPTION: Final = (
     "When the job must be finished: a duration after submission (a number and m, h or d: '36h', '90m', '1.5d') "
     "or an absolute time, ISO-8601 with its zone ('2026-12-03T18:00:00Z'; not on a schedule). spotrun then "
     "chooses spot or on-demand at every acquisition and while the job runs, from the slack left (see "
-    "docs/deadlines.md), and refuses at submission a deadline that even on-demand could not meet. Needs "
+    "docs/guides/deadlines.md), and refuses at submission a deadline that even on-demand could not meet. Needs "
     "training.expected_hours; not with spot: false, on_demand_fallback or a fallback_after_interruptions "
     "other than its default, which the deadline replaces."
 )

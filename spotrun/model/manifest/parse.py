@@ -165,7 +165,7 @@ def parse_manifest_text(text: str | bytes) -> JobManifest:
         With every problem found, each naming its field.
     """
     # PyYAML is loaded on the first text read, not with this module: the REST API validates JSON bodies with
-    # this module and never reads YAML, and the import is most of its reader's cost (docs/cold-start.md).
+    # this module and never reads YAML, and the import is most of its reader's cost (docs/development/cold-start.md).
     from spotrun.model.manifest.yaml_text import load_document
 
     try:

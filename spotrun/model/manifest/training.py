@@ -38,7 +38,7 @@ __all__ = ["DEFAULT_MAX_INTERVAL_MINUTES", "MAX_SETUP_COMMANDS", "CheckpointPoli
 # training.setup: a handful of commands (install requirements, fetch a tokenizer), never a script in a list.
 MAX_SETUP_COMMANDS: Final = 20
 
-# The cap of checkpoint.interval_steps: auto when the manifest gives none (docs/deadlines.md: 4 h).
+# The cap of checkpoint.interval_steps: auto when the manifest gives none (docs/guides/deadlines.md: 4 h).
 DEFAULT_MAX_INTERVAL_MINUTES: Final = 240
 
 
@@ -61,7 +61,7 @@ class CheckpointPolicy(StrictModel):
         description="Steps between periodic checkpoints; or 'auto': the agent measures how long the script's "
         "saves take and tells it, through spotrun.training's Run.checkpoint_due, when the next one is due "
         "(time-based, Daly's interval for the pool's rate of interruptions the notice does not cover; "
-        "the first after 10 minutes, before any save was measured). See docs/checkpoint-interval.md.",
+        "the first after 10 minutes, before any save was measured). See docs/guides/checkpoint-interval.md.",
     )
     max_interval_minutes: int | None = Field(
         None,
@@ -174,7 +174,7 @@ class TrainingSpec(StrictModel):
         "environment of the command and of training.setup only; the job's record, events and answers keep the "
         "reference, and the value is masked in the logs. The deployment must allow each reference (its CDK "
         "option secret_references). One that cannot be read ends the job with Secrets.Unavailable. Names as "
-        "in training.env, and not one of its names. See docs/secrets.md.",
+        "in training.env, and not one of its names. See docs/guides/secrets.md.",
     )
     checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy())
     max_runtime_minutes: int = Field(
@@ -198,7 +198,7 @@ class TrainingSpec(StrictModel):
         le=10**12,
         description="The training's work as the script's step count (the step Run.report_step reaches at the "
         "end): with capacity.deadline instead of expected_hours, whose hours are then learnt from the job's own "
-        "progress reports (docs/deadlines.md). Until enough progress exists the policy decides without them, "
+        "progress reports (docs/guides/deadlines.md). Until enough progress exists the policy decides without them, "
         "and admission cannot check the deadline.",
     )
     restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
