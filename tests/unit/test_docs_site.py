@@ -150,3 +150,30 @@ def test_the_workflow_diagram_has_every_state_and_transition_of_the_asl(hooks):
             assert f"    {node(name)} --> {node(target)}" in diagram, (name, target)
         if state["Type"] in ("Succeed", "Fail"):
             assert f"    {node(name)} --> [*]" in diagram
+
+
+def test_an_example_manifest_the_reader_refuses_fails_the_build(hooks):
+    # Given the manifest reference with a YAML example that misspells a field
+    page = "# Manifest\n\n```yaml\nname: probe\ntraining:\n  comand: [python, train.py]\n```\n"
+
+    # When the hook reads the page
+    # Then the build stops, saying which field the reader refused
+    with pytest.raises(Exception, match=r"reference/manifest\.md: an example manifest is refused: .*comand"):
+        hooks.check_manifests(page, "reference/manifest.md")
+
+
+@pytest.mark.parametrize("root", ["spotrun", "infra"])
+def test_every_package_of_the_architecture_tree_says_what_it_owns(hooks, root):
+    # Given every package under a root the architecture page's tree shows
+    packages = sorted(path.parent for path in (REPO_ROOT / root).rglob("__init__.py"))
+
+    # When each package's docstring is read as the tree reads it
+    silent = [
+        package.relative_to(REPO_ROOT).as_posix()
+        for package in packages
+        if not hooks.architecture.first_paragraph(hooks.architecture.docstring(package / "__init__.py"))
+    ]
+
+    # Then none is missing: the tree names what each package owns
+    assert packages
+    assert silent == []
