@@ -9,7 +9,7 @@ from pydantic import Field
 from functions.runtime import Ports, function_handler, logger
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.model.agent_protocol.command import StageResult, WorkflowStep
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.job.record import utc_now
 from spotrun.model.timing import WorkflowTiming
 

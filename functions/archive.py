@@ -9,7 +9,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from functions.runtime import Ports, function_handler, logger, metrics
 from spotrun.control.archive import archive_model
 from spotrun.model.agent_protocol.command import TrainResult
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.job.record import utc_now
 
 

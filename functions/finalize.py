@@ -9,7 +9,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from functions.runtime import Ports, function_handler, logger, metrics
 from spotrun.control.finalize import finalize_job
 from spotrun.control.schedules.run_records import promote_success
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.job.record import utc_now
 
 

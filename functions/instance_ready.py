@@ -7,7 +7,7 @@ from typing import Any
 
 from functions.runtime import Ports, function_handler, logger
 from spotrun.control.capacity.readiness import await_ready
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.job.record import utc_now
 from spotrun.model.timing import WorkflowTiming
 

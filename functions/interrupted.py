@@ -8,7 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.runtime import Ports, function_handler, logger, metrics
 from spotrun.control.capacity.interruptions import record_interruption
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.job.record import utc_now
 
 

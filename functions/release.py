@@ -6,7 +6,7 @@ from typing import Any
 
 from functions.runtime import Ports, function_handler, logger
 from spotrun.control.capacity.release import release_for_workflow
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.job.record import utc_now
 
 

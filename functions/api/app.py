@@ -47,7 +47,7 @@ with collection_paused():
         job_view,
         list_jobs,
     )
-    from spotrun.model.deferred import DeferredModel
+    from spotrun.model.base import DeferredModel
     from spotrun.model.errors import RequestRejected
     from spotrun.model.job.record import JobStatus, utc_now
     from spotrun.model.manifest.schema import JobManifest

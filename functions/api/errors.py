@@ -17,7 +17,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from pydantic import BaseModel, Field
 
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.errors import InvalidPageToken, JobFinished, JobNotFound, RequestRejected, ScheduleNotFound
 from spotrun.model.manifest.parse import describe_error_items
 

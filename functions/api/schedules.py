@@ -18,7 +18,7 @@ from functions.api.examples import example
 from functions.api.gate import ports_of
 from spotrun.control.schedules.run_records import RunRecord
 from spotrun.control.schedules.view import ScheduleView
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.job.record import utc_now
 from spotrun.model.manifest.schema import JobManifest
 

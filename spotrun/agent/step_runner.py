@@ -13,12 +13,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.credentials import CredentialsError, JobCredentialsSource, job_session
 from spotrun.agent.imds import DEFAULT_ENDPOINT, ImdsClient
 from spotrun.agent.periodic import Ticker
 from spotrun.agent.reporter import ApiReporter, ReportError, TaskAbandonedError, WorkflowReporter
 from spotrun.agent.secrets import SecretReader
+from spotrun.agent.step_context import StepContext, StepReport
 from spotrun.agent.steps.stage import run_stage
 from spotrun.agent.steps.train import run_train
 from spotrun.agent.supervision.gpu import CachedInstanceId, CloudWatchMetrics, count_gpus

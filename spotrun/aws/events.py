@@ -7,8 +7,8 @@ from typing import Literal
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import ConfigDict, Field
 
+from spotrun.model.base import DeferredModel
 from spotrun.model.capacity.ec2_states import Ec2EventName
-from spotrun.model.deferred import DeferredModel
 from spotrun.model.job.bus_events import ReturnToSpot, ReturnToSpotName, Source
 
 

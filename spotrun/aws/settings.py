@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from pydantic import ConfigDict, Field
 
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 
 ENV_PREFIX = "SPOTRUN_"
 # Fields held in the environment as comma-separated lists.

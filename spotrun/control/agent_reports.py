@@ -26,7 +26,7 @@ from spotrun.model.agent_protocol.command import (
     TrainResult,
     WorkflowStep,
 )
-from spotrun.model.deferred import DeferredModel, DeferredRootModel
+from spotrun.model.base import DeferredModel, DeferredRootModel
 from spotrun.model.job.attempt import Attempt, CheckpointIntervalUsed
 from spotrun.model.job.record import STEP_STATUS, Job
 from spotrun.model.layout import JOB_ID_PATTERN

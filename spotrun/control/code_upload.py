@@ -17,7 +17,7 @@ from typing import Annotated, Final
 from pydantic import ConfigDict, Field
 
 from spotrun.control.ports import Objects
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.layout import code_archive_key
 from spotrun.model.manifest.rules import JsonInt
 

@@ -17,7 +17,7 @@ from pydantic import Field
 from spotrun.control.agent_reports import CallerIdentity, ReportNotWaited, caller_open_attempt
 from spotrun.control.ports import JobAccess, JobStore, LogEvents
 from spotrun.model.agent_protocol.session_policy import JobCredentials, job_session_policy, serialize
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.layout import JOB_ID_PATTERN, log_group, log_stream
 from spotrun.model.manifest.rules import JsonInt
 

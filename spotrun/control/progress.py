@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from spotrun.control.ports import Objects
+from spotrun.model.base import DeferredModel
 from spotrun.model.capacity.pricing import job_cost
-from spotrun.model.deferred import DeferredModel
 from spotrun.model.job.record import Job
 from spotrun.model.layout import checkpoints_prefix, commit_marker_key, progress_key
 

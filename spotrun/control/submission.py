@@ -13,9 +13,9 @@ from spotrun.control.ports import JobStore, Objects, Workflows
 from spotrun.control.staged_sources import missing_sources
 from spotrun.control.store import update_job
 from spotrun.model.agent_protocol.session_policy import JobAccessRefused, job_session_policy
+from spotrun.model.base import DeferredModel
 from spotrun.model.capacity.candidates import candidate_types
 from spotrun.model.deadline.stored_job import ASSUMED, feasibility_problem, with_feasibility_note
-from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import ManifestInvalid, RequestRejected
 from spotrun.model.job.ids import job_id_for, job_id_shape
 from spotrun.model.job.limits import admission_problems as budget_admission_problems

@@ -7,7 +7,7 @@ Training itself is never scaled: the user's script runs in real time everywhere.
 
 from __future__ import annotations
 
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.manifest.schema import JobManifest
 
 

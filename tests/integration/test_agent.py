@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.agent import checkpoint_store
-from spotrun.agent.context import StepContext
 from spotrun.agent.imds import ImdsClient
 from spotrun.agent.reporter import RecordingReporter
+from spotrun.agent.step_context import StepContext
 from spotrun.agent.step_runner import EXIT_ABANDONED, EXIT_REPORTED, execute
 from spotrun.agent.supervision.spot_notices import ImdsNotices, NoticeWatcher
 from spotrun.model import layout

@@ -6,9 +6,9 @@ import logging
 import time
 
 from spotrun.agent.checkpoint_store import RestoredCheckpoint, download_checkpoint, latest_committed
-from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.links import LinkError, real_directories
 from spotrun.agent.secrets import Masker, SecretsUnavailableError, resolve_secrets
+from spotrun.agent.step_context import StepContext, StepReport
 from spotrun.agent.steps.code_archive import plan_code, unpack_code
 from spotrun.agent.steps.final_outputs import log_tail, upload_log
 from spotrun.agent.steps.setup import SetupAbandonedError, SetupFailedError, SetupOverBudgetError, run_setup

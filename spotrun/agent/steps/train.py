@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from spotrun.agent.checkpoint_store import CommittedCheckpoint, latest_committed
-from spotrun.agent.context import StepContext, StepReport
 from spotrun.agent.periodic import Ticker
 from spotrun.agent.secrets import Masker, SecretsUnavailableError, resolve_secrets
+from spotrun.agent.step_context import StepContext, StepReport
 from spotrun.agent.steps.final_outputs import (
     ModelMissingError,
     OutputLinkError,

@@ -18,9 +18,9 @@ from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflow
 from spotrun.control.store import update_job
 from spotrun.model.agent_protocol.checkpoints import group_checkpoint_keys
 from spotrun.model.agent_protocol.command import AgentCommand, FailureCause, read_caught_error
+from spotrun.model.base import DeferredModel
 from spotrun.model.capacity.ec2_states import GONE_STATES
 from spotrun.model.deadline.stored_job import ASSUMED
-from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import InterruptionsExceeded
 from spotrun.model.job.attempt import Attempt, InterruptionReason
 from spotrun.model.job.attempt_end import end_reason, late_warning, steps_lost_fields

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 
 from spotrun.control.ports import Commands, Compute, JobStore
 from spotrun.control.store import update_job
+from spotrun.model.base import DeferredModel
 from spotrun.model.capacity.ec2_states import GONE_STATES
-from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import InstanceBootTimeout, InstanceLost, InstanceNotManaged
 from spotrun.model.job.attempt import Attempt
 from spotrun.model.job.record import Job

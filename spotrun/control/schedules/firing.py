@@ -20,7 +20,7 @@ from spotrun.control.schedules.run_records import RunRecord, RunRecords
 from spotrun.control.schedules.view import ScheduleView
 from spotrun.control.staged_sources import missing_sources
 from spotrun.control.submission import admission_problems, manifest_sha256, start_job
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.errors import RequestRejected, ScheduleNotFound
 from spotrun.model.job.ids import job_id_for
 from spotrun.model.job.record import ManifestSource

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal, Protocol
 
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.job.record import Job, JobStatus
 
 

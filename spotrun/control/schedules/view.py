@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 
 
 class ScheduleView(DeferredModel):

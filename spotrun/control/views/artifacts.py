@@ -12,7 +12,7 @@ from typing import Final, Literal
 from pydantic import ConfigDict, Field
 
 from spotrun.control.ports import LogEvents, Objects
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.errors import RequestRejected
 from spotrun.model.job.record import Job
 from spotrun.model.layout import log_group, log_key, log_stream

@@ -15,9 +15,9 @@ from spotrun.control.ports import Compute, JobStore, Workflows
 from spotrun.control.progress import JobProgress, summary_figures
 from spotrun.control.store import update_job
 from spotrun.control.views.job_json import job_record
+from spotrun.model.base import DeferredModel
 from spotrun.model.capacity.pricing import CostReport, job_cost
 from spotrun.model.capacity.wait import CapacityWaitView
-from spotrun.model.deferred import DeferredModel
 from spotrun.model.errors import JobFinished, JobNotFound
 from spotrun.model.job.attempt import END_CANCELLED, Attempt
 from spotrun.model.job.record import (

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from spotrun.model.base import DeferredModel
 from spotrun.model.capacity.candidates import Lifecycle
-from spotrun.model.deferred import DeferredModel
 
 
 class PlannedPool(DeferredModel):

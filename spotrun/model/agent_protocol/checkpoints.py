@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from spotrun.model import layout
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 
 
 class CheckpointFile(DeferredModel):

@@ -24,7 +24,7 @@ from typing import Any, Final, Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.job.interruption_rate import PoolRate
 from spotrun.model.layout import BUCKET_NAME_PATTERN, check_job_id
 from spotrun.model.manifest.rules import JsonFloat, JsonInt

@@ -32,7 +32,7 @@ from typing import Any, Final, NamedTuple
 from pydantic import ConfigDict, Field
 
 from spotrun.model import layout
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.manifest.rules import split_s3_uri
 from spotrun.model.manifest.schema import JobManifest
 from spotrun.model.manifest.secrets import parse_reference

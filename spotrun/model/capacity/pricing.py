@@ -18,9 +18,9 @@ from typing import Final, Literal, Protocol
 
 from pydantic import ConfigDict, Field
 
+from spotrun.model.base import DeferredModel
 from spotrun.model.capacity.instance_types import GPU_CATALOG, InstanceTypeInfo, instance_info
 from spotrun.model.capacity.on_demand_prices import ON_DEMAND_USD_PER_HOUR, PRICES_SOURCE
-from spotrun.model.deferred import DeferredModel
 
 __all__ = [
     "BILLING_MINIMUM_SECONDS",

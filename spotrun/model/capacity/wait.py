@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Final
 
 from pydantic import Field
 
+from spotrun.model.base import RecordModel
 from spotrun.model.capacity.candidates import Lifecycle, Pool
-from spotrun.model.deferred import RecordModel
 from spotrun.model.errors import CapacityMaxWaitExceeded
 
 # A launch's errors come from its caller: the job record's readers need not load the fleet request.

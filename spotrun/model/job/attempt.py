@@ -7,9 +7,9 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
+from spotrun.model.base import RecordModel
 from spotrun.model.capacity.candidates import Lifecycle
 from spotrun.model.capacity.pricing import PriceSource
-from spotrun.model.deferred import RecordModel
 
 # Why an attempt (or an instance that hosted none) ended: ``Attempt.end_reason``. The workflow's release after
 # success and after failure passes "completed" and "failed" (statemachines/job.asl.json); a cancellation ends

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 
 Source = Literal["spotrun"]
 SOURCE: Final[Source] = "spotrun"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from spotrun.model.deferred import RecordModel
+from spotrun.model.base import RecordModel
 
 
 class LifecycleDecision(RecordModel):

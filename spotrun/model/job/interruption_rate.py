@@ -18,7 +18,7 @@ from datetime import datetime
 
 from pydantic import ConfigDict, Field
 
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 from spotrun.model.job.attempt import INTERRUPTION_REASONS
 from spotrun.model.job.record import Job
 

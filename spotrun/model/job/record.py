@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from spotrun.model.base import RecordModel
 from spotrun.model.capacity.pricing import CostReport
 from spotrun.model.capacity.wait import CapacityWait
-from spotrun.model.deferred import RecordModel
 from spotrun.model.errors import InvalidTransition
 from spotrun.model.job.attempt import INTERRUPTION_REASONS, Attempt
 from spotrun.model.job.deadline_record import LifecycleDecision, StepsReported

@@ -21,7 +21,7 @@ from pydantic import (
     field_validator,
 )
 
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 
 # Each rule below is both checked here (with a message naming the field) and stated in the JSON Schema (a
 # `pattern`), from the same text, so that a manifest valid under the published schema is accepted. The patterns

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from spotrun.model.deferred import DeferredModel
+from spotrun.model.base import DeferredModel
 
 
 class TraceError(ValueError):
