@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from spotrun.control.ports import Commands, JobStore, Objects
+from spotrun.control.ports import Commands, DeploymentSettings, JobStore, Objects
 from spotrun.control.store import update_job
 from spotrun.model.agent_protocol.command import AgentCommand, StageResult, WorkflowStep
 from spotrun.model.errors import BudgetExceeded, InstanceLost
@@ -27,7 +26,7 @@ def dispatch_agent_step(
     store: JobStore,
     objects: Objects,
     commands: Commands,
-    settings: Any,
+    settings: DeploymentSettings,
     now: datetime,
 ) -> str:
     """Record the step, write the agent's command to S3 and send its key to the instance through SSM.

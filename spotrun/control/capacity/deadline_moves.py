@@ -31,9 +31,9 @@ which every later decision estimates the work from (:mod:`spotrun.model.deadline
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from spotrun.control.ports import Commands, Events, JobStore, Objects
+from spotrun.control.ports import Commands, DeploymentSettings, Events, JobStore, Objects
 from spotrun.control.progress import reported_step
 from spotrun.control.store import update_job
 from spotrun.model.job.attempt import Attempt
@@ -93,7 +93,7 @@ def redecide_while_training(
     objects: Objects,
     commands: Commands,
     events: Events | None,
-    settings: Any,
+    settings: DeploymentSettings,
     now: datetime,
 ) -> Decision | None:
     """Decide again for a deadline job training: off spot at once, or ask for the return to spot.
@@ -181,7 +181,7 @@ def move_attempt(
     store: JobStore,
     objects: Objects,
     commands: Commands,
-    settings: Any,
+    settings: DeploymentSettings,
     now: datetime,
 ) -> None:
     """Mark ``attempt`` moved and record ``decision``, once; the winner tells the agent to checkpoint and end.

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from spotrun.control.capacity.standby import launch_standby
 from spotrun.control.dispatch import send_agent_command
-from spotrun.control.ports import Commands, Compute, JobStore, Objects, Workflows
+from spotrun.control.ports import Commands, Compute, DeploymentSettings, JobStore, Objects, Workflows
 from spotrun.control.store import update_job
 from spotrun.model.agent_protocol.checkpoints import group_checkpoint_keys
 from spotrun.model.agent_protocol.command import AgentCommand, FailureCause, read_caught_error
@@ -77,7 +77,7 @@ def on_interruption_warning(
     compute: Compute,
     objects: Objects,
     commands: Commands,
-    settings: Any,
+    settings: DeploymentSettings,
     now: datetime,
 ) -> EventOutcome:
     """The two-minute warning for one of our instances.
@@ -190,7 +190,9 @@ def replacement_is_usable(job: Job) -> bool:
     return job.interruptions + 1 <= job.require_manifest().capacity.max_interruptions
 
 
-def notify_agent(job: Job, attempt: Attempt, *, objects: Objects, commands: Commands, settings: Any) -> None:
+def notify_agent(
+    job: Job, attempt: Attempt, *, objects: Objects, commands: Commands, settings: DeploymentSettings
+) -> None:
     """Send the agent the ``notice`` command: checkpoint, commit and end the step (best effort, logged)."""
     manifest = job.require_manifest()
     timing = workflow_timing(manifest, settings.time_scale)

@@ -10,11 +10,10 @@ training heartbeat, does not load the standby's launch.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from spotrun.control.capacity.deadline_moves import movable_attempt, move_attempt
 from spotrun.control.capacity.standby import launch_standby
-from spotrun.control.ports import Commands, Compute, JobStore, Objects
+from spotrun.control.ports import Commands, Compute, DeploymentSettings, JobStore, Objects
 from spotrun.model.deadline.state import Choice, Decision, Running
 from spotrun.model.deadline.stored_job import ASSUMED, decide_for_job
 from spotrun.model.job.bus_events import ReturnToSpot
@@ -27,7 +26,7 @@ def return_to_spot(
     compute: Compute,
     objects: Objects,
     commands: Commands,
-    settings: Any,
+    settings: DeploymentSettings,
     now: datetime,
 ) -> Decision | None:
     """Move a deadline job from on-demand back to spot, once a spot instance for it is had.
