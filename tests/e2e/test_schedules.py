@@ -9,7 +9,7 @@ from spotrun.model.job.record import JobStatus
 from spotrun.model.manifest.parse import parse_manifest_text
 from tests.e2e.conftest import example_manifest
 from tests.integration.api_client import call
-from tests.integration.conftest import FakeLambdaContext
+from tests.lambda_context import lambda_context
 
 NAME = "tiny-regression"
 JOB_TIMEOUT = 120
@@ -37,7 +37,7 @@ def wait_until(condition, timeout: float, poll: float = 0.02):
 
 
 def test_a_schedule_fires_a_job_then_skips_a_run_whose_data_did_not_change(runtime):
-    context = FakeLambdaContext()
+    context = lambda_context()
     # Given a schedule, rate(1 minute), created through the API (a minute lasts 1.2 s at this time scale)
     created = call(context, "POST", "/schedules", scheduled_manifest())
     assert created.status == 201, created.body

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,6 +24,8 @@ from spotrun.aws.settings import Settings
 from spotrun.model.job.record import ManifestSource, new_job, utc_now
 from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.shape import SHAPE
+from tests.lambda_context import FakeLambdaContext
+from tests.lambda_context import lambda_context as make_lambda_context
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 REGION = "us-east-1"
@@ -79,23 +80,9 @@ def s3(monkeypatch) -> Iterator[Any]:
         yield client
 
 
-@dataclass
-class FakeLambdaContext:
-    function_name: str = "spotrun-test"
-    function_version: str = "$LATEST"
-    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:spotrun-test"
-    memory_limit_in_mb: int = 512
-    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
-    log_group_name: str = "/aws/lambda/spotrun-test"
-    log_stream_name: str = "test"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
-
-
 @pytest.fixture
 def lambda_context() -> FakeLambdaContext:
-    return FakeLambdaContext()
+    return make_lambda_context(region=REGION)
 
 
 def load_event(name: str) -> dict:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from spotrun.aws.events import Ec2InstanceEvent
 from spotrun.aws.settings import MissingSettings
 from spotrun.model.errors import InstanceLost
 from spotrun.shape import DeploymentShape, FunctionSpec
+from tests.lambda_context import lambda_context
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 WARNING = json.loads((EVENTS / "ec2-spot-interruption-warning.json").read_text())
@@ -49,20 +49,6 @@ def raw_handler(invocation: runtime.RawInvocation, aws: runtime.Ports) -> runtim
 
 def undeclared(event: Ec2InstanceEvent, aws: runtime.Ports) -> None:
     """A handler no function of the shape has."""
-
-
-@dataclass
-class Context:
-    function_name: str = "spotrun-probe"
-    function_version: str = "$LATEST"
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:spotrun-probe"
-    memory_limit_in_mb: int = 512
-    aws_request_id: str = "11111111-2222-3333-4444-555555555555"
-    log_group_name: str = "/aws/lambda/spotrun-probe"
-    log_stream_name: str = "test"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
 
 
 @pytest.fixture
@@ -101,7 +87,10 @@ def probe(monkeypatch):
 def test_the_event_is_parsed_into_the_model_and_the_handler_gets_its_functions_ports(probe):
     # Given the probe function's entry point
     # When it is invoked with EC2's interruption warning, as a mapping and as JSON text
-    answers = [probe(WARNING, Context()), probe(json.dumps(WARNING), Context())]
+    answers = [
+        probe(WARNING, lambda_context("spotrun-probe")),
+        probe(json.dumps(WARNING), lambda_context("spotrun-probe")),
+    ]
     # Then the handler got the validated model each time, and its answer is the entry point's
     assert answers == [{"instance_id": "i-0123456789abcdef0"}] * 2
     events = [event for event, _, _ in CALLS]
@@ -121,7 +110,7 @@ def test_an_event_that_does_not_match_fails_under_pydantics_name_before_the_sett
     monkeypatch.delenv("SPOTRUN_JOBS_TABLE")
     # When it is invoked with an event of another kind (S3's Object Created)
     with pytest.raises(ValidationError) as raised:
-        probe(OBJECT_CREATED, Context())
+        probe(OBJECT_CREATED, lambda_context("spotrun-probe"))
     # Then the invocation fails with the model's validation error, the error a workflow's Catch sees by name
     assert type(raised.value).__name__ == "ValidationError"
     assert "detail-type" in str(raised.value)
@@ -134,7 +123,7 @@ def test_a_missing_setting_fails_the_invocation_before_the_handler_runs(probe, m
     monkeypatch.delenv("SPOTRUN_JOBS_TABLE")
     # When it is invoked with an event it takes
     with pytest.raises(MissingSettings, match="SPOTRUN_JOBS_TABLE"):
-        probe(WARNING, Context())
+        probe(WARNING, lambda_context("spotrun-probe"))
     # Then its handler never ran, whatever path it would have taken
     assert CALLS == []
 
@@ -144,7 +133,7 @@ def test_an_error_of_the_use_case_reaches_the_workflow_under_its_own_name(probe)
     lost = {**WARNING, "detail": {**WARNING["detail"], "instance-id": LOST}}
     # When the probe is invoked with it
     with pytest.raises(InstanceLost) as raised:
-        probe(lost, Context())
+        probe(lost, lambda_context("spotrun-probe"))
     # Then the error leaves the entry point as raised: Step Functions routes on its name
     assert type(raised.value).__name__ == "Instance.Lost"
 
@@ -152,11 +141,11 @@ def test_an_error_of_the_use_case_reaches_the_workflow_under_its_own_name(probe)
 def test_each_invocation_runs_inside_powertools_logger_and_metrics(probe, capsys):
     # Given the probe function's entry point
     # When it is invoked
-    probe(WARNING, Context())
+    probe(WARNING, lambda_context("spotrun-probe"))
     # Then its log lines carried the invocation's context (Logger.inject_lambda_context)
     _, _, keys = CALLS[0]
-    assert keys["function_request_id"] == Context.aws_request_id
-    assert keys["function_name"] == Context.function_name
+    assert keys["function_request_id"] == lambda_context("spotrun-probe").aws_request_id
+    assert keys["function_name"] == "spotrun-probe"
     # And the metric it added was flushed as one EMF document at its end (Metrics.log_metrics)
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     assert [(document["service"], document["ProbeEvents"]) for document in emitted] == [("spotrun", [1.0])]
@@ -177,7 +166,7 @@ def test_a_function_parsing_its_own_event_gets_it_unparsed_and_reads_its_setting
     # Given a function whose request is the raw invocation (as the API's), deployed without its jobs table
     monkeypatch.delenv("SPOTRUN_JOBS_TABLE")
     entry = runtime.function_handler(runtime.RawInvocation)(raw_handler)
-    context = Context()
+    context = lambda_context("spotrun-probe")
     # When it is invoked with an event no model of its would take
     answer = entry(OBJECT_CREATED, context)
     # Then its handler ran with the event and the context as Lambda gave them

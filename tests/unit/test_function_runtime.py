@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -15,26 +14,14 @@ from spotrun.aws.settings import MissingSettings, Settings
 from spotrun.control.capacity import release as release_use_case
 from spotrun.local.patches.lambda_invoke import ExecutionEnvironments
 from spotrun.shape import SHAPE
+from tests.lambda_context import lambda_context
 
 RELEASE_ENV = {
     "SPOTRUN_JOBS_TABLE": "spotrun-jobs",
     "SPOTRUN_EVENT_BUS_NAME": "spotrun-events",
     "AWS_REGION": "eu-west-1",
 }
-
-
-@dataclass
-class Context:
-    function_name: str = "spotrun-release"
-    function_version: str = "$LATEST"
-    invoked_function_arn: str = "arn:aws:lambda:eu-west-1:123456789012:function:spotrun-release"
-    memory_limit_in_mb: int = 512
-    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
-    log_group_name: str = "/aws/lambda/spotrun-release"
-    log_stream_name: str = "test"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
+RELEASE_CONTEXT = lambda_context("spotrun-release", "eu-west-1")
 
 
 @pytest.fixture
@@ -72,7 +59,7 @@ def test_two_invocations_in_one_environment_share_the_ports_made_on_the_first(en
     built, used = environment
     # When it is invoked twice
     for _ in range(2):
-        release.handler({"job_id": "j-1", "reason": "done"}, Context())
+        release.handler({"job_id": "j-1", "reason": "done"}, RELEASE_CONTEXT)
     # Then its store and EC2 adapter were made once, on the first invocation, and both invocations used them
     assert built == [
         ("store", ("spotrun-jobs", "eu-west-1", "spotrun-events")),
@@ -85,11 +72,11 @@ def test_two_invocations_in_one_environment_share_the_ports_made_on_the_first(en
 def test_reset_starts_a_new_environment_that_reads_the_settings_again(environment, monkeypatch):
     built, _ = environment
     # Given an environment that has served an invocation
-    release.handler({"job_id": "j-1", "reason": "done"}, Context())
+    release.handler({"job_id": "j-1", "reason": "done"}, RELEASE_CONTEXT)
     # When the settings change and the runtime is reset (as the test fixtures do between tests)
     monkeypatch.setenv("SPOTRUN_JOBS_TABLE", "other-jobs")
     runtime.reset()
-    release.handler({"job_id": "j-1", "reason": "done"}, Context())
+    release.handler({"job_id": "j-1", "reason": "done"}, RELEASE_CONTEXT)
     # Then the next invocation made its ports again, from the new settings
     assert [args for kind, args in built if kind == "store"] == [
         ("spotrun-jobs", "eu-west-1", "spotrun-events"),
@@ -119,7 +106,7 @@ def test_a_missing_variable_fails_the_first_invocation_naming_it(environment, mo
     monkeypatch.delenv("SPOTRUN_JOBS_TABLE")
     # When it is invoked
     with pytest.raises(MissingSettings) as raised:
-        release.handler({"job_id": "j-1", "reason": "done"}, Context())
+        release.handler({"job_id": "j-1", "reason": "done"}, RELEASE_CONTEXT)
     # Then it fails before any use case runs, naming the variable
     assert "SPOTRUN_JOBS_TABLE" in str(raised.value)
     assert "release" in str(raised.value)
@@ -159,7 +146,7 @@ def test_each_emulated_environment_makes_its_own_ports_once(environment, monkeyp
     answers: list[Any] = []
 
     def invoke(job_id: str) -> None:
-        answers.append(environments({"job_id": job_id, "reason": "done"}, Context())["terminated"])
+        answers.append(environments({"job_id": job_id, "reason": "done"}, RELEASE_CONTEXT)["terminated"])
 
     # When two invocations run at once, then four more one after another
     threads = [threading.Thread(target=invoke, args=("together",)) for _ in range(2)]
