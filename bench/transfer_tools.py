@@ -1,4 +1,4 @@
-"""One measurement of the transfer bench, in a fresh process: the three tools, and the emulator they talk to.
+"""One measurement of the transfer bench, in a fresh process: the four tools, and the emulator they talk to.
 
 :mod:`bench.transfers` (the section: runs, interleaving, the report) starts ``python -m bench.transfers --serve``
 (:func:`serve`: the emulator's S3 as the runtime installs it, ranged GETs included) once, and
@@ -7,8 +7,10 @@
 - **spotrun**: staging is ``stage(plan_input(...))`` (verified, ranged GETs for large objects, the small ones
   through the CRT's getter when ``awscrt`` is installed, as the agent has it); upload is
   ``upload_checkpoint`` (one read per byte, parts for large files, then the commit marker).
+- **crt**: AWS's CRT S3 client, verifying as S3 lets it (:mod:`bench.transfer_crt`).
 - **ceiling**: plain boto3 threads doing only the transfer: ranged GETs of the same part sizes written in place /
-  ``put_object`` and parallel ``upload_part``, no verification of its own.
+  ``put_object`` and parallel ``upload_part``, no verification of its own (botocore still validates a whole GET's
+  CRC-32 and sends one with each PUT).
 - **s5cmd**: ``s5cmd cp`` with its default concurrency, against the same endpoint.
 
 spotrun and the ceiling use one client, made with the agent's own config

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from bench.transfer_tools import process_cpu_seconds
 
 
@@ -63,3 +65,45 @@ def test_spotruns_upload_sends_as_many_files_at_once_as_it_is_told(monkeypatch, 
     tools.once(args)
     # Then the upload was asked for 7 files at once
     assert asked == [7]
+
+
+def _samples(crt_speed: float, crt_cpu: float) -> dict[str, list[dict[str, float]]]:
+    """Three runs of every tool in every case: spotrun 100 MB/s and 2 CPU-s per GiB, the CRT as given."""
+    from bench.transfers import CASES, CEILING_WORKERS, DATASETS
+
+    def run(speed: float, cpu: float) -> list[dict[str, float]]:
+        sample = {
+            "mb_per_s": speed,
+            "cpu_seconds": cpu,
+            "cpu_seconds_per_gib": cpu,
+            "server_cpu_seconds": 1.0,
+        }
+        return [dict(sample) for _ in range(3)]
+
+    samples = {}
+    for case in CASES:
+        for dataset in DATASETS:
+            samples[f"{case}/{dataset}/spotrun"] = run(100.0, 2.0)
+            samples[f"{case}/{dataset}/crt"] = run(crt_speed, crt_cpu)
+            samples[f"{case}/{dataset}/s5cmd"] = run(90.0, 2.5)
+            for workers in CEILING_WORKERS:
+                samples[f"{case}/{dataset}/ceiling/{workers}"] = run(105.0, 1.9)
+    return samples
+
+
+@pytest.mark.parametrize(
+    ("crt_speed", "crt_cpu", "within"),
+    [(91.0, 2.19, True), (120.0, 1.0, True), (89.0, 1.0, False), (120.0, 2.21, False)],
+    ids=["just within", "ahead", "slower by more than 10 %", "costlier by more than 10 %"],
+)
+def test_the_crt_counts_as_within_only_when_within_10_percent_on_both_figures(crt_speed, crt_cpu, within):
+    # Given runs where the CRT's MB/s and CPU-seconds per verified GiB stand so against spotrun's
+    from bench.transfers import _report
+
+    # When the section's report is made
+    report = _report(_samples(crt_speed, crt_cpu), runs=3)
+
+    # Then every case, and the whole, says whether the CRT is within the margin on both figures
+    assert {row["within"] for row in report["results"]["crt_rows"]} == {within}
+    assert report["results"]["crt_within_margin"] is within
+    assert ("every case: yes" in report["markdown"]) is within
