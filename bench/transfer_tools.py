@@ -41,7 +41,7 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 
 
 def client(endpoint: str) -> Any:
-    """An S3 client of the emulator, configured as the agent's (``runner.aws_client``): spotrun's and the ceiling's."""
+    """The emulator's S3 client, configured as the agent's (``step_runner.aws_client``): spotrun's and the ceiling's."""
     import boto3
 
     from spotrun.agent.transfer.client_config import transfer_config
@@ -183,7 +183,7 @@ def once(args: argparse.Namespace) -> dict[str, Any]:
         keep_transfer_buffers()
     s3 = client(args.endpoint)
     s3.list_buckets()  # imports, the connection and the client's first call out of the timing
-    # The agent's getter for small objects (the CRT's, as runner.direct_getter makes it beside the S3 client).
+    # The agent's getter for small objects (the CRT's, as step_runner.direct_getter makes it beside the S3 client).
     keys = Credentials(CREDENTIALS["AWS_ACCESS_KEY_ID"], CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
     direct = crt_getter(s3, keys, CREDENTIALS["AWS_REGION"]) if args.tool == "spotrun" else None
     crt = (

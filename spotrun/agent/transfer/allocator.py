@@ -7,7 +7,8 @@ thresholds as it goes (``mallopt(3)``, "M_MMAP_THRESHOLD": a dynamic threshold b
 these blocks and unmaps them when freed, and hands the free memory at the top of each thread's heap back to the
 kernel. The next buffer then faults its pages in again, zeroed by the kernel. Staging 1 GiB of 1 MiB objects
 takes 24,000 to 28,000 minor page faults with the thresholds fixed, as s5cmd does, against 59,000 to 110,000 and
-about 0.8 CPU-s more in the kernel without (docs/development/transfers.md, "The agent's allocator").
+about 0.8 CPU-s more in the kernel without (docs/development/transfers.md,
+"The agent's client config, allocator and CRC-32").
 
 :func:`keep_transfer_buffers` fixes both thresholds: blocks up to :data:`MMAP_THRESHOLD_BYTES` come from the heap,
 and a heap keeps up to :data:`TRIM_THRESHOLD_BYTES` of free memory at its top. Setting either one switches the

@@ -19,10 +19,11 @@ rename (:mod:`spotrun.agent.transfer.whole_objects`), the link checks, the retry
   through; its CRC-32 is computed as it is written (:data:`spotrun.agent.transfer.crcs.crc32`: a hundredth of a
   SHA-256's CPU with ISA-L).
 
-The CRT is not asked to validate the checksum: its validation cost its event loop 1-2 CPU-s more per GiB of
-1 MiB objects (docs/development/transfers.md). An object that carries a CRC-32 (the agent's uploads, boto3's default) is
-checked against the CRC-32 computed on the way in; any other check hashes the written file once, from the page
-cache (about 0.6 CPU-s per GiB for a SHA-256).
+The CRT is not asked to validate the checksum: its validation checks S3's checksums only, where staging puts a
+commit marker's SHA-256 first, and it saves nothing (the bench's CRT tool, validating with the CRT, costs 0.98 of
+staging's client CPU per verified GiB on 1,000 x 1 MiB: docs/development/transfers.md, "Figures"). An object that
+carries a CRC-32 (the agent's uploads, boto3's default) is checked against the CRC-32 computed on the way in; any
+other check hashes the written file once, from the page cache.
 
 The URL of an object is botocore's: the first GET of a bucket asks the boto3 client for a presigned URL (pure
 computation, no request), which applies its endpoint rules (virtual-hosted or path-style, a custom endpoint

@@ -82,7 +82,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_WORKERS = 32  # files at once, and ranges at once: with 64 pooled connections (runner.aws_client)
+DEFAULT_WORKERS = 32  # files at once, and ranges at once: with 64 pooled connections (step_runner.aws_client)
 
 
 def _prepare_directory(root: Path, item: StageItem) -> None:
@@ -219,7 +219,7 @@ def download_verified(
         Bytes per ranged GET (:func:`~spotrun.agent.transfer.ranges.range_size`). None:
         :func:`~spotrun.agent.transfer.ranges.part_size` of the object.
     direct
-        Makes the one GET of an object that is not fetched in ranges (the CRT, :mod:`.staging_crt`). None:
+        Makes the one GET of an object that is not fetched in ranges (the CRT, :mod:`.crt_gets`). None:
         ``s3`` makes it.
 
     Returns
@@ -282,7 +282,7 @@ def stage(
     attempts
         Tries per file.
     direct
-        Makes the GET of each object under :data:`RANGED_THRESHOLD` (:func:`.staging_crt.crt_getter`). None:
+        Makes the GET of each object under :data:`RANGED_THRESHOLD` (:func:`.crt_gets.crt_getter`). None:
         ``s3`` makes every GET.
 
     Returns

@@ -4,9 +4,9 @@ Staging writes what it receives (a 2 MiB piece of a range, a small object's whol
 cache, and the size of each write decides what the kernel's side costs. On the development machines, 1 GiB
 written in 256 KiB (or 1 MiB) pieces went at 0.7 to 5.9 GB/s from one run to the next (7 runs of 12 slow), the
 time in the kernel's copy into the page cache; in 64 KiB pieces at 3.5 to 4.9 GB/s every run. The likely
-mechanism (large folios sized from the write, taken from memory the virtual machine's host had reclaimed) and
-the figures: docs/development/transfers.md, "The size of a write" (staging itself still has slow runs, fewer). Where the
-file system has no large folios, the pieces cost only more system calls: 16,384 per GiB.
+mechanism (large folios sized from the write, taken from memory the virtual machine's host had reclaimed):
+docs/development/transfers.md, "The size of a write" (staging itself still has slow runs, fewer). Where the file
+system has no large folios, the pieces cost only more system calls: 16,384 per GiB.
 
 ``pwrite`` may also write less than asked (a full disk, a signal); every byte is written or an ``OSError``
 raised, never a silent gap in a file whose size was set in advance.

@@ -28,7 +28,8 @@ TARGET_PARTS = 16  # parts per object alone
 # workers) from 8 on. An instance of 16 vCPUs or fewer has an "up to" bandwidth: a lower baseline, and bursts for
 # minutes (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-network-bandwidth.html). Past that,
 # Python threads cost more CPU in switching than they move: on two cores shared with the emulator, 8 streams
-# went 1,221 MB/s, 16 streams 1,138 and 32 about 1,000 (docs/development/transfers.md, "Staging").
+# went 1,221 MB/s, 16 streams 1,138 and 32 about 1,000 (paired runs in fresh processes; the rule:
+# docs/development/transfers.md, "Staging").
 STREAMS_PER_CPU = 4
 RANGES_PER_STREAM = 2  # each stream's second range evens out when the streams finish
 

@@ -5,11 +5,11 @@ Two ways to make that GET, verified alike (:mod:`spotrun.agent.transfer.download
 - :func:`download_whole`: through the boto3 client, the body read and hashed 2 MiB at a time and written in
   64 KiB pieces (:mod:`.file_writes`; one hashing pass: botocore's running checksum is the digest checked when
   it is of the algorithm needed);
-- :func:`download_direct`: through a :class:`DirectGetter` (the CRT's S3 client, :mod:`.staging_crt`), which
+- :func:`download_direct`: through a :class:`DirectGetter` (the CRT's S3 client, :mod:`.crt_gets`), which
   writes the body into the file and returns the response's headers, S3's checksum among them, and the CRC-32 of
   what it wrote. The check is made here: against that CRC-32 when it is the object's checksum, else in one pass
-  over the file from the page cache. The CRT's own validation costs more CPU than either (docs/development/transfers.md,
-  "The CRT's S3 client for small objects"). The size is always checked.
+  over the file from the page cache. The CRT's own validation would check S3's checksum only, never a commit
+  marker's SHA-256, which this check puts first. The size is always checked.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from spotrun.agent.transfer.plan import Algorithm, S3Reader, StageItem, Verifica
 # Bodies are read (and hashed) 2 MiB at a time, and written 64 KiB at a time (file_writes), so the read size only
 # sets how many calls go through botocore and urllib3: 4 x 256 MiB ranged goes 1,016-1,049 MB/s with 2 MiB reads,
 # 948-973 with 1 MiB, 829-846 with 256 KiB, and 856 with 4 MiB, whose buffers pass the allocator's mmap threshold
-# (spotrun.agent.transfer.allocator) and are mapped and faulted in afresh for every read
-# (docs/development/transfers.md, "Staging";
-# `make bench BENCH_ARGS='--only transfers'` measures the staging as a whole).
+# (spotrun.agent.transfer.allocator) and are mapped and faulted in afresh for every read (paired runs; the rule:
+# docs/development/transfers.md, "Staging"; `make bench BENCH_ARGS='--only transfers'` measures staging whole).
 CHUNK_BYTES = 2 * 1024 * 1024
 
 
@@ -122,7 +121,7 @@ class Received(NamedTuple):
 
 
 class DirectGetter(Protocol):
-    """Whole-object GETs into an open file (:mod:`.staging_crt`)."""
+    """Whole-object GETs into an open file (:mod:`.crt_gets`)."""
 
     def get_into(self, bucket: str, key: str, descriptor: int, *, crc32: bool = True) -> Received:
         """GET the object into the empty file at ``descriptor``; return its response and the body's CRC-32."""
