@@ -13,7 +13,7 @@ scans; https://docs.python.org/3/library/gc.html#gc.freeze). An execution enviro
 whole life, so nothing is lost by never scanning them again, and the young generation starts the first
 invocation empty: nothing is left for it to pay. The garbage the imports made stays frozen with the rest, a few
 hundred objects (823 for ``functions.acquire``), where a closing full collection to free it took about 36 ms,
-a sixth of the import (docs/cold-start.md).
+a sixth of the import (docs/development/cold-start.md).
 
 On AWS an execution environment is one process, imported once. The emulator imports the functions afresh for
 each environment it creates, in one process, and unfreezes after each import

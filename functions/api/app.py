@@ -14,7 +14,7 @@ from functions.import_window import collection_paused
 # job record, the routes' answer models and the use cases most routes call): the collector stays off while they
 # run (functions.import_window; the window functions.runtime opens inside this one is then a no-op). What one
 # route alone calls (POST /jobs' submission and idempotency, the plan's and the schedules' use cases) is
-# imported by that route, at its first request (docs/cold-start.md, "The rule").
+# imported by that route, at its first request (docs/development/cold-start.md, "The rule").
 with collection_paused():
     from typing import Annotated, Any
 

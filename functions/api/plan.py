@@ -56,7 +56,7 @@ def plan(
     ],
 ) -> JobPlan:
     # Only this route plans: the planning, with the submission's admission checks and the deadline policy, is
-    # loaded by its first request rather than by every cold start of the API (docs/cold-start.md).
+    # loaded by its first request rather than by every cold start of the API (docs/development/cold-start.md).
     from spotrun.control.views.plan import plan_job
 
     aws = ports_of(router)
