@@ -173,7 +173,11 @@ def workflow_table() -> str:
             function = SHAPE.state_machine_functions[placeholder]
             handler = SHAPE.function(function).handler
             step = parameters.get("Payload", {}).get("step")
-            use_cases = "<br>".join(f"`{case}`" for case in _use_cases(handler))
+            cases = _use_cases(handler)
+            if not cases:
+                # A handler is its request model and one call of a use case: a table without it would mislead.
+                raise ValueError(f"{handler} imports no use case from spotrun.control")
+            use_cases = "<br>".join(f"`{case}`" for case in cases)
             function = f"`{function}`" + (f" (step `{step}`)" if step else "")
             handler = f"`{handler}`"
         wait = (
