@@ -162,7 +162,7 @@ def test_an_example_manifest_the_reader_refuses_fails_the_build(hooks):
         hooks.check_manifests(page, "reference/manifest.md")
 
 
-@pytest.mark.parametrize("root", ["spotrun", "infra"])
+@pytest.mark.parametrize("root", ["spotrun", "functions", "infra"])
 def test_every_package_of_the_architecture_tree_says_what_it_owns(hooks, root):
     # Given every package under a root the architecture page's tree shows
     packages = sorted(path.parent for path in (REPO_ROOT / root).rglob("__init__.py"))
