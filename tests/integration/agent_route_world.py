@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotrun.local import LocalRuntime
+from spotrun.local.runtime import LocalRuntime
 from spotrun.shape import SHAPE, DeploymentShape, FunctionSpec
 
 SHAPE_UNDER_TEST = DeploymentShape(

@@ -26,9 +26,9 @@ from agent_route_world import NOW, agent_route_runtime  # noqa: E402, F401 - the
 
 from spotrun.agent.reporter import ApiReporter, ReportError, TaskAbandonedError  # noqa: E402
 from spotrun.aws.adapters import job_store  # noqa: E402
-from spotrun.local import LocalRuntime  # noqa: E402
 from spotrun.local.iam.roles import INSTANCE_ROLE_NAME  # noqa: E402
 from spotrun.local.instances.imds import ImdsServer, InstanceMetadata, RoleCredentials  # noqa: E402
+from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.agent_protocol.command import StageResult  # noqa: E402
 from spotrun.model.job.attempt import Attempt  # noqa: E402
 from spotrun.model.job.record import Job, JobStatus, ManifestSource  # noqa: E402

@@ -20,9 +20,9 @@ from agent_route_world import NOW, agent_route_runtime  # noqa: E402, F401 - the
 
 from spotrun.agent.credentials import CredentialsError, JobCredentialsSource  # noqa: E402
 from spotrun.aws.adapters import job_store  # noqa: E402
-from spotrun.local import LocalRuntime  # noqa: E402
 from spotrun.local.iam.roles import INSTANCE_ROLE_NAME, JOB_ACCESS_ROLE_NAME  # noqa: E402
 from spotrun.local.instances.imds import RoleCredentials  # noqa: E402
+from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH  # noqa: E402
 from spotrun.model.agent_protocol.session_policy import SESSION_SECONDS  # noqa: E402
 from spotrun.model.job.attempt import Attempt  # noqa: E402

@@ -16,8 +16,8 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 
 from spotrun.agent.credentials import JobCredentialsSource
-from spotrun.local import LocalRuntime
 from spotrun.local.instances.imds import RoleCredentials
+from spotrun.local.runtime import LocalRuntime
 from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH
 from spotrun.model.agent_protocol.session_policy import SESSION_SECONDS
 from spotrun.model.layout import checkpoints_prefix, log_group, log_stream

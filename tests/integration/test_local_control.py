@@ -23,9 +23,10 @@ if str(HERE) not in sys.path:
 import fixtures_handlers as handlers  # noqa: E402
 
 from spotrun.cli.app import app  # noqa: E402
-from spotrun.local import LocalRuntime, Pool  # noqa: E402
+from spotrun.local.capacity.catalog import Pool  # noqa: E402
 from spotrun.local.control_api import ControlApi, ControlServer  # noqa: E402
 from spotrun.local.control_client import LocalState, write_state  # noqa: E402
+from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.job.record import utc_now  # noqa: E402
 
 TIME_SCALE = 0.01

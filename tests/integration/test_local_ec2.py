@@ -18,7 +18,8 @@ if str(HERE) not in sys.path:
 
 import fixtures_handlers as handlers  # noqa: E402
 
-from spotrun.local import LocalRuntime, Pool  # noqa: E402
+from spotrun.local.capacity.catalog import Pool  # noqa: E402
+from spotrun.local.runtime import LocalRuntime  # noqa: E402
 
 TIME_SCALE = 0.01
 BOOT_SECONDS = 40.0  # 0.4 s real

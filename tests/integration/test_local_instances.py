@@ -20,7 +20,8 @@ if str(HERE) not in sys.path:
 
 import fixtures_handlers as handlers  # noqa: E402
 
-from spotrun.local import LocalRuntime, Pool  # noqa: E402
+from spotrun.local.capacity.catalog import Pool  # noqa: E402
+from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.shape import REPO_ROOT  # noqa: E402
 
 TIME_SCALE = 0.01

@@ -22,7 +22,7 @@ import fixtures_handlers as handlers  # noqa: E402
 from spotrun.agent.steps.final_outputs import write_output_list  # noqa: E402
 from spotrun.aws.objects import S3Objects  # noqa: E402
 from spotrun.control.archive import read_output_list  # noqa: E402
-from spotrun.local import LocalRuntime  # noqa: E402
+from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.agent_protocol.command import OutputObject, TrainResult  # noqa: E402
 from spotrun.shape import SHAPE, DeploymentShape, FunctionSpec  # noqa: E402
 

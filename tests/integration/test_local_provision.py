@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from moto.s3.models import s3_backends
 
-from spotrun.local import LocalRuntime
 from spotrun.local.provision import bucket_name, function_name, rule_name, table_name
+from spotrun.local.runtime import LocalRuntime
 from spotrun.shape import SHAPE, STATE_MACHINE_FILE, rule_pattern
 
 

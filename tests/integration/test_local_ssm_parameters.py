@@ -23,7 +23,8 @@ if str(HERE) not in sys.path:
 
 import fixtures_handlers as handlers  # noqa: E402
 
-from spotrun.local import LocalRuntime, Pool  # noqa: E402
+from spotrun.local.capacity.catalog import Pool  # noqa: E402
+from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.agent_protocol.ssm_document import AGENT_COMMAND_VARIABLE  # noqa: E402
 from spotrun.shape import SHAPE  # noqa: E402
 

@@ -17,7 +17,7 @@ if str(HERE) not in sys.path:
 
 import fixtures_handlers as handlers  # noqa: E402
 
-from spotrun.local import LocalRuntime  # noqa: E402
+from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.shape import SHAPE, DeploymentShape, FunctionSpec, RuleSpec  # noqa: E402
 
 SHAPE_UNDER_TEST = DeploymentShape(

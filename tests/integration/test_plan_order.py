@@ -21,7 +21,8 @@ from spotrun.aws.objects import S3Objects  # noqa: E402
 from spotrun.control.capacity.acquire import launch_instance  # noqa: E402
 from spotrun.control.views.plan import plan_job  # noqa: E402
 from spotrun.control.views.plan_model import JobPlan  # noqa: E402
-from spotrun.local import LocalRuntime, Pool  # noqa: E402
+from spotrun.local.capacity.catalog import Pool  # noqa: E402
+from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.job.record import ManifestSource, new_job  # noqa: E402
 from spotrun.model.manifest.parse import parse_manifest_document  # noqa: E402
 

@@ -18,8 +18,9 @@ if str(HERE) not in sys.path:
 import fixtures_handlers as handlers  # noqa: E402
 
 from spotrun.agent.supervision.notice_relay import process_start_time  # noqa: E402
-from spotrun.local import LocalRuntime, Pool  # noqa: E402
+from spotrun.local.capacity.catalog import Pool  # noqa: E402
 from spotrun.local.instances.instance import SimulatedInstance  # noqa: E402
+from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.layout import AGENT_PID_FILE  # noqa: E402
 
 TIME_SCALE = 0.01

@@ -20,9 +20,9 @@ from spotrun.agent.credentials import JobCredentialsSource, job_session
 from spotrun.agent.secrets import SecretReader, SecretsUnavailableError, resolve_secrets
 from spotrun.agent.step_runner import aws_client
 from spotrun.aws.adapters import job_store
-from spotrun.local import LocalRuntime
 from spotrun.local.iam.roles import INSTANCE_ROLE_NAME
 from spotrun.local.instances.imds import RoleCredentials
+from spotrun.local.runtime import LocalRuntime
 from spotrun.local.server import ACCOUNT_ID
 from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH
 from spotrun.model.job.attempt import Attempt
