@@ -1,4 +1,4 @@
-"""What the agent route's tests share: a local runtime whose workflow parks on a task token, and its clock."""
+"""What the agent route's tests share: a runtime whose workflow parks on a task token, and a job on an instance."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from spotrun.aws.adapters import job_store
+from spotrun.local.iam.roles import INSTANCE_ROLE_NAME
+from spotrun.local.instances.imds import RoleCredentials
 from spotrun.local.runtime import LocalRuntime
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import Job, JobStatus, ManifestSource
+from spotrun.model.manifest.schema import JobManifest
 from spotrun.shape import SHAPE, DeploymentShape, FunctionSpec
 
 SHAPE_UNDER_TEST = DeploymentShape(
@@ -52,3 +58,39 @@ def agent_route_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
         workdir, time_scale=0.01, shape=SHAPE_UNDER_TEST, state_machine_file=asl, settings_overrides=unused
     ) as started:
         yield started
+
+
+def job_on_instance(
+    runtime: LocalRuntime,
+    job_id: str,
+    instance_id: str,
+    *,
+    status: JobStatus,
+    manifest: JobManifest | None = None,
+    task_token: str | None = None,
+) -> RoleCredentials:
+    """Record a job whose attempt 1 runs on ``instance_id``, and register that instance's session; return it."""
+    attempt = Attempt(
+        number=1,
+        instance_id=instance_id,
+        instance_type="g5.xlarge",
+        availability_zone="us-east-1a",
+        lifecycle="spot",
+        price_per_hour=0.3,
+        started_at=NOW,
+    )
+    job = Job(
+        job_id=job_id,
+        name=manifest.name if manifest is not None else job_id,
+        status=status,
+        source=ManifestSource(),
+        manifest=manifest,
+        created_at=NOW,
+        updated_at=NOW,
+        attempts=[attempt],
+        task_token=task_token,
+    )
+    assert job_store(runtime.settings.jobs_table, runtime.region).create(job)
+    credentials = RoleCredentials.issue(INSTANCE_ROLE_NAME)
+    runtime.callers.register_instance(instance_id, credentials)
+    return credentials

@@ -22,16 +22,14 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import fixtures_handlers as handlers  # noqa: E402
-from agent_route_world import NOW, agent_route_runtime  # noqa: E402, F401 - the `runtime` fixture
+from agent_route_world import NOW, agent_route_runtime, job_on_instance  # noqa: E402, F401 - the `runtime` fixture
 
 from spotrun.agent.reporter import ApiReporter, ReportError, TaskAbandonedError  # noqa: E402
-from spotrun.aws.adapters import job_store  # noqa: E402
 from spotrun.local.iam.roles import INSTANCE_ROLE_NAME  # noqa: E402
 from spotrun.local.instances.imds import ImdsServer, InstanceMetadata, RoleCredentials  # noqa: E402
 from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.agent_protocol.command import StageResult  # noqa: E402
-from spotrun.model.job.attempt import Attempt  # noqa: E402
-from spotrun.model.job.record import Job, JobStatus, ManifestSource  # noqa: E402
+from spotrun.model.job.record import JobStatus  # noqa: E402
 
 STAGED = StageResult(files=3, bytes=30, seconds=0.1)
 
@@ -53,28 +51,7 @@ def waiting_job(runtime: LocalRuntime, job_id: str, instance_id: str) -> tuple[s
         stateMachineArn=runtime.settings.state_machine_arn, name=job_id, input=json.dumps({"key": job_id})
     )["executionArn"]
     token = wait_for(lambda: handlers.TOKENS.get(job_id))
-    attempt = Attempt(
-        number=1,
-        instance_id=instance_id,
-        instance_type="g5.xlarge",
-        availability_zone="us-east-1a",
-        lifecycle="spot",
-        price_per_hour=0.3,
-        started_at=NOW,
-    )
-    job = Job(
-        job_id=job_id,
-        name=job_id,
-        status=JobStatus.STAGING,
-        source=ManifestSource(),
-        created_at=NOW,
-        updated_at=NOW,
-        attempts=[attempt],
-        task_token=token,
-    )
-    assert job_store(runtime.settings.jobs_table, runtime.region).create(job)
-    credentials = RoleCredentials.issue(INSTANCE_ROLE_NAME)
-    runtime.callers.register_instance(instance_id, credentials)
+    credentials = job_on_instance(runtime, job_id, instance_id, status=JobStatus.STAGING, task_token=token)
     return arn, credentials
 
 

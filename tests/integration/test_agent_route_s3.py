@@ -16,17 +16,15 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from agent_route_world import NOW, agent_route_runtime  # noqa: E402, F401 - the `runtime` fixture
+from agent_route_world import NOW, agent_route_runtime, job_on_instance  # noqa: E402, F401 - the `runtime` fixture
 
 from spotrun.agent.credentials import CredentialsError, JobCredentialsSource  # noqa: E402
-from spotrun.aws.adapters import job_store  # noqa: E402
-from spotrun.local.iam.roles import INSTANCE_ROLE_NAME, JOB_ACCESS_ROLE_NAME  # noqa: E402
+from spotrun.local.iam.roles import JOB_ACCESS_ROLE_NAME  # noqa: E402
 from spotrun.local.instances.imds import RoleCredentials  # noqa: E402
 from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH  # noqa: E402
 from spotrun.model.agent_protocol.session_policy import SESSION_SECONDS  # noqa: E402
-from spotrun.model.job.attempt import Attempt  # noqa: E402
-from spotrun.model.job.record import Job, JobStatus, ManifestSource  # noqa: E402
+from spotrun.model.job.record import JobStatus  # noqa: E402
 from spotrun.model.layout import agent_command_key, checkpoints_prefix  # noqa: E402
 from spotrun.model.manifest.schema import JobManifest  # noqa: E402
 
@@ -43,29 +41,7 @@ def training_job(runtime: LocalRuntime, job_id: str, instance_id: str) -> RoleCr
             },
         }
     )
-    attempt = Attempt(
-        number=1,
-        instance_id=instance_id,
-        instance_type="g5.xlarge",
-        availability_zone="us-east-1a",
-        lifecycle="spot",
-        price_per_hour=0.3,
-        started_at=NOW,
-    )
-    job = Job(
-        job_id=job_id,
-        name="e",
-        status=JobStatus.TRAINING,
-        source=ManifestSource(),
-        manifest=manifest,
-        created_at=NOW,
-        updated_at=NOW,
-        attempts=[attempt],
-    )
-    assert job_store(runtime.settings.jobs_table, runtime.region).create(job)
-    credentials = RoleCredentials.issue(INSTANCE_ROLE_NAME)
-    runtime.callers.register_instance(instance_id, credentials)
-    return credentials
+    return job_on_instance(runtime, job_id, instance_id, status=JobStatus.TRAINING, manifest=manifest)
 
 
 def credentials_source(

@@ -19,16 +19,14 @@ from botocore.credentials import Credentials
 from spotrun.agent.credentials import JobCredentialsSource, job_session
 from spotrun.agent.secrets import SecretReader, SecretsUnavailableError, resolve_secrets
 from spotrun.agent.step_runner import aws_client
-from spotrun.aws.adapters import job_store
-from spotrun.local.iam.roles import INSTANCE_ROLE_NAME
 from spotrun.local.instances.imds import RoleCredentials
 from spotrun.local.runtime import LocalRuntime
 from spotrun.local.server import ACCOUNT_ID
 from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH
-from spotrun.model.job.attempt import Attempt
-from spotrun.model.job.record import Job, JobStatus, ManifestSource
+from spotrun.model.job.record import JobStatus
 from spotrun.model.manifest.schema import JobManifest
 from spotrun.shape import SHAPE, DeploymentShape
+from tests.integration.agent_route_world import job_on_instance
 
 SHAPE_UNDER_TEST = DeploymentShape(
     functions=(SHAPE.function("api"), SHAPE.function("agent_api")),
@@ -78,29 +76,7 @@ def training_job(
             "training": {"command": ["python", "train.py"], "secrets": secrets},
         }
     )
-    attempt = Attempt(
-        number=1,
-        instance_id=instance_id,
-        instance_type="g5.xlarge",
-        availability_zone="us-east-1a",
-        lifecycle="spot",
-        price_per_hour=0.3,
-        started_at=NOW,
-    )
-    job = Job(
-        job_id=job_id,
-        name="s",
-        status=JobStatus.TRAINING,
-        source=ManifestSource(),
-        manifest=manifest,
-        created_at=NOW,
-        updated_at=NOW,
-        attempts=[attempt],
-    )
-    assert job_store(runtime.settings.jobs_table, runtime.region).create(job)
-    credentials = RoleCredentials.issue(INSTANCE_ROLE_NAME)
-    runtime.callers.register_instance(instance_id, credentials)
-    return credentials
+    return job_on_instance(runtime, job_id, instance_id, status=JobStatus.TRAINING, manifest=manifest)
 
 
 def job_reader(runtime: LocalRuntime, instance: RoleCredentials, job_id: str) -> SecretReader:

@@ -7,25 +7,22 @@ import gc
 import json
 import os
 import signal
-import time
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 from spotrun import training
 from spotrun.training.pytorch import RNG_FILE, Position, TorchCheckpointer
+from tests.integration.torch_ranks import run_ranks
 
 WORLD = 2
 BATCHES_PER_EPOCH = 4
 TOTAL_STEPS = 12
 SIGNALLED_RANK = 1
 SIGNAL_AT = 6
-GROUP_TIMEOUT_S = 120  # a group takes 5-15 s; a hung rank fails the test, not pytest's timeout
 
 
 def rank_main(rank: int, workdir: str, signal_at: int | None) -> None:
@@ -81,19 +78,7 @@ def train_rank(rank: int, root: Path, signal_at: int | None) -> dict:
 
 
 def run_group(workdir: Path, signal_at: int | None) -> list[dict]:
-    (workdir / "store").unlink(missing_ok=True)
-    # spawn, not fork: a pytest worker has threads of its own by now (jsii's pipe readers, the emulator's
-    # servers), and a child forked while one of them held a lock can wait on it forever (seen once in CI).
-    group = mp.start_processes(
-        rank_main, args=(str(workdir), signal_at), nprocs=WORLD, start_method="spawn", join=False
-    )
-    deadline = time.monotonic() + GROUP_TIMEOUT_S
-    while not group.join(timeout=max(0.0, deadline - time.monotonic())):
-        if time.monotonic() >= deadline:
-            for process in group.processes:
-                process.kill()
-            pytest.fail(f"the ranks did not finish in {GROUP_TIMEOUT_S} s")
-    return [json.loads((workdir / f"rank-{rank}.json").read_text()) for rank in range(WORLD)]
+    return run_ranks(rank_main, workdir, signal_at, WORLD)
 
 
 def test_one_ranks_signal_stops_every_rank_after_the_same_step_with_one_checkpoint(tmp_path):

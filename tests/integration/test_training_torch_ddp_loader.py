@@ -6,25 +6,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.utils.data import TensorDataset
 
 from spotrun import training
 from spotrun.training.pytorch import LOADERS_FILE, TorchCheckpointer, resumable_loader
+from tests.integration.torch_ranks import run_ranks
 
 WORLD = 2
 EPOCHS = 2
 DATASET = TensorDataset(torch.arange(24))
 BATCHES_PER_EPOCH = 6  # 24 samples in batches of 4
 STOP_AT = 8  # in the second epoch
-GROUP_TIMEOUT_S = 120
 
 
 def loader(rank: int):
@@ -62,17 +59,7 @@ def rank_main(rank: int, workdir: str, stop: bool) -> None:
 
 
 def run_group(workdir: Path, stop: bool) -> list[list[list[int]]]:
-    (workdir / "store").unlink(missing_ok=True)
-    group = mp.start_processes(
-        rank_main, args=(str(workdir), stop), nprocs=WORLD, start_method="spawn", join=False
-    )
-    deadline = time.monotonic() + GROUP_TIMEOUT_S
-    while not group.join(timeout=max(0.0, deadline - time.monotonic())):
-        if time.monotonic() >= deadline:
-            for process in group.processes:
-                process.kill()
-            pytest.fail(f"the ranks did not finish in {GROUP_TIMEOUT_S} s")
-    return [json.loads((workdir / f"rank-{rank}.json").read_text()) for rank in range(WORLD)]
+    return run_ranks(rank_main, workdir, stop, WORLD)
 
 
 def test_each_rank_resumes_its_own_loader_position_from_the_one_checkpoint(tmp_path):
