@@ -45,6 +45,9 @@ TRAINING_FAILED = "Training.Failed"
 # it with the same grants).
 SECRETS_UNAVAILABLE = "Secrets.Unavailable"
 SPOT_INTERRUPTED = "Spot.Interrupted"
+# The script's steps stopped advancing for training.hang_minutes (a rank stuck in a collective): the command was
+# stopped; the workflow restarts the group from its last committed checkpoint on the instances still running.
+TRAINING_HUNG = "Training.Hung"
 # The step's limits ran out: the checkpoint was committed as on a warning, and the job ends (no relaunch).
 BUDGET_EXCEEDED = "Budget.Exceeded"
 MAX_RUNTIME_EXCEEDED = "Training.MaxRuntimeExceeded"
@@ -93,6 +96,43 @@ REPORT_URL: Final = _API_STAGE + re.escape(AGENT_REPORTS_PATH) + "$"
 CREDENTIALS_URL: Final = _API_STAGE + re.escape(AGENT_CREDENTIALS_PATH) + "$"
 
 
+# torchrun's c10d rendezvous port on node 0 (torch.distributed.run's documented default for --rdzv-endpoint).
+RENDEZVOUS_PORT: Final = 29400
+_IPV4: Final = r"^(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3}$"
+
+
+class NodeGroup(DeferredModel):
+    """Where a multi-node step's node stands in its group, and how ``torchrun`` finds the others.
+
+    The agent gives ``torchrun`` these through its ``PET_`` environment (``--nnodes``, ``--node-rank``,
+    ``--rdzv-backend c10d``, ``--rdzv-endpoint``, ``--rdzv-id``): node 0 hosts the c10d store, the others join it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nodes: int = Field(ge=2, le=16, description="Nodes in the group.")
+    node: int = Field(ge=0, description="This node's place in the group (0 hosts the rendezvous).")
+    rendezvous_host: str = Field(pattern=_IPV4, description="Node 0's private IPv4 address.")
+    rendezvous_port: int = Field(RENDEZVOUS_PORT, ge=1024, le=65535)
+    rendezvous_id: str = Field(
+        pattern=r"^[A-Za-z0-9_-]{1,128}$", description="The group's run: the job and the attempt."
+    )
+    efa: bool = Field(
+        False, description="The instances have EFA interfaces: NCCL gets the libfabric environment."
+    )
+
+    @model_validator(mode="after")
+    def _node_in_group(self) -> NodeGroup:
+        if self.node >= self.nodes:
+            raise ValueError(f"node {self.node} is not in a group of {self.nodes}")
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        """``host:port`` of the rendezvous."""
+        return f"{self.rendezvous_host}:{self.rendezvous_port}"
+
+
 class AgentCommand(DeferredModel):
     """One step for the agent to run for one attempt of a job.
 
@@ -137,6 +177,15 @@ class AgentCommand(DeferredModel):
         "max_runtime_seconds runs out.",
     )
 
+    group: NodeGroup | None = Field(
+        None, description="For a multi-node job: this node's place in its group and the rendezvous."
+    )
+    hang_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="For a train step: how long the script's reported step may stop advancing before the agent "
+        "stops the command and reports Training.Hung (manifest training.hang_minutes, time-scaled). Unset: never.",
+    )
     pool_rate: PoolRate | None = Field(
         None,
         description="For a train step of a manifest with checkpoint.interval_steps auto: the job's spot "
@@ -222,6 +271,14 @@ class OutputList(DeferredModel):
     key: str = Field(description="Key, in the jobs bucket, of a JSON array of OutputObject.")
     count: JsonInt = Field(ge=0, description="Files in the list.")
     bytes: JsonInt = Field(ge=0, description="Their total size.")
+
+
+class NodeDone(DeferredModel):
+    """What a node other than node 0 reports when its part of a multi-node step succeeded (node 0 reports the
+    step's result, :class:`StageResult` or :class:`TrainResult`)."""
+
+    node: JsonInt = Field(ge=1)
+    seconds: JsonFloat
 
 
 class TrainResult(DeferredModel):

@@ -23,6 +23,37 @@ END_DEADLINE_MOVE = "deadline-move"
 InterruptionReason = Literal["interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"]
 INTERRUPTION_REASONS: frozenset[str] = frozenset(get_args(InterruptionReason))
 StepsLostBasis = Literal["latest-commit", "restored"]
+# A multi-node attempt's healthy node when the attempt ended because another node was lost (or the group hung):
+# it keeps running, is not terminated, and the next attempt adopts it.
+END_KEPT = "kept"
+
+
+class NodeRun(RecordModel):
+    """One node of a multi-node attempt: its instance and what happened to it.
+
+    The attempt's type, zone, lifecycle and price are every node's; each node has its own instance, its own
+    warning and its own end. Node 0 hosts the rendezvous (``torchrun``'s c10d store) and is the attempt's
+    ``instance_id``.
+    """
+
+    node: int = Field(
+        ge=0, description="The node's place in the group for this attempt (0 hosts the rendezvous)."
+    )
+    instance_id: str
+    started_at: datetime = Field(
+        description="Since when the attempt counts the instance: its launch, or the previous attempt's end for a "
+        "node kept from it (EC2 bills it without a gap)."
+    )
+    ended_at: datetime | None = None
+    end_reason: str | None = None
+    kept_from: int | None = Field(
+        None, description="The attempt this node was kept from; None: launched for this one."
+    )
+    private_ip: str | None = Field(None, description="Its private IPv4 address, where its peers reach it.")
+    rebalance_at: datetime | None = None
+    notice_at: datetime | None = None  # EC2's interruption warning for this node
+    running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
+    done: bool = Field(False, description="Its agent reported the step in progress a success.")
 
 
 class CheckpointIntervalUsed(RecordModel):
@@ -82,3 +113,68 @@ class Attempt(RecordModel):
     )
     running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
     checkpoint_interval: CheckpointIntervalUsed | None = None  # interval_steps: auto (the agent's heartbeats)
+    nodes: list[NodeRun] = Field(
+        default_factory=list,
+        description="A multi-node attempt's nodes, node 0 first (its instance is instance_id); empty for one node. "
+        "notice_at and rebalance_at above are then the group's first.",
+    )
+    leader_result: str | None = Field(
+        None,
+        repr=False,
+        description="A multi-node step: node 0's result (JSON), kept until every node has reported success.",
+    )
+
+    @property
+    def group(self) -> bool:
+        """Whether the attempt runs several nodes."""
+        return len(self.nodes) > 1
+
+    def node_runs(self) -> list[NodeRun]:
+        """Every node of the attempt, node 0 first; one node made of the attempt's own fields when it has no group."""
+        if self.nodes:
+            return list(self.nodes)
+        return [
+            NodeRun(
+                node=0,
+                instance_id=self.instance_id,
+                started_at=self.started_at,
+                ended_at=self.ended_at,
+                end_reason=self.end_reason,
+                rebalance_at=self.rebalance_at,
+                notice_at=self.notice_at,
+                running_at=self.running_at,
+            )
+        ]
+
+    def instance_ids(self) -> list[str]:
+        """The instances of every node, node 0 first."""
+        return [node.instance_id for node in self.node_runs()]
+
+    def node_on(self, instance_id: str) -> NodeRun | None:
+        """The node running on ``instance_id``, if it is one of this attempt's."""
+        return next((node for node in self.node_runs() if node.instance_id == instance_id), None)
+
+    def with_node(self, node: NodeRun) -> Attempt:
+        """A copy whose node ``node.node`` is ``node`` (a group attempt), or whose own fields take it (one node)."""
+        if not self.nodes:
+            fields = ("ended_at", "end_reason", "rebalance_at", "notice_at", "running_at")
+            return self.model_copy(update={name: getattr(node, name) for name in fields})
+        return self.model_copy(update={"nodes": [node if n.node == node.node else n for n in self.nodes]})
+
+    def billed(self) -> list[Attempt]:
+        """One record per instance, for :func:`spotrun.model.capacity.pricing.job_cost`: the attempt itself for
+        one node; for a group, a copy per node with that node's instance, start and end (an open node ends
+        with the attempt)."""
+        if not self.nodes:
+            return [self]
+        return [
+            self.model_copy(
+                update={
+                    "instance_id": node.instance_id,
+                    "started_at": node.started_at,
+                    "ended_at": node.ended_at or self.ended_at,
+                    "nodes": [],
+                }
+            )
+            for node in self.nodes
+        ]

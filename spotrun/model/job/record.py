@@ -226,9 +226,11 @@ class Job(RecordModel):
         return list(dict.fromkeys(instance.instance_id for instance in self.billed_instances()))
 
     def billed_instances(self) -> list[Attempt]:
-        """Every instance EC2 bills the job for: its attempts, its standby, and the standbys it never used."""
+        """Every instance EC2 bills the job for: each node of its attempts, its standby, and the standbys it never
+        used (one record per instance and period, :meth:`Attempt.billed`)."""
         standby = [self.standby] if self.standby is not None else []
-        return [*self.attempts, *standby, *self.unused_instances]
+        nodes = [record for attempt in self.attempts for record in attempt.billed()]
+        return [*nodes, *standby, *self.unused_instances]
 
     @property
     def interruptions(self) -> int:

@@ -14,10 +14,14 @@ from pydantic import AfterValidator, ConfigDict, Field, StrictBool, field_valida
 from spotrun.model.manifest.deadline import DEADLINE_DESCRIPTION, DEADLINE_PATTERN, check_deadline
 from spotrun.model.manifest.rules import AS_WRITTEN, INSTANCE_TYPE, GpuName, InstanceType, StrictModel
 
-__all__ = ["MAX_NODES", "CapacityPolicy", "Resources"]
+__all__ = ["DEFAULT_REPLACE_NODE_MINUTES", "MAX_NODES", "CapacityPolicy", "Resources"]
 
-# Nodes a job may ask for in this version: multi-node jobs (one zone, a cluster placement) are not built yet.
-MAX_NODES: Final = 1
+# Nodes a job may ask for: every node lands in one zone and one cluster placement group, launched all or nothing
+# by one CreateFleet request (spotrun.model.capacity.fleet_request), so a group larger than a pool is rarely had.
+MAX_NODES: Final = 16
+# How long a multi-node job waits by default for the replacement of a lost node in its zone before the whole
+# group moves to another zone.
+DEFAULT_REPLACE_NODE_MINUTES: Final = 10
 
 
 class Resources(StrictModel):
@@ -48,20 +52,16 @@ class Resources(StrictModel):
     nodes: int = Field(
         1,
         ge=1,
-        json_schema_extra={"maximum": MAX_NODES},
-        description="Number of nodes. This version of spotrun runs single-node jobs only, so 1 is the only "
-        "value accepted; multi-node jobs will come in a later version.",
+        le=MAX_NODES,
+        description="Number of nodes. Several nodes run in one zone and one cluster placement group, all of one "
+        "instance type, launched all or nothing; torchrun joins them (the command must be torchrun). A node "
+        "reclaimed is replaced alone while the others wait (docs/guides/multi-node.md).",
     )
-
-    @field_validator("nodes")
-    @classmethod
-    def _single_node(cls, value: int) -> int:
-        if value > MAX_NODES:
-            raise ValueError(
-                f"{value} nodes asked, but this version of spotrun runs single-node jobs only (nodes: 1); "
-                "multi-node jobs will come in a later version"
-            )
-        return value
+    efa: StrictBool = Field(
+        True,
+        description="Multi-node jobs: give every node an Elastic Fabric Adapter when the instance type offers "
+        "one (and NCCL the libfabric environment for it); false: plain ENA networking. Only with nodes > 1.",
+    )
 
     @field_validator("instance_types")
     @classmethod
@@ -152,6 +152,14 @@ class CapacityPolicy(StrictModel):
     )
     max_interruptions: int = Field(
         10, ge=0, le=1000, description="Interruptions tolerated before the job fails."
+    )
+    replace_node_minutes: int = Field(
+        DEFAULT_REPLACE_NODE_MINUTES,
+        ge=1,
+        le=240,
+        description="Multi-node jobs: how long a group that lost a node waits for its replacement in the same "
+        "zone and placement group (the healthy nodes keep running, billed); past it the whole group moves to "
+        "another zone. Only with resources.nodes > 1.",
     )
     avoid_pool_minutes: int = Field(
         30, ge=0, le=1440, description="How long a just-reclaimed pool (type, zone) is avoided."

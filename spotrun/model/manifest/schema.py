@@ -19,7 +19,7 @@ from typing import Annotated, Final, Literal
 from pydantic import ConfigDict, Field, StrictBool, field_validator, model_validator
 from pydantic.json_schema import JsonDict
 
-from spotrun.model.manifest.capacity import CapacityPolicy, Resources
+from spotrun.model.manifest.capacity import DEFAULT_REPLACE_NODE_MINUTES, CapacityPolicy, Resources
 from spotrun.model.manifest.deadline import is_absolute
 from spotrun.model.manifest.rules import (
     AS_WRITTEN,
@@ -37,7 +37,7 @@ from spotrun.model.manifest.rules import (
     StrictModel,
     split_s3_uri,
 )
-from spotrun.model.manifest.training import TrainingSpec
+from spotrun.model.manifest.training import DEFAULT_GROUP_HANG_MINUTES, TrainingSpec, is_torchrun
 
 __all__ = ["MANIFEST_VERSION", "GpuName", "JobManifest", "split_s3_uri"]
 
@@ -197,6 +197,17 @@ class JobManifest(StrictModel):
         "_.:/=+-@, 1-128 characters, not starting with aws: or spotrun:; values at most 256 characters.",
     )
 
+    @property
+    def hang_seconds(self) -> float | None:
+        """How long steps may stop advancing before the attempt is hung (None: never), unscaled.
+
+        ``training.hang_minutes``, or its default: 30 minutes for a multi-node job, none for one node.
+        """
+        minutes = self.training.hang_minutes
+        if minutes is None and self.resources.nodes > 1:
+            minutes = DEFAULT_GROUP_HANG_MINUTES
+        return None if minutes is None else minutes * 60.0
+
     @model_validator(mode="after")
     def _deadline_has_work(self) -> JobManifest:
         hours, steps = self.training.expected_hours, self.training.total_steps
@@ -217,6 +228,28 @@ class JobManifest(StrictModel):
             raise ValueError(
                 "capacity.deadline: an absolute time on a schedule would be every run's deadline; use a "
                 "duration after submission such as '36h'"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _group_options(self) -> JobManifest:
+        # The options of a multi-node job are refused on one node, where they would be accepted and ignored;
+        # compared with their defaults, since a stored manifest is read back with every default written out.
+        if self.resources.nodes == 1:
+            if not self.resources.efa:
+                raise ValueError("resources.efa is for multi-node jobs (resources.nodes > 1)")
+            if self.capacity.replace_node_minutes != DEFAULT_REPLACE_NODE_MINUTES:
+                raise ValueError("capacity.replace_node_minutes is for multi-node jobs (resources.nodes > 1)")
+            return self
+        if not is_torchrun(self.training.command):
+            raise ValueError(
+                f"resources.nodes {self.resources.nodes}: training.command must start torchrun (or python -m "
+                "torch.distributed.run), which joins the nodes; spotrun gives it the node count and the "
+                "rendezvous through its PET_ environment (docs/guides/multi-node.md)"
+            )
+        if self.capacity.deadline is not None:
+            raise ValueError(
+                "capacity.deadline is for single-node jobs: its policy prices one instance at a time"
             )
         return self
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import BeforeValidator, ConfigDict, Field, StrictInt, field_validator, model_validator
@@ -118,6 +119,19 @@ class CheckpointPolicy(StrictModel):
         return value
 
 
+# A multi-node job's training.hang_minutes when the manifest gives none: a collective that waits this long on a
+# peer is stuck, not slow (NCCL's own watchdog defaults to 10 minutes per collective).
+DEFAULT_GROUP_HANG_MINUTES: Final = 30
+
+
+def is_torchrun(argv: list[str]) -> bool:
+    """Whether ``argv`` starts ``torchrun`` (or ``python -m torch.distributed.run``), which joins a job's nodes."""
+    launcher = PurePosixPath(argv[0]).name if argv else ""
+    if launcher == "torchrun":
+        return True
+    return launcher.startswith("python") and argv[1:3] == ["-m", "torch.distributed.run"]
+
+
 class TrainingSpec(StrictModel):
     """What runs on the instance."""
 
@@ -202,6 +216,15 @@ class TrainingSpec(StrictModel):
         "and admission cannot check the deadline.",
     )
     restarts_on_error: int = Field(0, ge=0, le=10, description="Retries of a command that exits non-zero.")
+    hang_minutes: float | None = Field(
+        None,
+        ge=0.05,
+        le=24 * 60,
+        description="Once the script has reported a step (Run.report_step), how long its steps may stop "
+        "advancing before the attempt counts as hung (a rank stuck in a collective keeps its processes alive "
+        "and its GPUs idle): the command is stopped, the instances are kept, and the job restarts from its last "
+        "committed checkpoint. Default: 30 for a multi-node job, none (never hung) for one node.",
+    )
     setup: list[Argv] = Field(
         default_factory=list,
         max_length=MAX_SETUP_COMMANDS,
