@@ -194,6 +194,54 @@ def test_overrides_are_capped_keeping_the_cheapest() -> None:
     assert_valid_create_fleet(request)
 
 
+def test_placement_groups_put_every_override_in_its_subnets_group() -> None:
+    # Given a two-node job and the deployment's cluster placement group of each subnet
+    groups = {"subnet-aaa": "spotrun-cluster-a", "subnet-bbb": "spotrun-cluster-b"}
+    # When the request is built with them
+    request = request_for(nodes=2, placement_groups=groups)
+    # Then each override launches into the group of its own subnet, and the group stays all-or-nothing
+    overrides = request["LaunchTemplateConfigs"][0]["Overrides"]
+    assert [(o["SubnetId"], o["Placement"]) for o in overrides] == [
+        ("subnet-aaa", {"GroupName": "spotrun-cluster-a"}),
+        ("subnet-bbb", {"GroupName": "spotrun-cluster-b"}),
+        ("subnet-aaa", {"GroupName": "spotrun-cluster-a"}),
+        ("subnet-bbb", {"GroupName": "spotrun-cluster-b"}),
+    ]
+    assert request["SpotOptions"]["SingleAvailabilityZone"] is True
+    assert request["SpotOptions"]["MinTargetCapacity"] == 2
+    assert_valid_create_fleet(request)
+
+
+def test_placement_groups_follow_the_pools_left_after_avoiding() -> None:
+    # Given g6.xlarge in us-east-1a was just reclaimed
+    groups = {"subnet-aaa": "pg-a", "subnet-bbb": "pg-b"}
+    # When the request is built with placement groups
+    request = request_for(nodes=2, placement_groups=groups, avoid_pools={("g6.xlarge", "us-east-1a")})
+    # Then the remaining overrides still carry their own subnet's group
+    overrides = request["LaunchTemplateConfigs"][0]["Overrides"]
+    assert [(o["InstanceType"], o["Placement"]["GroupName"]) for o in overrides] == [
+        ("g6.xlarge", "pg-b"),
+        ("g5.xlarge", "pg-a"),
+        ("g5.xlarge", "pg-b"),
+    ]
+
+
+def test_no_placement_groups_means_no_placement() -> None:
+    # Given no placement groups (one node, or a deployment without them)
+    # When the request is built
+    request = request_for(nodes=2)
+    # Then no override names a placement
+    assert all("Placement" not in o for o in request["LaunchTemplateConfigs"][0]["Overrides"])
+
+
+def test_a_subnet_without_its_placement_group_is_refused() -> None:
+    # Given placement groups that miss one of the request's subnets
+    # When the request is built
+    # Then it is refused, naming the subnet, rather than launching part of the pools outside any group
+    with pytest.raises(ValueError, match="subnet-bbb"):
+        request_for(nodes=2, placement_groups={"subnet-aaa": "pg-a"})
+
+
 def test_no_tags_means_no_tag_specifications() -> None:
     # Given no tags
     # When the request is built

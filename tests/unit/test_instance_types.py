@@ -4,6 +4,9 @@ spotrun.model.capacity.pricing)."""
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import json
+from importlib.resources import files
 from typing import get_args
 
 import pytest
@@ -162,3 +165,39 @@ def test_family_is_the_part_before_the_dot() -> None:
     assert instance_info("g4dn.metal").family == "g4dn"
     assert instance_info("p3dn.24xlarge").family == "p3dn"
     assert isinstance(instance_info("g5.xlarge"), InstanceTypeInfo)
+
+
+@pytest.mark.parametrize(
+    ("name", "efa"),
+    [
+        ("g4dn.4xlarge", False),
+        ("g4dn.8xlarge", True),
+        ("g5.xlarge", False),
+        ("g5.48xlarge", True),
+        ("g6e.4xlarge", False),
+        ("g6e.8xlarge", True),
+        ("p3.16xlarge", False),
+        ("p3dn.24xlarge", True),
+        ("p4d.24xlarge", True),
+        ("p5.48xlarge", True),
+    ],
+)
+def test_efa_support_is_aws_listed_one(name: str, efa: bool) -> None:
+    # Given a type on either side of AWS's list of EFA-capable types
+    # When its catalog entry is read
+    info = instance_info(name)
+    # Then it says whether it can carry an EFA
+    assert info.efa is efa
+
+
+def test_efa_support_matches_describe_instance_types() -> None:
+    # Given EC2's own DescribeInstanceTypes answer, as moto ships it (NetworkInfo.EfaSupported)
+    described = json.loads(
+        gzip.decompress((files("moto.ec2") / "resources" / "instance_types.json.gz").read_bytes())
+    )
+    # When every catalog type that EC2 describes is compared
+    compared = {name: info for name, info in GPU_CATALOG.items() if name in described}
+    # Then the catalog agrees with EC2 on each (p3.* are absent from the answer: older than its data)
+    assert len(compared) >= len(GPU_CATALOG) - 3
+    for name, info in compared.items():
+        assert info.efa is bool(described[name]["NetworkInfo"].get("EfaSupported")), name

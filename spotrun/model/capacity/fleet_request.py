@@ -109,6 +109,7 @@ def build_fleet_request(
     avoid_pools: Collection[tuple[str, str]],
     nodes: int,
     tags: Mapping[str, str],
+    placement_groups: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Build the keyword arguments of ``ec2.create_fleet`` for an instant fleet.
 
@@ -142,6 +143,12 @@ def build_fleet_request(
         Number of instances.
     tags
         Tags for the instances and their volumes.
+    placement_groups
+        Subnet id -> the cluster placement group of that subnet's zone
+        (:func:`~spotrun.model.capacity.group_launch.placement_groups`), or None for no placement group. When
+        given, every override launches into its subnet's group (``Placement.GroupName``, which fleet overrides
+        accept: https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_FleetLaunchTemplateOverridesRequest.html),
+        so a group's nodes share one zone's low-latency network.
 
     Returns
     -------
@@ -151,7 +158,8 @@ def build_fleet_request(
     Raises
     ------
     ValueError
-        For no candidates, no subnets, fewer than one node or an unknown lifecycle.
+        For no candidates, no subnets, fewer than one node, an unknown lifecycle, or a subnet of the request
+        without a placement group in ``placement_groups``.
     ManifestInvalid
         For a spot max price at or below EC2's minimum (USD 0.001).
     """
@@ -171,11 +179,18 @@ def build_fleet_request(
             f"got {max_price}"
         )
 
+    pools = request_pools(candidates, subnets, avoid_pools)
+    if placement_groups is not None:
+        unplaced = sorted({subnet_id for _info, subnet_id, _zone in pools} - set(placement_groups))
+        if unplaced:
+            raise ValueError(f"no placement group for subnet {', '.join(unplaced)}")
     overrides: list[dict[str, Any]] = []
-    for info, subnet_id, _zone in request_pools(candidates, subnets, avoid_pools):
+    for info, subnet_id, _zone in pools:
         override: dict[str, Any] = {"InstanceType": info.name, "SubnetId": subnet_id}
         if max_price is not None:
             override["MaxPrice"] = _format_price(max_price)
+        if placement_groups is not None:
+            override["Placement"] = {"GroupName": placement_groups[subnet_id]}
         overrides.append(override)
 
     target: dict[str, Any] = {"TotalTargetCapacity": nodes, "DefaultTargetCapacityType": lifecycle}

@@ -1,4 +1,4 @@
-"""The GPU instance types spotrun knows: their GPUs, size and a us-east-1 on-demand list price.
+"""The GPU instance types spotrun knows: their GPUs, size, a us-east-1 on-demand list price and EFA support.
 
 Pure data. The list price only orders candidate instance types (cheapest first); what a job cost is measured per
 region in :mod:`spotrun.model.capacity.pricing`. Update the table, not the code, when AWS adds a type.
@@ -34,6 +34,8 @@ class InstanceTypeInfo:
     on_demand_usd_per_hour
         us-east-1 Linux on-demand list price, USD per instance-hour: ranks candidates, never prices a job
         (see :func:`on_demand_price`).
+    efa
+        Whether the type can carry an Elastic Fabric Adapter (:data:`EFA_TYPES`).
     """
 
     name: str
@@ -43,6 +45,7 @@ class InstanceTypeInfo:
     vcpus: int
     memory_gib: int
     on_demand_usd_per_hour: float
+    efa: bool = False
 
     @property
     def family(self) -> str:
@@ -103,8 +106,28 @@ _TABLE: tuple[tuple[str, GpuName, int, int, int, int, float], ...] = (
     ("p5e.48xlarge", "h200", 8, 141, 192, 2048, 108.53),
 )
 
+# The types of the table that support an Elastic Fabric Adapter, from AWS's list ("Supported instance types",
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types): the 8xlarge sizes and up of
+# g4dn, g5, g6 and g6e, p3dn (not p3), p4d, p4de, p5 and p5e. DescribeInstanceTypes says the same
+# (NetworkInfo.EfaSupported; tests/unit/test_instance_types.py compares the two through moto's copy of it).
+EFA_TYPES: frozenset[str] = frozenset(
+    {
+        *(
+            f"{family}.{size}"
+            for family in ("g5", "g6", "g6e")
+            for size in ("8xlarge", "12xlarge", "16xlarge", "24xlarge", "48xlarge")
+        ),
+        *(f"g4dn.{size}" for size in ("8xlarge", "12xlarge", "16xlarge", "metal")),
+        "p3dn.24xlarge",
+        "p4d.24xlarge",
+        "p4de.24xlarge",
+        "p5.48xlarge",
+        "p5e.48xlarge",
+    }
+)
+
 GPU_CATALOG: Mapping[str, InstanceTypeInfo] = MappingProxyType(
-    {row[0]: InstanceTypeInfo(*row) for row in _TABLE}
+    {row[0]: InstanceTypeInfo(*row, efa=row[0] in EFA_TYPES) for row in _TABLE}
 )
 """Every GPU instance type spotrun can place a job on, by name (read-only)."""
 
