@@ -154,6 +154,36 @@ def _upload_one(
     return CheckpointFile(path=relative, size=size, sha256=sha256)
 
 
+def upload_files(
+    s3: S3Client, bucket: str, prefix: str, directory: Path, *, max_workers: int = DEFAULT_WORKERS
+) -> list[CheckpointFile]:
+    """Upload every file of a local checkpoint directory under ``prefix``, at once up to ``max_workers``.
+
+    Returns
+    -------
+    list[CheckpointFile]
+        Each file with its size and SHA-256, in the directory's sorted order.
+
+    Raises
+    ------
+    CheckpointVanishedError
+        When the directory or a file disappeared during the upload.
+    LinkError
+        When the directory is, or holds, a symbolic link.
+    """
+    files = local_files(directory)
+    if not files and not directory.is_dir():
+        raise CheckpointVanishedError(str(directory))
+    with (
+        PartUploader() as parts,
+        ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="ckpt-up") as pool,
+    ):
+        futures = [
+            pool.submit(_upload_one, s3, bucket, prefix, relative, path, parts) for relative, path in files
+        ]
+        return [future.result() for future in futures]
+
+
 def upload_checkpoint(
     s3: S3Client,
     bucket: str,
@@ -203,17 +233,7 @@ def upload_checkpoint(
     # mixes old and new files. (Listing first avoids a delete marker per upload in a versioned bucket.)
     if any(key == marker_key for key, _ in iter_objects(s3, bucket, prefix)):
         _delete_keys(s3, bucket, [marker_key])
-    files = local_files(directory)
-    if not files and not directory.is_dir():
-        raise CheckpointVanishedError(str(directory))
-    with (
-        PartUploader() as parts,
-        ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="ckpt-up") as pool,
-    ):
-        futures = [
-            pool.submit(_upload_one, s3, bucket, prefix, relative, path, parts) for relative, path in files
-        ]
-        listed = [future.result() for future in futures]
+    listed = upload_files(s3, bucket, prefix, directory, max_workers=max_workers)
     marker = CommitMarker(
         job_id=job_id,
         step=step,

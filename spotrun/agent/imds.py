@@ -148,6 +148,10 @@ class ImdsClient:
         """The instance type, e.g. ``g5.xlarge``."""
         return self._required("instance-type")
 
+    def local_ipv4(self) -> str:
+        """The instance's private IPv4 address, e.g. ``10.0.1.12`` (its primary network interface's)."""
+        return self._required("local-ipv4")
+
     def availability_zone(self) -> str:
         """The availability zone, e.g. ``us-east-1a``."""
         return self._required("placement/availability-zone")

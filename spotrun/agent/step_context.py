@@ -45,6 +45,9 @@ class StepContext:
         The instance's id (the ``InstanceId`` dimension of the metrics), or None when unknown.
     gpus_per_node
         Counts the instance's GPUs (``SPOTRUN_GPUS_PER_NODE``), once per train step.
+    local_ipv4
+        The instance's private IPv4 address (IMDS ``local-ipv4``): a multi-node job's node gives it to
+        ``torchrun`` as ``PET_LOCAL_ADDR``; None when unknown.
     logs
         A boto3 CloudWatch Logs client signed with the job's credentials: the live copy of the attempt's log
         (:mod:`spotrun.agent.supervision.log_shipper`); None: no live copy.
@@ -71,6 +74,7 @@ class StepContext:
     metrics: MetricsPort | None = None
     instance_id: Callable[[], str | None] = field(default=lambda: None)
     gpus_per_node: Callable[[], int] = field(default=lambda: 0)
+    local_ipv4: Callable[[], str | None] = field(default=lambda: None)
     checkpoint_interval: CheckpointIntervalUsed | None = None
     secret_reader: SecretReader | None = None
     masker: Masker = field(default_factory=Masker)

@@ -305,7 +305,8 @@ def load_command(s3: Any, command_uri: str) -> AgentCommand:
         command = AgentCommand.model_validate_json(body)
     except ValidationError as exc:
         raise CommandRefusedError(describe_refusal(exc)) from None
-    if layout.agent_command_key(command.job_id, command.attempt, command.step) != key:
+    node = command.group.node if command.group else 0
+    if layout.agent_command_key(command.job_id, command.attempt, command.step, node) != key:
         raise CommandRefusedError("job_id, attempt, step: not the ones of the document's key")
     return command
 
@@ -383,5 +384,6 @@ def build_context(
         metrics=CloudWatchMetrics(aws_client("cloudwatch", command.region)),
         instance_id=CachedInstanceId(imds),
         gpus_per_node=lambda: count_gpus(imds),
+        local_ipv4=imds.local_ipv4,
         secret_reader=SecretReader(lambda service, region: aws_client(service, region, s3_session)),
     )

@@ -16,7 +16,9 @@ The variables, all set by the agent (a manifest's ``training.env`` cannot overri
 - ``SPOTRUN_CHECKPOINT_INTERVAL_FILE`` (``interval_steps: auto`` only): where the agent writes the interval;
 - ``SPOTRUN_GPUS_PER_NODE``: the GPUs of the instance (``nvidia-smi``, else the instance type's count), for
   ``torchrun --nproc-per-node``; the command's argv may say ``"${SPOTRUN_GPUS_PER_NODE}"``, which the agent
-  expands (as any ``${SPOTRUN_...}`` or ``${NAME}`` of ``training.env``) since no shell runs it.
+  expands (as any ``${SPOTRUN_...}`` or ``${NAME}`` of ``training.env``) since no shell runs it;
+- ``SPOTRUN_NODE_RANK``, ``SPOTRUN_NODES``: this node's place in the job's group and the group's size (0 and 1
+  for a one-node job). Node k hosts ``torchrun``'s group rank k, so node 0 hosts global rank 0.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ ENV_CHECKPOINT_SIGNAL = "SPOTRUN_CHECKPOINT_SIGNAL"
 ENV_MODEL = "SPOTRUN_MODEL"
 ENV_PROGRESS_FILE = "SPOTRUN_PROGRESS_FILE"
 ENV_GPUS_PER_NODE = "SPOTRUN_GPUS_PER_NODE"
+ENV_NODE_RANK = "SPOTRUN_NODE_RANK"
+ENV_NODES = "SPOTRUN_NODES"
 # Set for checkpoint.interval_steps: auto: the file where the agent says how long after a save the next is due.
 ENV_CHECKPOINT_INTERVAL_FILE = "SPOTRUN_CHECKPOINT_INTERVAL_FILE"
 
@@ -52,6 +56,8 @@ CONTRACT_VARIABLES: frozenset[str] = frozenset(
         ENV_MODEL,
         ENV_PROGRESS_FILE,
         ENV_GPUS_PER_NODE,
+        ENV_NODE_RANK,
+        ENV_NODES,
     }
 )
 """Every variable the agent sets for the training command (the ``SPOTRUN_*`` contract)."""

@@ -64,6 +64,9 @@ AGENT_LOG_FILE = "/var/log/spotrun-agent.log"
 
 CHECKPOINT_DIR_PREFIX = "step-"
 COMMIT_MARKER = "_COMMITTED.json"
+# A multi-node job's checkpoint: each node's agent uploads its own files, then its part marker under this
+# sub-prefix; the commit marker follows once every node's part is there.
+PART_MARKERS = "_PARTS"
 # Anything in the local checkpoint directory whose name starts with this is work in progress (a checkpoint
 # being written by spotrun.training, or being restored by the agent) and is never read or uploaded.
 TEMP_PREFIX = "."
@@ -122,14 +125,15 @@ def job_prefix(job_id: str) -> str:
     return f"{JOBS_PREFIX}{job_id}/"
 
 
-def agent_command_key(job_id: str, attempt: int, step: str) -> str:
-    """Key of the command document the agent reads for one step of one attempt."""
-    return f"{job_prefix(job_id)}agent/attempt-{attempt:03d}-{step}.json"
+def agent_command_key(job_id: str, attempt: int, step: str, node: int = 0) -> str:
+    """Key of the command document the agent reads for one step of one attempt (on one node of a group)."""
+    suffix = f"-node{node}" if node else ""
+    return f"{job_prefix(job_id)}agent/attempt-{attempt:03d}-{step}{suffix}.json"
 
 
 _COMMAND_KEY: Final = (
     rf"^{re.escape(JOBS_PREFIX)}(?P<job>{JOB_ID_PATTERN})"
-    r"/agent/attempt-(?P<attempt>[0-9]{3,})-(?P<step>[a-z]+)\.json$"
+    r"/agent/attempt-(?P<attempt>[0-9]{3,})-(?P<step>[a-z]+)(?:-node[1-9][0-9]?)?\.json$"
 )
 
 
@@ -173,6 +177,11 @@ def checkpoint_prefix(job_id: str, step: int) -> str:
 def commit_marker_key(job_id: str, step: int) -> str:
     """Key of the marker that makes the checkpoint of ``step`` count; it is written after every file."""
     return f"{checkpoint_prefix(job_id, step)}{COMMIT_MARKER}"
+
+
+def part_marker_key(job_id: str, step: int, node: int) -> str:
+    """Key of the marker saying node ``node`` of a group uploaded its part of the checkpoint of ``step``."""
+    return f"{checkpoint_prefix(job_id, step)}{PART_MARKERS}/node-{node:03d}.json"
 
 
 def local_checkpoints(directory: Path) -> list[tuple[int, Path]]:

@@ -31,7 +31,18 @@ Under ``torchrun`` (DDP, one process per GPU) every rank builds the same checkpo
   checkpoint signal reached them at different moments;
 - one checkpoint per step: every rank's RNG state is gathered to rank 0, which writes the checkpoint through
   :meth:`spotrun.training.Run.save_checkpoint` (a temporary directory renamed when complete, so it is never
-  seen half-written); the others wait at a barrier, so nobody runs ahead of a save or exits before it ends.
+  seen half-written); the others wait at a barrier, so nobody runs ahead of a save or exits before it ends;
+- on several nodes, every node has a part of each checkpoint: rank 0's node the state, and local rank 0 of each
+  other node (torchrun's ``GROUP_RANK`` > 0, ``LOCAL_RANK`` 0) a small ``node-<k>.json`` in its own checkpoint
+  directory. Each node's agent uploads its node's part, and the checkpoint counts once every node's part is
+  uploaded; the agent then restores the whole checkpoint onto every node, and :meth:`TorchCheckpointer.resume`
+  reads it from each node's own directory.
+
+Which rank saves what: DDP keeps the model, the optimizer and the rest replicated on every rank, so rank 0 saves
+that state once (with every rank's generators and loader positions, which are each rank's own) and the other
+nodes' parts only say that the node reached the step. Sharded state (FSDP, whose every rank holds a shard) would
+have each rank save its shard with ``torch.distributed.checkpoint``; this helper does not offer that yet: a
+model that needs FSDP needs a checkpointer of its own, each node's shards in files of distinct names.
 
 On the way the checkpoint signal travels: the agent signals the command's leader only (SIGKILL goes to its
 group once it has exited or overrun its grace); ``torchrun`` (its elastic agent) starts its workers in sessions
@@ -46,76 +57,24 @@ agent copies this module beside :mod:`spotrun.training` so that any interpreter 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from spotrun import training
 from spotrun.training.pytorch_data import check_loader, resumable_loader
+from spotrun.training.pytorch_position import Position, epoch_order
 from spotrun.training.pytorch_rng import capture_rng, restore_rng
 
 __all__ = ["Position", "TorchCheckpointer", "epoch_order", "rank", "resumable_loader", "run_from_env"]
 
 STATE_FILE = "state.pt"  # model, optimizer, scheduler, scaler, position: the same on every rank
+NODE_FILE = "node-{node:03d}.json"  # a node's part of a multi-node checkpoint, written by its local rank 0
 RNG_FILE = "rng.pt"  # every rank's generators, a list indexed by rank
 LOADERS_FILE = "loaders.pt"  # every rank's data loaders' states, a list indexed by rank (with ``loaders=``)
 _FORMAT = 1
-
-
-class Position(NamedTuple):
-    """Where the run is: ``step`` steps done, in ``epoch``, after its first ``batch`` batches.
-
-    Parameters
-    ----------
-    step
-        Steps completed over the whole run (names the checkpoint).
-    epoch
-        The epoch being trained (0-based).
-    batch
-        Batches of ``epoch`` already trained: the next one to train has this index.
-    """
-
-    step: int = 0
-    epoch: int = 0
-    batch: int = 0
-
-    def advance(self, batches_per_epoch: int) -> Position:
-        """The position after one more batch: the next epoch's start once ``batches_per_epoch`` are done."""
-        if batches_per_epoch < 1:
-            raise ValueError("batches_per_epoch must be at least 1")
-        batch = self.batch + 1
-        if batch >= batches_per_epoch:
-            return Position(self.step + 1, self.epoch + 1, 0)
-        return Position(self.step + 1, self.epoch, batch)
-
-
-def epoch_order(size: int, epoch: int, seed: int) -> list[int]:
-    """A shuffled order of ``range(size)`` that depends on ``(seed, epoch)`` only.
-
-    As ``DistributedSampler.set_epoch`` does, the order comes from a generator seeded with ``seed + epoch``, so
-    the permutation of a resumed epoch is the one the interrupted run was following, whatever the global
-    generators did since.
-
-    Parameters
-    ----------
-    size
-        Number of samples.
-    epoch
-        The epoch.
-    seed
-        The run's seed.
-
-    Returns
-    -------
-    list[int]
-        A permutation of ``range(size)``.
-    """
-    import torch
-
-    generator = torch.Generator()
-    generator.manual_seed(seed + epoch)
-    return [int(index) for index in torch.randperm(size, generator=generator)]
 
 
 def rank() -> int:
@@ -187,6 +146,10 @@ class TorchCheckpointer:
     ):
         self.run = run
         self.model = model
+        # torchrun's: this process's node in the group and its rank on the node (0 and 0 without torchrun).
+        self.node = int(os.environ.get("GROUP_RANK") or 0)
+        self.local_rank = int(os.environ.get("LOCAL_RANK") or 0)
+        self.resumed_from: Path | None = None
         self.loaders = dict(loaders or {})
         for name, loader in self.loaders.items():
             check_loader(name, loader)
@@ -280,6 +243,14 @@ class TorchCheckpointer:
                     torch.save([loaders for _, loaders in every_rank], directory / LOADERS_FILE)
 
             written = self.run.save_checkpoint(position.step, write)
+        elif self.node > 0 and self.local_rank == 0:
+            # This node's part: its agent uploads it, and the group's checkpoint counts once every node's is up.
+            part = {"node": self.node, "step": position.step, "world_size": dist.get_world_size()}
+
+            def write_part(directory: Path) -> None:
+                (directory / NODE_FILE.format(node=self.node)).write_text(json.dumps(part))
+
+            self.run.save_checkpoint(position.step, write_part)
         if dist is not None:
             dist.barrier()
         return written
@@ -311,8 +282,9 @@ class TorchCheckpointer:
     def resume(self, map_location: Any = None) -> Position:
         """Load the newest complete checkpoint, if any, into every object; return where to continue.
 
-        Under ``torch.distributed`` rank 0 chooses the checkpoint (so all ranks load the same one) and a
-        barrier at the end keeps rank 0 from pruning it before everyone has read it.
+        Under ``torch.distributed`` rank 0 chooses the checkpoint (so all ranks load the same one), each rank
+        reads it from its own node's checkpoint directory, and a barrier at the end keeps rank 0 from pruning it
+        before everyone has read it. :attr:`resumed_from` is then the directory read (None: a fresh start).
 
         Parameters
         ----------
@@ -327,20 +299,27 @@ class TorchCheckpointer:
         Raises
         ------
         RuntimeError
-            When the checkpoint was written by another number of ranks: its generators cannot be shared out.
+            When the checkpoint was written by another number of ranks (its generators cannot be shared out), or
+            this node's directory lacks the checkpoint rank 0 chose.
         """
         import torch
 
         dist = self._group()
         latest = self.run.latest_checkpoint()
-        chosen = None if latest is None else str(latest.path)
+        # Its name, not its path: each node has a copy, and on another node the directory may be elsewhere.
+        chosen = None if latest is None else latest.path.name
         if dist is not None:
             box = [chosen]
             dist.broadcast_object_list(box, src=0)
             chosen = box[0]
         position = Position()
         if chosen is not None:
-            directory = Path(chosen)
+            directory = self.run.checkpoint_dir / chosen
+            if not (directory / STATE_FILE).is_file():
+                raise RuntimeError(
+                    f"rank 0 resumes {chosen}, which this node's {self.run.checkpoint_dir} does not hold whole"
+                )
+            self.resumed_from = directory
             state = torch.load(directory / STATE_FILE, map_location=map_location, weights_only=True)
             every_rng = torch.load(directory / RNG_FILE, weights_only=True)
             world = 1 if dist is None else dist.get_world_size()

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import time
+from pathlib import Path
 
-from spotrun.agent.checkpoint_store import RestoredCheckpoint, download_checkpoint, latest_committed
+from spotrun.agent.checkpoint_store import (
+    CommittedCheckpoint,
+    RestoredCheckpoint,
+    download_checkpoint,
+    file_sha256,
+    latest_committed,
+    local_files,
+    read_marker,
+)
 from spotrun.agent.links import LinkError, real_directories
 from spotrun.agent.secrets import Masker, SecretsUnavailableError, resolve_secrets
 from spotrun.agent.step_context import StepContext, StepReport
@@ -23,6 +33,7 @@ from spotrun.model.agent_protocol.command import (
     SETUP_FAILED,
     AgentCommand,
     FailureCause,
+    NodeDone,
     StageResult,
 )
 
@@ -92,6 +103,8 @@ def restore_checkpoint(
                 f"s3://{command.jobs_bucket}/{layout.checkpoints_prefix(resume_from)}"
             )
         source_job = resume_from
+    if command.group is not None:
+        return _restore_group(command, ctx, job_layout, source_job, latest)
     if latest is None:
         return None
     local = layout.local_checkpoints(job_layout.checkpoint_dir)
@@ -107,6 +120,67 @@ def restore_checkpoint(
         max_workers=ctx.workers,
         direct=ctx.direct,
     )
+
+
+def _restore_group(
+    command: AgentCommand,
+    ctx: StepContext,
+    job_layout: layout.NvmeLayout,
+    source_job: str,
+    latest: CommittedCheckpoint | None,
+) -> RestoredCheckpoint | None:
+    """Restore a group's committed checkpoint whole onto this node, and leave no other local checkpoint.
+
+    A node kept from the group's last attempt holds its own parts of steps never committed (another node's part
+    never came) and, of the committed step, perhaps only its own part: the script would resume either as if it
+    were complete. So the local directory keeps only the committed checkpoint, and only when it holds every file
+    the commit marker lists, with the listed bytes.
+    """
+    for step, path in layout.local_checkpoints(job_layout.checkpoint_dir):
+        if (
+            latest is None
+            or step != latest.step
+            or not _holds_marker_files(ctx, command, source_job, latest, path)
+        ):
+            _remove(path)
+            logger.info("removed local checkpoint step %d: not the group's committed checkpoint", step)
+    if latest is None:
+        return None
+    local = dict(layout.local_checkpoints(job_layout.checkpoint_dir))
+    if latest.step in local:
+        return RestoredCheckpoint(
+            step=latest.step, prefix=latest.prefix, path=local[latest.step], files=0, bytes=0
+        )
+    return download_checkpoint(
+        ctx.s3,
+        command.jobs_bucket,
+        source_job,
+        latest.step,
+        job_layout.checkpoint_dir,
+        max_workers=ctx.workers,
+        direct=ctx.direct,
+    )
+
+
+def _holds_marker_files(
+    ctx: StepContext, command: AgentCommand, source_job: str, latest: CommittedCheckpoint, path: Path
+) -> bool:
+    marker = read_marker(ctx.s3, command.jobs_bucket, source_job, latest.step)
+    try:
+        if path.is_symlink() or {relative for relative, _ in local_files(path)} != {
+            f.path for f in marker.files
+        }:
+            return False
+        return all(file_sha256(path / entry.path) == entry.sha256 for entry in marker.files)
+    except (LinkError, OSError):
+        return False
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink():
+        path.unlink()  # a link left in the checkpoint directory: removed, never followed
+    else:
+        shutil.rmtree(path)
 
 
 def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
@@ -151,8 +225,17 @@ def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
         restored_step=restored.step if restored else None,
     )
     if not command.manifest.training.setup:
-        return StepReport.succeeded(result)
-    return _set_up(command, ctx, job_layout, result, secret_values)
+        return _node_report(command, StepReport.succeeded(result))
+    return _node_report(command, _set_up(command, ctx, job_layout, result, secret_values))
+
+
+def _node_report(command: AgentCommand, report: StepReport) -> StepReport:
+    """A group's node other than node 0 reports its success as :class:`NodeDone` (node 0 the StageResult)."""
+    group = command.group
+    if group is None or group.node == 0 or not isinstance(report.output, StageResult):
+        return report
+    seconds = report.output.seconds + (report.output.setup_seconds or 0.0)
+    return StepReport.succeeded(NodeDone(node=group.node, seconds=round(seconds, 3)))
 
 
 def _set_up(

@@ -39,12 +39,17 @@ from spotrun.model.agent_protocol.command import (
     TRAINING_FAILED,
     AgentCommand,
     FailureCause,
+    NodeDone,
     TrainResult,
 )
 from spotrun.model.contract_variables import expand_argv
 from spotrun.model.job.interruption_rate import prior_rate
 
 logger = logging.getLogger(__name__)
+
+# After a group's command ended, how many polls the final sync waits for the other nodes' parts of its last
+# checkpoint before the step reports (spotrun.agent.supervision.checkpoint_sync.CheckpointSyncer.await_group).
+GROUP_COMMIT_WAIT_POLLS = 6
 
 
 def max_runtime_seconds(command: AgentCommand) -> float:
@@ -99,6 +104,7 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     progress_path = job_layout.progress_file(command.attempt)
     progress_path.unlink(missing_ok=True)  # left by an earlier run of this step: not this run's progress
     progress = ProgressPublisher(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, progress_path)
+    group = command.group
     syncer = CheckpointSyncer(
         ctx.s3,
         command.jobs_bucket,
@@ -107,9 +113,17 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         job_layout.checkpoint_dir,
         manifest.training.checkpoint.keep_last,
         committed=_already_committed(ctx, command),
+        node=group.node if group else 0,
+        nodes=group.nodes if group else 1,
     )
     environment = child_environment(
-        command, job_layout, ctx.base_env, ctx.gpus_per_node(), secrets=secret_values
+        command,
+        job_layout,
+        ctx.base_env,
+        ctx.gpus_per_node(),
+        secrets=secret_values,
+        # Node 0's address is the rendezvous host; another node reads its own from IMDS.
+        local_addr=ctx.local_ipv4() if group is not None and group.node > 0 else None,
     )
     supervisor = TrainingSupervisor(
         # No shell runs the command: its ${NAME}s (checked against the contract at validation) are expanded here.
@@ -117,7 +131,8 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         job_layout.code_dir,
         environment,
         log_path,
-        restarts=manifest.training.restarts_on_error,
+        # A group's command restarts under torch elastic (PET_MAX_RESTARTS): one restart policy, not two.
+        restarts=0 if group is not None else manifest.training.restarts_on_error,
         max_runtime_seconds=max_runtime_seconds(command),
         checkpoint_signal=signal.Signals[manifest.training.checkpoint.signal],
         interruption=ctx.watcher.interruption,
@@ -159,12 +174,17 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         logger.info("training ended: %s (%s)", outcome.kind, outcome.message)
         # Whatever the outcome, the newest local checkpoint is worth committing: the next attempt resumes it.
         syncer.sync_quietly()
+        if group is not None:
+            syncer.await_group(GROUP_COMMIT_WAIT_POLLS * command.poll_seconds, command.poll_seconds)
         poll_progress()
         log_key = upload_log(
             ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path, ctx.masker
         )
     if outcome.kind == "abandoned":
         return StepReport()
+    if outcome.kind == "completed" and group is not None and group.node > 0:
+        # Node 0 hosts global rank 0, which writes the model: only its agent uploads outputs and reports them.
+        return StepReport.succeeded(NodeDone(node=group.node, seconds=round(outcome.seconds, 3)))
     if outcome.kind == "completed":
         return _completed(
             command, ctx, outcome, syncer.last_committed, progress.last_step, log_key, job_layout

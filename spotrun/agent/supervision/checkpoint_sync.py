@@ -1,4 +1,4 @@
-"""Uploads the local checkpoints that training writes, as they appear."""
+"""Uploads the local checkpoints that training writes, as they appear; a group's node uploads its part of each."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from spotrun.agent.checkpoint_store import (
     prune_checkpoints,
     upload_checkpoint,
 )
+from spotrun.agent.group_checkpoints import ReservedPathError, commit_group, upload_part
 from spotrun.agent.links import LinkError
 from spotrun.model import layout
 
@@ -42,6 +43,10 @@ class CheckpointSyncer:
         Committed checkpoints kept in S3.
     committed
         The latest checkpoint already committed (restored by staging), which is not uploaded again.
+    node, nodes
+        This node's place in a multi-node job's group, and the group's size (0 and 1: one node). A group's node
+        uploads its part of each checkpoint (:mod:`spotrun.agent.group_checkpoints`) and keeps asking whether
+        the group's parts are complete until the checkpoint is committed, by itself or by another node.
     """
 
     def __init__(
@@ -53,6 +58,9 @@ class CheckpointSyncer:
         checkpoint_dir: Path,
         keep_last: int,
         committed: CommittedCheckpoint | None = None,
+        *,
+        node: int = 0,
+        nodes: int = 1,
     ):
         self.s3 = s3
         self.bucket = bucket
@@ -64,6 +72,10 @@ class CheckpointSyncer:
         self._refused: set[int] = set()
         self._lock = threading.Lock()
         self._upload_seconds: float | None = None
+        self.node = node
+        self.nodes = nodes
+        # A group's steps whose part this node uploaded, not yet committed.
+        self._parts: set[int] = set()
 
     @property
     def last_committed(self) -> CommittedCheckpoint | None:
@@ -75,6 +87,11 @@ class CheckpointSyncer:
         """How long the last committed upload took (None before one): what a notice must also leave time for."""
         return self._upload_seconds
 
+    @property
+    def awaiting(self) -> list[int]:
+        """A group's steps whose part this node uploaded and which are not committed yet, oldest first."""
+        return sorted(self._parts)
+
     def pending(self) -> tuple[int, Path] | None:
         """The newest complete local checkpoint that is newer than the last committed one."""
         local = layout.local_checkpoints(self.checkpoint_dir)
@@ -83,7 +100,7 @@ class CheckpointSyncer:
         step, path = local[-1]
         if self._committed is not None and step <= self._committed.step:
             return None
-        if step in self._refused:
+        if step in self._refused or step in self._parts:
             return None
         return step, path
 
@@ -96,6 +113,8 @@ class CheckpointSyncer:
             The checkpoint committed by this call, or None when there was nothing (or it vanished midway).
         """
         with self._lock:
+            if self.nodes > 1:
+                return self._sync_group()
             found = self.pending()
             if found is None:
                 return None
@@ -117,14 +136,55 @@ class CheckpointSyncer:
                 return None
             self._committed = committed
             self._upload_seconds = time.monotonic() - started
-            try:
-                deleted = prune_checkpoints(self.s3, self.bucket, self.job_id, self.keep_last)
-            except Exception as exc:  # pruning is housekeeping: a failure must not lose the commit
-                logger.warning("could not prune old checkpoints: %s", exc)
-            else:
-                if deleted:
-                    logger.info("pruned checkpoints %s", deleted)
+            self._prune()
             return committed
+
+    def _sync_group(self) -> CommittedCheckpoint | None:
+        """Upload this node's part of the pending checkpoint, then commit the newest step whose parts are all
+        there (this call's, or one uploaded earlier that waited for another node's)."""
+        found = self.pending()
+        if found is not None:
+            step, path = found
+            started = time.monotonic()
+            try:
+                upload_part(
+                    self.s3,
+                    self.bucket,
+                    self.job_id,
+                    step,
+                    path,
+                    node=self.node,
+                    nodes=self.nodes,
+                    attempt=self.attempt,
+                )
+            except CheckpointVanishedError:
+                logger.info("checkpoint step %d was replaced during its upload; skipping it", step)
+            except (LinkError, ReservedPathError) as exc:
+                logger.error("checkpoint step %d refused, not uploaded: %s", step, exc)
+                self._refused.add(step)
+            else:
+                # Uploaded, or found committed already: either way the commit below decides.
+                self._parts.add(step)
+                self._upload_seconds = time.monotonic() - started
+        for step in sorted(self._parts, reverse=True):
+            committed = commit_group(
+                self.s3, self.bucket, self.job_id, step, nodes=self.nodes, attempt=self.attempt
+            )
+            if committed is not None:
+                self._committed = committed
+                self._parts = {waiting for waiting in self._parts if waiting > step}
+                self._prune()
+                return committed
+        return None
+
+    def _prune(self) -> None:
+        try:
+            deleted = prune_checkpoints(self.s3, self.bucket, self.job_id, self.keep_last)
+        except Exception as exc:  # pruning is housekeeping: a failure must not lose the commit
+            logger.warning("could not prune old checkpoints: %s", exc)
+        else:
+            if deleted:
+                logger.info("pruned checkpoints %s", deleted)
 
     def sync_quietly(self) -> CommittedCheckpoint | None:
         """:meth:`sync`, logging instead of raising (a failed upload is retried at the next call)."""
@@ -133,3 +193,22 @@ class CheckpointSyncer:
         except Exception as exc:
             logger.warning("checkpoint upload failed: %s", exc)
             return None
+
+    def await_group(self, seconds: float, poll_seconds: float) -> CommittedCheckpoint | None:
+        """Keep syncing, up to ``seconds``, while a part this node uploaded waits for the other nodes' parts.
+
+        After the command ended (a notice stops every node at the same step) the other nodes' uploads are
+        usually seconds behind: waiting for them lets the step's report name the group checkpoint committed.
+        A node that never uploads (it died) costs at most ``seconds``; the commit still happens later, through
+        whichever node uploads last.
+
+        Returns
+        -------
+        CommittedCheckpoint or None
+            The newest checkpoint known to be committed.
+        """
+        deadline = time.monotonic() + seconds
+        while self.awaiting and time.monotonic() < deadline:
+            time.sleep(poll_seconds)
+            self.sync_quietly()
+        return self._committed

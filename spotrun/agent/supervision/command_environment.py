@@ -1,4 +1,5 @@
-"""The training command's environment: the checkpoint contract, and ``spotrun.training`` on its path."""
+"""The training command's environment: the checkpoint contract, ``spotrun.training`` on its path, and for a
+multi-node job the ``PET_`` variables that make ``torchrun`` join its group."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 from spotrun import training
 from spotrun.agent.links import replace_file
 from spotrun.model import layout
-from spotrun.model.agent_protocol.command import AgentCommand
+from spotrun.model.agent_protocol.command import AgentCommand, NodeGroup
+from spotrun.model.contract_variables import ENV_NODE_RANK, ENV_NODES
 
 # The training package is copied whole, with the two model modules it imports (each stdlib-only, as the
 # "training helpers" import contract keeps them), so that any interpreter finds them. The framework helpers
@@ -58,6 +60,7 @@ def child_environment(
     base_env: Mapping[str, str],
     gpus_per_node: int = 0,
     secrets: Mapping[str, str] | None = None,
+    local_addr: str | None = None,
 ) -> dict[str, str]:
     """The environment of the training command.
 
@@ -73,12 +76,16 @@ def child_environment(
         The instance's GPUs (:func:`spotrun.agent.supervision.gpu.count_gpus`), as ``SPOTRUN_GPUS_PER_NODE``.
     secrets
         The values of ``training.secrets`` (:func:`spotrun.agent.secrets.resolve_secrets`), by name.
+    local_addr
+        This node's private IPv4 address (IMDS ``local-ipv4``): needed by a node other than node 0 of a group
+        (node 0's is the rendezvous host); ignored without a group.
 
     Returns
     -------
     dict[str, str]
         ``base_env``, then the manifest's ``training.env`` and the secrets' values, then the ``SPOTRUN_*``
-        contract (which wins), with the runtime directory first on ``PYTHONPATH``.
+        contract and, for a group, :func:`torchrun_environment` (which win), with the runtime directory first
+        on ``PYTHONPATH``.
     """
     manifest = command.manifest
     env = dict(base_env)
@@ -96,8 +103,12 @@ def child_environment(
             training.ENV_MODEL: manifest.outputs.model,
             training.ENV_PROGRESS_FILE: str(job_layout.progress_file(command.attempt)),
             training.ENV_GPUS_PER_NODE: str(gpus_per_node),
+            ENV_NODE_RANK: str(command.group.node if command.group else 0),
+            ENV_NODES: str(command.group.nodes if command.group else 1),
         }
     )
+    if command.group is not None:
+        env.update(torchrun_environment(command.group, manifest.training.restarts_on_error, local_addr))
     checkpoint = manifest.training.checkpoint
     if checkpoint.auto:
         # Time-based: the agent's interval file decides; a steps value from training.env must not linger.
@@ -111,3 +122,53 @@ def child_environment(
     # Unbuffered output: the log (and its tail in a failure report) must hold the last lines printed.
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+def torchrun_environment(group: NodeGroup, max_restarts: int, local_addr: str | None) -> dict[str, str]:
+    """The ``PET_`` variables that make this node's ``torchrun`` join its group.
+
+    ``torch.distributed.run`` reads each of its options from ``PET_<OPTION>`` when the command line does not
+    give it (``torch/distributed/argparse_util.py``, the ``env`` action). The group meets through the ``c10d``
+    rendezvous, whose store node 0 hosts (``is_host``): c10d ranks the nodes by their ``local_addr`` sorted as
+    text (``dynamic_rendezvous.py``), and the control plane numbers the nodes in that same order, so node k gets
+    group rank k and node 0 global rank 0. No ``PET_NODE_RANK``: torchrun ignores ``--node-rank`` under c10d and
+    logs a warning saying so (``config_from_args``); the script reads the node's place from ``SPOTRUN_NODE_RANK``
+    or torchrun's ``GROUP_RANK``. Restarts are torch elastic's (``--max-restarts``): the agent does not
+    restart a group's command itself, since a node restarting alone could never rejoin the others' run.
+
+    Parameters
+    ----------
+    group
+        This node's place in its group.
+    max_restarts
+        The manifest's ``training.restarts_on_error``.
+    local_addr
+        This node's private IPv4 address; node 0 uses ``group.rendezvous_host`` when it is None.
+
+    Returns
+    -------
+    dict[str, str]
+        ``PET_NNODES``, ``PET_RDZV_BACKEND``, ``PET_RDZV_ENDPOINT``, ``PET_RDZV_ID``,
+        ``PET_RDZV_CONF``, ``PET_LOCAL_ADDR`` and ``PET_MAX_RESTARTS``.
+
+    Raises
+    ------
+    ValueError
+        When a node other than node 0 has no ``local_addr``: torch would rank it by its host name instead.
+    """
+    if local_addr is None:
+        if group.node != 0:
+            raise ValueError(
+                f"node {group.node} of the group needs its private IPv4 address (IMDS local-ipv4)"
+            )
+        local_addr = group.rendezvous_host
+    return {
+        "PET_NNODES": str(group.nodes),
+        "PET_RDZV_BACKEND": "c10d",
+        "PET_RDZV_ENDPOINT": group.endpoint,
+        "PET_RDZV_ID": group.rendezvous_id,
+        # Said on every node rather than guessed from host names: only node 0 serves the store.
+        "PET_RDZV_CONF": f"is_host={'true' if group.node == 0 else 'false'}",
+        "PET_LOCAL_ADDR": local_addr,
+        "PET_MAX_RESTARTS": str(max_restarts),
+    }
