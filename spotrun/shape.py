@@ -148,6 +148,9 @@ _SUBMISSION = (
     "state_machine_arn",
     "time_scale",
 )
+# What launching instances reads: the subnets and their cluster placement groups (one per subnet, same order),
+# the plain launch template and the one of multi-node groups with an EFA.
+_LAUNCH = ("subnet_ids", "placement_group_names", "launch_template_name", "efa_launch_template_name")
 
 
 def rule_pattern(rule: RuleSpec, bucket_names: dict[str, str]) -> dict[str, Any]:
@@ -183,7 +186,7 @@ SHAPE = DeploymentShape(
             "acquire",
             "functions.acquire.handler",
             "Requests spot GPU capacity with an instant EC2 fleet over several types and zones.",
-            settings=(*_ALL_STORE, "subnet_ids", "launch_template_name"),
+            settings=(*_ALL_STORE, *_LAUNCH),
         ),
         FunctionSpec(
             "instance_ready",
@@ -224,8 +227,7 @@ SHAPE = DeploymentShape(
                 *_ALL_STORE,
                 "jobs_bucket",
                 "agent_document_name",
-                "subnet_ids",
-                "launch_template_name",
+                *_LAUNCH,
                 "overlap_replacement",
                 "time_scale",
             ),

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from spotrun.model.base import DeferredModel
 
 ENV_PREFIX = "SPOTRUN_"
 # Fields held in the environment as comma-separated lists.
-_LIST_FIELDS = frozenset({"subnet_ids", "archive_buckets", "reference_patterns"})
+_LIST_FIELDS = frozenset({"subnet_ids", "placement_group_names", "archive_buckets", "reference_patterns"})
 # Declared fields whose empty value means something: no extra archive buckets, no bus to publish on.
 _MAY_BE_EMPTY = frozenset({"archive_buckets", "event_bus_name", "reference_patterns"})
 
@@ -55,11 +55,29 @@ class Settings(DeferredModel):
     # The role the API function assumes for an instance's S3 credentials, narrowed to its job (job_credentials).
     job_access_role_arn: str = ""
     launch_template_name: str = ""
+    # The template of multi-node groups with an EFA: the same instances, with an EFA as their network interface.
+    efa_launch_template_name: str = ""
     subnet_ids: tuple[str, ...] = ()
+    # One cluster placement group per subnet, in the order of subnet_ids (a cluster group lives in one zone).
+    placement_group_names: tuple[str, ...] = ()
     # Launch the replacement on the interruption warning, so it boots while the checkpoint uploads.
     overlap_replacement: bool = True
     # 1.0 in AWS. The emulator shrinks every wait, heartbeat and boot delay by this one factor.
     time_scale: float = Field(default=1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _one_placement_group_per_subnet(self) -> Settings:
+        # Read by a function that declares both; one that declares only one of them leaves the other empty.
+        if (
+            self.subnet_ids
+            and self.placement_group_names
+            and (len(self.subnet_ids) != len(self.placement_group_names))
+        ):
+            raise ValueError(
+                f"{len(self.placement_group_names)} placement groups for {len(self.subnet_ids)} subnets: the "
+                "deployment makes one per subnet, in the order of subnet_ids; redeploy the stack"
+            )
+        return self
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

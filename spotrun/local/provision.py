@@ -2,7 +2,8 @@
 
 Everything named here comes from the shape (functions, tables, buckets, rules, state machine substitutions,
 agent document); the only additions are what AWS itself would already have or CDK would create around them
-(a role, a VPC with one subnet per zone, a security group, the agent's launch template).
+(a role, a VPC with one subnet per zone and a cluster placement group per subnet, a security group that admits
+its own members only, the agent's two launch templates: plain, and with an EFA).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ ClientFactory = Callable[[str], Any]
 PREFIX = "spotrun"
 STATE_MACHINE_NAME = "spotrun-job"
 LAUNCH_TEMPLATE_NAME = "spotrun-agent"
+EFA_LAUNCH_TEMPLATE_NAME = "spotrun-agent-efa"
 SECURITY_GROUP_NAME = "spotrun-agent"
 LOCAL_AMI_ID = "ami-0123456789abcdef0"  # moto does not validate image ids; none is ever booted
 VPC_CIDR = "10.42.0.0/16"
@@ -83,6 +85,7 @@ class Deployment:
     state_machine_arn: str = ""
     vpc_id: str = ""
     subnet_ids: tuple[str, ...] = ()
+    placement_group_names: tuple[str, ...] = ()  # one per subnet, in the order of subnet_ids
     security_group_id: str = ""
     role_arn: str = ""
 
@@ -164,9 +167,11 @@ def provision(
         "state_machine_arn": dep.state_machine_arn,
         "agent_document_name": shape.agent_document_name,
         "launch_template_name": LAUNCH_TEMPLATE_NAME,
+        "efa_launch_template_name": EFA_LAUNCH_TEMPLATE_NAME,
         "instance_role_name": roles.INSTANCE_ROLE_NAME,
         "job_access_role_arn": job_access_role_arn,
         "subnet_ids": dep.subnet_ids,
+        "placement_group_names": dep.placement_group_names,
         "time_scale": time_scale,
         "reference_patterns": secret_references,
         **scheduling,
@@ -317,31 +322,64 @@ def _buses_and_schedules(client: ClientFactory, shape: DeploymentShape, dep: Dep
     }
 
 
+def placement_group_name(zone: str) -> str:
+    """Local name of the cluster placement group of the subnet in ``zone``."""
+    return f"{PREFIX}-cluster-{zone}"
+
+
 def _network(ec2: Any, zones: Sequence[str], dep: Deployment) -> None:
     dep.vpc_id = ec2.create_vpc(CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]
-    subnets = []
+    subnets, groups = [], []
     for index, zone in enumerate(zones):
         subnet = ec2.create_subnet(VpcId=dep.vpc_id, CidrBlock=f"10.42.{index}.0/24", AvailabilityZone=zone)
         subnets.append(subnet["Subnet"]["SubnetId"])
+        # A cluster placement group lives in one zone
+        # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html): one per subnet, as
+        # infra.constructs.network makes them, so a group's nodes share one zone's close network.
+        groups.append(
+            ec2.create_placement_group(GroupName=placement_group_name(zone), Strategy="cluster")[
+                "PlacementGroup"
+            ]["GroupName"]
+        )
     dep.subnet_ids = tuple(subnets)
-    # No inbound rule: the control plane reaches instances through SSM only.
+    dep.placement_group_names = tuple(groups)
+    # Nothing from outside: the control plane reaches instances through SSM. Everything from the group's own
+    # members: a multi-node job's nodes reach each other (torch's rendezvous, NCCL), which an EFA also needs
+    # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security).
     dep.security_group_id = ec2.create_security_group(
-        GroupName=SECURITY_GROUP_NAME, Description="spotrun GPU instances (no inbound)", VpcId=dep.vpc_id
+        GroupName=SECURITY_GROUP_NAME,
+        Description="spotrun GPU instances (inbound from each other only)",
+        VpcId=dep.vpc_id,
     )["GroupId"]
-    user_data = "#!/bin/bash\n# The embedded runtime starts the agent itself; on EC2 this installs it.\n"
+    ec2.authorize_security_group_ingress(
+        GroupId=dep.security_group_id,
+        IpPermissions=[{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": dep.security_group_id}]}],
+    )
     ec2.create_launch_template(
         LaunchTemplateName=LAUNCH_TEMPLATE_NAME,
-        LaunchTemplateData={
-            "ImageId": LOCAL_AMI_ID,
-            "SecurityGroupIds": [dep.security_group_id],
-            "MetadataOptions": {
-                "HttpTokens": "required",
-                "HttpEndpoint": "enabled",
-                "HttpPutResponseHopLimit": 2,
-            },
-            "UserData": base64.b64encode(user_data.encode()).decode(),
-            "TagSpecifications": [
-                {"ResourceType": "instance", "Tags": [{"Key": "spotrun:managed", "Value": "true"}]}
-            ],
-        },
+        LaunchTemplateData={**_template_data(), "SecurityGroupIds": [dep.security_group_id]},
     )
+    # The same instances with an EFA as their one network interface; the group moves onto the interface, since
+    # a template naming interfaces may not also name instance security groups.
+    efa_interface = {"DeviceIndex": 0, "InterfaceType": "efa", "Groups": [dep.security_group_id]}
+    ec2.create_launch_template(
+        LaunchTemplateName=EFA_LAUNCH_TEMPLATE_NAME,
+        LaunchTemplateData={**_template_data(), "NetworkInterfaces": [efa_interface]},
+    )
+
+
+def _template_data() -> dict[str, Any]:
+    """What the agent's two launch templates share: image, IMDSv2, user data, tags."""
+    user_data = "#!/bin/bash\n# The embedded runtime starts the agent itself; on EC2 this installs it.\n"
+    return {
+        "ImageId": LOCAL_AMI_ID,
+        "MetadataOptions": {
+            "HttpTokens": "required",
+            "HttpEndpoint": "enabled",
+            "HttpPutResponseHopLimit": 2,
+        },
+        "UserData": base64.b64encode(user_data.encode()).decode(),
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": [{"Key": "spotrun:managed", "Value": "true"}]}
+        ],
+    }

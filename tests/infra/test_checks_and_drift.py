@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -13,6 +14,8 @@ from moto import mock_aws
 
 from infra.app import build_app
 from infra.constructs.bundling import lambda_trees
+from spotrun.local.patches import ec2_placement
+from spotrun.local.patches.reversible import PatchSet
 from spotrun.local.provision import Deployment, provision
 from spotrun.shape import SHAPE, STATE_MACHINE_FILE
 from tests.infra.conftest import Synthesized
@@ -62,16 +65,25 @@ def test_cfn_lint_reports_no_error_and_only_cdks_own_warning(synthesized: Synthe
 
 
 @pytest.fixture(scope="module")
-def emulator() -> Deployment:
-    with mock_aws():
-        return provision(
-            lambda service: boto3.client(
-                service, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
-            ),
-            SHAPE,
-            STATE_MACHINE_FILE,
-            time_scale=1.0,
-        )
+def emulator() -> Iterator[Deployment]:
+    # moto has no placement groups; the emulator adds them, and provisioning makes one per subnet.
+    patches = PatchSet()
+    ec2_placement.install(patches, ec2_placement.PlacementGroups())
+    try:
+        with mock_aws():
+            yield provision(
+                lambda service: boto3.client(
+                    service,
+                    region_name="us-east-1",
+                    aws_access_key_id="testing",
+                    aws_secret_access_key="testing",
+                ),
+                SHAPE,
+                STATE_MACHINE_FILE,
+                time_scale=1.0,
+            )
+    finally:
+        patches.undo_all()
 
 
 def test_stack_and_emulator_deploy_the_same_functions_rules_tables_buckets_and_buses(

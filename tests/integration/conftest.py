@@ -29,6 +29,8 @@ from tests.lambda_context import lambda_context as make_lambda_context
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 REGION = "us-east-1"
+# The EFA launch template's one interface (the security group is left to moto's default here).
+EFA_INTERFACE = [{"DeviceIndex": 0, "InterfaceType": "efa"}]
 
 
 # The bucket the agent's tests work in (moto S3, with the `s3` fixture below).
@@ -150,10 +152,18 @@ def deployment(aws, monkeypatch) -> Settings:
         ]["SubnetId"]
         for index, zone in enumerate("abc")
     ]
-    ec2.create_launch_template(
-        LaunchTemplateName="spotrun-agent",
-        LaunchTemplateData={"ImageId": "ami-12c6146b", "MetadataOptions": {"HttpTokens": "required"}},
-    )
+    for name, interfaces in (
+        ("spotrun-agent", {}),
+        ("spotrun-agent-efa", {"NetworkInterfaces": EFA_INTERFACE}),
+    ):
+        ec2.create_launch_template(
+            LaunchTemplateName=name,
+            LaunchTemplateData={
+                "ImageId": "ami-12c6146b",
+                "MetadataOptions": {"HttpTokens": "required"},
+                **interfaces,
+            },
+        )
     iam = boto3.client("iam", region_name=REGION)
     role = iam.create_role(RoleName="sfn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     machine = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
@@ -176,7 +186,10 @@ def deployment(aws, monkeypatch) -> Settings:
         state_machine_arn=machine,
         agent_document_name=SHAPE.agent_document_name,
         launch_template_name="spotrun-agent",
+        efa_launch_template_name="spotrun-agent-efa",
         subnet_ids=tuple(subnets),
+        # Names only: moto has no placement groups (the emulator adds them: spotrun.local.patches.ec2_placement).
+        placement_group_names=tuple(f"spotrun-cluster-{REGION}{zone}" for zone in "abc"),
         time_scale=1.0,
         agent_report_url="https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/v1/agent/reports",
         instance_role_name="spotrun-instances",

@@ -152,7 +152,11 @@ def test_agent_document_network_and_launch_template(runtime: LocalRuntime) -> No
         "us-east-1c",
         "us-east-1d",
     ]
-    assert group["IpPermissions"] == []
+    # (inbound from the group's own members only: a multi-node job's nodes reach each other, nothing else does)
+    assert [
+        (p["IpProtocol"], [g["GroupId"] for g in p["UserIdGroupPairs"]], p["IpRanges"])
+        for p in group["IpPermissions"]
+    ] == [("-1", [runtime.deployment.security_group_id], [])]
     data = template["LaunchTemplateVersions"][0]["LaunchTemplateData"]
     assert data["MetadataOptions"]["HttpTokens"] == "required"
     assert data["SecurityGroupIds"] == [runtime.deployment.security_group_id]
