@@ -1,9 +1,9 @@
 """Whether training is hung: the script's reported step stopped advancing for the manifest's bound.
 
 A rank stuck in a collective (a peer lost, an NCCL deadlock) keeps every process alive: nothing exits, so only
-the steps tell. The train step feeds :class:`HangWatch` each step the agent reads from the progress file
-(:attr:`spotrun.agent.supervision.progress.ProgressPublisher.last_step`) and the supervisor asks
-:meth:`HangWatch.hung` every tick. The rules:
+the steps tell. :class:`HangWatch` reads the step from the command's progress file
+(:func:`spotrun.agent.supervision.progress.read_progress`) each time the supervisor asks :meth:`HangWatch.hung`,
+every tick, and once more when the supervisor starts the command. The rules:
 
 - Before the command reports its first step it is never hung: setup, data loading and the first compile may take
   any time.
@@ -11,7 +11,9 @@ the steps tell. The train step feeds :class:`HangWatch` each step the agent read
 - Once a step was reported, no change for ``hang_seconds`` is a hang. The bound must therefore cover the
   longest the script may spend between two steps, its checkpoint saves and evaluations included.
 - When the supervisor starts the command again (``training.restarts_on_error``), the watch waits for the new
-  run's first step; the step the previous run left in the progress file is not one.
+  run's first step; the step the previous run left in the progress file is not one (the file is read at the
+  start, so a step written just before the crash is known as left over too). A new run that reports that same
+  step first is therefore watched from its next one.
 
 GPU readings (:meth:`HangWatch.observe_gpu`) are evidence for the message only: they never make a verdict.
 """
@@ -22,6 +24,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+from spotrun.agent.supervision.progress import read_progress
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class HangWatch:
     ----------
     hang_seconds
         The bound (``AgentCommand.hang_seconds``); None: never hung.
+    progress_file
+        The command's progress file (``SPOTRUN_PROGRESS_FILE``).
     clock
         Monotonic seconds.
     limit
@@ -77,12 +84,14 @@ class HangWatch:
     def __init__(
         self,
         hang_seconds: float | None,
+        progress_file: Path,
         clock: Callable[[], float] = time.monotonic,
         limit: str | None = None,
     ):
         if hang_seconds is not None and not hang_seconds > 0:
             raise ValueError(f"hang_seconds must be positive, not {hang_seconds}")
         self.hang_seconds = hang_seconds
+        self.progress_file = progress_file
         self.clock = clock
         self.limit = limit if limit is not None else f"hang limit {hang_seconds:g} s"
         self._lock = threading.Lock()
@@ -91,23 +100,20 @@ class HangWatch:
         self._left_over: int | None = None  # the step an earlier run left in the progress file
         self._gpu: tuple[float, float] | None = None
 
-    def observe(self, step: int | None) -> None:
-        """Take the step the agent read from the progress file (None: none yet); call it every poll.
+    def _reported_step(self) -> int | None:
+        found = read_progress(self.progress_file)
+        return None if found is None else found.step
 
-        Parameters
-        ----------
-        step
-            The last step read.
-        """
+    def _observe(self, step: int | None) -> None:
+        """Take the step now in the progress file (None: none yet); the caller holds the lock."""
         if step is None:
             return
-        with self._lock:
-            if self._step is None and step == self._left_over:
-                return
-            if step != self._step:
-                self._step = step
-                self._since = self.clock()
-                self._gpu = None
+        if self._step is None and step == self._left_over:
+            return
+        if step != self._step:
+            self._step = step
+            self._since = self.clock()
+            self._gpu = None
 
     def observe_gpu(self, utilization: float | None) -> None:
         """Take a GPU utilisation reading (percent, the mean over the instance's GPUs); None: no reading.
@@ -121,14 +127,14 @@ class HangWatch:
             return
         with self._lock:
             # A new step forgets them: the readings shown are the stall's.
+            self._observe(self._reported_step())
             low, high = self._gpu if self._gpu is not None else (utilization, utilization)
             self._gpu = (min(low, utilization), max(high, utilization))
 
     def command_started(self) -> None:
         """The command (re)starts: wait for its first step; the step now in the progress file is the last run's."""
         with self._lock:
-            if self._step is not None:
-                self._left_over = self._step
+            self._left_over = self._reported_step()
             self._step = None
 
     def hung(self) -> HangVerdict | None:
@@ -136,6 +142,7 @@ class HangWatch:
         if self.hang_seconds is None:
             return None
         with self._lock:
+            self._observe(self._reported_step())
             if self._step is None:
                 return None
             stalled = self.clock() - self._since
