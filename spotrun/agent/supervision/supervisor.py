@@ -11,7 +11,8 @@ the trainer, or forward the signal, as under any process manager that signals th
 
 The supervisor owns only the child process. What runs beside it (heartbeats, checkpoint uploads, IMDS polling)
 are threads started by :mod:`spotrun.agent.steps.train`; the supervisor learns about them through two callables it
-polls, so each concern stays testable on its own.
+polls, and whether training is hung from a :class:`~spotrun.agent.supervision.hang.HangWatch`, which reads the
+command's progress file, so each concern stays testable on its own.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ from pathlib import Path
 from typing import IO, Literal
 
 from spotrun.agent.links import open_append
+from spotrun.agent.supervision.hang import HangWatch
 from spotrun.agent.supervision.log_notes import write_note
 from spotrun.agent.supervision.spot_notices import Notice
 
 logger = logging.getLogger(__name__)
 
-OutcomeKind = Literal["completed", "failed", "timed_out", "budget_exceeded", "interrupted", "abandoned"]
+OutcomeKind = Literal[
+    "completed", "failed", "timed_out", "budget_exceeded", "interrupted", "abandoned", "hung"
+]
 
 KILL_GRACE_SECONDS = 10.0
 # Without a known termination time (the agent itself was told to stop), the child gets this long to save.
@@ -121,6 +125,9 @@ class TrainingSupervisor:
         like at ``max_runtime_seconds``, and the outcome is ``budget_exceeded``.
     stop_grace_seconds
         How long the command may take to save and exit after the checkpoint signal when a limit runs out.
+    hang
+        Tells when the command's steps stopped advancing (None: never); told when each run starts. A hung command
+        is stopped like at ``max_runtime_seconds``, and the outcome is ``hung``.
     shown_argv
         The command as the log shows it (``argv`` when None): the manifest's, before its ``${NAME}``\ s were
         expanded, so that no value of ``training.env`` reaches the log.
@@ -142,6 +149,7 @@ class TrainingSupervisor:
         kill_grace_seconds: float = KILL_GRACE_SECONDS,
         budget_seconds: float | None = None,
         stop_grace_seconds: float = DEFAULT_INTERRUPTION_GRACE_SECONDS,
+        hang: HangWatch | None = None,
         shown_argv: list[str] | None = None,
     ):
         self.argv = list(argv)
@@ -157,6 +165,7 @@ class TrainingSupervisor:
         self.kill_grace_seconds = kill_grace_seconds
         self.budget_seconds = budget_seconds
         self.stop_grace_seconds = stop_grace_seconds
+        self.hang = hang
         self.shown_argv = list(argv if shown_argv is None else shown_argv)
 
     def run(self) -> TrainOutcome:
@@ -171,6 +180,9 @@ class TrainingSupervisor:
             while True:
                 run += 1
                 self._note(log, f"run {run} of at most {self.restarts + 1}: {self.shown_argv}")
+                if self.hang is not None:
+                    # A restarted command sets up again before its first step: that is not a hang.
+                    self.hang.command_started()
                 try:
                     child = subprocess.Popen(
                         self.argv,
@@ -242,6 +254,12 @@ class TrainingSupervisor:
                 )
                 self._stop_for_limit(child, message, log)
                 return "timed_out", message, None
+            verdict = None if self.hang is None else self.hang.hung()
+            if verdict is not None:
+                # Its ranks may be stuck in a collective and never save: the grace ends it all the same.
+                message = verdict.describe()
+                self._stop_for_limit(child, message, log)
+                return "hung", message, None
 
     def _stop_for_limit(self, child: subprocess.Popen[bytes], message: str, log: IO[bytes]) -> None:
         # A limit is not an error of the script: it gets the checkpoint signal, as on a warning, so the work
