@@ -107,7 +107,9 @@ def test_the_groups_values_win_over_training_env(tmp_path):
     # Given a training.env that names the rendezvous itself
     command = agent_command(group(0))
     manifest = command.manifest.model_copy(
-        update={"training": command.manifest.training.model_copy(update={"env": {"PET_RDZV_ENDPOINT": "x:1"}})}
+        update={
+            "training": command.manifest.training.model_copy(update={"env": {"PET_RDZV_ENDPOINT": "x:1"}})
+        }
     )
     command = command.model_copy(update={"manifest": manifest})
 

@@ -82,7 +82,7 @@ def test_two_nodes_writing_one_path_differently_is_refused():
     parts = {0: part(0, ("state.pt", "aa")), 1: part(1, ("state.pt", "bb"))}
 
     # When / Then the checkpoint is refused, the message naming the file
-    with pytest.raises(PartConflictError, match="'state.pt'"):
+    with pytest.raises(PartConflictError, match=r"'state\.pt'"):
         group_commit_files(parts, nodes=2, attempt=3)
 
 
@@ -98,7 +98,8 @@ def test_part_markers_sit_inside_their_step_and_a_step_with_parts_only_is_uncomm
     (found,) = group_checkpoint_keys(JOB, keys)
 
     # Then the parts are the step's keys (pruned with it) and the step is not committed
-    assert found.step == 100 and not found.committed
+    assert found.step == 100
+    assert not found.committed
     assert layout.part_marker_key(JOB, 100, 1) == layout.checkpoint_prefix(JOB, 100) + "_PARTS/node-001.json"
 
 
