@@ -33,7 +33,17 @@ from spotrun.local.iam.roles import INSTANCE_ROLE_NAME
 from spotrun.local.instances.fleet import InstanceManager
 from spotrun.local.instances.instance import SimulatedInstance
 from spotrun.local.instances.ssm_delivery import AgentDelivery
-from spotrun.local.patches import dispatch, ec2, events, lambda_invoke, s3_integrity, s3_ranges, sfn, ssm
+from spotrun.local.patches import (
+    dispatch,
+    ec2,
+    ec2_placement,
+    events,
+    lambda_invoke,
+    s3_integrity,
+    s3_ranges,
+    sfn,
+    ssm,
+)
 from spotrun.local.patches.ec2_consistency import Ec2Consistency
 from spotrun.local.patches.events import Dispatcher
 from spotrun.local.patches.reversible import PatchSet
@@ -108,6 +118,7 @@ class LocalRuntime:
         self.clock = Clock(time_scale)
         self.capacity = CapacityModel(pools if pools is not None else default_pools(seed))
         self.consistency = Ec2Consistency(self.clock, seed)  # EC2 NotFound just after a launch
+        self.placement_groups = ec2_placement.PlacementGroups()  # moto has none
         self.handlers = lambda_invoke.HandlerRegistry()
         for spec in shape.functions:
             self.handlers.register(function_name(spec.name), spec.handler)
@@ -204,7 +215,15 @@ class LocalRuntime:
             self.agents.deliver,
             self.manager.managed_nodes,
         )
-        ec2.install(self._patches, self.capacity, self.manager, self._ec2_lock, self.consistency)
+        ec2_placement.install(self._patches, self.placement_groups)
+        ec2.install(
+            self._patches,
+            self.capacity,
+            self.manager,
+            self._ec2_lock,
+            self.consistency,
+            self.placement_groups,
+        )
         judge.install(self._patches, judge.Judge(self.identities))
         s3_integrity.install(self._patches)
         dispatch.install(self._patches)
@@ -368,6 +387,14 @@ class LocalRuntime:
     def kill(self, instance_id: str, hang: bool = False) -> threading.Event:
         """Kill an instance without notice; see :meth:`spotrun.local.chaos.interruptions.Chaos.kill`."""
         return self.chaos.kill(instance_id, hang)
+
+    def hang_training(self, instance_id: str) -> list[int]:
+        """Freeze one instance's training (SIGSTOP); see :class:`~spotrun.local.chaos.interruptions.Chaos`."""
+        return self.chaos.hang_training(instance_id)
+
+    def resume_training(self, instance_id: str) -> list[int]:
+        """Continue what :meth:`hang_training` froze (SIGCONT)."""
+        return self.chaos.resume_training(instance_id)
 
     def fire_schedule(self, name: str) -> dict[str, Any]:
         """Fire a schedule now, as EventBridge Scheduler would; see :class:`spotrun.local.scheduler.LocalScheduler`."""

@@ -332,7 +332,7 @@ class CapacityModel:
                     shortfalls.append(problem)
                 else:
                     usable.append(cand)
-            usable.sort(key=self._order_key(lifecycle, strategy))
+            usable = self.preferred(usable, lifecycle, strategy)
             plan = FleetPlan()
             taken: dict[PoolKey, int] = {}
             remaining = count
@@ -351,6 +351,13 @@ class CapacityModel:
                     Shortfall(c, INSUFFICIENT_CAPACITY, _no_capacity(c)) for c in usable
                 ]
             return plan
+
+    def preferred(
+        self, candidates: Sequence[Candidate], lifecycle: Lifecycle, strategy: str | None = None
+    ) -> list[Candidate]:
+        """``candidates`` in the order :meth:`plan` tries them under ``strategy`` (most preferred first)."""
+        with self._lock:
+            return sorted(candidates, key=self._order_key(lifecycle, strategy))
 
     def _problem(self, cand: Candidate, lifecycle: Lifecycle) -> Shortfall | None:
         if self.free(cand.instance_type, cand.availability_zone, lifecycle) <= 0:

@@ -1,9 +1,13 @@
-"""Injected failures: spot interruptions as AWS FIS sends them, silent deaths, and random reclaims.
+"""Injected failures: spot interruptions as AWS FIS sends them, silent deaths, hung training, and random reclaims.
 
 An interruption follows ``aws:ec2:send-spot-instance-interruptions``: a rebalance recommendation (IMDS and
 EventBridge), the interruption warning (IMDS ``spot/instance-action`` and an ``EC2 Spot Instance Interruption
 Warning`` event), then termination when the notice runs out. Every duration is simulated time, scaled by the
-runtime's clock.
+runtime's clock. Each acts on one instance, named by its id: one node of a multi-node group is interrupted,
+killed or hung while its peers run on.
+
+A hung training (:meth:`Chaos.hang_training`) is what a stuck collective looks like from outside: the instance, its
+agent, IMDS and SSM all answer, the training processes live, but they neither advance nor exit (SIGSTOP).
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+import os
 import random
+import signal
 import threading
 from collections.abc import Callable
 
@@ -51,6 +57,7 @@ class Chaos:
         self.account_id = account_id
         self._rng = random.Random(seed)  # noqa: S311 - a simulation, not security
         self._interrupted: set[str] = set()
+        self._frozen: dict[str, set[int]] = {}  # instance id -> training processes hang_training stopped
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._hazards: threading.Thread | None = None
@@ -137,6 +144,67 @@ class Chaos:
         sim.shutdown_grace = 0.0
         self.terminate(instance_id, "Server.InternalError", "Server.InternalError: Internal error on launch")
         return sim.gone
+
+    def hang_training(self, instance_id: str) -> list[int]:
+        """Freeze the training on an instance: its training processes stop (SIGSTOP), everything else runs on.
+
+        The agent stays alive and reachable (heartbeats, IMDS, SSM), the training command neither advances nor
+        dies: what a rank stuck in a collective looks like. The processes stay frozen until
+        :meth:`resume_training`, a SIGKILL, or the instance's termination.
+
+        Parameters
+        ----------
+        instance_id
+            A running instance whose agent runs a training command.
+
+        Returns
+        -------
+        list[int]
+            The ids of the processes stopped (the training command and its children, e.g. torchrun's workers).
+
+        Raises
+        ------
+        RuntimeError
+            When the instance is not reachable, or no training process runs on it.
+        """
+        sim = self._instance(instance_id)
+        if not sim.reachable:
+            raise RuntimeError(f"{instance_id} is not running")
+        stopped: list[int] = []
+        # Twice: a parent caught between its scan and its stop may have started a child meanwhile.
+        for _ in range(2):
+            for pid in sim.training_pids():
+                if pid not in stopped:
+                    try:
+                        os.kill(pid, signal.SIGSTOP)
+                    except ProcessLookupError:
+                        continue
+                    stopped.append(pid)
+        if not stopped:
+            raise RuntimeError(f"no training process runs on {instance_id}")
+        with self._lock:
+            self._frozen.setdefault(instance_id, set()).update(stopped)
+        logger.info("training hung on %s: stopped %s", instance_id, stopped)
+        return stopped
+
+    def resume_training(self, instance_id: str) -> list[int]:
+        """Let the processes :meth:`hang_training` froze on an instance run again (SIGCONT).
+
+        Returns
+        -------
+        list[int]
+            The ids of the processes continued (those still alive).
+        """
+        with self._lock:
+            frozen = self._frozen.pop(instance_id, set())
+        resumed = []
+        for pid in sorted(frozen):
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                continue
+            resumed.append(pid)
+        return resumed
 
     def start_hazards(self, capacity: CapacityModel, tick_seconds: float = 0.1) -> None:
         """Reclaim running spot instances at random, at the hazard rate of their pool (if any is non-zero)."""

@@ -77,6 +77,11 @@ def agent_environment(
         # As the user data writes it into the agent's environment on EC2: where its job's S3 credentials are.
         "SPOTRUN_AGENT_CREDENTIALS_URL": f"{api_url}{AGENT_CREDENTIALS_PATH}" if api_url else "",
         "SPOTRUN_LOCAL_COMMAND_ID": command_id,
+        # The instances' private addresses are loopback ones (127.0.0.k, spotrun.local.instances.addresses): gloo
+        # must bind the loopback interface, not the one the machine's hostname resolves to. Gloo reads the
+        # interface from this variable (PyTorch, "Common environment variables":
+        # https://docs.pytorch.org/docs/stable/distributed.html#common-environment-variables).
+        "GLOO_SOCKET_IFNAME": "lo",
         "PYTHONPATH": python_path,
         # The user's command says `python`: that must be this interpreter, with spotrun importable.
         "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),

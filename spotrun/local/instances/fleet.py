@@ -30,6 +30,7 @@ from typing import Any
 
 from spotrun.local.capacity.pools import CapacityModel
 from spotrun.local.clock import Clock
+from spotrun.local.instances.addresses import LoopbackAddresses, give_private_ip
 from spotrun.local.instances.imds import RoleCredentials
 from spotrun.local.instances.instance import SimulatedInstance
 from spotrun.model.capacity.candidates import Lifecycle
@@ -103,6 +104,8 @@ class InstanceManager:
         self.account_id = account_id
         self.region = region
         self._instances: dict[str, SimulatedInstance] = {}
+        # Each live instance's private IPv4, a loopback address of its own (held until the instance is gone).
+        self.addresses = LoopbackAddresses()
         self._lock = threading.RLock()
         self._reapers: list[threading.Thread] = []
 
@@ -117,7 +120,9 @@ class InstanceManager:
             return list(self._instances.values())
 
     def launched(self, model: Any, lifecycle: Lifecycle) -> SimulatedInstance:
-        """Take over an instance moto just created: hold its slot, report pending, boot it after the delay."""
+        """Take over an instance moto just created: give it its own loopback address as its private IPv4, hold its
+        slot, report pending, boot it after the delay."""
+        give_private_ip(model, self.addresses.take(model.id))
         # Each instance its own session of the role: EC2 names it after the instance.
         credentials = self._credentials() if self.instance_role else None
         sim = SimulatedInstance(model, lifecycle, self.root, self.region, credentials)
@@ -191,6 +196,8 @@ class InstanceManager:
             sim.kill_processes(grace_seconds)
         finally:
             sim.imds.stop()
+            # Its processes are dead: nothing listens on its address any more, which a later instance may take.
+            self.addresses.release(sim.instance_id)
             sim.gone.set()
             self._state_change(sim, "terminated")
 
@@ -210,6 +217,7 @@ class InstanceManager:
             self.capacity.release(sim.instance_id)
             sim.kill_processes(0)
             sim.imds.stop()
+            self.addresses.release(sim.instance_id)
             sim.gone.set()
         with self._lock:
             reapers, self._reapers = self._reapers, []

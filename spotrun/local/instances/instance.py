@@ -22,6 +22,7 @@ from typing import Any
 from spotrun.local.instances.agent_programs import instance_agent_script, resident_agent_argv
 from spotrun.local.instances.imds import ImdsServer, InstanceMetadata, RoleCredentials
 from spotrun.model.capacity.candidates import Lifecycle
+from spotrun.model.contract_variables import ENV_PROGRESS_FILE
 
 # Every process started on a simulated instance carries this variable, inherited by whatever it spawns, so
 # termination finds them all even when the agent put its children in sessions of their own.
@@ -44,6 +45,8 @@ class SimulatedInstance:
         self.instance_id: str = model.id
         self.instance_type: str = model.instance_type
         self.availability_zone: str = model.placement.zone
+        # Its private IPv4 as EC2 reports it (the runtime gives each instance a loopback address of its own).
+        self.private_ip: str = model.private_ip_address or ""
         self.lifecycle: Lifecycle = lifecycle
         self.directory = root / self.instance_id
         self.nvme_dir = self.directory / "nvme"
@@ -57,6 +60,7 @@ class SimulatedInstance:
             lifecycle=lifecycle,
             region=region,
             ami_id=getattr(model, "image_id", "") or "",
+            local_ipv4=self.private_ip,
             credentials=credentials,
         )
         self.imds = ImdsServer(self.metadata)
@@ -100,6 +104,15 @@ class SimulatedInstance:
         """Ids of the processes started on the instance that are still alive."""
         with self._lock:
             return [proc.pid for proc in self._processes if proc.poll() is None]
+
+    def training_pids(self) -> list[int]:
+        """Ids of the live processes of the training command the agent runs (torchrun and its workers included).
+
+        They are the instance's processes whose environment holds the checkpoint contract's progress file, which
+        the agent sets for the training command only (``spotrun.agent.supervision.command_environment``) and its
+        children inherit; the agents themselves do not carry it.
+        """
+        return _marked(self, ENV_PROGRESS_FILE)
 
     def wait_running(self, timeout: float | None = None) -> bool:
         """Block until the instance has booted; False on timeout or when it ended first."""
@@ -181,6 +194,8 @@ class SimulatedInstance:
             procs = list(self._processes)
         if grace_seconds > 0:
             self._signal_all(procs, signal.SIGTERM)
+            # A stopped process (chaos froze it) would only see SIGTERM once continued.
+            self._signal_all(procs, signal.SIGCONT)
             deadline = time.monotonic() + grace_seconds
             while time.monotonic() < deadline and (any(p.poll() is None for p in procs) or _marked(self)):
                 time.sleep(0.05)
@@ -204,8 +219,11 @@ class SimulatedInstance:
                 os.kill(pid, sig)
 
 
-def _marked(instance: SimulatedInstance) -> list[int]:
-    """Pids of live processes carrying the instance's marker variable (Linux /proc; empty elsewhere)."""
+def _marked(instance: SimulatedInstance, also: str | None = None) -> list[int]:
+    """Pids of live processes carrying the instance's marker variable (Linux /proc; empty elsewhere).
+
+    With ``also``, only those whose environment also sets the variable ``also``.
+    """
     proc_root = Path("/proc")
     if not proc_root.is_dir():
         return []
@@ -220,6 +238,9 @@ def _marked(instance: SimulatedInstance) -> list[int]:
         except OSError:
             continue
         # A zombie (state Z) has already died; it only waits for its parent to reap it.
-        if needle in environ.split(b"\0") and stat.rsplit(")", 1)[-1].split()[0] != "Z":
+        variables = environ.split(b"\0")
+        if needle not in variables or stat.rsplit(")", 1)[-1].split()[0] == "Z":
+            continue
+        if also is None or any(v.startswith(f"{also}=".encode()) for v in variables):
             found.append(int(entry.name))
     return found

@@ -10,6 +10,11 @@ history is a static fixture. The replacements here:
   hand every new instance to the :class:`~spotrun.local.instances.fleet.InstanceManager` (pending, then running).
 - ``Instance.terminate``: tell the manager, which kills the instance's processes and frees its slot.
 - ``DescribeSpotPriceHistory``: the pools' prices.
+- Instant fleets that launch as a group (``SingleAvailabilityZone``, ``SingleInstanceType``, ``MinTargetCapacity``):
+  :func:`~spotrun.local.capacity.groups.plan_group`, all of the minimum in one pool or nothing.
+- Placement groups: an override (or the launch template) naming ``Placement.GroupName`` launches into that group,
+  shown as the instance's ``Placement.GroupName``; a group that does not exist fails the override with
+  ``InvalidPlacementGroup.Unknown`` in ``Errors`` (:mod:`spotrun.local.patches.ec2_placement`).
 - Injected CreateFleet errors (:meth:`~spotrun.local.capacity.pools.CapacityModel.inject_fleet_error`): a refused
   call raises, any other code fails every pool in ``Errors``.
 - ``DescribeInstances`` / ``TerminateInstances``: ``InvalidInstanceID.NotFound`` for an instance not yet
@@ -24,9 +29,11 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 from spotrun.local.capacity.catalog import types_matching
+from spotrun.local.capacity.groups import GroupOptionsError, GroupRule, plan_group
 from spotrun.local.capacity.pools import CALL_LEVEL_ERRORS, Candidate, CapacityModel, FleetPlan, Shortfall
 from spotrun.local.instances.fleet import InstanceManager
 from spotrun.local.patches.ec2_consistency import Ec2Consistency
+from spotrun.local.patches.ec2_placement import UNKNOWN, PlacementGroups, unknown_message
 from spotrun.local.patches.reversible import PatchSet
 from spotrun.model.capacity.candidates import Lifecycle
 
@@ -118,12 +125,28 @@ def _error(shortfall: Shortfall, lifecycle: Lifecycle) -> dict[str, Any]:
     }
 
 
+def _group_name(backend: Any, candidate: Candidate) -> str:
+    """The placement group a candidate launches into: its override's, else its launch template's ("": none)."""
+    template_spec, override = candidate.context
+    name = (override.get("Placement") or {}).get("GroupName")
+    if name is None:
+        name = (_template_data(backend, template_spec).get("Placement") or {}).get("GroupName")
+    return str(name or "")
+
+
+def _fleet_instances(fleet: Any) -> list[Any]:
+    """moto's instance records of every instance the fleet launched so far, in launch order."""
+    spot = [request.instance for request in fleet.spot_requests if getattr(request, "instance", None)]
+    return spot + [entry["instance"] for entry in fleet.on_demand_instances]
+
+
 def install(
     patches: PatchSet,
     capacity: CapacityModel,
     manager: InstanceManager,
     lock: threading.RLock,
     consistency: Ec2Consistency | None = None,
+    placement_groups: PlacementGroups | None = None,
 ) -> None:
     """Install the EC2 replacements described in the module docstring."""
     from moto.ec2.exceptions import EC2ClientError, InvalidInstanceIdError
@@ -144,21 +167,44 @@ def install(
         if kwargs.get("fleet_type") != "instant":
             return original_create_fleet(self, **kwargs)
         requested = kwargs["target_capacity_specification"]
+        wanted = _wanted(requested)
+        rules: dict[Lifecycle, GroupRule] = {}
+        for lifecycle, count in wanted.items():
+            options = kwargs.get("spot_options" if lifecycle == "spot" else "on_demand_options") or {}
+            try:
+                rules[lifecycle] = GroupRule.from_options(options, count, lifecycle)
+            except GroupOptionsError as exc:
+                raise EC2ClientError(exc.code, exc.message) from None
         injected = capacity.take_fleet_error()
         if injected is not None and injected[0] in CALL_LEVEL_ERRORS:
             raise EC2ClientError(*injected)
         with lock:
             candidates = expand_candidates(self, kwargs["launch_template_configs"])
+            groups = {c: _group_name(self, c) for c in candidates}
+            # An override naming a placement group that does not exist launches nothing.
+            unplaceable = [
+                Shortfall(c, UNKNOWN, unknown_message(name))
+                for c, name in groups.items()
+                if name and (placement_groups is None or placement_groups.get(*_where(self), name) is None)
+            ]
+            placeable = [c for c in candidates if c not in {s.candidate for s in unplaceable}]
             plans: dict[Lifecycle, FleetPlan] = {}
-            for lifecycle, count in _wanted(requested).items():
+            for lifecycle, count in wanted.items():
                 options = kwargs.get("spot_options" if lifecycle == "spot" else "on_demand_options") or {}
                 if count and injected is not None:
                     # Every pool refuses for the injected reason: nothing launches.
                     plans[lifecycle] = FleetPlan(shortfalls=[Shortfall(c, *injected) for c in candidates])
                 elif count:
-                    plans[lifecycle] = capacity.plan(
-                        candidates, lifecycle, count, options.get("AllocationStrategy")
+                    plan = plan_group(
+                        capacity,
+                        placeable,
+                        lifecycle,
+                        count,
+                        options.get("AllocationStrategy"),
+                        rules[lifecycle],
                     )
+                    plan.shortfalls = unplaceable + plan.shortfalls
+                    plans[lifecycle] = plan
             launches = [(c, n, lc) for lc, plan in plans.items() for c, n in plan.allocations]
             nothing = {
                 **requested,
@@ -178,12 +224,16 @@ def install(
                 },
             )
             specs = list(fleet.launch_specs)  # one per launch, in order
-            for spec, (_, count, lifecycle) in zip(specs, launches, strict=True):
+            for spec, (candidate, count, lifecycle) in zip(specs, launches, strict=True):
                 fleet.launch_specs = [spec]  # moto launches from the first spec: give it only the planned one
+                before = len(_fleet_instances(fleet))
                 if lifecycle == "spot":
                     fleet.create_spot_requests(count)
                 else:
                     fleet.create_on_demand_requests(count)
+                # moto's fleets pass no placement to the launch: record the group on the instances themselves.
+                for instance in _fleet_instances(fleet)[before:]:
+                    instance.placement.group_name = groups[candidate]
             fleet.launch_specs = specs
             fleet.target_capacity_specification = requested
             fleet.launch_template_configs = kwargs["launch_template_configs"]
@@ -254,6 +304,10 @@ def install(
     patches.add(InstanceResponse, "describe_instances", describe_instances_response)
     patches.add(InstanceResponse, "terminate_instances", terminate_instances_response)
     patches.add(SpotInstances, "describe_spot_price_history", _price_history_response(capacity))
+
+
+def _where(backend: Any) -> tuple[str, str]:
+    return backend.account_id, backend.region_name
 
 
 def _launch_target(backend: Any, kwargs: dict[str, Any]) -> tuple[str | None, str | None]:
