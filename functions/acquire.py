@@ -8,6 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.runtime import Ports, function_handler, logger, metrics
 from spotrun.control.capacity.acquire import acquire_instance
+from spotrun.control.capacity.fleet import GroupSite
 from spotrun.model.base import DeferredModel
 from spotrun.model.job.record import utc_now
 from spotrun.model.timing import WorkflowTiming
@@ -28,8 +29,9 @@ def handler(request: AcquireRequest, aws: Ports) -> dict[str, Any]:
         launch_template_name=aws.settings.launch_template_name,
         timing=request.timing,
         now=utc_now(),
+        group=GroupSite.of(aws.settings),
     )
     logger.info("instance launched", extra={"job_id": request.job_id, **attempt.model_dump(mode="json")})
     metrics.add_dimension(name="Lifecycle", value=attempt.lifecycle)
-    metrics.add_metric(name="InstancesLaunched", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name="InstancesLaunched", unit=MetricUnit.Count, value=len(attempt.instance_ids()))
     return attempt.model_dump(mode="json")

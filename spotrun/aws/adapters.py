@@ -140,6 +140,25 @@ class Ec2Compute:
                 return str(instance["State"]["Name"])
         return None
 
+    def private_ips(self, instance_ids: list[str]) -> dict[str, str]:
+        if not instance_ids:
+            return {}
+        try:
+            reservations = self._ec2.describe_instances(InstanceIds=instance_ids)["Reservations"]
+        except ClientError as exc:
+            if not exc.response["Error"]["Code"].startswith("InvalidInstanceID") or len(instance_ids) == 1:
+                if exc.response["Error"]["Code"].startswith("InvalidInstanceID"):
+                    return {}
+                raise
+            # One id not visible yet fails the whole call (eventual consistency): ask for each alone.
+            return {k: v for instance_id in instance_ids for k, v in self.private_ips([instance_id]).items()}
+        return {
+            instance["InstanceId"]: str(instance["PrivateIpAddress"])
+            for reservation in reservations
+            for instance in reservation["Instances"]
+            if instance.get("PrivateIpAddress")
+        }
+
     def terminate(self, instance_ids: list[str]) -> list[str]:
         if not instance_ids:
             return []

@@ -22,12 +22,14 @@ from spotrun.control.store import update_job
 from spotrun.model.agent_protocol.command import (
     MAX_CAUSE_CHARS,
     MAX_ERROR_CHARS,
+    NodeDone,
     StageResult,
     TrainResult,
     WorkflowStep,
 )
 from spotrun.model.base import DeferredModel, DeferredRootModel
-from spotrun.model.job.attempt import Attempt, CheckpointIntervalUsed
+from spotrun.model.job.attempt import Attempt, CheckpointIntervalUsed, NodeRun
+from spotrun.model.job.group import all_done
 from spotrun.model.job.record import STEP_STATUS, Job
 from spotrun.model.layout import JOB_ID_PATTERN
 from spotrun.model.manifest.rules import JsonInt
@@ -79,10 +81,11 @@ class HeartbeatReport(_Report):
 
 
 class SuccessReport(_Report):
-    """The step succeeded with its result (a StageResult for stage, a TrainResult for train)."""
+    """The step succeeded with its result (a StageResult for stage, a TrainResult for train; a NodeDone from a
+    node other than node 0 of a group, whose step succeeds once every node's has)."""
 
     kind: Literal["success"]
-    output: StageResult | TrainResult
+    output: StageResult | TrainResult | NodeDone
 
 
 class FailureReport(_Report):
@@ -151,9 +154,12 @@ def caller_open_attempt(
     """
     instance_id = caller_instance(identity, instance_role_name)
     job = store.get(job_id)
-    attempt = None if job is None else job.open_attempt
-    if job is None or attempt is None or attempt.instance_id != instance_id:
+    attempt = None if job is None else job.current_attempt
+    if job is None or attempt is None or attempt.node_on(instance_id) is None:
         raise ReportRefused(f"instance {instance_id} does not run an open attempt of job {job_id}")
+    if attempt.ended_at is not None:
+        # A node kept from a closed attempt still runs its old step: it is the job's, and must stop it.
+        raise ReportNotWaited(f"attempt {attempt.number} of job {job_id} has ended")
     return job, attempt
 
 
@@ -207,14 +213,50 @@ def answer_agent_report(
         if taken and report.checkpoint_interval not in (None, attempt.checkpoint_interval):
             _record_interval(store, job.job_id, attempt.number, report.checkpoint_interval)
     elif isinstance(report, SuccessReport):
-        if not isinstance(report.output, _RESULTS[report.step]):
-            raise ReportInvalid(f"the result of {report.step} is a {_RESULTS[report.step].__name__}")
-        taken = workflows.send_success(token, report.output.model_dump_json())
+        node = attempt.node_on(caller_instance(identity, instance_role_name))
+        if node is None or node.node == 0:
+            if not isinstance(report.output, _RESULTS[report.step]):
+                raise ReportInvalid(f"the result of {report.step} is a {_RESULTS[report.step].__name__}")
+        elif not isinstance(report.output, NodeDone) or report.output.node != node.node:
+            raise ReportInvalid(f"node {node.node} reports a NodeDone of node {node.node}")
+        output = _group_result(store, job.job_id, attempt, node, report.output) if attempt.group else None
+        if attempt.group and output is None:
+            return ReportAnswer(job_id=report.job_id, step=report.step, kind=report.kind)
+        taken = workflows.send_success(token, output or report.output.model_dump_json())
     else:
         taken = workflows.fail_task(token, report.error, report.cause)
     if not taken:
         raise TaskGone(f"the workflow no longer waits for {report.step} of job {report.job_id}")
     return ReportAnswer(job_id=report.job_id, step=report.step, kind=report.kind)
+
+
+def _group_result(
+    store: JobStore, job_id: str, attempt: Attempt, node: NodeRun | None, output: BaseModel
+) -> str | None:
+    """Mark the node's part of the step done; node 0's result (JSON) once every node's is, else None.
+
+    The write is guarded by the record's version (:func:`spotrun.control.store.update_job`): of two nodes that
+    report at once, exactly one sees the group complete and answers the workflow.
+    """
+    if node is None:
+        return None
+    finished: list[str] = []
+
+    def mark(current: Job) -> Job:
+        finished.clear()
+        latest = current.open_attempt
+        mine = None if latest is None or latest.number != attempt.number else latest.node_on(node.instance_id)
+        if latest is None or mine is None or mine.done:
+            return current
+        marked = latest.with_node(mine.model_copy(update={"done": True}))
+        if mine.node == 0:
+            marked = marked.model_copy(update={"leader_result": output.model_dump_json()})
+        if all_done(marked) and marked.leader_result is not None:
+            finished.append(marked.leader_result)
+        return current.with_current_attempt(marked)
+
+    update_job(store, job_id, mark)
+    return finished[0] if finished else None
 
 
 def _record_interval(store: JobStore, job_id: str, number: int, used: CheckpointIntervalUsed | None) -> None:

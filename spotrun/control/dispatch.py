@@ -6,9 +6,11 @@ from datetime import datetime
 
 from spotrun.control.ports import Commands, DeploymentSettings, JobStore, Objects
 from spotrun.control.store import update_job
-from spotrun.model.agent_protocol.command import AgentCommand, StageResult, WorkflowStep
+from spotrun.model.agent_protocol.command import AgentCommand, NodeGroup, StageResult, WorkflowStep
 from spotrun.model.errors import BudgetExceeded, InstanceLost
+from spotrun.model.job.attempt import Attempt, NodeRun
 from spotrun.model.job.attempt_end import settle_steps_lost
+from spotrun.model.job.group import rendezvous_id, rendezvous_port, step_started
 from spotrun.model.job.interruption_rate import pool_rate
 from spotrun.model.job.limits import budget_stop_at, train_limits
 from spotrun.model.job.record import STEP_STATUS, Job, transition
@@ -57,7 +59,7 @@ def dispatch_agent_step(
     Returns
     -------
     str
-        The SSM command id.
+        The SSM command id (node 0's, for a group: each node gets its own command).
 
     Raises
     ------
@@ -81,6 +83,10 @@ def dispatch_agent_step(
         moved = transition(current, STEP_STATUS[step], now, detail=step_detail(attempt.instance_id, staged))
         moved = moved.model_copy(update={"task_token": task_token})
         last = moved.current_attempt
+        if last is not None:
+            # No node has reported the new step yet (a group's step succeeds once every node has).
+            last = step_started(last)
+            moved = moved.with_current_attempt(last)
         if staged is None or last is None:
             return moved
         restored = {
@@ -111,13 +117,41 @@ def dispatch_agent_step(
         stop_at=stop_at,
         stop_grace_seconds=timing.limit_grace_seconds,
         pool_rate=rate,
+        hang_seconds=manifest.hang_seconds if step == "train" else None,
     )
-    return send_agent_command(
-        command,
-        attempt.instance_id,
-        objects=objects,
-        commands=commands,
-        document_name=settings.agent_document_name,
+    sent = [
+        send_agent_command(
+            command.model_copy(update={"group": node_group(job_id, attempt, node)}),
+            node.instance_id,
+            objects=objects,
+            commands=commands,
+            document_name=settings.agent_document_name,
+        )
+        for node in attempt.node_runs()
+    ]
+    return sent[0]
+
+
+def node_group(job_id: str, attempt: Attempt, node: NodeRun) -> NodeGroup | None:
+    """Where ``node`` stands in the attempt's group and how torchrun reaches node 0; None for one node.
+
+    Raises
+    ------
+    InstanceLost
+        When node 0's address is not known (the readiness check records it once every node runs).
+    """
+    if not attempt.group:
+        return None
+    host = attempt.nodes[0].private_ip
+    if host is None:
+        raise InstanceLost(f"job {job_id}: node 0 of attempt {attempt.number} has no known address")
+    return NodeGroup(
+        nodes=len(attempt.nodes),
+        node=node.node,
+        rendezvous_host=host,
+        rendezvous_port=rendezvous_port(job_id, attempt.number),
+        rendezvous_id=rendezvous_id(job_id, attempt.number),
+        efa=attempt.efa,
     )
 
 
@@ -141,6 +175,7 @@ def send_agent_command(
     str
         The SSM command id.
     """
-    key = agent_command_key(command.job_id, command.attempt, command.step)
+    node = command.group.node if command.group else 0
+    key = agent_command_key(command.job_id, command.attempt, command.step, node)
     objects.put_json(command.jobs_bucket, key, command.model_dump(mode="json"))
     return commands.run_agent(document_name, instance_id, f"s3://{command.jobs_bucket}/{key}")

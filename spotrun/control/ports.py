@@ -38,6 +38,10 @@ class Compute(Protocol):
         """
         ...
 
+    def private_ips(self, instance_ids: list[str]) -> dict[str, str]:
+        """Each known instance's private IPv4 address, in one call (an instance EC2 does not know is left out)."""
+        ...
+
     def terminate(self, instance_ids: list[str]) -> list[str]:
         """Terminate the instances that still exist; return the ids EC2 accepted.
 

@@ -35,6 +35,8 @@ class WorkflowTiming(DeferredModel):
     limit_grace_seconds: float = 60.0
     # How long a running instance may take for its SSM agent to register before it counts as unmanageable.
     ssm_registration_timeout_seconds: float = 600.0
+    # A multi-node group that lost a node waits this long for its replacement in the same zone, then moves.
+    replace_node_seconds: float = 600.0
     # The emulator's factor (1.0 on AWS): what the deadline policy scales its assumed AWS durations by.
     time_scale: float = 1.0
 
@@ -75,6 +77,7 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
         ssm_registration_timeout_seconds=600 * time_scale,
         capacity_retry_seconds=max(1, round(60 * time_scale)),
         capacity_patience_seconds=manifest.capacity.max_wait_seconds * time_scale,
+        replace_node_seconds=manifest.capacity.replace_node_minutes * 60.0 * time_scale,
         heartbeat_seconds=heartbeat,
         # Five heartbeats per timeout window: one lost call does not fail the step.
         agent_heartbeat_seconds=heartbeat / 5,

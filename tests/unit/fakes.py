@@ -49,14 +49,16 @@ class FakeCompute:
             ]
             return {"Instances": [], "Errors": errors}
         override = config["Overrides"][0]
-        instance_id = next(self._ids)
-        self.states[instance_id] = "pending"
+        count = request["TargetCapacitySpecification"]["TotalTargetCapacity"]
+        instance_ids = [next(self._ids) for _ in range(count)]
+        for instance_id in instance_ids:
+            self.states[instance_id] = "pending"
         return {
             "Instances": [
                 {
                     "LaunchTemplateAndOverrides": {"Overrides": override},
                     "Lifecycle": lifecycle,
-                    "InstanceIds": [instance_id],
+                    "InstanceIds": instance_ids,
                     "InstanceType": override["InstanceType"],
                 }
             ],
@@ -65,6 +67,14 @@ class FakeCompute:
 
     def spot_price(self, instance_type: str, availability_zone: str) -> float | None:
         return self.price
+
+    def private_ips(self, instance_ids: list[str]) -> dict[str, str]:
+        # Addresses that sort unlike launch order (10.0.0.<100 - n>): node order is the addresses' order.
+        return {
+            instance_id: f"10.0.0.{100 - int(instance_id[2:], 16)}"
+            for instance_id in instance_ids
+            if instance_id in self.states and instance_id not in self.invisible
+        }
 
     def spot_prices(self, instance_types: list[str]) -> dict[tuple[str, str], float]:
         zones = set(self.zones.values())

@@ -141,11 +141,11 @@ def test_an_unknown_job_is_refused_as_another_jobs() -> None:
         answer(heartbeat(job_id="job-z-00000000000f"), session("i-aaaa"))
 
 
-def test_the_instance_of_an_ended_attempt_is_refused() -> None:
-    # Given job-a's attempt on i-aaaa has ended
+def test_the_instance_of_an_ended_attempt_is_told_its_step_is_not_waited_on() -> None:
+    # Given job-a's attempt on i-aaaa has ended (a node kept for the next attempt still runs its old step)
     # When i-aaaa reports
-    # Then it is refused
-    with pytest.raises(ReportRefused):
+    # Then it hears that its step is no longer waited on (HTTP 409: the agent abandons the step)
+    with pytest.raises(ReportNotWaited):
         answer(heartbeat(), session("i-aaaa"), running_job(ended=True))
 
 

@@ -344,34 +344,3 @@ def test_numbers_and_booleans_in_env_become_text():
     assert manifest.training.env == {"OMP_NUM_THREADS": "4", "DEBUG": "true"}
 
 
-def test_more_than_one_node_is_refused_saying_this_version_is_single_node() -> None:
-    # Given a manifest asking for two nodes
-    text = MINIMAL + "resources: {nodes: 2}\n"
-    # When it is validated, Then the refusal names the field and says why
-    with pytest.raises(ManifestError) as caught:
-        parse_manifest_text(text)
-    [line] = caught.value.errors
-    assert line.startswith("resources.nodes: 2 nodes asked")
-    assert "single-node jobs only" in line
-
-
-def test_the_schema_says_nodes_is_one_at_most_in_this_version() -> None:
-    # Given the JSON Schema an editor validates against
-    resources = json.loads(manifest_json_schema())["$defs"]["Resources"]["properties"]["nodes"]
-    # Then it caps nodes at 1 and its description says so
-    assert resources["maximum"] == 1
-    assert "single-node jobs only" in resources["description"]
-
-
-def test_spotrun_validate_refuses_two_nodes(tmp_path) -> None:
-    # Given a two-node manifest file
-    from typer.testing import CliRunner
-
-    from spotrun.cli.app import app
-
-    path = tmp_path / "two.yaml"
-    path.write_text(MINIMAL + "resources: {nodes: 2}\n")
-    # When `spotrun validate` checks it, Then it fails naming the field
-    result = CliRunner().invoke(app, ["validate", str(path)])
-    assert result.exit_code == 1
-    assert "resources.nodes: 2 nodes asked" in result.output

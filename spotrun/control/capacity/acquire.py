@@ -6,17 +6,13 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 
+from spotrun.control.capacity.fleet import NO_GROUP, GroupSite, launch_fleet
+from spotrun.control.capacity.group import rebuild_group
 from spotrun.control.capacity.readiness import not_visible_yet
 from spotrun.control.ports import Compute, JobStore
 from spotrun.control.store import update_job
 from spotrun.model.capacity.candidates import Lifecycle, Pool, avoid_list, candidate_types, choose_lifecycle
-from spotrun.model.capacity.fleet_request import (
-    FleetLaunchError,
-    LaunchedInstance,
-    build_fleet_request,
-    fleet_errors,
-    parse_fleet_response,
-)
+from spotrun.model.capacity.fleet_request import FleetLaunchError, LaunchedInstance
 from spotrun.model.capacity.pricing import attempt_price
 from spotrun.model.capacity.wait import check_max_wait, still_waiting, waited_seconds
 from spotrun.model.deadline.state import Choice, Decision, Running
@@ -33,7 +29,8 @@ from spotrun.model.errors import (
     CapacityUnavailable,
     InstanceLost,
 )
-from spotrun.model.job.attempt import INTERRUPTION_REASONS, Attempt
+from spotrun.model.job.attempt import INTERRUPTION_REASONS, Attempt, NodeRun
+from spotrun.model.job.group import group_note
 from spotrun.model.job.limits import next_attempt_refusal
 from spotrun.model.job.record import Job, JobStatus, StatusChange, transition
 from spotrun.model.job.standby import retire_standby, standby_in_flight
@@ -57,6 +54,7 @@ def launch_instance(
     assumed: DeadlineAssumptions = ASSUMED,
     failures: list[FleetLaunchError] | None = None,
     lifecycle: Lifecycle | None = None,
+    group: GroupSite = NO_GROUP,
 ) -> Attempt:
     """Launch capacity for the job's next attempt, without recording it.
 
@@ -89,11 +87,14 @@ def launch_instance(
         A lifecycle decided already (the deadline's return to spot,
         :mod:`spotrun.control.capacity.deadline_moves`): that one only, without a decision of the deadline
         policy's and without the on-demand fallback.
+    group
+        For a multi-node job: the placement groups and the EFA launch template (:class:`GroupSite`).
 
     Returns
     -------
     Attempt
-        The launched instance as the job's next attempt, started ``now``.
+        The launched instance as the job's next attempt, started ``now``; for several nodes, all of them in one
+        pool and placement group (:attr:`Attempt.nodes`).
 
     Raises
     ------
@@ -112,24 +113,28 @@ def launch_instance(
     avoid = avoid_list(reclaimed, now, manifest.capacity.avoid_pool_minutes) | set(also_avoid)
     tags = {**manifest.tags, JOB_ID_TAG: job.job_id, ATTEMPT_TAG: str(len(job.attempts) + 1)}
 
+    nodes = manifest.resources.nodes
+    candidates = candidate_types(manifest.resources)
+    template = group.template(candidates, nodes, manifest.resources.efa, launch_template_name)
+    efa = nodes > 1 and template == group.efa_launch_template_name
+
     def launch(chosen: Lifecycle) -> list[LaunchedInstance]:
-        request = build_fleet_request(
-            candidates=candidate_types(manifest.resources),
+        return launch_fleet(
+            compute,
+            candidates=candidates,
             subnets=subnets,
-            launch_template_name=launch_template_name,
+            launch_template_name=template,
+            placement_groups=group.placements(subnets, nodes),
             lifecycle=chosen,
             max_price_per_hour=manifest.capacity.max_price_per_hour,
             avoid_pools=avoid,
-            nodes=manifest.resources.nodes,
+            nodes=nodes,
             tags=tags,
+            failures=failures,
         )
-        response = compute.create_fleet(request)
-        if failures is not None:
-            failures.extend(fleet_errors(response, subnets))
-        return parse_fleet_response(response, subnets)
 
     if lifecycle is not None:
-        return _attempt(job, launch(lifecycle)[0], compute, now)
+        return _attempt(job, launch(lifecycle), compute, now, efa)
     decision = None
     if manifest.capacity.deadline is not None:
         # Spot's availability is learnt by asking for it: the policy first decides as if spot were there, and
@@ -142,7 +147,7 @@ def launch_instance(
         decided=decision.lifecycle() if decision else None,
     )
     try:
-        first = launch(lifecycle)[0]
+        launched = launch(lifecycle)
     except (CapacityUnavailable, CapacityQuotaExceeded):
         # A Spot quota (or no Spot capacity) is what the on-demand fallback is for; a configuration error
         # would fail on-demand alike.
@@ -156,12 +161,24 @@ def launch_instance(
         )
         if fallback == lifecycle:
             raise
-        first = launch(fallback)[0]
-    return _attempt(job, first, compute, now)
+        launched = launch(fallback)
+    return _attempt(job, launched, compute, now, efa)
 
 
-def _attempt(job: Job, first: LaunchedInstance, compute: Compute, now: datetime) -> Attempt:
-    # The launched instance as the job's next attempt, priced.
+def _attempt(
+    job: Job, launched: list[LaunchedInstance], compute: Compute, now: datetime, efa: bool
+) -> Attempt:
+    # The launched instances as the job's next attempt, priced (a group's nodes numbered in launch order until
+    # their addresses are known: spotrun.model.job.group.ordered_by_address).
+    first = launched[0]
+    nodes = (
+        [
+            NodeRun(node=index, instance_id=instance.instance_id, started_at=now)
+            for index, instance in enumerate(launched)
+        ]
+        if len(launched) > 1
+        else []
+    )
     spot_price = (
         compute.spot_price(first.instance_type, first.availability_zone)
         if first.lifecycle == "spot"
@@ -182,6 +199,8 @@ def _attempt(job: Job, first: LaunchedInstance, compute: Compute, now: datetime)
         price_per_hour=price,
         price_source=source,
         started_at=now,
+        nodes=nodes,
+        efa=efa,
     )
 
 
@@ -216,8 +235,12 @@ def acquire_instance(
     launch_template_name: str,
     timing: WorkflowTiming,
     now: datetime,
+    group: GroupSite = NO_GROUP,
 ) -> Attempt:
     """Give the job's next attempt an instance: the standby (:mod:`spotrun.control.capacity.standby`), or a new one.
+
+    A multi-node job's attempt gets all its nodes: the nodes its last attempt kept, the standby and new nodes in
+    their pool (:func:`spotrun.control.capacity.group.rebuild_group`), or a whole new group in one pool.
 
     Parameters
     ----------
@@ -228,9 +251,11 @@ def acquire_instance(
     subnet_ids, launch_template_name
         Where and how instances are launched.
     timing
-        The workflow's timing (how long to keep waiting for capacity).
+        The workflow's timing (how long to keep waiting for capacity, and for a lost node's replacement).
     now
         The current time.
+    group
+        The deployment's placement groups and EFA template, for a multi-node job.
 
     Returns
     -------
@@ -265,9 +290,27 @@ def acquire_instance(
     if refusal is not None:  # budget or training time used up: Budget.Exceeded / Training.MaxRuntimeExceeded
         raise refusal
     job = update_job(store, job_id, lambda current: transition(current, JobStatus.ACQUIRING, now))
-    attempt = _adopt_standby(job, compute, now)
     decisions: list[Decision] = []
     failures: list[FleetLaunchError] = []
+    also_avoid: set[Pool] = set()
+    try:
+        if job.require_manifest().resources.nodes > 1:
+            attempt, also_avoid = rebuild_group(
+                job,
+                store=store,
+                compute=compute,
+                subnet_ids=subnet_ids,
+                launch_template_name=launch_template_name,
+                site=group,
+                timing=timing,
+                now=now,
+                failures=failures,
+            )
+        else:
+            attempt = _adopt_standby(job, compute, now)
+    except CapacityUnavailable as exc:
+        _wait(store, job_id, decisions, failures, timing, now, str(exc))
+        raise
     if attempt is None:
         try:
             attempt = launch_instance(
@@ -277,36 +320,26 @@ def acquire_instance(
                 launch_template_name=launch_template_name,
                 interruptions=job.interruptions,
                 now=now,
+                also_avoid=also_avoid,
                 decisions=decisions,
                 assumed=ASSUMED.scaled(timing.time_scale),
                 failures=failures,
+                group=group,
             )
         except CapacityUnavailable as exc:
-            deadline_wait = bool(decisions) and decisions[-1].choice is Choice.WAIT
-            # The deadline policy's decision says why it waits; without pools' errors, the exception does.
-            note = str(exc) if deadline_wait or not failures else None
-            job = update_job(
-                store,
-                job_id,
-                lambda current: _note_wait(record_decisions(current, decisions, now), failures, now, note),
-            )
-            # A deadline's wait is bounded by the deadline itself (the policy moves to on-demand in time): the
-            # patience meant for jobs without one does not end it.
-            if not deadline_wait and job.capacity_wait is not None:
-                check_max_wait(
-                    job.capacity_wait,
-                    job.capacity_waited_seconds,
-                    timing.capacity_patience_seconds,
-                    now,
-                    job_id,
-                )
+            _wait(store, job_id, decisions, failures, timing, now, str(exc))
             raise
-        store.link_instance(attempt.instance_id, job_id)
+        for instance_id in attempt.instance_ids():
+            store.link_instance(instance_id, job_id)
     chosen = attempt
+    standby = job.standby
+    adopted = standby.instance_id if standby and standby.instance_id in chosen.instance_ids() else None
+    if standby is not None and adopted is None and chosen.group:
+        compute.terminate([standby.instance_id])  # launched in the zone the group left
 
     def record(current: Job) -> Job:
-        where = f"{chosen.instance_type} in {chosen.availability_zone}"
-        if current.standby is not None and current.standby.instance_id == chosen.instance_id:
+        where = group_note(chosen)
+        if adopted is not None and not chosen.group:
             moved = bool(current.attempts) and current.attempts[-1].deadline_move
             where += " (launched for the return to spot)" if moved else " (launched on the warning)"
         if decisions:
@@ -316,7 +349,7 @@ def acquire_instance(
             where += f"; after waiting {(now - wait.since).total_seconds() / 60:.1f} min for capacity"
         booting = transition(record_decisions(current, decisions, now), JobStatus.BOOTING, now, detail=where)
         # A standby not adopted (reclaimed before this attempt) still ran: it stays in the bill.
-        booting = retire_standby(booting, now, adopted=chosen.instance_id)
+        booting = retire_standby(booting, now, adopted=adopted)
         # The wait ends: its pools' errors go, its duration adds to what max_wait_minutes counts.
         return booting.model_copy(
             update={
@@ -328,6 +361,32 @@ def acquire_instance(
 
     update_job(store, job_id, record)
     return attempt
+
+
+def _wait(
+    store: JobStore,
+    job_id: str,
+    decisions: list[Decision],
+    failures: list[FleetLaunchError],
+    timing: WorkflowTiming,
+    now: datetime,
+    reason: str,
+) -> None:
+    # Record one more launch that found no capacity; past the job's patience, CapacityMaxWaitExceeded.
+    deadline_wait = bool(decisions) and decisions[-1].choice is Choice.WAIT
+    # The deadline policy's decision says why it waits; without pools' errors, the exception does.
+    note = reason if deadline_wait or not failures else None
+    job = update_job(
+        store,
+        job_id,
+        lambda current: _note_wait(record_decisions(current, decisions, now), failures, now, note),
+    )
+    # A deadline's wait is bounded by the deadline itself (the policy moves to on-demand in time): the
+    # patience meant for jobs without one does not end it.
+    if not deadline_wait and job.capacity_wait is not None:
+        check_max_wait(
+            job.capacity_wait, job.capacity_waited_seconds, timing.capacity_patience_seconds, now, job_id
+        )
 
 
 def _adopt_standby(job: Job, compute: Compute, now: datetime) -> Attempt | None:

@@ -12,18 +12,26 @@ import logging
 from datetime import datetime
 from typing import Any, Literal
 
+from spotrun.control.capacity.fleet import GroupSite
+from spotrun.control.capacity.readiness import not_visible_yet
 from spotrun.control.capacity.standby import launch_standby
-from spotrun.control.dispatch import send_agent_command
+from spotrun.control.dispatch import node_group, send_agent_command
 from spotrun.control.ports import Commands, Compute, DeploymentSettings, JobStore, Objects, Workflows
 from spotrun.control.store import update_job
 from spotrun.model.agent_protocol.checkpoints import group_checkpoint_keys
-from spotrun.model.agent_protocol.command import AgentCommand, FailureCause, read_caught_error
+from spotrun.model.agent_protocol.command import (
+    TRAINING_HUNG,
+    AgentCommand,
+    FailureCause,
+    read_caught_error,
+)
 from spotrun.model.base import DeferredModel
 from spotrun.model.capacity.ec2_states import GONE_STATES
 from spotrun.model.deadline.stored_job import ASSUMED
 from spotrun.model.errors import InterruptionsExceeded
-from spotrun.model.job.attempt import Attempt, InterruptionReason
+from spotrun.model.job.attempt import END_HUNG, Attempt, InterruptionReason
 from spotrun.model.job.attempt_end import end_reason, late_warning, steps_lost_fields
+from spotrun.model.job.group import close_group
 from spotrun.model.job.record import Job, JobStatus, transition
 from spotrun.model.layout import checkpoints_prefix, progress_key
 from spotrun.model.timing import workflow_timing
@@ -56,7 +64,7 @@ class EventOutcome(DeferredModel):
 class InterruptionRecord(DeferredModel):
     """What the workflow learns from recording an interruption (or a deadline's move, which is none)."""
 
-    reason: InterruptionReason | Literal["deadline-move"]
+    reason: InterruptionReason | Literal["deadline-move", "hung"]
     interruptions: int
     last_step: int | None
     # At the close: the latest committed checkpoint and the steps past it, provisional until the next attempt
@@ -66,8 +74,14 @@ class InterruptionRecord(DeferredModel):
 
 
 def _current_attempt_on(job: Job | None, instance_id: str) -> Attempt | None:
+    # The open attempt when one of its nodes runs on the instance.
     attempt = None if job is None else job.open_attempt
-    return attempt if attempt is not None and attempt.instance_id == instance_id else None
+    return attempt if attempt is not None and attempt.node_on(instance_id) is not None else None
+
+
+def _warned(attempt: Attempt, instance_id: str) -> bool:
+    node = attempt.node_on(instance_id)
+    return node is not None and node.notice_at is not None
 
 
 def on_interruption_warning(
@@ -116,7 +130,7 @@ def on_interruption_warning(
         return EventOutcome(
             action="ignored: not the current attempt of an active job", instance_id=instance_id
         )
-    if attempt is not None and attempt.notice_at is not None:
+    if attempt is not None and _warned(attempt, instance_id):
         return EventOutcome(
             action="ignored: warning already handled", job_id=job.job_id, instance_id=instance_id
         )
@@ -130,16 +144,21 @@ def on_interruption_warning(
         # update_job may call this more than once; the last call is the one whose result stands.
         nonlocal won, late
         latest = _current_attempt_on(current, instance_id)
-        won = latest is not None and latest.notice_at is None
+        won = latest is not None and not _warned(latest, instance_id)
         if latest is None:
             # The loss was recorded first (its state change handled before this): the record still gets it.
             warned = late_warning(current, instance_id, now)
             late = warned is not None
             return current if warned is None else warned
-        if latest.notice_at is not None:
+        node = latest.node_on(instance_id)
+        if node is None or node.notice_at is not None:
             return current
-        noted = current.with_current_attempt(latest.model_copy(update={"notice_at": now}))
-        return noted.model_copy(update={"standby_launching_at": now}) if overlap else noted
+        # The group's notice is its first node's; each node keeps its own.
+        group_notice = latest.notice_at or now
+        noted_attempt = latest.with_node(node.model_copy(update={"notice_at": now}))
+        noted = current.with_current_attempt(noted_attempt.model_copy(update={"notice_at": group_notice}))
+        first = latest.notice_at is None
+        return noted.model_copy(update={"standby_launching_at": now}) if overlap and first else noted
 
     update_job(store, job.job_id, note)
     if late:
@@ -153,7 +172,8 @@ def on_interruption_warning(
     notify_agent(job, attempt, objects=objects, commands=commands, settings=settings)
     standby = None
     usable = replacement_is_usable(job)
-    if overlap:
+    # One standby per warned attempt: a second node warned in the same group is replaced by the next acquire.
+    if overlap and attempt.notice_at is None:
         try:
             standby = launch_standby(
                 job_id=job.job_id,
@@ -163,6 +183,7 @@ def on_interruption_warning(
                 launch_template_name=settings.launch_template_name,
                 now=now,
                 assumed=ASSUMED.scaled(settings.time_scale),
+                group=GroupSite.of(settings),
             )
         finally:
             # The reservation goes whatever the launch's outcome: the acquisition waiting on it adopts the
@@ -193,7 +214,8 @@ def replacement_is_usable(job: Job) -> bool:
 def notify_agent(
     job: Job, attempt: Attempt, *, objects: Objects, commands: Commands, settings: DeploymentSettings
 ) -> None:
-    """Send the agent the ``notice`` command: checkpoint, commit and end the step (best effort, logged)."""
+    """Send the agent of every node the ``notice`` command: checkpoint, commit and end the step (best effort,
+    logged). Every node of a group gets it: all ranks then stop at one step and save there together."""
     manifest = job.require_manifest()
     timing = workflow_timing(manifest, settings.time_scale)
     command = AgentCommand(
@@ -206,23 +228,24 @@ def notify_agent(
         heartbeat_seconds=timing.agent_heartbeat_seconds,
         poll_seconds=timing.agent_poll_seconds,
     )
-    try:
-        send_agent_command(
-            command,
-            attempt.instance_id,
-            objects=objects,
-            commands=commands,
-            document_name=settings.agent_document_name,
-        )
-    except Exception as exc:
-        # The agent also watches IMDS for the notice: a command that cannot reach it must not stop the
-        # replacement from launching.
-        logger.warning(
-            "job %s: could not send the interruption notice to the agent on %s: %r",
-            job.job_id,
-            attempt.instance_id,
-            exc,
-        )
+    for node in attempt.node_runs():
+        try:
+            send_agent_command(
+                command.model_copy(update={"group": node_group(job.job_id, attempt, node)}),
+                node.instance_id,
+                objects=objects,
+                commands=commands,
+                document_name=settings.agent_document_name,
+            )
+        except Exception as exc:
+            # The warned agent also watches IMDS for the notice: a command that cannot reach one must not stop
+            # the others' or the replacement's launch.
+            logger.warning(
+                "job %s: could not send the interruption notice to the agent on %s: %r",
+                job.job_id,
+                node.instance_id,
+                exc,
+            )
 
 
 def on_rebalance_recommendation(*, instance_id: str, store: JobStore, now: datetime) -> EventOutcome:
@@ -234,9 +257,13 @@ def on_rebalance_recommendation(*, instance_id: str, store: JobStore, now: datet
 
     def note(current: Job) -> Job:
         latest = _current_attempt_on(current, instance_id)
-        if latest is None or latest.rebalance_at is not None:
+        node = None if latest is None else latest.node_on(instance_id)
+        if latest is None or node is None or node.rebalance_at is not None:
             return current
-        return current.with_current_attempt(latest.model_copy(update={"rebalance_at": now}))
+        noted = latest.with_node(node.model_copy(update={"rebalance_at": now}))
+        return current.with_current_attempt(
+            noted.model_copy(update={"rebalance_at": latest.rebalance_at or now})
+        )
 
     update_job(store, job.job_id, note)
     return EventOutcome(action="rebalance recorded", job_id=job.job_id, instance_id=instance_id)
@@ -307,7 +334,12 @@ def record_interruption(
     caught = read_caught_error(error)
     error_name = caught.error or ""
     caught_reason = _REASON_BY_ERROR.get(error_name, "instance-lost")
-    reason: str = end_reason(caught_reason, attempt)
+    hung = error_name == TRAINING_HUNG
+
+    def why(latest: Attempt) -> str:
+        return END_HUNG if hung else end_reason(caught_reason, latest)
+
+    reason = why(attempt)
     last_step = None if caught.failure is None else caught.failure.last_step
     if last_step is None:
         last_step = _reported_step(objects, jobs_bucket, job_id, attempt.number)
@@ -315,7 +347,9 @@ def record_interruption(
     # staging settles the figure against the checkpoint it restored (spotrun.model.job.attempt_end).
     resume_from = _latest_committed_step(objects, jobs_bucket, job_id)
     lost = steps_lost_fields(attempt, last_step, resume_from, final=False)
-    compute.terminate([attempt.instance_id])
+    # A group keeps its healthy nodes for the next attempt; one node, or a lost one, is let go.
+    gone = lost_nodes(attempt, caught_reason, compute, now) if attempt.group else {attempt.instance_id}
+    compute.terminate(sorted(gone))
 
     def close(current: Job) -> Job:
         nonlocal reason, lost
@@ -323,13 +357,15 @@ def record_interruption(
         if latest is None or latest.number != attempt.number:
             return current
         # From the attempt as stored now: a warning recorded since the first read still makes it "interrupted".
-        reason = end_reason(caught_reason, latest)
+        reason = why(latest)
         lost = steps_lost_fields(latest, last_step, resume_from, final=False)
         # The agent's word that the command died in the middle of its save: the summary says it.
         failed = None if caught.failure is None else caught.failure.save_failed
         closed = latest.model_copy(
             update={"ended_at": now, "end_reason": reason, "save_failed": failed, **lost}
         )
+        if closed.group:
+            closed = close_group(closed, gone, reason, now)
         where = f"{error_name or reason} at step {last_step}; resumes from step {resume_from or 0}"
         moved = transition(current.with_current_attempt(closed), JobStatus.INTERRUPTED, now, detail=where)
         return moved.model_copy(update={"task_token": None})
@@ -347,6 +383,27 @@ def record_interruption(
         resume_from_step=resume_from,
         steps_lost=lost["steps_lost"],
     )
+
+
+def lost_nodes(attempt: Attempt, caught: str, compute: Compute, now: datetime) -> set[str]:
+    """The instances of a group attempt that are lost: warned, or no longer pending or running for EC2.
+
+    A heartbeat timeout loses every node (none of their agents answered); a node EC2 does not know yet just
+    after its launch is not lost (:func:`not_visible_yet`).
+    """
+    if caught == "heartbeat-timeout":
+        return set(attempt.instance_ids())
+    lost = set()
+    for node in attempt.node_runs():
+        state = compute.instance_state(node.instance_id)
+        unknown = state is None and not not_visible_yet(node.started_at, now)
+        if (
+            node.notice_at is not None
+            or unknown
+            or (state is not None and state not in ("pending", "running"))
+        ):
+            lost.add(node.instance_id)
+    return lost
 
 
 def _reported_step(objects: Objects, bucket: str, job_id: str, attempt: int) -> int | None:

@@ -14,7 +14,8 @@ from spotrun.control.store import update_job
 from spotrun.model.base import DeferredModel
 from spotrun.model.capacity.ec2_states import GONE_STATES
 from spotrun.model.errors import InstanceBootTimeout, InstanceLost, InstanceNotManaged
-from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.attempt import Attempt, NodeRun
+from spotrun.model.job.group import ordered_by_address
 from spotrun.model.job.record import Job
 from spotrun.model.timing import WorkflowTiming
 
@@ -72,11 +73,31 @@ def check_ready(
     attempt = None if job is None else job.open_attempt
     if attempt is None:
         raise InstanceLost(f"job {job_id} has no open attempt")
-    instance_id = attempt.instance_id
+    # A group is ready when every node is; the first node that is not answers for it.
+    for node in attempt.node_runs():
+        report = _check_node(job_id, attempt, node, store, compute, commands, timing, now)
+        if not report.ready:
+            return report
+    if attempt.group:
+        _number_by_address(job_id, attempt, store, compute)
+    return ReadyReport(ready=True, instance_id=attempt.instance_id, state="running", agent_online=True)
+
+
+def _check_node(
+    job_id: str,
+    attempt: Attempt,
+    node: NodeRun,
+    store: JobStore,
+    compute: Compute,
+    commands: Commands,
+    timing: WorkflowTiming,
+    now: datetime,
+) -> ReadyReport:
+    instance_id = node.instance_id
     state = compute.instance_state(instance_id)
     if state == "running":
-        return _check_managed(job_id, attempt, store, compute, commands, timing, now)
-    if state is None and not_visible_yet(attempt.started_at, now):
+        return _check_managed(job_id, attempt, node, store, commands, compute, timing, now)
+    if state is None and not_visible_yet(node.started_at, now):
         return ReadyReport(ready=False, instance_id=instance_id, state=None)
     if state is None or state in GONE_STATES:
         raise InstanceLost(f"instance {instance_id} is {state or 'unknown to EC2'} before it was ready")
@@ -86,6 +107,33 @@ def check_ready(
             f"instance {instance_id} still {state} after {timing.boot_timeout_seconds:.0f} s"
         )
     return ReadyReport(ready=False, instance_id=instance_id, state=state)
+
+
+def _number_by_address(job_id: str, attempt: Attempt, store: JobStore, compute: Compute) -> None:
+    # Every node runs: number them by address, as torch's rendezvous ranks them (spotrun.model.job.group).
+    if all(node.private_ip for node in attempt.nodes):
+        return
+    addresses = compute.private_ips(attempt.instance_ids())
+    missing = [instance_id for instance_id in attempt.instance_ids() if instance_id not in addresses]
+    if missing:
+        raise InstanceLost(f"EC2 gives no private address for {', '.join(missing)}")
+    ordered = ordered_by_address(attempt.nodes, addresses)
+
+    def number(current: Job) -> Job:
+        latest = current.open_attempt
+        if latest is None or latest.number != attempt.number:
+            return current
+        by_id = {node.instance_id: node for node in latest.nodes}
+        # Each node as stored now (its running_at), with its address and place.
+        nodes = [
+            by_id[node.instance_id].model_copy(update={"node": node.node, "private_ip": node.private_ip})
+            for node in ordered
+        ]
+        return current.with_current_attempt(
+            latest.model_copy(update={"nodes": nodes, "instance_id": nodes[0].instance_id})
+        )
+
+    update_job(store, job_id, number)
 
 
 def await_ready(
@@ -127,25 +175,26 @@ def await_ready(
 def _check_managed(
     job_id: str,
     attempt: Attempt,
+    node: NodeRun,
     store: JobStore,
-    compute: Compute,
     commands: Commands,
+    compute: Compute,
     timing: WorkflowTiming,
     now: datetime,
 ) -> ReadyReport:
-    instance_id = attempt.instance_id
+    instance_id = node.instance_id
     if commands.agent_online(instance_id):
         return ReadyReport(ready=True, instance_id=instance_id, state="running", agent_online=True)
-    running_at = attempt.running_at
+    running_at = node.running_at
     if running_at is None:
         running_at = now
 
         def note(current: Job) -> Job:
             latest = current.open_attempt
-            if latest is None or latest.instance_id != instance_id or latest.running_at is not None:
+            mine = None if latest is None or latest.number != attempt.number else latest.node_on(instance_id)
+            if latest is None or mine is None or mine.running_at is not None:
                 return current
-            noted = latest.model_copy(update={"running_at": now})
-            return current.with_current_attempt(noted)
+            return current.with_current_attempt(latest.with_node(mine.model_copy(update={"running_at": now})))
 
         update_job(store, job_id, note)
     waited = (now - running_at).total_seconds()

@@ -10,6 +10,7 @@ from spotrun.control.ports import Compute, JobStore
 from spotrun.control.store import update_job
 from spotrun.model.errors import InstancesNotReleased
 from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.group import end_open_nodes, release_kept
 from spotrun.model.job.record import Job
 from spotrun.model.job.standby import retire_standby
 
@@ -48,7 +49,10 @@ def release_instances(
         attempt = current.open_attempt
         if attempt is not None:
             closed = attempt.model_copy(update={"ended_at": now, "end_reason": reason})
-            current = current.with_current_attempt(closed)
+            current = current.with_current_attempt(end_open_nodes(closed, reason, now))
+        else:
+            # A group waiting for a replacement: its kept nodes ran until now.
+            current = release_kept(current, reason, now)
         return billed_until(current, unconfirmed, now)
 
     update_job(store, job_id, close)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from spotrun.control.capacity.acquire import REFUSED, launch_instance, record_decisions
+from spotrun.control.capacity.fleet import NO_GROUP, GroupSite
+from spotrun.control.capacity.group import launch_in_pool
 from spotrun.control.ports import Compute, JobStore
 from spotrun.control.store import update_job
 from spotrun.model.capacity.candidates import Lifecycle, Pool
@@ -20,6 +22,7 @@ from spotrun.model.deadline.stored_job import ASSUMED, DeadlineAssumptions
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.job.attempt import Attempt
 from spotrun.model.job.limits import next_attempt_refusal
+from spotrun.model.job.record import Job
 from spotrun.model.job.standby import keep_unused
 
 
@@ -33,6 +36,7 @@ def launch_standby(
     now: datetime,
     assumed: DeadlineAssumptions = ASSUMED,
     lifecycle: Lifecycle | None = None,
+    group: GroupSite = NO_GROUP,
 ) -> Attempt | None:
     """Launch the job's next instance now, while its current attempt still runs, and keep it as the standby.
 
@@ -60,18 +64,22 @@ def launch_standby(
         return None  # the job could not use it: its budget or training time would not pay for it
     decisions: list[Decision] = []
     try:
-        standby = launch_instance(
-            job,
-            compute=compute,
-            subnet_ids=subnet_ids,
-            launch_template_name=launch_template_name,
-            interruptions=interruptions,
-            now=now,
-            also_avoid={Pool(current.instance_type, current.availability_zone)} if warned else (),
-            decisions=decisions,
-            assumed=assumed,
-            lifecycle=lifecycle,
-        )
+        if current.group:
+            # A group's replacement joins the healthy nodes: same pool, same placement group.
+            standby = _group_replacement(job, current, compute, subnet_ids, launch_template_name, group, now)
+        else:
+            standby = launch_instance(
+                job,
+                compute=compute,
+                subnet_ids=subnet_ids,
+                launch_template_name=launch_template_name,
+                interruptions=interruptions,
+                now=now,
+                also_avoid={Pool(current.instance_type, current.availability_zone)} if warned else (),
+                decisions=decisions,
+                assumed=assumed,
+                lifecycle=lifecycle,
+            )
     except (CapacityUnavailable, *REFUSED):
         # The workflow's own acquire after the attempt reports a refusal with its code and advice.
         return None
@@ -93,3 +101,39 @@ def launch_standby(
         compute.terminate([standby.instance_id])
         return None
     return standby
+
+
+def _group_replacement(
+    job: Job,
+    current: Attempt,
+    compute: Compute,
+    subnet_ids: tuple[str, ...],
+    launch_template_name: str,
+    group: GroupSite,
+    now: datetime,
+) -> Attempt:
+    pool = Pool(current.instance_type, current.availability_zone)
+    [instance_id] = launch_in_pool(
+        job,
+        pool,
+        1,
+        compute=compute,
+        subnet_ids=subnet_ids,
+        launch_template_name=launch_template_name,
+        site=group,
+        lifecycle=current.lifecycle,
+        efa=current.efa,
+    )
+    return current.model_copy(
+        update={
+            "number": len(job.attempts) + 1,
+            "instance_id": instance_id,
+            "started_at": now,
+            "ended_at": None,
+            "end_reason": None,
+            "notice_at": None,
+            "rebalance_at": None,
+            "nodes": [],
+            "leader_result": None,
+        }
+    )

@@ -22,6 +22,11 @@ END_DEADLINE_MOVE = "deadline-move"
 # ended its step; the others: the capacity went away without a recorded warning (spotrun.model.job.attempt_end).
 InterruptionReason = Literal["interrupted", "instance-lost", "heartbeat-timeout", "boot-timeout"]
 INTERRUPTION_REASONS: frozenset[str] = frozenset(get_args(InterruptionReason))
+# The script's steps stopped advancing (training.hang_minutes): its command was stopped and the job restarts from
+# its last committed checkpoint. Not a reclaim (its pool is not avoided), but it counts against
+# capacity.max_interruptions like one, so a group that hangs again and again ends.
+END_HUNG = "hung"
+RESTART_REASONS: frozenset[str] = INTERRUPTION_REASONS | {END_HUNG}
 StepsLostBasis = Literal["latest-commit", "restored"]
 # A multi-node attempt's healthy node when the attempt ended because another node was lost (or the group hung):
 # it keeps running, is not terminated, and the next attempt adopts it.
@@ -118,6 +123,7 @@ class Attempt(RecordModel):
         description="A multi-node attempt's nodes, node 0 first (its instance is instance_id); empty for one node. "
         "notice_at and rebalance_at above are then the group's first.",
     )
+    efa: bool = Field(False, description="A group's nodes were launched with an Elastic Fabric Adapter.")
     leader_result: str | None = Field(
         None,
         repr=False,

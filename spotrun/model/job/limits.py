@@ -68,7 +68,8 @@ def _cheapest_boot(manifest: JobManifest, lifecycle: Lifecycle) -> tuple[str, fl
     price = cheapest.on_demand_usd_per_hour
     if lifecycle == "spot":
         price *= SPOT_FLOOR_SHARE
-    return cheapest.name, price, price * BILLING_MINIMUM_SECONDS / 3600
+    # Every node of the group bills its own minimum.
+    return cheapest.name, price, price * BILLING_MINIMUM_SECONDS / 3600 * manifest.resources.nodes
 
 
 def admission_problems(manifest: JobManifest) -> list[str]:
@@ -161,12 +162,18 @@ def budget_stop_at(job: Job, attempt: Attempt, *, margin_seconds: float, now: da
     if attempt.price_per_hour is None:
         # No figure for this instance in its region: the budget cannot be shown to hold, so stop safely.
         return now
-    others = [a for a in job.billed_instances() if a.instance_id != attempt.instance_id]
+    # Every node of the attempt bills from its own start (a node kept from the attempt before, from that one's
+    # end): the budget runs out when their sum reaches what is left.
+    mine = attempt.billed()
+    own = {(record.instance_id, record.started_at) for record in mine}
+    others = [a for a in job.billed_instances() if (a.instance_id, a.started_at) not in own]
     left = max_usd - (job_cost(others, now=now).usd if others else 0.0)
-    affordable = left * 3600 / attempt.price_per_hour
+    affordable = left * 3600 / attempt.price_per_hour / len(mine)
     if affordable < BILLING_MINIMUM_SECONDS:
         return now
-    return attempt.started_at + timedelta(seconds=affordable - margin_seconds)
+    start = min(record.started_at for record in mine)
+    offsets = sum((record.started_at - start).total_seconds() for record in mine) / len(mine)
+    return start + timedelta(seconds=affordable + offsets - margin_seconds)
 
 
 def train_limits(job: Job, attempt: Attempt, *, margin_seconds: float, now: datetime) -> TrainLimits:

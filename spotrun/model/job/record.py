@@ -13,7 +13,7 @@ from spotrun.model.base import RecordModel
 from spotrun.model.capacity.pricing import CostReport
 from spotrun.model.capacity.wait import CapacityWait
 from spotrun.model.errors import InvalidTransition
-from spotrun.model.job.attempt import INTERRUPTION_REASONS, Attempt
+from spotrun.model.job.attempt import RESTART_REASONS, Attempt
 from spotrun.model.job.deadline_record import LifecycleDecision, StepsReported
 from spotrun.model.manifest.schema import JobManifest
 
@@ -234,8 +234,8 @@ class Job(RecordModel):
 
     @property
     def interruptions(self) -> int:
-        """How many attempts ended because their capacity went away."""
-        return sum(1 for attempt in self.attempts if attempt.end_reason in INTERRUPTION_REASONS)
+        """How many attempts ended because their capacity went away, or hung (a restart either way)."""
+        return sum(1 for attempt in self.attempts if attempt.end_reason in RESTART_REASONS)
 
 
 def new_job(
