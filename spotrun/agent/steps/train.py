@@ -7,6 +7,7 @@ import logging
 import signal
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 from spotrun.agent.checkpoint_store import CommittedCheckpoint, latest_committed
 from spotrun.agent.periodic import Ticker
@@ -24,6 +25,7 @@ from spotrun.agent.steps.final_outputs import (
 from spotrun.agent.supervision.checkpoint_sync import CheckpointSyncer
 from spotrun.agent.supervision.command_environment import child_environment, install_runtime
 from spotrun.agent.supervision.gpu import GpuMonitor, metrics_interval
+from spotrun.agent.supervision.hang import HangWatch
 from spotrun.agent.supervision.interval import IntervalAdvisor
 from spotrun.agent.supervision.log_shipper import live_log
 from spotrun.agent.supervision.notice_relay import NoticeChannel
@@ -37,6 +39,7 @@ from spotrun.model.agent_protocol.command import (
     SECRETS_UNAVAILABLE,
     SPOT_INTERRUPTED,
     TRAINING_FAILED,
+    TRAINING_HUNG,
     AgentCommand,
     FailureCause,
     NodeDone,
@@ -103,6 +106,7 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     log_path = job_layout.log_file(command.attempt)
     progress_path = job_layout.progress_file(command.attempt)
     progress_path.unlink(missing_ok=True)  # left by an earlier run of this step: not this run's progress
+    hang = _hang_watch(command, progress_path)  # after the unlink: an earlier run's step is not this run's
     progress = ProgressPublisher(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, progress_path)
     group = command.group
     syncer = CheckpointSyncer(
@@ -140,6 +144,7 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         tick_seconds=min(0.2, command.poll_seconds),
         budget_seconds=budget_seconds(command),
         stop_grace_seconds=command.stop_grace_seconds,
+        hang=hang,
         # The log shows the command as written: an expanded training.env value may be a secret.
         shown_argv=manifest.training.command,
     )
@@ -197,13 +202,16 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         log_key=log_key,
         last_step=progress.last_step,
     )
-    if outcome.kind in ("interrupted", *_LIMIT_ERRORS):
+    if outcome.kind in ("interrupted", "hung", *_LIMIT_ERRORS):
         failed = save_failure(
             outcome, supervisor.checkpoint_signal, syncer.last_committed, progress.last_step, tail
         )
         cause = cause.model_copy(update={"save_failed": failed})
     if outcome.kind == "interrupted":
-        return _interrupted(outcome, cause, syncer.last_committed)
+        return _interrupted(SPOT_INTERRUPTED, outcome, cause, syncer.last_committed)
+    if outcome.kind == "hung":
+        # Routed like an interruption: the group restarts from its last committed checkpoint.
+        return _interrupted(TRAINING_HUNG, outcome, cause, syncer.last_committed)
     if outcome.kind in _LIMIT_ERRORS:
         return _stopped_at_limit(_LIMIT_ERRORS[outcome.kind], outcome, cause, syncer.last_committed)
     return StepReport.failed(TRAINING_FAILED, cause)
@@ -280,6 +288,16 @@ def _interval_advisor(command: AgentCommand, job_layout: layout.NvmeLayout) -> I
     return IntervalAdvisor(path, command.pool_rate or prior_rate(), checkpoint.max_interval_hours)
 
 
+def _hang_watch(command: AgentCommand, progress_path: Path) -> HangWatch | None:
+    """The watch of ``command.hang_seconds`` over the script's reported steps; None without a bound."""
+    if command.hang_seconds is None:
+        return None
+    # The message names the bound as the manifest does (unscaled, its default included), not the scaled seconds.
+    bound = command.manifest.hang_seconds
+    limit = None if bound is None else f"training.hang_minutes {bound / 60:g}"
+    return HangWatch(command.hang_seconds, progress_path, limit=limit)
+
+
 def _already_committed(ctx: StepContext, command: AgentCommand) -> CommittedCheckpoint | None:
     try:
         return latest_committed(ctx.s3, command.jobs_bucket, command.job_id)
@@ -325,7 +343,7 @@ def _completed(
 
 
 def _interrupted(
-    outcome: TrainOutcome, cause: FailureCause, committed: CommittedCheckpoint | None
+    error: str, outcome: TrainOutcome, cause: FailureCause, committed: CommittedCheckpoint | None
 ) -> StepReport:
     saved = f"checkpoint step {committed.step} committed" if committed else "no checkpoint committed"
     message = f"{outcome.message}; the command stopped ({describe_exit(outcome.exit_code)}); {saved}"
@@ -334,7 +352,7 @@ def _interrupted(
         "checkpoint": committed.prefix if committed else None,
         "checkpoint_step": committed.step if committed else None,
     }
-    return StepReport.failed(SPOT_INTERRUPTED, cause.model_copy(update=update))
+    return StepReport.failed(error, cause.model_copy(update=update))
 
 
 def _stopped_at_limit(

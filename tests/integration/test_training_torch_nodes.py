@@ -1,0 +1,108 @@
+"""spotrun.training.pytorch on two nodes (one gloo rank each, each node its own checkpoint directory): every node
+writes its part of the stop's checkpoint, and each resumes the restored checkpoint from its own directory."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import signal
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from spotrun import training
+from spotrun.training.pytorch import NODE_FILE, RNG_FILE, STATE_FILE, Position, TorchCheckpointer
+from tests.integration.torch_ranks import run_ranks
+
+NODES = 2
+BATCHES_PER_EPOCH = 4
+TOTAL_STEPS = 10
+SIGNAL_AT = 6
+
+
+def node_dir(root: Path, node: int) -> Path:
+    return root / f"node-{node}" / "checkpoints"
+
+
+def rank_main(rank: int, workdir: str, signal_at: int | None) -> None:
+    """Rank ``rank`` alone on node ``rank``, as torchrun's environment says; writes ``rank-N.json``."""
+    root = Path(workdir)
+    os.environ["GROUP_RANK"] = str(rank)
+    os.environ["LOCAL_RANK"] = "0"
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{root / 'store'}",
+        rank=rank,
+        world_size=NODES,
+        timeout=timedelta(seconds=30),
+    )
+    run = training.Run(
+        data_dir=root,
+        code_dir=root,
+        checkpoint_dir=node_dir(root, rank),
+        output_dir=root / f"node-{rank}" / "output",
+        checkpoint_interval_steps=100,  # only the stop's checkpoint
+    )
+    run.install_signal_handler()
+    torch.manual_seed(rank)
+    model = nn.parallel.DistributedDataParallel(nn.Linear(2, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    checkpointer = TorchCheckpointer(run, model, optimizer)
+    position = resumed = checkpointer.resume()
+    outcome: dict = {"resumed": list(resumed), "from": str(checkpointer.resumed_from)}
+    try:
+        while position.step < TOTAL_STEPS:
+            optimizer.zero_grad()
+            model(torch.rand(4, 2)).sum().backward()
+            optimizer.step()
+            position = position.advance(BATCHES_PER_EPOCH)
+            if rank == 1 and position.step == signal_at:
+                os.kill(os.getpid(), signal.SIGTERM)
+            outcome["trained"] = position.step
+            checkpointer.step_done(position)
+    except SystemExit as exited:
+        outcome["exit"] = exited.code
+    (root / f"rank-{rank}.json").write_text(json.dumps(outcome))
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def restore_whole_group_checkpoint(root: Path, name: str) -> None:
+    """What the agents do: the committed checkpoint (every node's part) onto every node."""
+    parts = [node_dir(root, node) / name for node in range(NODES)]
+    for target in parts:
+        for source in parts:
+            for path in source.iterdir():
+                if not (target / path.name).exists():
+                    shutil.copy2(path, target / path.name)
+
+
+def test_every_node_writes_its_part_and_resumes_from_its_own_copy(tmp_path):
+    # Given two nodes of one rank each, of which node 1 gets the checkpoint signal after step 6
+    # When they train
+    first = run_ranks(rank_main, tmp_path, SIGNAL_AT, NODES)
+
+    # Then both stopped after step 6; node 0 wrote the state, node 1 its node file, each in its own directory
+    assert [outcome["trained"] for outcome in first] == [SIGNAL_AT, SIGNAL_AT]
+    name = "step-000000000006"
+    assert sorted(p.name for p in (node_dir(tmp_path, 0) / name).iterdir()) == [RNG_FILE, STATE_FILE]
+    part = node_dir(tmp_path, 1) / name / NODE_FILE.format(node=1)
+    assert [p.name for p in (node_dir(tmp_path, 1) / name).iterdir()] == [part.name]
+    assert json.loads(part.read_text()) == {"node": 1, "step": SIGNAL_AT, "world_size": NODES}
+
+    # When the group checkpoint is restored onto both nodes and the group starts again
+    restore_whole_group_checkpoint(tmp_path, name)
+    second = run_ranks(rank_main, tmp_path, None, NODES)
+
+    # Then each node resumed step 6 from its own directory, and trained to the end
+    assert [outcome["resumed"] for outcome in second] == [list(Position(6, 1, 2))] * NODES
+    assert [outcome["from"] for outcome in second] == [
+        str(node_dir(tmp_path, n) / name) for n in range(NODES)
+    ]
+    assert [outcome["trained"] for outcome in second] == [TOTAL_STEPS] * NODES
