@@ -102,12 +102,16 @@ class SpotrunStack(Stack):
             self, "Schedules", shape=shape, target=functions.functions[shape.schedule_target]
         )
 
+        placement_group_names = tuple(group.placement_group_name for group in network.placement_groups)
         values: dict[str, Any] = {
             "region": self.region,
             "state_machine_arn": workflow.state_machine.state_machine_arn,
             "agent_document_name": shape.agent_document_name,
             "launch_template_name": instances.launch_template_name,
+            "efa_launch_template_name": instances.efa_launch_template_name,
             "subnet_ids": tuple(subnet.subnet_id for subnet in network.subnets),
+            # One per subnet, in the subnets' order (infra.constructs.network).
+            "placement_group_names": placement_group_names,
             **{setting: bus.event_bus_name for setting, bus in buses.items()},
             "schedule_group": schedules.group_name,
             "scheduler_role_arn": schedules.role.role_arn,
@@ -141,6 +145,8 @@ class SpotrunStack(Stack):
                 state_machine_name=workflow.state_machine.state_machine_name,
                 agent_document_name=shape.agent_document_name,
                 launch_template_id=instances.launch_template.launch_template_id or "",
+                efa_launch_template_id=instances.efa_launch_template.launch_template_id or "",
+                placement_group_names=placement_group_names,
                 instance_role_arn=instances.role.role_arn,
                 job_access_role_arn=job_access.role.role_arn,
                 training_logs_arn=training_logs.arn,

@@ -22,6 +22,9 @@ class Targets:
     launch_template_id: str
     instance_role_arn: str
     subnet_ids: tuple[str, ...] = ()  # the instances' subnets, which fleet requests name per override
+    # The template of multi-node groups with an EFA, and the cluster placement groups (one per subnet, by name).
+    efa_launch_template_id: str = ""
+    placement_group_names: tuple[str, ...] = ()
     bus_arns: Mapping[str, str] = field(default_factory=dict)  # setting (event_bus_name) -> bus ARN
     schedule_group: str = ""
     scheduler_role_arn: str = ""
@@ -51,3 +54,9 @@ def arn_of(service: str, resource: str, *, region: bool = True, account: bool = 
         f"arn:{Aws.PARTITION}:{service}:{Aws.REGION if region else ''}:{Aws.ACCOUNT_ID if account else ''}:"
         f"{resource}"
     )
+
+
+INSTANCES = arn_of("ec2", "instance/*")
+NO_RESOURCE_LEVEL = (
+    "these EC2 read calls (Describe*) have no resource-level permissions in IAM, so they are granted on '*'"
+)

@@ -1,10 +1,15 @@
-"""The GPU instances' side: their role and profile, the launch template, and the agent's SSM document.
+"""The GPU instances' side: their role and profile, the two launch templates, and the agent's SSM document.
 
-The launch template is what ``acquire`` names in every CreateFleet request; its user data installs the agent
-from an S3 asset built from this repository and assembles the instance-store NVMe at ``/mnt/nvme``.
+A launch template is what ``acquire`` names in every CreateFleet request; its user data installs the agent
+from an S3 asset built from this repository and assembles the instance-store NVMe at ``/mnt/nvme``. The EFA
+template is the same template with an Elastic Fabric Adapter as the instance's network interface, for the
+multi-node groups whose every candidate type offers one (:func:`spotrun.model.capacity.group_launch.
+group_launch_template`): a fleet request names one template, and EC2 refuses an EFA on a type without one.
 """
 
 from __future__ import annotations
+
+from typing import cast
 
 import jsii
 from aws_cdk import Aws, Stack
@@ -73,7 +78,9 @@ class Instances(Construct):
     role
         The instances' role.
     launch_template, launch_template_name
-        The template every fleet request launches from, and its name.
+        The template fleet requests launch from, and its name.
+    efa_launch_template, efa_launch_template_name
+        The same template with an EFA (InterfaceType ``efa``) as network interface 0, and its name.
     document
         The agent's SSM Command document.
     """
@@ -119,7 +126,14 @@ class Instances(Construct):
         )
         # Named (after the stack, so two stacks never collide): fleet requests name the template.
         self.launch_template_name = f"{Stack.of(self).stack_name}-agent"
-        self.launch_template = self._launch_template(options, security_group, agent, credentials_url)
+        self.efa_launch_template_name = f"{Stack.of(self).stack_name}-agent-efa"
+        user_data = self._user_data(agent, credentials_url)
+        self.launch_template = self._launch_template(
+            "LaunchTemplate", self.launch_template_name, options, user_data, security_group, efa=False
+        )
+        self.efa_launch_template = self._launch_template(
+            "EfaLaunchTemplate", self.efa_launch_template_name, options, user_data, security_group, efa=True
+        )
         self.document = ssm.CfnDocument(
             self,
             "AgentDocument",
@@ -152,13 +166,8 @@ class Instances(Construct):
             statements=[iam.PolicyStatement(actions=["execute-api:Invoke"], resources=agent_route_arns)],
         )
 
-    def _launch_template(
-        self,
-        options: StackOptions,
-        security_group: ec2.ISecurityGroup,
-        agent: s3_assets.Asset,
-        credentials_url: str,
-    ) -> ec2.LaunchTemplate:
+    @staticmethod
+    def _user_data(agent: s3_assets.Asset, credentials_url: str) -> ec2.UserData:
         script = (
             USER_DATA_TEMPLATE.read_text()
             .replace("@NVME_ROOT@", NVME_ROOT)
@@ -166,15 +175,28 @@ class Instances(Construct):
             .replace("@AGENT_URI@", agent.s3_object_url)
             .replace("@CREDENTIALS_URL@", credentials_url)
         )
-        user_data = ec2.UserData.custom(script)
-        return ec2.LaunchTemplate(
+        return ec2.UserData.custom(script)
+
+    def _launch_template(
+        self,
+        construct_id: str,
+        name: str,
+        options: StackOptions,
+        user_data: ec2.UserData,
+        security_group: ec2.ISecurityGroup,
+        *,
+        efa: bool,
+    ) -> ec2.LaunchTemplate:
+        template = ec2.LaunchTemplate(
             self,
-            "LaunchTemplate",
-            launch_template_name=self.launch_template_name,
+            construct_id,
+            launch_template_name=name,
             machine_image=machine_image(options, user_data),
             user_data=user_data,
             instance_profile=self.profile,
-            security_group=security_group,
+            # A template that names network interfaces may not also name the instance's security groups: the
+            # EFA template gives its group to the interface instead (below).
+            security_group=None if efa else security_group,
             http_tokens=ec2.LaunchTemplateHttpTokens.REQUIRED,  # IMDSv2 only
             http_endpoint=True,
             # 2 hops: the agent may run in a container on the instance and still reach IMDS.
@@ -194,3 +216,13 @@ class Instances(Construct):
             # A spot instance that shuts itself down must not linger as a stopped instance.
             instance_initiated_shutdown_behavior=ec2.InstanceInitiatedShutdownBehavior.TERMINATE,
         )
+        if efa:
+            # The L2 construct has no network interface property. No SubnetId: each fleet override names the
+            # subnet, as with the plain template (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+            # efa-working-with.html: an EFA is attached at launch, as network interface 0 here).
+            cfn_template = cast(ec2.CfnLaunchTemplate, template.node.default_child)
+            cfn_template.add_property_override(
+                "LaunchTemplateData.NetworkInterfaces",
+                [{"DeviceIndex": 0, "InterfaceType": "efa", "Groups": [security_group.security_group_id]}],
+            )
+        return template

@@ -1,14 +1,21 @@
-"""Where the GPU instances run: private subnets with egress, and a security group that admits nothing.
+"""Where the GPU instances run: private subnets with egress, a cluster placement group per subnet, and a security
+group that admits only its own members.
 
 The economical secure default is **private subnets behind one NAT gateway, plus a free S3 gateway endpoint**:
 
-- instances get no public address and no inbound rule; the control plane reaches them through SSM, which the
-  SSM agent dials out to;
+- instances get no public address and no inbound rule but one from their own security group (a multi-node
+  job's nodes reach each other for torch's rendezvous and NCCL, as an EFA requires:
+  https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security); the control plane
+  reaches them through SSM, which the SSM agent dials out to;
 - they need egress to S3, SSM, Step Functions, CloudWatch and PyPI (the agent is installed at boot). Interface
   endpoints for the five AWS services would cost about 5 x 2 AZ x $7/month (more than a NAT gateway) and still
   leave PyPI unreachable, so one NAT gateway carries the API traffic;
 - the bulk of the bytes (datasets, checkpoints, models) goes to S3, which the gateway endpoint carries without
   NAT data-processing charges.
+
+A cluster placement group lives in one Availability Zone
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html), so each subnet (one per zone) has
+its own, which a multi-node group's fleet request names per override.
 
 An existing VPC can be named with the context key ``vpc_id``; its private subnets with egress are used.
 """
@@ -32,8 +39,10 @@ class Network(Construct):
         The new or looked-up VPC.
     subnets
         The subnets spot requests may use (one per zone).
+    placement_groups
+        One cluster placement group per subnet, in the order of :attr:`subnets`.
     security_group
-        The instances' group: no inbound rule; HTTPS and HTTP out.
+        The instances' group: in and out to its own members only, and HTTPS and HTTP out.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, options: StackOptions):
@@ -49,9 +58,22 @@ class Network(Construct):
             self,
             "InstanceSecurityGroup",
             vpc=self.vpc,
-            description="spotrun GPU instances: no inbound rule (reached through SSM), web out",
+            description="spotrun GPU instances: inbound from each other only (else reached through SSM), web out",
             allow_all_outbound=False,
         )
+        # All traffic between the group's members, both ways, and nothing else in: the only inbound rule. An EFA
+        # needs exactly this pair (efa-start.html#efa-start-security, above); NCCL and torch's c10d store use
+        # ports of their own choosing, so no narrower port range would do.
+        self.security_group.add_ingress_rule(
+            self.security_group, ec2.Port.all_traffic(), "from the instances' own group: a job's nodes"
+        )
+        self.security_group.add_egress_rule(
+            self.security_group, ec2.Port.all_traffic(), "to the instances' own group: a job's nodes"
+        )
+        self.placement_groups = [
+            ec2.PlacementGroup(self, f"ClusterPlacement{index}", strategy=ec2.PlacementGroupStrategy.CLUSTER)
+            for index, _subnet in enumerate(self.subnets)
+        ]
         # Every AWS API, the S3 gateway endpoint and PyPI are HTTPS; the OS package mirrors the bootstrap may need
         # are plain HTTP (their packages are signed). DNS and the time service are link-local, which security
         # groups do not filter.

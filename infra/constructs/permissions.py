@@ -5,26 +5,23 @@ that table, ``state_machine_arn`` -> starting executions, ...). Some calls follo
 a setting (``release`` terminates instances); :data:`FUNCTION_GRANTS` lists those, and
 :data:`infra.constructs.bucket_access.BUCKET_ACCESS` says
 which keys of a bucket a function reads or writes. A function that names a bucket setting without an entry in
-:data:`BUCKET_ACCESS` stops the synth: every new function declares its S3 access here, on purpose.
+:data:`BUCKET_ACCESS` stops the synth: every new function declares its S3 access here, on purpose. Launching
+(``launch_template_name``, widened by ``efa_launch_template_name`` and ``placement_group_names``) is
+:mod:`infra.constructs.grants_launch`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from aws_cdk import Aws
-
 from infra.constructs.bucket_access import BUCKET_ACCESS, LIST, bucket_grant
-from infra.constructs.grant_types import Grant, Targets, arn_of
+from infra.constructs.grant_types import INSTANCES, NO_RESOURCE_LEVEL, Grant, Targets, arn_of
+from infra.constructs.grants_launch import LAUNCH_REFINEMENTS, launch_grants
 from infra.constructs.grants_scheduling import manage_schedules, pass_scheduler_role, put_events
 from spotrun.model.layout import JOB_ID_TAG
 from spotrun.shape import FunctionSpec
 
-INSTANCES = arn_of("ec2", "instance/*")
 TAGGED_INSTANCES = {"StringLike": {f"aws:ResourceTag/{JOB_ID_TAG}": "*"}}
-NO_RESOURCE_LEVEL = (
-    "these EC2 read calls (Describe*) have no resource-level permissions in IAM, so they are granted on '*'"
-)
 
 
 def _table(logical: str) -> Callable[[Targets], list[Grant]]:
@@ -66,98 +63,6 @@ def _send_command(targets: Targets) -> list[Grant]:
             (INSTANCES,),
             f"only on instances tagged {JOB_ID_TAG} (spotrun tags only while launching from its template)",
             {"StringLike": {f"ssm:resourceTag/{JOB_ID_TAG}": "*"}},
-        ),
-    ]
-
-
-def _launch(targets: Targets) -> list[Grant]:
-    """Launches from the deployment's launch template and nothing else.
-
-    EC2 authorizes an instant fleet's launches as the caller's ``ec2:RunInstances`` on every resource the launch
-    touches (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-fleet-prerequisites.html, "Permissions for
-    EC2 Fleet users"). ``ec2:LaunchTemplate`` ties each of them to this template, and
-    ``ec2:IsLaunchTemplateResource`` = true refuses a request that overrides a resource the template names, such
-    as the image (``ImageId`` is an override of CreateFleet) (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
-    use-launch-templates-to-control-launching-instances.html, "Control the use of launch templates"). The
-    subnet is not in the template: each fleet override names one, so it is granted on the deployment's own
-    subnets only, and the network interface EC2 creates only in them (``ec2:Subnet``).
-    """
-    template = arn_of("ec2", f"launch-template/{targets.launch_template_id}")
-    this_region = {"StringEquals": {"aws:RequestedRegion": Aws.REGION}}
-    from_template = {"ArnLike": {"ec2:LaunchTemplate": template}}
-    template_resources = {**from_template, "Bool": {"ec2:IsLaunchTemplateResource": "true"}}
-    subnets = tuple(arn_of("ec2", f"subnet/{subnet_id}") for subnet_id in targets.subnet_ids)
-    return [
-        Grant(
-            ("ec2:CreateFleet",),
-            (arn_of("ec2", "fleet/*"), template),
-            "CreateFleet on fleets (whose ids exist only once EC2 makes them) and on the deployment's launch "
-            "template only, in the stack's region; what a fleet may launch is confined by the RunInstances "
-            "statements (ec2:LaunchTemplate)",
-            this_region,
-        ),
-        Grant(
-            ("ec2:RunInstances",),
-            (
-                arn_of("ec2", "image/*", account=False),
-                arn_of("ec2", "security-group/*"),
-                arn_of("ec2", "volume/*"),
-                arn_of("ec2", "instance/*"),
-            ),
-            "the image, security group, volumes and instances of a launch from the deployment's launch template "
-            "(ec2:LaunchTemplate), and only as the template names them (ec2:IsLaunchTemplateResource: an "
-            "override of the image or security group is refused)",
-            template_resources,
-        ),
-        Grant(
-            ("ec2:RunInstances",),
-            (template, *subnets),
-            "the launch template itself and the deployment's own subnets (each fleet override names one; the "
-            "template names none), only for launches from that template",
-            from_template,
-        ),
-        Grant(
-            ("ec2:RunInstances",),
-            (arn_of("ec2", "network-interface/*"),),
-            "the network interface of a launch from the deployment's launch template, only in the deployment's "
-            "own subnets (ec2:Subnet)",
-            {"ArnLike": {"ec2:LaunchTemplate": template, "ec2:Subnet": list(subnets)}},
-        ),
-        Grant(
-            ("ec2:CreateTags",),
-            (INSTANCES, arn_of("ec2", "volume/*")),
-            "tags only while launching, and only a launch that carries the job id tag (the tag every later "
-            "call is conditioned on)",
-            {
-                "StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]},
-                "Null": {f"aws:RequestTag/{JOB_ID_TAG}": "false"},
-            },
-        ),
-        Grant(
-            ("ec2:DescribeLaunchTemplateVersions", "ec2:DescribeImages"),
-            ("*",),
-            NO_RESOURCE_LEVEL,
-        ),
-        Grant(
-            ("iam:PassRole",),
-            (targets.instance_role_arn,),
-            "hands the instance role to EC2 for the launched instances, and nothing else",
-            {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
-        ),
-        Grant(
-            ("iam:CreateServiceLinkedRole",),
-            (
-                arn_of(
-                    "iam", "role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot", region=False
-                ),
-                arn_of(
-                    "iam",
-                    "role/aws-service-role/ec2fleet.amazonaws.com/AWSServiceRoleForEC2Fleet",
-                    region=False,
-                ),
-            ),
-            "the first spot launch in an account creates EC2's own service-linked roles",
-            {"StringEquals": {"iam:AWSServiceName": ["spot.amazonaws.com", "ec2fleet.amazonaws.com"]}},
         ),
     ]
 
@@ -278,7 +183,6 @@ SETTING_GRANTS: dict[str, Callable[[Targets], list[Grant]]] = {
     "idempotency_table": _table("idempotency"),
     "state_machine_arn": _start_execution,
     "agent_document_name": _send_command,
-    "launch_template_name": _launch,
     "subnet_ids": _describe_subnets,
     "event_bus_name": put_events,
     "schedule_group": manage_schedules,
@@ -327,7 +231,8 @@ def grants_for(spec: FunctionSpec, targets: Targets, bucket_settings: Mapping[st
     Raises
     ------
     KeyError
-        When the function reads a bucket setting without a :data:`BUCKET_ACCESS` entry for that bucket.
+        When the function reads a bucket setting without a :data:`BUCKET_ACCESS` entry for that bucket, or the
+        placement groups or EFA template without the launch template they refine.
     """
     grants: list[Grant] = []
     for setting in spec.settings:
@@ -345,6 +250,17 @@ def grants_for(spec: FunctionSpec, targets: Targets, bucket_settings: Mapping[st
             for name, bucket_arn in targets.archive_bucket_arns.items():
                 for actions, pattern in BUCKET_ACCESS.get((spec.name, "archive"), []):
                     grants.append(bucket_grant(actions, pattern, f"archive ({name})", bucket_arn))
+        elif setting == "launch_template_name":
+            grants += launch_grants(
+                targets,
+                efa="efa_launch_template_name" in spec.settings,
+                placement="placement_group_names" in spec.settings,
+            )
+        elif setting in LAUNCH_REFINEMENTS:
+            if "launch_template_name" not in spec.settings:
+                raise KeyError(
+                    f"function {spec.name!r} reads {setting} but launches nothing (launch_template_name)"
+                )
         elif setting in SETTING_GRANTS:
             grants += SETTING_GRANTS[setting](targets)
     for extra in FUNCTION_GRANTS.get(spec.name, ()):

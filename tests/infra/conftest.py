@@ -41,6 +41,20 @@ class Synthesized:
         """Properties of one resource."""
         return dict(self.template["Resources"][logical_id]["Properties"])
 
+    def launch_template(self, *, efa: bool = False) -> tuple[str, dict[str, Any]]:
+        """Logical id and resource of the plain launch template, or of the EFA one (it names network interfaces).
+
+        Fails unless there is exactly one of each.
+        """
+        templates = self.resources("AWS::EC2::LaunchTemplate")
+        (found,) = [
+            (key, value)
+            for key, value in templates.items()
+            if ("NetworkInterfaces" in value["Properties"]["LaunchTemplateData"]) is efa
+        ]
+        assert len(templates) == 2, sorted(templates)
+        return found
+
 
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:

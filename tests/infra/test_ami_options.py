@@ -75,19 +75,24 @@ def launch_template(options: StackOptions) -> dict:
         stack, "Instances", options=options, security_group=group, shape=SHAPE, credentials_url="https://x/y"
     )
     template = assertions.Template.from_stack(stack).to_json()
-    [resource] = [r for r in template["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+    # The plain template and the EFA one launch the same image.
+    plain, efa = [r for r in template["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+    assert (
+        plain["Properties"]["LaunchTemplateData"]["ImageId"]
+        == efa["Properties"]["LaunchTemplateData"]["ImageId"]
+    )
     return {
-        "data": resource["Properties"]["LaunchTemplateData"],
+        "data": plain["Properties"]["LaunchTemplateData"],
         "parameters": template.get("Parameters", {}),
     }
 
 
 def test_the_deployed_stacks_launch_template_launches_the_base_dlami_by_default(synthesized):
     # Given the whole stack, synthesized without context
-    [template] = synthesized.resources("AWS::EC2::LaunchTemplate").values()
+    templates = [synthesized.launch_template(efa=efa)[1] for efa in (False, True)]
 
-    # When its image is followed to the parameter it names
-    reference = template["Properties"]["LaunchTemplateData"]["ImageId"]["Ref"]
+    # When the image of each launch template is followed to the parameter it names
+    (reference,) = {template["Properties"]["LaunchTemplateData"]["ImageId"]["Ref"] for template in templates}
 
     # Then CloudFormation resolves the base DLAMI's public parameter at deploy time
     parameter = synthesized.template["Parameters"][reference]

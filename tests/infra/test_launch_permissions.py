@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.infra.conftest import Synthesized
 from tests.infra.policy_eval import allowed, role_statements
 from tests.infra.test_storage_and_network import actions_of
@@ -27,9 +29,8 @@ def _resources(statement: dict) -> list[str]:
     return [json.dumps(r) for r in (resource if isinstance(resource, list) else [resource])]
 
 
-def _template_id(synthesized: Synthesized) -> str:
-    (template_id,) = synthesized.resources("AWS::EC2::LaunchTemplate")
-    return template_id
+def _template_id(synthesized: Synthesized, *, efa: bool = False) -> str:
+    return synthesized.launch_template(efa=efa)[0]
 
 
 def _names_template(value: object, template_id: str) -> bool:
@@ -125,15 +126,27 @@ def _launch_requests(synthesized: Synthesized) -> tuple[str, list[str], str]:
 
 
 def _run_instances(
-    template: str, subnet: str, *, image_from_template: bool = True, group_from_template: bool = True
+    template: str,
+    subnet: str,
+    *,
+    image_from_template: bool = True,
+    group_from_template: bool = True,
+    placement_group: str | None = None,
 ) -> list[tuple[str, dict[str, object]]]:
     """What EC2 authorizes for one launch of a fleet: RunInstances on each resource, with its context.
 
     A resource the template names carries ``ec2:IsLaunchTemplateResource`` true unless the request overrides
-    it; the subnet comes from the fleet's override, and the network interface is created in it.
+    it; the subnet (and the placement group of a group's launch) comes from the fleet's override, and the network
+    interface is created in the subnet.
     """
     base = {"ec2:LaunchTemplate": template}
+    placed = (
+        []
+        if placement_group is None
+        else [(placement_group, {**base, "ec2:IsLaunchTemplateResource": False})]
+    )
     return [
+        *placed,
         (
             f"arn:<AWS::Partition>:ec2:{REGION}::image/ami-0abc",
             {**base, "ec2:IsLaunchTemplateResource": image_from_template},
@@ -198,3 +211,65 @@ def test_a_launch_from_the_template_is_allowed_and_every_way_out_of_it_denied(
     assert not allowed(
         statements, "iam:PassRole", instance_role, {"iam:PassedToService": "lambda.amazonaws.com"}
     )
+
+
+# --------------------------------------------------------------------------- multi-node groups: EFA and placement
+
+
+def _function_statements(synthesized: Synthesized, function: str) -> list[dict]:
+    role = synthesized.properties(synthesized.marked("function")[function])["Role"]["Fn::GetAtt"][0]
+    return role_statements(synthesized, role)
+
+
+def _placement_groups(synthesized: Synthesized) -> list[str]:
+    """The deployment's placement groups as requests name them (their ARN is by name)."""
+    return [
+        f"{ARN}placement-group/<{key}.GroupName>" for key in synthesized.resources("AWS::EC2::PlacementGroup")
+    ]
+
+
+@pytest.mark.parametrize("function", ["acquire", "ec2_events"])
+def test_group_launchers_may_launch_from_the_efa_template_into_the_placement_groups_only(
+    synthesized: Synthesized, function: str
+) -> None:
+    # Given a function that launches multi-node groups, evaluated offline
+    statements = _function_statements(synthesized, function)
+    template, subnets, _role = _launch_requests(synthesized)
+    efa_template = f"{ARN}launch-template/<{_template_id(synthesized, efa=True)}>"
+    groups = _placement_groups(synthesized)
+    assert len(groups) == len(subnets) >= 2
+
+    # Then a fleet from either template into a subnet and the deployment's placement group launches
+    assert allowed(statements, "ec2:CreateFleet", efa_template, {"aws:RequestedRegion": REGION})
+    for launch_template in (template, efa_template):
+        for subnet, group in zip(subnets, groups, strict=True):
+            assert _launch_allowed(statements, _run_instances(launch_template, subnet, placement_group=group))
+    # ...while a placement group of someone else's is denied, from either template
+    other_group = f"{ARN}placement-group/someone-elses"
+    for launch_template in (template, efa_template):
+        requests = _run_instances(launch_template, subnets[0], placement_group=other_group)
+        assert not _launch_allowed(statements, requests)
+    # ...as is the placement group used by a launch from another template
+    other_template = f"{ARN}launch-template/lt-0other"
+    assert not allowed(
+        statements,
+        "ec2:RunInstances",
+        groups[0],
+        {"ec2:LaunchTemplate": other_template, "ec2:IsLaunchTemplateResource": False},
+    )
+
+
+def test_a_function_that_launches_no_group_gets_neither_the_efa_template_nor_the_placement_groups(
+    synthesized: Synthesized,
+) -> None:
+    # Given the function that returns a deadline job to spot: it launches single instances only
+    statements = _function_statements(synthesized, "deadline_return")
+    template, subnets, _role = _launch_requests(synthesized)
+    efa_template = f"{ARN}launch-template/<{_template_id(synthesized, efa=True)}>"
+    group = _placement_groups(synthesized)[0]
+
+    # Then it launches from the plain template, and neither from the EFA one nor into a placement group
+    assert _launch_allowed(statements, _run_instances(template, subnets[0]))
+    assert not allowed(statements, "ec2:CreateFleet", efa_template, {"aws:RequestedRegion": REGION})
+    assert not _launch_allowed(statements, _run_instances(efa_template, subnets[0]))
+    assert not _launch_allowed(statements, _run_instances(template, subnets[0], placement_group=group))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 from spotrun.shape import SHAPE
 from tests.infra.conftest import Synthesized, get_att, ref
 
@@ -76,9 +78,10 @@ def test_tables_have_the_declared_keys_on_demand_billing_and_recovery(synthesize
             assert props["TimeToLiveSpecification"] == {"AttributeName": spec.ttl_attribute, "Enabled": True}
 
 
-def test_launch_template_requires_imdsv2_and_installs_the_agent(synthesized: Synthesized) -> None:
-    # Given the one launch template
-    (template,) = synthesized.resources("AWS::EC2::LaunchTemplate").values()
+@pytest.mark.parametrize("efa", [False, True], ids=["plain", "efa"])
+def test_launch_template_requires_imdsv2_and_installs_the_agent(synthesized: Synthesized, efa: bool) -> None:
+    # Given either launch template
+    _, template = synthesized.launch_template(efa=efa)
     data = template["Properties"]["LaunchTemplateData"]
 
     # Then IMDSv2 is required, the root volume is encrypted, and user data sets up NVMe and the agent
@@ -100,14 +103,77 @@ def test_launch_template_requires_imdsv2_and_installs_the_agent(synthesized: Syn
     assert data["IamInstanceProfile"] == {"Arn": get_att(profile_id)}
 
 
-def test_instances_security_group_admits_nothing(synthesized: Synthesized) -> None:
-    # Given the security groups of the template
+def test_instances_security_group_admits_only_its_own_members(synthesized: Synthesized) -> None:
+    # Given the security groups of the template and their separate rules
     groups = synthesized.resources("AWS::EC2::SecurityGroup")
+    ingress = list(synthesized.resources("AWS::EC2::SecurityGroupIngress").values())
+    (instances_group,) = [key for key in groups if "InstanceSecurityGroup" in key]
 
-    # Then none has an inbound rule, inline or separate
+    # Then no group has an inline inbound rule, and the one separate rule lets the instances' group reach itself,
+    # on every protocol and port (an EFA needs exactly that: efa-start.html#efa-start-security), from no address
     assert groups
     assert all(not group["Properties"].get("SecurityGroupIngress") for group in groups.values())
-    assert not synthesized.resources("AWS::EC2::SecurityGroupIngress")
+    assert [rule["Properties"] for rule in ingress] == [
+        {
+            "IpProtocol": "-1",
+            "GroupId": get_att(instances_group, "GroupId"),
+            "SourceSecurityGroupId": get_att(instances_group, "GroupId"),
+            "Description": "from the instances' own group: a job's nodes",
+        }
+    ]
+    # ...and the group may send to itself, beside HTTPS and HTTP out (EFA's outbound half of the pair)
+    egress = synthesized.properties(instances_group)["SecurityGroupEgress"]
+    separate = [r["Properties"] for r in synthesized.resources("AWS::EC2::SecurityGroupEgress").values()]
+    assert sorted(rule["FromPort"] for rule in egress) == [80, 443]
+    assert [(r["IpProtocol"], r["GroupId"], r["DestinationSecurityGroupId"]) for r in separate] == [
+        ("-1", get_att(instances_group, "GroupId"), get_att(instances_group, "GroupId"))
+    ]
+
+
+def test_one_cluster_placement_group_per_instance_subnet_named_in_the_settings(
+    synthesized: Synthesized,
+) -> None:
+    # Given the placement groups, the instances' subnets and acquire's environment
+    groups = synthesized.resources("AWS::EC2::PlacementGroup")
+    subnets = [key for key in synthesized.resources("AWS::EC2::Subnet") if "instances" in key]
+    variables = synthesized.properties(synthesized.marked("function")["acquire"])["Environment"]["Variables"]
+
+    # When the two comma-separated settings are read as lists of references
+    def listed(variable: str) -> list[dict]:
+        separator, parts = variables[variable]["Fn::Join"]
+        assert separator == ""
+        return [part for part in parts if part != ","]
+
+    named_groups, named_subnets = listed("SPOTRUN_PLACEMENT_GROUP_NAMES"), listed("SPOTRUN_SUBNET_IDS")
+
+    # Then there is one cluster group per subnet (a cluster group lives in one zone), each named once, beside the
+    # subnets in the same order as the network construct made them
+    assert len(groups) == len(subnets) == len(named_groups) == len(named_subnets) >= 2
+    assert all(group["Properties"]["Strategy"] == "cluster" for group in groups.values())
+    assert [get_att(key, "GroupName") for key in sorted(groups)] == named_groups
+    assert [ref(key) for key in sorted(subnets)] == named_subnets
+
+
+def test_the_efa_template_is_the_plain_one_with_an_efa_as_its_network_interface(
+    synthesized: Synthesized,
+) -> None:
+    # Given the two launch templates
+    _, plain = synthesized.launch_template()
+    _, efa = synthesized.launch_template(efa=True)
+    plain_data = dict(plain["Properties"]["LaunchTemplateData"])
+    efa_data = dict(efa["Properties"]["LaunchTemplateData"])
+    (instances_group,) = [k for k in synthesized.resources("AWS::EC2::SecurityGroup") if "Instance" in k]
+
+    # Then the EFA one carries the instances' group on one EFA interface (no subnet: each override names it),
+    # the plain one on the instance; apart from that and their names they are the same template
+    assert efa_data.pop("NetworkInterfaces") == [
+        {"DeviceIndex": 0, "InterfaceType": "efa", "Groups": [get_att(instances_group, "GroupId")]}
+    ]
+    assert plain_data.pop("SecurityGroupIds") == [get_att(instances_group, "GroupId")]
+    for data in (plain_data, efa_data):
+        data.pop("TagSpecifications", None)  # each names its own template in its tags
+    assert efa_data == plain_data
+    assert efa["Properties"]["LaunchTemplateName"] != plain["Properties"]["LaunchTemplateName"]
 
 
 def test_new_vpc_has_private_egress_a_gateway_endpoint_and_flow_logs(synthesized: Synthesized) -> None:
@@ -164,8 +230,8 @@ def test_instance_role_reaches_no_jobs_object_only_metrics_and_the_agent_routes(
 
 
 def test_user_data_is_plain_text_that_fits_ec2s_limit(synthesized: Synthesized) -> None:
-    # Given the user data script with its tokens as placeholders
-    (template,) = synthesized.resources("AWS::EC2::LaunchTemplate").values()
+    # Given the user data script with its tokens as placeholders (both templates run the same one)
+    _, template = synthesized.launch_template()
     parts = template["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"]["Fn::Join"][1]
     script = "".join(part if isinstance(part, str) else "x" * 80 for part in parts)
 
