@@ -10,6 +10,7 @@ from spotrun.model.capacity.group_launch import (
     efa_environment,
     group_launch_template,
     placement_groups,
+    uses_efa,
 )
 from spotrun.model.capacity.pricing import instance_info
 
@@ -30,8 +31,9 @@ def test_a_group_of_efa_types_that_wants_efa_gets_the_efa_template() -> None:
     # Given a two-node group over types that all offer an EFA
     # When its template is chosen
     chosen = template_for(["g5.48xlarge", "p4d.24xlarge"])
-    # Then it is the EFA template
+    # Then it is the EFA template, as the plan's rule says too
     assert chosen == (EFA, True)
+    assert uses_efa([instance_info("g5.48xlarge"), instance_info("p4d.24xlarge")], nodes=2, efa_wanted=True)
 
 
 @pytest.mark.parametrize(
@@ -47,8 +49,9 @@ def test_otherwise_the_plain_template(names: list[str], nodes: int, efa_wanted: 
     # Given a group that is single, does not want an EFA, or offers a type without one
     # When its template is chosen
     chosen = template_for(names, nodes=nodes, efa_wanted=efa_wanted)
-    # Then it is the plain template
+    # Then it is the plain template, as the plan's rule says too
     assert chosen == (PLAIN, False)
+    assert not uses_efa([instance_info(name) for name in names], nodes=nodes, efa_wanted=efa_wanted)
 
 
 @pytest.mark.parametrize(

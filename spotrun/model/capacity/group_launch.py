@@ -49,6 +49,14 @@ def efa_environment(instance_type: str) -> dict[str, str]:
     return environment
 
 
+def uses_efa(candidates: Sequence[InstanceTypeInfo], *, nodes: int, efa_wanted: bool) -> bool:
+    """Whether a group launches with an EFA: several nodes, the manifest wants one, every candidate has one.
+
+    The rule :func:`group_launch_template` applies, for callers that show it without launching (the plan).
+    """
+    return nodes > 1 and efa_wanted and bool(candidates) and all(info.efa for info in candidates)
+
+
 def group_launch_template(
     candidates: Sequence[InstanceTypeInfo],
     *,
@@ -89,7 +97,7 @@ def group_launch_template(
         raise ValueError("no candidate instance types")
     if nodes < 1:
         raise ValueError(f"nodes must be at least 1, got {nodes}")
-    if nodes > 1 and efa_wanted and all(info.efa for info in candidates):
+    if uses_efa(candidates, nodes=nodes, efa_wanted=efa_wanted):
         if not efa_launch_template_name:
             raise ValueError("the deployment names no EFA launch template (setting efa_launch_template_name)")
         return efa_launch_template_name, True
