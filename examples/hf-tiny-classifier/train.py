@@ -35,7 +35,6 @@ from transformers import (
     set_seed,
 )
 
-from spotrun import training
 from spotrun.training import huggingface
 
 POSITIVE = ("good", "great", "fine", "happy", "bright", "calm", "kind", "warm")
@@ -154,7 +153,8 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    run = training.Run.from_env(
+    # Under torchrun every rank runs this script; only rank 0 reports progress to the agent.
+    run = huggingface.run_from_env(
         checkpoint_dir=args.checkpoint_dir, output_dir=args.output_dir, model_name="model"
     )
     # One thread: the same float operations in the same order on any machine, so runs compare bit for bit.
@@ -193,7 +193,9 @@ def main() -> None:
     )
     huggingface.train(trainer, run)  # on the checkpoint signal: saves that step, exits 128 + signal
 
-    metrics = trainer.evaluate()
+    metrics = trainer.evaluate()  # every rank evaluates its share; the metrics are the whole set's
+    if not trainer.is_world_process_zero():
+        return  # the model and metrics are the same on every rank: rank 0 writes them
     print(f"evaluation: {json.dumps(metrics)}", flush=True)
     (run.output_dir / METRICS_FILE).write_text(json.dumps({key: metrics[key] for key in COMPARED_METRICS}))
     run.save_model(lambda path: save_model(model, tokenizer, path))

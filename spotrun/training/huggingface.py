@@ -1,18 +1,18 @@
-"""The checkpoint contract for Hugging Face ``Trainer`` scripts.
+"""The checkpoint contract for Hugging Face ``Trainer`` scripts, in one process or as the ranks of ``torchrun``.
 
 :mod:`spotrun.training` is the contract; this module fits it to ``transformers.Trainer`` in one call::
 
     from transformers import Trainer, TrainingArguments
 
-    from spotrun import training
     from spotrun.training import huggingface
 
-    run = training.Run.from_env()
+    run = huggingface.run_from_env()  # a training.Run; under torchrun only rank 0 reports progress
     args = TrainingArguments(output_dir=str(huggingface.scratch_dir(run)), save_strategy="no", ...)
     trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=test)
     huggingface.train(trainer, run)  # resumes, trains; on the checkpoint signal saves, then exits 128 + signal
     metrics = trainer.evaluate()
-    run.save_model(trainer.model.save_pretrained)
+    if trainer.is_world_process_zero():
+        run.save_model(trainer.model.save_pretrained)
 
 :func:`train` adds a :class:`SpotrunCallback`, resumes from the run's latest committed checkpoint with
 ``trainer.train(resume_from_checkpoint=...)``, and exits with :meth:`spotrun.training.Run.exit_for_preemption`
@@ -32,13 +32,34 @@ when the callback stopped training for the checkpoint signal. The callback:
   the agent never sees a half-written checkpoint;
 - reports every step reached (:meth:`spotrun.training.Run.report_step`).
 
+Under ``torchrun`` (DDP, one process per GPU, on one node or several) every rank builds the same trainer and
+calls :func:`train`, and the ranks work as a group:
+
+- the decisions are collective: at every step boundary one all-reduce (MAX) of two flags, "the checkpoint
+  signal reached this rank" and rank 0's "a checkpoint is due", so every rank saves at the same steps and stops
+  after the same step, even when the signal reached only some of them (one node warned) or at different
+  moments. Rank 0's clock alone decides ``interval_steps: auto``, since only the ranks that write measure saves;
+- one checkpoint per step, in ``Trainer``'s own layout: rank 0 writes the model, optimizer, scheduler and
+  ``trainer_state.json``, every rank its ``rng_state_<rank>.pth``. After a barrier, each node's local rank 0
+  moves what its node wrote into that node's ``$SPOTRUN_CHECKPOINT_DIR``
+  (:meth:`~spotrun.training.Run.save_checkpoint`): its node's part of the group checkpoint, which the agent
+  uploads; a second barrier keeps every rank until every node's part is in place, so nobody exits in the
+  middle of a save;
+- rank 0 chooses the checkpoint to resume from and every rank resumes from that step's directory (the complete
+  group checkpoint the agent restored on every node); one written by another number of processes is refused,
+  since its data order and random generators would not continue.
+
+``torchrun`` forwards the checkpoint signal to every worker it started (see :mod:`spotrun.training.pytorch`),
+and waits ``--shutdown-timeout`` seconds for them, time enough for the save.
+
 To call ``trainer.train`` yourself, give the trainer ``callbacks=[huggingface.callback(run)]``, pass the path of
-``run.latest_checkpoint()`` as ``resume_from_checkpoint``, and call ``run.exit_for_preemption()`` when the
+:func:`resume_checkpoint` as ``resume_from_checkpoint``, and call ``run.exit_for_preemption()`` when the
 callback's ``stopped_for_signal`` is true.
 
-When training begins the callback refuses (:func:`check_arguments`) what would make a resumed run differ: several
-processes (under ``torchrun`` the ranks would have to agree on the step at which they stop, which this callback
-does not do; ``spotrun.training.pytorch`` does), ``load_best_model_at_end`` and ``save_only_model``.
+When training begins the callback refuses (:func:`check_arguments`) what would make a resumed run differ:
+``load_best_model_at_end``, ``save_only_model``, FSDP and DeepSpeed (whose sharded checkpoints this module does
+not place), and more than two processes (DDP adds the gradients of three or more ranks in an order that changes
+after a restart).
 
 ``transformers`` is imported lazily: spotrun itself never needs it, and the agent copies this module beside
 :mod:`spotrun.training` for any interpreter that has ``transformers`` installed.
@@ -52,13 +73,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotrun.training import Run
+from spotrun.training.pytorch import run_from_env
 
 if TYPE_CHECKING:
     from transformers import Trainer, TrainerCallback
     from transformers.trainer_utils import TrainOutput
 
+__all__ = [
+    "SCRATCH_NAME",
+    "callback",
+    "check_arguments",
+    "resume_checkpoint",
+    "run_from_env",
+    "scratch_dir",
+    "train",
+]
+
 SCRATCH_NAME = ".trainer"
 """Under the checkpoint directory, where ``Trainer`` writes before a save moves in (its leading dot hides it)."""
+
+MAX_PROCESSES = 2
+"""The most processes whose resumed run ends bit for bit as an uninterrupted one (a sum of two does not
+depend on its order)."""
 
 
 def scratch_dir(run: Run) -> Path:
@@ -100,6 +136,8 @@ def callback(run: Run) -> TrainerCallback:
 def train(trainer: Trainer, run: Run, **train_kwargs: Any) -> TrainOutput:
     """Train under the checkpoint contract: resume, train, and exit if the checkpoint signal stopped training.
 
+    Under ``torchrun`` every rank calls it (the ranks agree on what to resume, when to save and when to stop).
+
     Parameters
     ----------
     trainer
@@ -107,7 +145,7 @@ def train(trainer: Trainer, run: Run, **train_kwargs: Any) -> TrainOutput:
         where checkpoints are written before they move into the run's checkpoint directory
         (:func:`scratch_dir` is the place for it); leftovers of a save that was killed there are removed first.
     run
-        The run (``training.Run.from_env()``).
+        The run (:func:`run_from_env`).
     **train_kwargs
         Passed on to ``trainer.train``, except ``resume_from_checkpoint``, which this function decides.
 
@@ -129,9 +167,11 @@ def train(trainer: Trainer, run: Run, **train_kwargs: Any) -> TrainOutput:
             "train() resumes from the run's latest checkpoint itself; do not pass resume_from_checkpoint"
         )
     spotrun_callback = _callback_for(trainer, run)
-    _remove_partial_saves(Path(str(trainer.args.output_dir)))
-    latest = run.latest_checkpoint()
-    result = trainer.train(resume_from_checkpoint=str(latest.path) if latest else None, **train_kwargs)
+    if trainer.is_local_process_zero():
+        # One remover per node: every rank's first save comes after the collectives of resume_checkpoint.
+        _remove_partial_saves(Path(str(trainer.args.output_dir)))
+    latest = resume_checkpoint(run, trainer.args.world_size)
+    result = trainer.train(resume_from_checkpoint=str(latest) if latest else None, **train_kwargs)
     if spotrun_callback.stopped_for_signal:
         print(
             f"spotrun.training.huggingface: checkpoint signal: saved step {trainer.state.global_step}, exiting",
@@ -140,6 +180,48 @@ def train(trainer: Trainer, run: Run, **train_kwargs: Any) -> TrainOutput:
         run.exit_for_preemption()
     run.flush_progress()
     return result
+
+
+def resume_checkpoint(run: Run, world_size: int = 1) -> Path | None:
+    """The checkpoint every rank resumes from: the newest complete one rank 0 sees, or None on a fresh start.
+
+    Under ``torch.distributed`` a collective: rank 0 chooses the step, and every rank takes that step's
+    directory in its own node's checkpoint directory.
+
+    Parameters
+    ----------
+    run
+        The run.
+    world_size
+        The number of training processes (``TrainingArguments.world_size``).
+
+    Returns
+    -------
+    Path or None
+        The checkpoint directory to pass as ``resume_from_checkpoint``.
+
+    Raises
+    ------
+    RuntimeError
+        When this node does not hold the step rank 0 chose, or the checkpoint was written by another number of
+        processes.
+    """
+    group = _process_group()
+    latest = run.latest_checkpoint()
+    step = None if latest is None else latest.step
+    if group is not None:
+        box = [step]
+        group.broadcast_object_list(box, src=0)
+        step = box[0]
+    if step is None:
+        return None
+    found = [checkpoint.path for checkpoint in run.checkpoints() if checkpoint.step == step]
+    if not found:
+        raise RuntimeError(
+            f"rank 0 resumes from step {step}, which {run.checkpoint_dir} holds no complete checkpoint of"
+        )
+    _check_processes(found[0], world_size)
+    return found[0]
 
 
 def check_arguments(args: Any) -> None:
@@ -155,13 +237,9 @@ def check_arguments(args: Any) -> None:
     Raises
     ------
     ValueError
-        Naming the argument: several processes (``torchrun``), ``load_best_model_at_end`` or ``save_only_model``.
+        Naming the argument: ``load_best_model_at_end``, ``save_only_model``, ``fsdp``, ``deepspeed``, or more
+        than :data:`MAX_PROCESSES` processes.
     """
-    if args.world_size > 1:
-        raise ValueError(
-            f"spotrun.training.huggingface runs one training process, not {args.world_size}: under torchrun the ranks "
-            "would not agree on the step to stop at (use spotrun.training.pytorch for several GPUs)"
-        )
     if args.load_best_model_at_end:
         raise ValueError(
             "load_best_model_at_end is not supported: checkpoints move into $SPOTRUN_CHECKPOINT_DIR, where only the "
@@ -171,6 +249,53 @@ def check_arguments(args: Any) -> None:
         raise ValueError(
             "save_only_model leaves the optimizer, scheduler and RNG states out of each checkpoint, so a resumed "
             "run could not continue exactly; spotrun needs them"
+        )
+    for sharded in ("fsdp", "deepspeed"):
+        if getattr(args, sharded, None):
+            raise ValueError(
+                f"{sharded} is not supported: its ranks write sharded checkpoints that spotrun.training.huggingface "
+                "does not place in each node's part (use DDP, or spotrun.training.pytorch)"
+            )
+    if args.world_size > MAX_PROCESSES:
+        raise ValueError(
+            f"spotrun.training.huggingface resumes at most {MAX_PROCESSES} processes exactly, not {args.world_size}: "
+            "DDP adds three or more ranks' gradients in an order that changes after a restart (use "
+            "spotrun.training.pytorch with pytorch_ddp.ordered_gradient_sum)"
+        )
+
+
+def _process_group() -> Any:
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def _agree(args: Any, due: bool, stop: bool) -> tuple[bool, bool]:
+    # One all-reduce for both decisions: any rank's signal stops everyone; rank 0's interval saves everyone.
+    group = _process_group()
+    if group is None:
+        return due, stop
+    import torch
+
+    flags = torch.tensor(
+        [int(due and group.get_rank() == 0), int(stop)], dtype=torch.int32, device=args.device
+    )
+    group.all_reduce(flags, op=group.ReduceOp.MAX)
+    return bool(flags[0].item()), bool(flags[1].item())
+
+
+def _check_processes(checkpoint: Path, world_size: int) -> None:
+    # Trainer names the generators' file by rank under several processes, and loads none (only logging it)
+    # when this rank's is missing: a resume that would silently not continue exactly.
+    names = {path.name for path in checkpoint.glob("rng_state*.pth")}
+    written = 1 if names == {"rng_state.pth"} else len(names)
+    expected = (
+        {"rng_state.pth"} if world_size == 1 else {f"rng_state_{rank}.pth" for rank in range(world_size)}
+    )
+    if names != expected:
+        raise RuntimeError(
+            f"{checkpoint.name} was written by {written} training process(es), this run has {world_size}: its data "
+            "order and random generators would not continue (run it with the number of processes that saved it)"
         )
 
 
@@ -210,6 +335,9 @@ def _callback_class() -> type:
     class SpotrunCallback(TrainerCallback):
         """Save at the contract's interval and on its checkpoint signal, into its checkpoint directory.
 
+        Under ``torch.distributed`` every rank's callback takes part in the collectives of each step boundary
+        and each save.
+
         Parameters
         ----------
         run
@@ -222,15 +350,16 @@ def _callback_class() -> type:
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             check_arguments(args)
-            if state.global_step:
+            if state.global_step and state.is_world_process_zero:
                 # Trainer's own state, restored from the checkpoint: what the log should show a resume is.
                 print(f"spotrun.training.huggingface: resumed at global step {state.global_step}", flush=True)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             # checkpoint_due also reports the step reached to the agent.
-            if self.run.checkpoint_due(state.global_step):
+            due, stop = _agree(args, self.run.checkpoint_due(state.global_step), self.run.stop_requested)
+            if due:
                 control.should_save = True
-            if self.run.stop_requested and not control.should_training_stop:
+            if stop and not control.should_training_stop:
                 # Training that stops at this step anyway (its last, an early stop) has finished: no preemption.
                 control.should_save = True
                 control.should_training_stop = True
@@ -238,13 +367,20 @@ def _callback_class() -> type:
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             source = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-            if not state.is_world_process_zero:
-                return
-            if not source.is_dir():
-                raise FileNotFoundError(f"Trainer saved no checkpoint at {source}")
-            self.run.save_checkpoint(state.global_step, lambda directory: _move_contents(source, directory))
-            # Left when the contract already held this step (written once): it must not linger half-moved.
-            shutil.rmtree(source, ignore_errors=True)
+            group = _process_group()
+            if group is not None:
+                group.barrier()  # every rank of this node has written its files into source
+            if state.is_local_process_zero:
+                # This node's part: on rank 0's node the whole checkpoint, elsewhere its ranks' generators.
+                if not source.is_dir():
+                    raise FileNotFoundError(f"Trainer saved no checkpoint at {source}")
+                self.run.save_checkpoint(
+                    state.global_step, lambda directory: _move_contents(source, directory)
+                )
+                # Left when the contract already held this step (written once): it must not linger half-moved.
+                shutil.rmtree(source, ignore_errors=True)
+            if group is not None:
+                group.barrier()  # every node's part is in place before any rank trains on or exits
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.run.flush_progress()

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from spotrun import training
 from spotrun.agent.supervision.command_environment import install_runtime
+from spotrun.model import layout
 from spotrun.training import huggingface
 
 
@@ -43,15 +46,23 @@ def test_train_refuses_a_resume_checkpoint_of_its_own():
         huggingface.train(object(), object(), resume_from_checkpoint="elsewhere")  # type: ignore[arg-type]
 
 
-ARGUMENTS = {"world_size": 1, "load_best_model_at_end": False, "save_only_model": False}
+ARGUMENTS = {
+    "world_size": 2,
+    "load_best_model_at_end": False,
+    "save_only_model": False,
+    "fsdp": "",
+    "deepspeed": None,
+}
 
 
 @pytest.mark.parametrize(
     ("argument", "value", "message"),
     [
-        ("world_size", 2, "one training process, not 2"),
+        ("world_size", 3, "at most 2 processes exactly, not 3"),
         ("load_best_model_at_end", True, "load_best_model_at_end is not supported"),
         ("save_only_model", True, "save_only_model leaves the optimizer"),
+        ("fsdp", "full_shard", "fsdp is not supported"),
+        ("deepspeed", "ds_config.json", "deepspeed is not supported"),
     ],
 )
 def test_arguments_under_which_a_checkpoint_would_not_resume_exactly_are_refused(argument, value, message):
@@ -63,6 +74,51 @@ def test_arguments_under_which_a_checkpoint_would_not_resume_exactly_are_refused
         huggingface.check_arguments(args)
 
 
-def test_arguments_the_contract_can_resume_from_pass_the_check():
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_arguments_the_contract_can_resume_from_pass_the_check(world_size):
+    # Given / When / Then one process or two (torchrun) pass
+    huggingface.check_arguments(SimpleNamespace(**{**ARGUMENTS, "world_size": world_size}))
+
+
+def checkpoint_of(root: Path, step: int, *files: str) -> training.Run:
+    run = training.Run(root / "data", root, root / "checkpoints", root / "output")
+    directory = run.checkpoint_dir / layout.checkpoint_name(step)
+    directory.mkdir(parents=True)
+    for name in files:
+        (directory / name).write_bytes(b"")
+    return run
+
+
+@pytest.mark.parametrize(
+    ("files", "world_size"),
+    [(("rng_state.pth",), 1), (("rng_state_0.pth", "rng_state_1.pth"), 2)],
+)
+def test_the_latest_checkpoint_is_resumed_by_as_many_processes_as_saved_it(tmp_path, files, world_size):
+    # Given a checkpoint of step 8 saved by this many processes (one generators' file each)
+    run = checkpoint_of(tmp_path, 8, "trainer_state.json", *files)
+
+    # When / Then it is the one to resume from
+    assert huggingface.resume_checkpoint(run, world_size) == run.checkpoint_dir / layout.checkpoint_name(8)
+
+
+@pytest.mark.parametrize(
+    ("files", "world_size", "message"),
+    [
+        (("rng_state_0.pth", "rng_state_1.pth"), 1, "written by 2 training process"),
+        (("rng_state.pth",), 2, "written by 1 training process"),
+        (("rng_state_0.pth",), 2, "written by 1 training process"),
+    ],
+)
+def test_a_checkpoint_saved_by_another_number_of_processes_is_refused(tmp_path, files, world_size, message):
+    # Given a checkpoint whose generators' files are another number of processes' than this run has
+    run = checkpoint_of(tmp_path, 8, "trainer_state.json", *files)
+
+    # When / Then resuming from it is refused (Trainer would resume, only logging that it skips the generators)
+    with pytest.raises(RuntimeError, match=f"{message}.*this run has {world_size}"):
+        huggingface.resume_checkpoint(run, world_size)
+
+
+def test_a_fresh_start_resumes_from_nothing(tmp_path):
     # Given / When / Then
-    huggingface.check_arguments(SimpleNamespace(**ARGUMENTS))
+    run = training.Run(tmp_path / "data", tmp_path, tmp_path / "checkpoints", tmp_path / "output")
+    assert huggingface.resume_checkpoint(run, 2) is None
