@@ -48,6 +48,9 @@ class StepContext:
     local_ipv4
         The instance's private IPv4 address (IMDS ``local-ipv4``): a multi-node job's node gives it to
         ``torchrun`` as ``PET_LOCAL_ADDR``; None when unknown.
+    instance_type
+        The instance's type (IMDS ``instance-type``): a group with an EFA sets the NCCL variables it calls for;
+        None when unknown.
     logs
         A boto3 CloudWatch Logs client signed with the job's credentials: the live copy of the attempt's log
         (:mod:`spotrun.agent.supervision.log_shipper`); None: no live copy.
@@ -75,6 +78,7 @@ class StepContext:
     instance_id: Callable[[], str | None] = field(default=lambda: None)
     gpus_per_node: Callable[[], int] = field(default=lambda: 0)
     local_ipv4: Callable[[], str | None] = field(default=lambda: None)
+    instance_type: Callable[[], str | None] = field(default=lambda: None)
     checkpoint_interval: CheckpointIntervalUsed | None = None
     secret_reader: SecretReader | None = None
     masker: Masker = field(default_factory=Masker)

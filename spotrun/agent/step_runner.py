@@ -385,5 +385,6 @@ def build_context(
         instance_id=CachedInstanceId(imds),
         gpus_per_node=lambda: count_gpus(imds),
         local_ipv4=imds.local_ipv4,
+        instance_type=imds.instance_type,
         secret_reader=SecretReader(lambda service, region: aws_client(service, region, s3_session)),
     )

@@ -130,3 +130,22 @@ def test_the_stage_step_reports_node_done_on_node_1_and_the_stage_result_on_node
     assert reports[1]["node"] == 1
     assert reports[0]["files"] == 0
     assert reports[0]["checkpoint_restored"] is None
+
+
+def test_setup_on_node_1_runs_with_the_groups_environment(s3, tmp_path):
+    # Given node 1's stage command, whose training.setup checks torchrun's address and the node's rank
+    check = (
+        "import os, sys; sys.exit(0 if (os.environ['PET_LOCAL_ADDR'], os.environ['SPOTRUN_NODE_RANK']) "
+        "== ('127.0.0.2', '1') else 5)"
+    )
+    stage = node_command(fake_torchrun(tmp_path), node=1, exit_code=0).model_copy(update={"step": "stage"})
+    training = stage.manifest.training.model_copy(update={"setup": [[sys.executable, "-c", check]]})
+    stage = stage.model_copy(update={"manifest": stage.manifest.model_copy(update={"training": training})})
+    ctx = context(s3, tmp_path / "nvme")
+    ctx.local_ipv4 = lambda: "127.0.0.2"
+
+    # When it stages
+    assert execute(stage, ctx) == EXIT_REPORTED
+
+    # Then setup succeeded with the group's environment, and node 1 is done
+    assert success_of(ctx)["node"] == 1

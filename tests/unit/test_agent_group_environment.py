@@ -128,3 +128,45 @@ def test_a_one_node_job_is_node_0_of_1_without_torchrun_variables(tmp_path):
     # Then it is node 0 of 1, and torchrun gets nothing from spotrun
     assert (env[ENV_NODE_RANK], env[ENV_NODES]) == ("0", "1")
     assert not [name for name in env if name.startswith("PET_")]
+
+
+def efa_command(env: dict[str, str] | None = None) -> AgentCommand:
+    command = agent_command(group(0).model_copy(update={"efa": True}))
+    training = command.manifest.training.model_copy(update={"env": env or {}})
+    return command.model_copy(update={"manifest": command.manifest.model_copy(update={"training": training})})
+
+
+def test_a_group_with_an_efa_gets_the_libfabric_environment_of_its_type(tmp_path):
+    # Given node 0 of a group launched with EFAs on p4d.24xlarge, whose training.env lowers NCCL's logging
+    command = efa_command({"NCCL_DEBUG": "WARN"})
+
+    # When its environment is made
+    env = child_environment(
+        command, layout.NvmeLayout(tmp_path, command.job_id), {}, instance_type="p4d.24xlarge"
+    )
+
+    # Then NCCL goes over libfabric's EFA provider with GPUDirect RDMA, and training.env has the last word
+    assert env["FI_PROVIDER"] == "efa"
+    assert env["FI_EFA_USE_DEVICE_RDMA"] == "1"
+    assert env["RDMAV_FORK_SAFE"] == "1"
+    assert env["NCCL_DEBUG"] == "WARN"
+
+
+def test_a_group_without_an_efa_gets_no_libfabric_environment(tmp_path):
+    # Given node 0 of a group without EFAs
+    command = agent_command(group(0))
+
+    # When its environment is made, then libfabric is not told to use an EFA it does not have
+    env = child_environment(
+        command, layout.NvmeLayout(tmp_path, command.job_id), {}, instance_type="g5.xlarge"
+    )
+    assert "FI_PROVIDER" not in env
+
+
+def test_a_group_with_an_efa_needs_the_instance_type(tmp_path):
+    # Given node 0 of a group with EFAs, whose instance type is unknown
+    command = efa_command()
+
+    # When / Then its environment is refused
+    with pytest.raises(ValueError, match="needs the node's instance type"):
+        child_environment(command, layout.NvmeLayout(tmp_path, command.job_id), {})

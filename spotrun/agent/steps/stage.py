@@ -22,8 +22,8 @@ from spotrun.agent.step_context import StepContext, StepReport
 from spotrun.agent.steps.code_archive import plan_code, unpack_code
 from spotrun.agent.steps.final_outputs import log_tail, upload_log
 from spotrun.agent.steps.setup import SetupAbandonedError, SetupFailedError, SetupOverBudgetError, run_setup
-from spotrun.agent.steps.train import budget_seconds
-from spotrun.agent.supervision.command_environment import child_environment, install_runtime
+from spotrun.agent.steps.train import budget_seconds, command_environment
+from spotrun.agent.supervision.command_environment import install_runtime
 from spotrun.agent.supervision.log_shipper import live_log
 from spotrun.agent.transfer.download import StageItem, StagingError, plan_input, stage
 from spotrun.model import layout
@@ -259,7 +259,7 @@ def _set_up(
             seconds = run_setup(
                 training.setup,
                 job_layout.code_dir,
-                child_environment(command, job_layout, ctx.base_env, secrets=secret_values),
+                command_environment(command, ctx, job_layout, secret_values),
                 log_path,
                 timeout_seconds=training.setup_timeout_minutes * 60.0,
                 budget_seconds=budget_seconds(command),

@@ -120,15 +120,7 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         node=group.node if group else 0,
         nodes=group.nodes if group else 1,
     )
-    environment = child_environment(
-        command,
-        job_layout,
-        ctx.base_env,
-        ctx.gpus_per_node(),
-        secrets=secret_values,
-        # Node 0's address is the rendezvous host; another node reads its own from IMDS.
-        local_addr=ctx.local_ipv4() if group is not None and group.node > 0 else None,
-    )
+    environment = command_environment(command, ctx, job_layout, secret_values, ctx.gpus_per_node())
     supervisor = TrainingSupervisor(
         # No shell runs the command: its ${NAME}s (checked against the contract at validation) are expanded here.
         expand_argv(manifest.training.command, environment),
@@ -219,6 +211,27 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
 
 # Outcomes of a limit running out, and the error each reports: the job ends there, its checkpoint kept.
 _LIMIT_ERRORS = {"budget_exceeded": BUDGET_EXCEEDED, "timed_out": MAX_RUNTIME_EXCEEDED}
+
+
+def command_environment(
+    command: AgentCommand,
+    ctx: StepContext,
+    job_layout: layout.NvmeLayout,
+    secrets: dict[str, str],
+    gpus_per_node: int = 0,
+) -> dict[str, str]:
+    """The environment of the training command (and of ``training.setup``'s), with what a group's node reads
+    from IMDS: its own address (node 0's is the rendezvous host) and, with an EFA, its instance type."""
+    group = command.group
+    return child_environment(
+        command,
+        job_layout,
+        ctx.base_env,
+        gpus_per_node,
+        secrets=secrets,
+        local_addr=ctx.local_ipv4() if group is not None and group.node > 0 else None,
+        instance_type=ctx.instance_type() if group is not None and group.efa else None,
+    )
 
 
 def save_failure(

@@ -11,6 +11,7 @@ from spotrun import training
 from spotrun.agent.links import replace_file
 from spotrun.model import layout
 from spotrun.model.agent_protocol.command import AgentCommand, NodeGroup
+from spotrun.model.capacity.group_launch import efa_environment
 from spotrun.model.contract_variables import ENV_NODE_RANK, ENV_NODES
 
 # The training package is copied whole, with the two model modules it imports (each stdlib-only, as the
@@ -61,6 +62,7 @@ def child_environment(
     gpus_per_node: int = 0,
     secrets: Mapping[str, str] | None = None,
     local_addr: str | None = None,
+    instance_type: str | None = None,
 ) -> dict[str, str]:
     """The environment of the training command.
 
@@ -79,16 +81,28 @@ def child_environment(
     local_addr
         This node's private IPv4 address (IMDS ``local-ipv4``): needed by a node other than node 0 of a group
         (node 0's is the rendezvous host); ignored without a group.
+    instance_type
+        This node's instance type (IMDS ``instance-type``): needed by a group with an EFA, whose libfabric and
+        NCCL variables depend on it (:func:`spotrun.model.capacity.group_launch.efa_environment`).
 
     Returns
     -------
     dict[str, str]
-        ``base_env``, then the manifest's ``training.env`` and the secrets' values, then the ``SPOTRUN_*``
-        contract and, for a group, :func:`torchrun_environment` (which win), with the runtime directory first
-        on ``PYTHONPATH``.
+        ``base_env``, then a group's EFA variables (which ``training.env`` may override: ``NCCL_DEBUG``, say),
+        the manifest's ``training.env`` and the secrets' values, then the ``SPOTRUN_*`` contract and, for a
+        group, :func:`torchrun_environment` (which win), with the runtime directory first on ``PYTHONPATH``.
+
+    Raises
+    ------
+    ValueError
+        For a group's node without the address or the instance type it needs.
     """
     manifest = command.manifest
     env = dict(base_env)
+    if command.group is not None and command.group.efa:
+        if instance_type is None:
+            raise ValueError("a group with an EFA needs the node's instance type (IMDS instance-type)")
+        env.update(efa_environment(instance_type))
     env.update(manifest.training.env)
     env.update(secrets or {})
     env.update(
