@@ -230,6 +230,16 @@ def test_without_a_minimum_a_single_zone_fleet_launches_what_one_pool_can(runtim
     assert reply["Errors"]
 
 
+def test_a_group_fleet_without_an_allocation_strategy_takes_ec2s_default(runtime: LocalRuntime) -> None:
+    # When two nodes are asked for with no allocation strategy (EC2's default: lowest-price)
+    reply = _group_fleet(runtime, 2, _overrides(runtime), AllocationStrategy=None)
+
+    # Then both launch in the cheapest pool that holds both
+    ids = _ids(reply)
+    assert len(ids) == 2
+    assert {i["Placement"]["AvailabilityZone"] for i in _describe(runtime, ids).values()} == {"us-east-1b"}
+
+
 def test_a_minimum_without_single_zone_or_type_is_refused(runtime: LocalRuntime) -> None:
     # When a minimum is asked for without saying one zone or one type
     with pytest.raises(ClientError) as refused:

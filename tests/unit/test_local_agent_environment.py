@@ -49,3 +49,14 @@ def test_the_agent_inherits_none_of_the_control_planes_configuration():
     assert env["SPOTRUN_NVME_ROOT"] == "/nvme"
     assert env["SPOTRUN_AGENT_CREDENTIALS_URL"].startswith("http://api")
     assert env["HOME"] == "/home/user"
+
+
+def test_gloo_binds_the_loopback_interface_the_instances_addresses_are_on():
+    # Given a runtime whose environment names another interface (what the machine's own gloo setting may be)
+    sim = SimpleNamespace(imds=SimpleNamespace(endpoint="http://127.0.0.1:1234"), nvme_dir=Path("/nvme"))
+
+    # When an agent's environment is made
+    env = agent_environment(sim, {"GLOO_SOCKET_IFNAME": "eth0"}, "", "cmd-1", {})  # type: ignore[arg-type]
+
+    # Then gloo is told the loopback interface: each instance's private address is a 127.0.0.k
+    assert env["GLOO_SOCKET_IFNAME"] == "lo"

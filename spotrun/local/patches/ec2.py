@@ -216,6 +216,12 @@ def install(
                 self,
                 **{
                     **kwargs,
+                    # moto reads the spot allocation strategy without a default; EC2's is lowest-price
+                    # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_SpotOptionsRequest.html).
+                    "spot_options": {
+                        "AllocationStrategy": "lowest-price",
+                        **(kwargs.get("spot_options") or {}),
+                    },
                     "target_capacity_specification": nothing,
                     "launch_template_configs": [
                         {"LaunchTemplateSpecification": c.context[0], "Overrides": [c.context[1]]}
