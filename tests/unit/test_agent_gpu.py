@@ -166,6 +166,23 @@ def test_without_an_instance_id_only_the_job_dimension_is_published(two_gpus):
     ]
 
 
+def test_each_summary_is_also_told_to_the_hang_watch_even_when_publishing_fails(two_gpus):
+    # Given a monitor whose metrics port fails, telling its summaries to a listener (the hang watch)
+    told: list[float] = []
+    monitor = GpuMonitor(
+        RecordingMetrics(ConnectionError("no route")),
+        "j-1",
+        lambda: None,
+        on_summary=lambda summary: told.append(summary.utilization),
+    )
+
+    # When it samples
+    monitor.sample_quietly()
+
+    # Then the listener got the mean utilization
+    assert told == [60.0]
+
+
 def test_nvidia_smi_lines_that_are_not_numbers_are_skipped():
     # Given a GPU that cannot report its utilization, and a blank line
     text = "[N/A], 100, 1000\n\n10, 500, 1000\n 30 , 0 , 0 \n"

@@ -166,7 +166,7 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         ctx.logs, command.jobs_bucket, command.job_id, command.attempt, log_path, mask=ctx.masker.mask
     )
     with channel:
-        with shipper, sync_ticker, progress_ticker, ctx.watcher, _gpu_metrics(command, ctx):
+        with shipper, sync_ticker, progress_ticker, ctx.watcher, _gpu_metrics(command, ctx, hang):
             outcome = supervisor.run()
         logger.info("training ended: %s (%s)", outcome.kind, outcome.message)
         # Whatever the outcome, the newest local checkpoint is worth committing: the next attempt resumes it.
@@ -278,12 +278,14 @@ def save_failure(
 
 
 @contextlib.contextmanager
-def _gpu_metrics(command: AgentCommand, ctx: StepContext) -> Iterator[None]:
-    """Sample the GPUs while the block runs (when the context has a metrics port)."""
+def _gpu_metrics(command: AgentCommand, ctx: StepContext, hang: HangWatch | None) -> Iterator[None]:
+    """Sample the GPUs while the block runs (when the context has a metrics port); the hang watch keeps the
+    readings as evidence for its message."""
     if ctx.metrics is None:
         yield
         return
-    monitor = GpuMonitor(ctx.metrics, command.job_id, ctx.instance_id)
+    evidence = None if hang is None else (lambda summary: hang.observe_gpu(summary.utilization))
+    monitor = GpuMonitor(ctx.metrics, command.job_id, ctx.instance_id, on_summary=evidence)
     ticker = Ticker(metrics_interval(command.poll_seconds), monitor.sample_quietly, "gpu-metrics").start()
     try:
         yield

@@ -192,6 +192,8 @@ class GpuMonitor:
         Reads the GPUs; None means there is no ``nvidia-smi``.
     namespace
         The CloudWatch namespace.
+    on_summary
+        Also told each summary, before it is published (the hang watch keeps the readings as evidence).
     """
 
     def __init__(
@@ -201,12 +203,14 @@ class GpuMonitor:
         instance_id: Callable[[], str | None],
         reader: Callable[[], list[GpuReading] | None] = read_nvidia_smi,
         namespace: str = NAMESPACE,
+        on_summary: Callable[[GpuSummary], None] | None = None,
     ):
         self.metrics = metrics
         self.job_id = job_id
         self.instance_id = instance_id
         self.reader = reader
         self.namespace = namespace
+        self.on_summary = on_summary
 
     def sample(self) -> GpuSummary | None:
         """Read and publish once; None (and nothing published) without ``nvidia-smi`` or a usable reading."""
@@ -232,6 +236,8 @@ class GpuMonitor:
         """Publish the summary of ``readings``."""
         summary = summarize(readings)
         if summary is not None:
+            if self.on_summary is not None:
+                self.on_summary(summary)
             data = metric_data(
                 summary, job_id=self.job_id, instance_id=self.instance_id(), timestamp=datetime.now(UTC)
             )
