@@ -28,6 +28,7 @@ class FakeCompute:
         # Ids EC2 answers NotFound for, in DescribeInstances and TerminateInstances (eventual consistency):
         # the instance exists and runs, terminate does nothing.
         self.invisible: set[str] = set()
+        self.full_subnets: set[str] = set()  # subnets whose pools have no capacity (their zone is full)
         self._ids = (f"i-{n:017x}" for n in itertools.count(1))
 
     def subnet_zones(self, subnet_ids: tuple[str, ...]) -> dict[str, str]:
@@ -48,7 +49,19 @@ class FakeCompute:
                 for override in config["Overrides"]
             ]
             return {"Instances": [], "Errors": errors}
-        override = config["Overrides"][0]
+        open_overrides = [o for o in config["Overrides"] if o["SubnetId"] not in self.full_subnets]
+        if not open_overrides:
+            errors = [
+                {
+                    "LaunchTemplateAndOverrides": {"Overrides": override},
+                    "Lifecycle": lifecycle,
+                    "ErrorCode": "InsufficientInstanceCapacity",
+                    "ErrorMessage": "InsufficientInstanceCapacity (fake: zone full)",
+                }
+                for override in config["Overrides"]
+            ]
+            return {"Instances": [], "Errors": errors}
+        override = open_overrides[0]
         count = request["TargetCapacitySpecification"]["TotalTargetCapacity"]
         instance_ids = [next(self._ids) for _ in range(count)]
         for instance_id in instance_ids:
