@@ -98,6 +98,20 @@ def resumed_at(attempt: dict[str, Any] | None, timeline: list[dict[str, Any]]) -
     return None
 
 
+def _where(attempt: dict[str, Any]) -> str:
+    # "g5.xlarge", or "2 x g5.xlarge" for a group.
+    nodes = attempt.get("nodes") or []
+    return f"{len(nodes)} x {attempt['instance_type']}" if nodes else str(attempt["instance_type"])
+
+
+def _instances(attempt: dict[str, Any]) -> str:
+    # "i-0abc", or "i-0abc kept, i-0def new" for a group.
+    nodes = attempt.get("nodes") or []
+    if not nodes:
+        return str(attempt["instance_id"])
+    return ", ".join(f"{n['instance_id']} {'kept' if n.get('kept_from') else 'new'}" for n in nodes)
+
+
 def _attempt_events(
     old: dict[str, Any] | None,
     new: dict[str, Any],
@@ -110,8 +124,8 @@ def _attempt_events(
     events = []
     if old is None:
         text = (
-            f"attempt {number}: {new['instance_type']} in {new['availability_zone']}, {new['lifecycle']} "
-            f"{_price(new)} ({new['instance_id']})"
+            f"attempt {number}: {_where(new)} in {new['availability_zone']}, {new['lifecycle']} "
+            f"{_price(new)} ({_instances(new)})"
         )
         events.append(Event(datetime.fromisoformat(new["started_at"]), text, "bold"))
     if (at := resumed_at(new, timelines[1])) and resumed_at(old, timelines[0]) is None:
@@ -126,7 +140,10 @@ def _attempt_events(
             where = "back to spot" if new.get("lifecycle") == "on-demand" else "to on-demand"
             text = f"attempt {number}: the deadline policy moves the job {where}; checkpointing"
         else:
-            text = f"attempt {number}: spot interruption warning for {new['instance_id']}; checkpointing"
+            warned = [n["instance_id"] for n in new.get("nodes") or [] if n.get("notice_at")]
+            whom = ", ".join(warned) or new["instance_id"]
+            every = "; every node checkpoints" if new.get("nodes") else "; checkpointing"
+            text = f"attempt {number}: spot interruption warning for {whom}{every}"
         events.append(Event(at, text, "bold yellow"))
     if (at := _at(new.get("ended_at"))) and not previous.get("ended_at"):
         reason = new.get("end_reason") or "ended"

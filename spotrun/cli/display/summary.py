@@ -139,6 +139,38 @@ def attempts_table(job: Job) -> Table:
     return table
 
 
+def nodes_table(job: Job) -> Table | None:
+    """For a multi-node job: one row per node of each attempt, so each node's story reads down the table.
+
+    ``kept`` marks a healthy node carried into the next attempt (never terminated); ``from #n`` a node kept
+    from attempt n. None for a single-node job.
+    """
+    if not any(attempt.nodes for attempt in job.attempts):
+        return None
+    table = Table(title="nodes", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("node", justify="right")
+    table.add_column("instance", no_wrap=True)
+    table.add_column("address")
+    table.add_column("since")
+    table.add_column("warned")
+    table.add_column("ended by")
+    for attempt in job.attempts:
+        for node in attempt.nodes:
+            since = "launched" if node.kept_from is None else f"kept from #{node.kept_from}"
+            lost = node.end_reason in INTERRUPTION_REASONS
+            table.add_row(
+                str(attempt.number),
+                str(node.node),
+                node.instance_id,
+                node.private_ip or "-",
+                since,
+                "yes" if node.notice_at is not None else "",
+                Text(node.end_reason or "running", style="yellow" if lost else ""),
+            )
+    return table
+
+
 @dataclass(frozen=True)
 class WorkLost:
     """Training work thrown away because capacity went away."""
@@ -275,6 +307,9 @@ def final_summary(job: Job, now: datetime) -> Group:
     parts: list[Any] = [timeline_table(job, now)]
     if job.attempts:
         parts.append(attempts_table(job))
+    nodes = nodes_table(job)
+    if nodes is not None:
+        parts.append(nodes)
     lost = work_lost(job)
     if lost.interruptions:
         parts.append(work_lost_text(lost))
