@@ -5,11 +5,13 @@ Method    Path             Body -> answer
 ========  ===============  ==================================================================================
 GET       ``/status``      -> ``{endpoint_url, time_scale, workdir}``
 GET       ``/instances``   -> ``{instances: [{instance_id, instance_type, availability_zone, lifecycle, state,
-                           reachable, hung, rebalance, instance_action}]}``
+                           reachable, hung, rebalance, instance_action, private_ip, placement_group}]}``
 GET       ``/pools``       -> ``{pools: [{instance_type, availability_zone, spot_price, capacity, in_use}]}``
 POST      ``/interrupt``   ``{instance_id, notice_seconds?=120, rebalance_lead_seconds?=0}``: as AWS FIS's
                            ``aws:ec2:send-spot-instance-interruptions``
 POST      ``/kill``        ``{instance_id, hang?=false}``: death without notice
+POST      ``/hang-training`` ``{instance_id, resume?=false}`` -> ``{instance_id, resume, pids}``: the instance's
+                           training processes stop (SIGSTOP) while its agent runs on; ``resume`` continues them
 POST      ``/exhaust``     ``{instance_type, availability_zone, lifecycle?="spot"}``: capacity to 0
 POST      ``/refill``      ``{instance_type, availability_zone}``: the declared capacity back
 POST      ``/fleet-error`` ``{code, count?=1, message?}``: the next ``count`` CreateFleet calls fail with
@@ -62,6 +64,13 @@ class KillRequest(_Body):
     hang: bool = False
 
 
+class HangTrainingRequest(_Body):
+    """Body of ``POST /hang-training``."""
+
+    instance_id: str
+    resume: bool = False
+
+
 class PoolRequest(_Body):
     """Body of ``POST /exhaust`` and ``POST /refill``."""
 
@@ -107,6 +116,8 @@ def describe_instance(sim: SimulatedInstance) -> dict[str, Any]:
         "hung": sim.hung,
         "rebalance": sim.metadata.rebalance,
         "instance_action": sim.metadata.instance_action,
+        "private_ip": sim.private_ip,
+        "placement_group": sim.model.placement.group_name or None,
     }
 
 
@@ -130,6 +141,7 @@ class ControlApi:
             ("GET", "/pools"): self._pools,
             ("POST", "/interrupt"): self._interrupt,
             ("POST", "/kill"): self._kill,
+            ("POST", "/hang-training"): self._hang_training,
             ("POST", "/exhaust"): self._exhaust,
             ("POST", "/refill"): self._refill,
             ("POST", "/fleet-error"): self._fleet_error,
@@ -216,6 +228,22 @@ class ControlApi:
         self.runtime.kill(sim.instance_id, hang=request.hang)
         self._told(f"kill {sim.instance_id}{' (hung: EC2 still says running)' if request.hang else ''}")
         return request.model_dump()
+
+    def _hang_training(self, body: bytes) -> dict[str, Any]:
+        request = HangTrainingRequest.model_validate_json(body or b"{}")
+        sim = self._live_instance(request.instance_id)
+        if request.resume:
+            pids = self.runtime.resume_training(sim.instance_id)
+            self._told(f"resume training on {sim.instance_id}: {len(pids)} process(es) continued")
+        else:
+            try:
+                pids = self.runtime.hang_training(sim.instance_id)
+            except RuntimeError as exc:
+                raise Refused(409, str(exc)) from None
+            self._told(
+                f"hang training on {sim.instance_id}: {len(pids)} process(es) stopped, its agent runs on"
+            )
+        return {**request.model_dump(), "pids": pids}
 
     def _pool_request(self, body: bytes) -> PoolRequest:
         request = PoolRequest.model_validate_json(body or b"{}")

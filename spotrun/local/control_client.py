@@ -186,6 +186,10 @@ class ControlClient:
         """Kill an instance without notice (``hang``: it keeps looking alive to EC2)."""
         return dict(self.request("POST", "/kill", {"instance_id": instance_id, "hang": hang}))
 
+    def hang_training(self, instance_id: str, resume: bool = False) -> dict[str, Any]:
+        """Stop an instance's training processes while its agent runs on (``resume``: continue them)."""
+        return dict(self.request("POST", "/hang-training", {"instance_id": instance_id, "resume": resume}))
+
     def exhaust(self, instance_type: str, availability_zone: str, lifecycle: str = "spot") -> dict[str, Any]:
         """Leave a pool without capacity: launches there fail with InsufficientInstanceCapacity."""
         body = {

@@ -449,3 +449,41 @@ def test_hanging_an_instance_with_no_training_is_refused(runtime: LocalRuntime) 
     # When its training is hung, then the emulator says there is none
     with pytest.raises(RuntimeError, match="no training process"):
         runtime.hang_training(victim)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds an instance's processes through /proc")
+def test_the_control_api_hangs_and_resumes_one_nodes_training_and_lists_each_nodes_address(
+    runtime: LocalRuntime,
+) -> None:
+    from spotrun.local.control_api import ControlApi
+
+    # Given two running nodes, one running a training command, and the control API of `spotrun local up`
+    victim, peer = _two_running_nodes(runtime)
+    sim = runtime.instance(victim)
+    env = {k: v for k, v in os.environ.items() if k != ENV_PROGRESS_FILE}
+    training = sim.start_process(
+        [sys.executable, "-c", COUNTER, str(sim.directory / "steps")], {**env, ENV_PROGRESS_FILE: "p"}
+    )
+    api = ControlApi(runtime)
+
+    # When the peer's training is hung (it runs none), then the victim's, then the victim's resumed
+    refused = api.handle("POST", "/hang-training", json.dumps({"instance_id": peer}).encode())
+    hung = api.handle("POST", "/hang-training", json.dumps({"instance_id": victim}).encode())
+    stopped_state = _state(training.pid)
+    resumed = api.handle(
+        "POST", "/hang-training", json.dumps({"instance_id": victim, "resume": True}).encode()
+    )
+
+    # Then the peer's is refused for want of training, the victim's process was stopped then continued
+    assert refused[0] == 409
+    assert "no training process" in refused[1]["error"]
+    assert hung == (200, {"instance_id": victim, "resume": False, "pids": [training.pid]})
+    assert stopped_state == "T"
+    assert resumed == (200, {"instance_id": victim, "resume": True, "pids": [training.pid]})
+    assert _state(training.pid) != "T"
+    # And the listing shows each node's own private address
+    status, listing = api.handle("GET", "/instances", b"")
+    assert status == 200
+    shown = {i["instance_id"]: i["private_ip"] for i in listing["instances"]}
+    assert shown[victim] == sim.private_ip
+    assert shown[peer] == runtime.instance(peer).private_ip
