@@ -243,7 +243,7 @@ class TorchCheckpointer:
                     torch.save([loaders for _, loaders in every_rank], directory / LOADERS_FILE)
 
             written = self.run.save_checkpoint(position.step, write)
-        elif self.node > 0 and self.local_rank == 0:
+        elif dist is not None and self.node > 0 and self.local_rank == 0:
             # This node's part: its agent uploads it, and the group's checkpoint counts once every node's is up.
             part = {"node": self.node, "step": position.step, "world_size": dist.get_world_size()}
 
