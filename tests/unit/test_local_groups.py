@@ -53,6 +53,22 @@ def test_one_pool_serves_every_node_when_zone_and_type_are_single() -> None:
     assert plan.shortfalls == []
 
 
+def test_a_candidate_without_a_pool_is_short_and_the_others_still_serve() -> None:
+    # Given a candidate type the emulator offers no pool of, listed first
+    candidates = [Candidate(9, "g4dn.2xlarge", "us-east-1a"), *_candidates()]
+    rule = GroupRule(single_zone=True, single_type=True, min_target=2)
+
+    # When two are planned, and then four (more than any pool holds)
+    plan = plan_group(_model(), candidates, "spot", 2, None, rule)
+    none = plan_group(_model(), candidates, "spot", 4, None, GroupRule(single_zone=True, min_target=4))
+
+    # Then the cheapest pool that holds both serves the two; for four, nothing launches and the poolless one is
+    # short too
+    assert _placed(plan) == [("g5.xlarge", "us-east-1b", 2)]
+    assert none.allocations == []
+    assert 9 in {s.candidate.order for s in none.shortfalls}
+
+
 def test_below_the_minimum_nothing_is_planned_and_every_pool_says_why() -> None:
     # Given no pool with room for three of one type
     rule = GroupRule(single_zone=True, single_type=True, min_target=3)

@@ -103,8 +103,12 @@ def plan_group(
     """
     if not (rule.single_zone or rule.single_type):
         return _at_least(model.plan(candidates, lifecycle, count, strategy), rule.min_target, [])
+    # Ranked among the pools the model has; a candidate naming a pool it lacks can launch nothing (plan() says
+    # so in its shortfalls), so its group comes last.
+    offered = [c for c in candidates if model.pool(c.instance_type, c.availability_zone) is not None]
+    ordered = model.preferred(offered, lifecycle, strategy) + [c for c in candidates if c not in offered]
     groups: dict[tuple[str, ...], list[Candidate]] = {}
-    for cand in model.preferred(candidates, lifecycle, strategy):
+    for cand in ordered:
         groups.setdefault(rule.key(cand), []).append(cand)  # first seen: the group of the best pool first
     best: FleetPlan | None = None
     tried: list[FleetPlan] = []
