@@ -196,9 +196,10 @@ def run_stage(command: AgentCommand, ctx: StepContext) -> StepReport:
     Returns
     -------
     StepReport
-        A :class:`StageResult`; ``Secrets.Unavailable`` when a reference of ``training.secrets`` cannot be read;
-        ``Setup.Failed`` when a setup command failed; nothing when the workflow stopped
-        waiting during setup. Staging failures raise, and the runner reports them as ``Staging.Failed``.
+        A :class:`StageResult` (:class:`NodeDone` from a group's node > 0); ``Secrets.Unavailable`` when a
+        reference of ``training.secrets`` cannot be read; ``Setup.Failed`` when a setup command failed; nothing
+        when the workflow stopped waiting during setup. Staging failures raise, and the runner reports them as
+        ``Staging.Failed``.
     """
     started = time.monotonic()
     # First: a reference that cannot be read ends the job before any input is copied.

@@ -78,6 +78,12 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     interruption notice comes from ``ctx.watcher`` (IMDS, the agent's own SIGTERM, or a ``notice`` command
     through :class:`~spotrun.agent.supervision.notice_relay.NoticeChannel`): the command then gets the
     manifest's checkpoint signal, and its last checkpoint is committed before ``Spot.Interrupted`` is reported.
+    With ``command.hang_seconds``, a command whose reported step stops advancing that long is stopped alike and
+    the step reports ``Training.Hung``.
+
+    A node of a multi-node job (``command.group``) runs ``torchrun`` with its group's environment, uploads its
+    part of each checkpoint (committed once every node's is up) and, other than node 0, reports
+    :class:`NodeDone` on success: node 0 hosts global rank 0, which writes the model it uploads.
 
     Parameters
     ----------
@@ -89,9 +95,9 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     Returns
     -------
     StepReport
-        TrainResult on success; ``Secrets.Unavailable`` (a reference of ``training.secrets`` cannot be read),
-        ``Training.Failed``, ``Spot.Interrupted``, ``Budget.Exceeded`` (``stop_at``
-        passed) or ``Training.MaxRuntimeExceeded``; nothing when abandoned.
+        TrainResult (NodeDone from a group's node > 0) on success; ``Secrets.Unavailable`` (a reference of
+        ``training.secrets`` cannot be read), ``Training.Failed``, ``Spot.Interrupted``, ``Training.Hung``,
+        ``Budget.Exceeded`` (``stop_at`` passed) or ``Training.MaxRuntimeExceeded``; nothing when abandoned.
     """
     manifest = command.manifest
     # Read afresh by each step's process: the values are never written to the instance's disk.
