@@ -48,18 +48,22 @@ calls :func:`train`, and the ranks work as a group:
 - rank 0 chooses the checkpoint to resume from and every rank resumes from that step's directory (the complete
   group checkpoint the agent restored on every node); one written by another number of processes is refused,
   since its data order and random generators would not continue.
+- with three or more processes, :func:`train` makes DDP sum the gradients in rank order
+  (:func:`sum_gradients_in_rank_order`): DDP rebuilds its gradient buckets after its first step, so the step
+  after a resume would otherwise add three or more ranks' gradients in another order than the uninterrupted
+  run (with two, a sum does not depend on its order). It costs an all-gather instead of an all-reduce.
 
 ``torchrun`` forwards the checkpoint signal to every worker it started (see :mod:`spotrun.training.pytorch`),
 and waits ``--shutdown-timeout`` seconds for them, time enough for the save.
 
 To call ``trainer.train`` yourself, give the trainer ``callbacks=[huggingface.callback(run)]``, pass the path of
-:func:`resume_checkpoint` as ``resume_from_checkpoint``, and call ``run.exit_for_preemption()`` when the
-callback's ``stopped_for_signal`` is true.
+:func:`resume_checkpoint` as ``resume_from_checkpoint`` (and, with three or more processes, call
+:func:`sum_gradients_in_rank_order` first), and call ``run.exit_for_preemption()`` when the callback's
+``stopped_for_signal`` is true.
 
 When training begins the callback refuses (:func:`check_arguments`) what would make a resumed run differ:
-``load_best_model_at_end``, ``save_only_model``, FSDP and DeepSpeed (whose sharded checkpoints this module does
-not place), and more than two processes (DDP adds the gradients of three or more ranks in an order that changes
-after a restart).
+``load_best_model_at_end``, ``save_only_model``, ``save_on_each_node`` (the group checkpoint takes each file
+from one node), and FSDP and DeepSpeed (whose sharded checkpoints this module does not place).
 
 ``transformers`` is imported lazily: spotrun itself never needs it, and the agent copies this module beside
 :mod:`spotrun.training` for any interpreter that has ``transformers`` installed.
@@ -73,6 +77,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotrun.training import Run
+from spotrun.training.huggingface_ranks import (
+    ORDER_FREE_PROCESSES,
+    agree,
+    process_group,
+    resume_checkpoint,
+    sum_gradients_in_rank_order,
+)
 from spotrun.training.pytorch import run_from_env
 
 if TYPE_CHECKING:
@@ -86,15 +97,12 @@ __all__ = [
     "resume_checkpoint",
     "run_from_env",
     "scratch_dir",
+    "sum_gradients_in_rank_order",
     "train",
 ]
 
 SCRATCH_NAME = ".trainer"
 """Under the checkpoint directory, where ``Trainer`` writes before a save moves in (its leading dot hides it)."""
-
-MAX_PROCESSES = 2
-"""The most processes whose resumed run ends bit for bit as an uninterrupted one (a sum of two does not
-depend on its order)."""
 
 
 def scratch_dir(run: Run) -> Path:
@@ -171,6 +179,8 @@ def train(trainer: Trainer, run: Run, **train_kwargs: Any) -> TrainOutput:
         # One remover per node: every rank's first save comes after the collectives of resume_checkpoint.
         _remove_partial_saves(Path(str(trainer.args.output_dir)))
     latest = resume_checkpoint(run, trainer.args.world_size)
+    if trainer.args.world_size > ORDER_FREE_PROCESSES:
+        sum_gradients_in_rank_order(trainer)
     result = trainer.train(resume_from_checkpoint=str(latest) if latest else None, **train_kwargs)
     if spotrun_callback.stopped_for_signal:
         print(
@@ -180,48 +190,6 @@ def train(trainer: Trainer, run: Run, **train_kwargs: Any) -> TrainOutput:
         run.exit_for_preemption()
     run.flush_progress()
     return result
-
-
-def resume_checkpoint(run: Run, world_size: int = 1) -> Path | None:
-    """The checkpoint every rank resumes from: the newest complete one rank 0 sees, or None on a fresh start.
-
-    Under ``torch.distributed`` a collective: rank 0 chooses the step, and every rank takes that step's
-    directory in its own node's checkpoint directory.
-
-    Parameters
-    ----------
-    run
-        The run.
-    world_size
-        The number of training processes (``TrainingArguments.world_size``).
-
-    Returns
-    -------
-    Path or None
-        The checkpoint directory to pass as ``resume_from_checkpoint``.
-
-    Raises
-    ------
-    RuntimeError
-        When this node does not hold the step rank 0 chose, or the checkpoint was written by another number of
-        processes.
-    """
-    group = _process_group()
-    latest = run.latest_checkpoint()
-    step = None if latest is None else latest.step
-    if group is not None:
-        box = [step]
-        group.broadcast_object_list(box, src=0)
-        step = box[0]
-    if step is None:
-        return None
-    found = [checkpoint.path for checkpoint in run.checkpoints() if checkpoint.step == step]
-    if not found:
-        raise RuntimeError(
-            f"rank 0 resumes from step {step}, which {run.checkpoint_dir} holds no complete checkpoint of"
-        )
-    _check_processes(found[0], world_size)
-    return found[0]
 
 
 def check_arguments(args: Any) -> None:
@@ -237,8 +205,8 @@ def check_arguments(args: Any) -> None:
     Raises
     ------
     ValueError
-        Naming the argument: ``load_best_model_at_end``, ``save_only_model``, ``fsdp``, ``deepspeed``, or more
-        than :data:`MAX_PROCESSES` processes.
+        Naming the argument: ``load_best_model_at_end``, ``save_only_model``, ``save_on_each_node``, ``fsdp``
+        or ``deepspeed``.
     """
     if args.load_best_model_at_end:
         raise ValueError(
@@ -250,53 +218,18 @@ def check_arguments(args: Any) -> None:
             "save_only_model leaves the optimizer, scheduler and RNG states out of each checkpoint, so a resumed "
             "run could not continue exactly; spotrun needs them"
         )
+    if args.save_on_each_node:
+        raise ValueError(
+            "save_on_each_node is not supported: every node would write the whole checkpoint, and the group's "
+            "checkpoint takes each file from one node (rank 0's node writes the state once, every rank its own "
+            "rng_state_<rank>.pth, and the agent restores all of it onto every node)"
+        )
     for sharded in ("fsdp", "deepspeed"):
         if getattr(args, sharded, None):
             raise ValueError(
                 f"{sharded} is not supported: its ranks write sharded checkpoints that spotrun.training.huggingface "
                 "does not place in each node's part (use DDP, or spotrun.training.pytorch)"
             )
-    if args.world_size > MAX_PROCESSES:
-        raise ValueError(
-            f"spotrun.training.huggingface resumes at most {MAX_PROCESSES} processes exactly, not {args.world_size}: "
-            "DDP adds three or more ranks' gradients in an order that changes after a restart (use "
-            "spotrun.training.pytorch with pytorch_ddp.ordered_gradient_sum)"
-        )
-
-
-def _process_group() -> Any:
-    import torch.distributed as dist
-
-    return dist if dist.is_available() and dist.is_initialized() else None
-
-
-def _agree(args: Any, due: bool, stop: bool) -> tuple[bool, bool]:
-    # One all-reduce for both decisions: any rank's signal stops everyone; rank 0's interval saves everyone.
-    group = _process_group()
-    if group is None:
-        return due, stop
-    import torch
-
-    flags = torch.tensor(
-        [int(due and group.get_rank() == 0), int(stop)], dtype=torch.int32, device=args.device
-    )
-    group.all_reduce(flags, op=group.ReduceOp.MAX)
-    return bool(flags[0].item()), bool(flags[1].item())
-
-
-def _check_processes(checkpoint: Path, world_size: int) -> None:
-    # Trainer names the generators' file by rank under several processes, and loads none (only logging it)
-    # when this rank's is missing: a resume that would silently not continue exactly.
-    names = {path.name for path in checkpoint.glob("rng_state*.pth")}
-    written = 1 if names == {"rng_state.pth"} else len(names)
-    expected = (
-        {"rng_state.pth"} if world_size == 1 else {f"rng_state_{rank}.pth" for rank in range(world_size)}
-    )
-    if names != expected:
-        raise RuntimeError(
-            f"{checkpoint.name} was written by {written} training process(es), this run has {world_size}: its data "
-            "order and random generators would not continue (run it with the number of processes that saved it)"
-        )
 
 
 def _callback_for(trainer: Trainer, run: Run) -> Any:
@@ -356,7 +289,7 @@ def _callback_class() -> type:
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             # checkpoint_due also reports the step reached to the agent.
-            due, stop = _agree(args, self.run.checkpoint_due(state.global_step), self.run.stop_requested)
+            due, stop = agree(args, self.run.checkpoint_due(state.global_step), self.run.stop_requested)
             if due:
                 control.should_save = True
             if stop and not control.should_training_stop:
@@ -367,7 +300,7 @@ def _callback_class() -> type:
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             source = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-            group = _process_group()
+            group = process_group()
             if group is not None:
                 group.barrier()  # every rank of this node has written its files into source
             if state.is_local_process_zero:

@@ -50,6 +50,7 @@ ARGUMENTS = {
     "world_size": 2,
     "load_best_model_at_end": False,
     "save_only_model": False,
+    "save_on_each_node": False,
     "fsdp": "",
     "deepspeed": None,
 }
@@ -58,9 +59,9 @@ ARGUMENTS = {
 @pytest.mark.parametrize(
     ("argument", "value", "message"),
     [
-        ("world_size", 3, "at most 2 processes exactly, not 3"),
         ("load_best_model_at_end", True, "load_best_model_at_end is not supported"),
         ("save_only_model", True, "save_only_model leaves the optimizer"),
+        ("save_on_each_node", True, "save_on_each_node is not supported"),
         ("fsdp", "full_shard", "fsdp is not supported"),
         ("deepspeed", "ds_config.json", "deepspeed is not supported"),
     ],
@@ -74,9 +75,9 @@ def test_arguments_under_which_a_checkpoint_would_not_resume_exactly_are_refused
         huggingface.check_arguments(args)
 
 
-@pytest.mark.parametrize("world_size", [1, 2])
+@pytest.mark.parametrize("world_size", [1, 2, 8])
 def test_arguments_the_contract_can_resume_from_pass_the_check(world_size):
-    # Given / When / Then one process or two (torchrun) pass
+    # Given / When / Then one process or several (torchrun) pass
     huggingface.check_arguments(SimpleNamespace(**{**ARGUMENTS, "world_size": world_size}))
 
 
@@ -122,3 +123,45 @@ def test_a_fresh_start_resumes_from_nothing(tmp_path):
     # Given / When / Then
     run = training.Run(tmp_path / "data", tmp_path, tmp_path / "checkpoints", tmp_path / "output")
     assert huggingface.resume_checkpoint(run, 2) is None
+
+
+class RecordingModel:
+    """Stands for the DistributedDataParallel model accelerate builds: records the hooks registered on it."""
+
+    def __init__(self) -> None:
+        self.hooks: list[tuple[object, object]] = []
+
+    def register_comm_hook(self, state: object, hook: object) -> None:
+        self.hooks.append((state, hook))
+
+
+def test_the_rank_ordered_sum_replaces_the_trainers_ddp_handler_keeping_its_arguments():
+    # Given a trainer whose accelerator has a DDP handler with an argument of its own
+    accelerate_utils = pytest.importorskip("accelerate.utils")
+    from spotrun.training import pytorch_ddp
+
+    handler = accelerate_utils.DistributedDataParallelKwargs(find_unused_parameters=True)
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(ddp_handler=handler))
+
+    # When the rank-ordered sum is asked for (twice: the second changes nothing), and accelerate then wraps a model
+    huggingface.sum_gradients_in_rank_order(trainer)
+    huggingface.sum_gradients_in_rank_order(trainer)
+    model = RecordingModel()
+    trainer.accelerator.ddp_handler.register_comm_hook(model)
+
+    # Then DDP gets pytorch_ddp's rank-ordered hook, once, and keeps the trainer's DDP arguments
+    assert model.hooks == [(None, pytorch_ddp._ordered_mean)]
+    assert trainer.accelerator.ddp_handler.to_kwargs() == {"find_unused_parameters": True}
+
+
+def test_a_ddp_communication_hook_of_the_trainers_own_is_refused_beside_the_rank_ordered_sum():
+    # Given a trainer whose DDP arguments ask for fp16 compression of the gradients
+    accelerate_utils = pytest.importorskip("accelerate.utils")
+    handler = accelerate_utils.DistributedDataParallelKwargs(
+        comm_hook=accelerate_utils.DDPCommunicationHookType.FP16
+    )
+    trainer = SimpleNamespace(accelerator=SimpleNamespace(ddp_handler=handler))
+
+    # When / Then the rank-ordered sum, which would replace it, is refused
+    with pytest.raises(ValueError, match="would replace the rank-ordered gradient sum"):
+        huggingface.sum_gradients_in_rank_order(trainer)

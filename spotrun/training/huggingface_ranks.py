@@ -1,0 +1,165 @@
+"""The ranks of a Hugging Face ``Trainer`` under ``torchrun``: what they agree on, and how they resume exactly.
+
+Part of :mod:`spotrun.training.huggingface`, which calls these at each step boundary, save and start. ``torch``,
+``accelerate`` and ``transformers`` are imported only when a function runs; the agent copies this module beside
+:mod:`spotrun.training`.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from spotrun.training import Run
+
+if TYPE_CHECKING:
+    from transformers import Trainer
+
+ORDER_FREE_PROCESSES = 2
+"""Up to this many processes DDP's own gradient sum resumes exactly (a sum of two does not depend on its order)."""
+
+
+def resume_checkpoint(run: Run, world_size: int = 1) -> Path | None:
+    """The checkpoint every rank resumes from: the newest complete one rank 0 sees, or None on a fresh start.
+
+    Under ``torch.distributed`` a collective: rank 0 chooses the step, and every rank takes that step's
+    directory in its own node's checkpoint directory.
+
+    Parameters
+    ----------
+    run
+        The run.
+    world_size
+        The number of training processes (``TrainingArguments.world_size``).
+
+    Returns
+    -------
+    Path or None
+        The checkpoint directory to pass as ``resume_from_checkpoint``.
+
+    Raises
+    ------
+    RuntimeError
+        When this node does not hold the step rank 0 chose, or the checkpoint was written by another number of
+        processes.
+    """
+    group = process_group()
+    latest = run.latest_checkpoint()
+    step = None if latest is None else latest.step
+    if group is not None:
+        box = [step]
+        group.broadcast_object_list(box, src=0)
+        step = box[0]
+    if step is None:
+        return None
+    found = [checkpoint.path for checkpoint in run.checkpoints() if checkpoint.step == step]
+    if not found:
+        raise RuntimeError(
+            f"rank 0 resumes from step {step}, which {run.checkpoint_dir} holds no complete checkpoint of"
+        )
+    _check_processes(found[0], world_size)
+    return found[0]
+
+
+def sum_gradients_in_rank_order(trainer: Trainer) -> None:
+    """Make the ``DistributedDataParallel`` wrapper the trainer builds sum gradients in rank order.
+
+    ``Trainer`` wraps the model in DDP when training starts, through ``accelerate``, which then calls its DDP
+    handler's ``register_comm_hook``: this replaces the handler (keeping its DDP arguments) with one that
+    registers :func:`spotrun.training.pytorch_ddp.ordered_gradient_sum`.
+    :func:`spotrun.training.huggingface.train` calls it for three or more processes; call it before
+    ``trainer.train`` when you drive the loop yourself.
+
+    Parameters
+    ----------
+    trainer
+        The trainer, before it trains.
+
+    Raises
+    ------
+    ValueError
+        When the trainer's DDP arguments already ask for a communication hook of their own.
+    """
+    import dataclasses
+
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    handler = trainer.accelerator.ddp_handler or DistributedDataParallelKwargs()
+    if isinstance(handler, _rank_ordered_handler_class()):
+        return
+    if handler.comm_hook != type(handler).comm_hook:
+        raise ValueError(
+            f"the trainer's DDP communication hook {handler.comm_hook} would replace the rank-ordered gradient sum "
+            "that an exact resume of three or more processes needs"
+        )
+    fields = {field.name: getattr(handler, field.name) for field in dataclasses.fields(handler)}
+    trainer.accelerator.ddp_handler = _rank_ordered_handler_class()(**fields)
+
+
+@functools.cache
+def _rank_ordered_handler_class() -> type:
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    from spotrun.training.pytorch_ddp import ordered_gradient_sum
+
+    class RankOrderedGradientSum(DistributedDataParallelKwargs):
+        def register_comm_hook(self, model: Any) -> None:
+            ordered_gradient_sum(model)
+
+    return RankOrderedGradientSum
+
+
+def process_group() -> Any:
+    """``torch.distributed`` when this process is a rank of a process group (``torchrun``), else None."""
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def agree(args: Any, due: bool, stop: bool) -> tuple[bool, bool]:
+    """The group's decisions at a step boundary: save (rank 0's ``due``) and stop (any rank's ``stop``).
+
+    A collective under ``torch.distributed``: every rank calls it at every step boundary (one all-reduce of two
+    integers, MAX). Only rank 0's interval counts, as only the ranks that write measure a save's time
+    (``interval_steps: auto``). Alone, it returns its arguments.
+
+    Parameters
+    ----------
+    args
+        The trainer's ``TrainingArguments`` (``device``: where this rank's collectives run).
+    due
+        Whether this rank's run says a checkpoint is due.
+    stop
+        Whether the checkpoint signal reached this rank.
+
+    Returns
+    -------
+    tuple[bool, bool]
+        ``(save, stop)``, the same on every rank.
+    """
+    group = process_group()
+    if group is None:
+        return due, stop
+    import torch
+
+    flags = torch.tensor(
+        [int(due and group.get_rank() == 0), int(stop)], dtype=torch.int32, device=args.device
+    )
+    group.all_reduce(flags, op=group.ReduceOp.MAX)
+    return bool(flags[0].item()), bool(flags[1].item())
+
+
+def _check_processes(checkpoint: Path, world_size: int) -> None:
+    # Trainer names the generators' file by rank under several processes, and loads none (only logging it)
+    # when this rank's is missing: a resume that would silently not continue exactly.
+    names = {path.name for path in checkpoint.glob("rng_state*.pth")}
+    written = 1 if names == {"rng_state.pth"} else len(names)
+    expected = (
+        {"rng_state.pth"} if world_size == 1 else {f"rng_state_{rank}.pth" for rank in range(world_size)}
+    )
+    if names != expected:
+        raise RuntimeError(
+            f"{checkpoint.name} was written by {written} training process(es), this run has {world_size}: its data "
+            "order and random generators would not continue (run it with the number of processes that saved it)"
+        )

@@ -1,0 +1,105 @@
+"""The hf-tiny-classifier example under torchrun, as its README runs it: 2 processes (gloo, CPU) that stop at one
+step on the checkpoint signal and resume to the bytes of an uninterrupted 2-process run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spotrun.model import layout
+from spotrun.shape import REPO_ROOT
+
+EXAMPLE = REPO_ROOT / "examples" / "hf-tiny-classifier" / "train.py"
+
+TORCHRUN_STEPS = 24  # 2 epochs of 384 sentences in global batches of 2 x 16: 12 steps each
+SIGNAL_AFTER = 5  # the signal goes out once step 5 is reported: the stop lands mid-epoch, after the save of 4
+
+
+def torchrun(workdir: Path, *script_args: str) -> subprocess.Popen[str]:
+    """The example under ``torchrun --nproc-per-node 2`` in ``workdir``, with the contract's variables set there."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SPOTRUN_")}
+    env.update(
+        PYTHONPATH=str(REPO_ROOT),
+        HF_HUB_OFFLINE="1",
+        GLOO_SOCKET_IFNAME="lo",
+        SPOTRUN_CHECKPOINT_DIR=str(workdir / "checkpoints"),
+        SPOTRUN_OUTPUT_DIR=str(workdir / "output"),
+        SPOTRUN_PROGRESS_FILE=str(workdir / "progress"),
+        SPOTRUN_CHECKPOINT_INTERVAL_STEPS="4",
+    )
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    with (workdir / "torchrun.log").open("a") as log:  # the child writes to its own copy of the descriptor
+        return subprocess.Popen(
+            [*command, str(EXAMPLE), *script_args], cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 60) -> int:
+    """Its exit status; a group that hangs (ranks that disagree wait in a collective) is killed and fails."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        pytest.fail(f"torchrun did not end within {timeout} s")
+
+
+def rank_process(process: subprocess.Popen[str], rank: int) -> int:
+    """The pid of the worker torchrun started for ``rank`` (``RANK`` in its environment)."""
+    import psutil
+
+    workers = psutil.Process(process.pid).children()
+    [pid] = [worker.pid for worker in workers if worker.environ().get("RANK") == str(rank)]
+    return pid
+
+
+def reported_step(workdir: Path) -> int:
+    text = (workdir / "progress").read_text() if (workdir / "progress").exists() else ""
+    return int(text.split()[0]) if text.strip() else 0
+
+
+@pytest.fixture(scope="module")
+def torchrun_uninterrupted(tmp_path_factory) -> Path:
+    """The example's output directory after an uninterrupted 2-process run."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    workdir = tmp_path_factory.mktemp("torchrun-uninterrupted")
+    assert finish(torchrun(workdir)) == 0, (workdir / "torchrun.log").read_text()
+    return workdir / "output"
+
+
+def test_two_torchrun_ranks_stop_at_one_step_when_only_one_got_the_signal_and_resume_to_the_same_bytes(
+    tmp_path, torchrun_uninterrupted
+):
+    # Given the example training as 2 torchrun processes, slowed to 0.2 s a step
+    group = torchrun(tmp_path, "--step-seconds", "0.2")
+    deadline = time.monotonic() + 60
+    while reported_step(tmp_path) < SIGNAL_AFTER and group.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    # When the checkpoint signal reaches rank 1 only (as when only its node was warned)
+    os.kill(rank_process(group, 1), signal.SIGTERM)
+    assert finish(group) != 0  # preempted: the ranks exited 128 + SIGTERM
+
+    # Then both ranks stopped after the same step, mid-run, and saved one checkpoint of it with both ranks' RNG
+    log = (tmp_path / "torchrun.log").read_text()
+    [*_, (step, saved)] = layout.local_checkpoints(tmp_path / "checkpoints")
+    assert SIGNAL_AFTER <= step < TORCHRUN_STEPS
+    stops = [line for line in log.splitlines() if line.startswith("spotrun.training.huggingface: checkpoint")]
+    assert stops == [f"spotrun.training.huggingface: checkpoint signal: saved step {step}, exiting"] * 2, log
+    assert json.loads((saved / "trainer_state.json").read_text())["global_step"] == step
+    assert {"rng_state_0.pth", "rng_state_1.pth", "optimizer.pt"} <= {path.name for path in saved.iterdir()}
+
+    # When the group runs again / Then it resumes there and ends with the uninterrupted run's bytes
+    assert finish(torchrun(tmp_path)) == 0, (tmp_path / "torchrun.log").read_text()
+    assert f"huggingface: resumed at global step {step}\n" in (tmp_path / "torchrun.log").read_text()
+    for name in ("model/model.safetensors", "metrics.json"):
+        assert (tmp_path / "output" / name).read_bytes() == (torchrun_uninterrupted / name).read_bytes(), name
