@@ -1,11 +1,14 @@
 """The hf-tiny-classifier example under torchrun, as its README runs it: 2 processes (gloo, CPU) that stop at one
-step on the checkpoint signal and resume to the bytes of an uninterrupted 2-process run."""
+step on the checkpoint signal and resume to the bytes of an uninterrupted 2-process run; and as a group of 2 nodes
+(two torchruns at 127.0.0.1 and 127.0.0.2), each leaving its part of the checkpoint."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,8 +25,12 @@ TORCHRUN_STEPS = 24  # 2 epochs of 384 sentences in global batches of 2 x 16: 12
 SIGNAL_AFTER = 5  # the signal goes out once step 5 is reported: the stop lands mid-epoch, after the save of 4
 
 
-def torchrun(workdir: Path, *script_args: str) -> subprocess.Popen[str]:
-    """The example under ``torchrun --nproc-per-node 2`` in ``workdir``, with the contract's variables set there."""
+ONE_NODE = ("--standalone", "--nproc-per-node", "2")
+
+
+def torchrun(workdir: Path, *script_args: str, launcher: tuple[str, ...] = ONE_NODE) -> subprocess.Popen[str]:
+    """The example under ``torchrun`` (2 processes on one node by default) in ``workdir``, with the contract's
+    variables set there."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("SPOTRUN_")}
     env.update(
         PYTHONPATH=str(REPO_ROOT),
@@ -34,7 +41,7 @@ def torchrun(workdir: Path, *script_args: str) -> subprocess.Popen[str]:
         SPOTRUN_PROGRESS_FILE=str(workdir / "progress"),
         SPOTRUN_CHECKPOINT_INTERVAL_STEPS="4",
     )
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    command = [sys.executable, "-m", "torch.distributed.run", *launcher]
     with (workdir / "torchrun.log").open("a") as log:  # the child writes to its own copy of the descriptor
         return subprocess.Popen(
             [*command, str(EXAMPLE), *script_args], cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -103,3 +110,63 @@ def test_two_torchrun_ranks_stop_at_one_step_when_only_one_got_the_signal_and_re
     assert f"huggingface: resumed at global step {step}\n" in (tmp_path / "torchrun.log").read_text()
     for name in ("model/model.safetensors", "metrics.json"):
         assert (tmp_path / "output" / name).read_bytes() == (torchrun_uninterrupted / name).read_bytes(), name
+
+
+def node_launcher(node: int, port: int, rendezvous: str) -> tuple[str, ...]:
+    """torchrun's arguments for node ``node`` of a 2-node group of 1 process each, as the agent gives them."""
+    return (
+        "--nnodes", "2", "--nproc-per-node", "1", "--max-restarts", "0",
+        "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", rendezvous,
+        "--rdzv-conf", f"is_host={str(node == 0).lower()}", "--local-addr", f"127.0.0.{node + 1}",
+    )  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_two_nodes_each_leave_their_part_of_the_step_and_resume_from_the_group_checkpoint(tmp_path):
+    # Given the example as a group of 2 nodes of 1 process each, slowed to 0.2 s a step
+    pytest.importorskip("transformers")
+    nodes = [tmp_path / "node-0", tmp_path / "node-1"]
+    port = free_port()
+    group = []
+    for node, workdir in enumerate(nodes):
+        workdir.mkdir()
+        group.append(
+            torchrun(workdir, "--step-seconds", "0.2", launcher=node_launcher(node, port, "interrupted"))
+        )
+    deadline = time.monotonic() + 60
+    while reported_step(nodes[0]) < SIGNAL_AFTER and group[0].poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    # When only node 1 is warned: its torchrun gets the checkpoint signal and forwards it to its rank
+    group[1].send_signal(signal.SIGTERM)
+    assert all(finish(run) != 0 for run in group)
+
+    # Then both nodes saved the same step, each its own part: node 0 Trainer's state and rank 0's generators,
+    # node 1 rank 1's generators only (distinct names, as the agent's group commit requires)
+    [*_, (step, part_0)] = layout.local_checkpoints(nodes[0] / "checkpoints")
+    [*_, (step_1, part_1)] = layout.local_checkpoints(nodes[1] / "checkpoints")
+    assert step == step_1
+    assert SIGNAL_AFTER <= step < TORCHRUN_STEPS
+    assert {path.name for path in part_1.iterdir()} == {"rng_state_1.pth"}
+    names_0 = {path.name for path in part_0.iterdir()}
+    assert {"trainer_state.json", "optimizer.pt", "model.safetensors", "rng_state_0.pth"} <= names_0
+    assert "rng_state_1.pth" not in names_0
+
+    # When the group checkpoint (both parts) is restored onto both nodes, as the agent does, and the group restarts
+    for source, destination in ((part_0, part_1), (part_1, part_0)):
+        for path in list(source.iterdir()):
+            shutil.copy2(path, destination / path.name)
+    port = free_port()
+    resumed = [
+        torchrun(workdir, launcher=node_launcher(node, port, "resumed")) for node, workdir in enumerate(nodes)
+    ]
+
+    # Then both ranks resumed at that step and the group trained to its end
+    assert [finish(run) for run in resumed] == [0, 0], (nodes[0] / "torchrun.log").read_text()
+    assert f"huggingface: resumed at global step {step}\n" in (nodes[0] / "torchrun.log").read_text()
+    assert json.loads((nodes[0] / "output" / "metrics.json").read_text())["epoch"] == 2.0
