@@ -373,20 +373,23 @@ def test_one_node_dies_silently_while_its_peer_runs_on(runtime: LocalRuntime) ->
     assert runtime.instance(peer).reachable
 
 
+# Counts in a file, replaced whole each time, so a stop between two writes never leaves it empty.
 COUNTER = """
 import os, sys, time
 path = sys.argv[1]
 n = 0
 while True:
     n += 1
-    with open(path, "w") as f:
+    with open(path + ".tmp", "w") as f:
         f.write(str(n))
+    os.replace(path + ".tmp", path)
     time.sleep(0.01)
 """
 
 
 def _count(path: Path) -> int:
-    for _ in range(50):
+    deadline = time.monotonic() + 10  # a Python process's start, on a loaded machine
+    while time.monotonic() < deadline:
         text = path.read_text() if path.exists() else ""
         if text:
             return int(text)
@@ -487,3 +490,41 @@ def test_the_control_api_hangs_and_resumes_one_nodes_training_and_lists_each_nod
     shown = {i["instance_id"]: i["private_ip"] for i in listing["instances"]}
     assert shown[victim] == sim.private_ip
     assert shown[peer] == runtime.instance(peer).private_ip
+
+
+LAUNCHER = """
+import os, subprocess, sys, time
+# As torchrun: a worker with TORCHELASTIC_RUN_ID in its environment, and the launcher alive beside it.
+env = {**os.environ, "TORCHELASTIC_RUN_ID": "r"}
+worker = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], env=env)
+n = 0
+while worker.poll() is None:
+    n += 1
+    with open(sys.argv[3] + ".tmp", "w") as f:
+        f.write(str(n))
+    os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds an instance's processes through /proc")
+def test_under_a_launcher_only_the_ranks_hang_and_the_launcher_runs_on(runtime: LocalRuntime) -> None:
+    # Given a node whose training command is a launcher (as torchrun) running one worker, each counting
+    victim, _ = _two_running_nodes(runtime)
+    sim = runtime.instance(victim)
+    steps, beats = sim.directory / "rank-steps", sim.directory / "launcher-beats"
+    env = {**{k: v for k, v in os.environ.items() if k != "TORCHELASTIC_RUN_ID"}, ENV_PROGRESS_FILE: "p"}
+    launcher = sim.start_process([sys.executable, "-c", LAUNCHER, COUNTER, str(steps), str(beats)], env)
+    _count(steps), _count(beats)
+
+    # When its training hangs
+    [stopped] = runtime.hang_training(victim)
+
+    # Then the worker is stopped and the launcher is not: it runs on, as torchrun does when a collective hangs
+    assert stopped != launcher.pid
+    assert _state(stopped) == "T"
+    assert _state(launcher.pid) != "T"
+    frozen, beat = _count(steps), _count(beats)
+    time.sleep(0.3)
+    assert _count(steps) == frozen
+    assert _count(beats) > beat

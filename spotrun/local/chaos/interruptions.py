@@ -7,7 +7,8 @@ runtime's clock. Each acts on one instance, named by its id: one node of a multi
 killed or hung while its peers run on.
 
 A hung training (:meth:`Chaos.hang_training`) is what a stuck collective looks like from outside: the instance, its
-agent, IMDS and SSM all answer, the training processes live, but they neither advance nor exit (SIGSTOP).
+agent, IMDS and SSM all answer, and under torchrun the launcher too (it keeps its rendezvous alive, so torch
+elastic sees nothing wrong), but the ranks neither advance nor exit (SIGSTOP).
 """
 
 from __future__ import annotations
@@ -146,10 +147,12 @@ class Chaos:
         return sim.gone
 
     def hang_training(self, instance_id: str) -> list[int]:
-        """Freeze the training on an instance: its training processes stop (SIGSTOP), everything else runs on.
+        """Freeze the training on an instance: its ranks stop (SIGSTOP), everything else runs on.
 
-        The agent stays alive and reachable (heartbeats, IMDS, SSM), the training command neither advances nor
-        dies: what a rank stuck in a collective looks like. The processes stay frozen until
+        The ranks are torchrun's workers when the command runs under torchrun (torchrun itself runs on, as it does
+        when a collective hangs), otherwise the training command's processes
+        (:meth:`~spotrun.local.instances.instance.SimulatedInstance.rank_pids`). The agent stays alive and
+        reachable (heartbeats, IMDS, SSM); the training neither advances nor dies. The processes stay frozen until
         :meth:`resume_training`, a SIGKILL, or the instance's termination.
 
         Parameters
@@ -160,7 +163,7 @@ class Chaos:
         Returns
         -------
         list[int]
-            The ids of the processes stopped (the training command and its children, e.g. torchrun's workers).
+            The ids of the processes stopped.
 
         Raises
         ------
@@ -173,7 +176,7 @@ class Chaos:
         stopped: list[int] = []
         # Twice: a parent caught between its scan and its stop may have started a child meanwhile.
         for _ in range(2):
-            for pid in sim.training_pids():
+            for pid in sim.rank_pids():
                 if pid not in stopped:
                     try:
                         os.kill(pid, signal.SIGSTOP)

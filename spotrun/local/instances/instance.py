@@ -28,6 +28,8 @@ from spotrun.model.contract_variables import ENV_PROGRESS_FILE
 # termination finds them all even when the agent put its children in sessions of their own.
 INSTANCE_MARKER = "SPOTRUN_LOCAL_INSTANCE_ID"
 KILL_GRACE_SECONDS = 1.0
+# In the environment of torchrun's workers only (see SimulatedInstance.rank_pids).
+TORCHRUN_WORKER_VARIABLE = "TORCHELASTIC_RUN_ID"
 
 
 class SimulatedInstance:
@@ -113,6 +115,16 @@ class SimulatedInstance:
         children inherit; the agents themselves do not carry it.
         """
         return _marked(self, ENV_PROGRESS_FILE)
+
+    def rank_pids(self) -> list[int]:
+        """Ids of the live processes that do the training's work: torchrun's workers (and their children) when
+        the command runs under torchrun, otherwise every training process (:meth:`training_pids`).
+
+        torchrun's elastic agent sets ``TORCHELASTIC_RUN_ID`` in each worker's environment
+        (``torch/distributed/elastic/agent/server/local_elastic_agent.py``), never in its own.
+        """
+        workers = _marked(self, ENV_PROGRESS_FILE, TORCHRUN_WORKER_VARIABLE)
+        return workers or self.training_pids()
 
     def wait_running(self, timeout: float | None = None) -> bool:
         """Block until the instance has booted; False on timeout or when it ended first."""
@@ -219,10 +231,10 @@ class SimulatedInstance:
                 os.kill(pid, sig)
 
 
-def _marked(instance: SimulatedInstance, also: str | None = None) -> list[int]:
+def _marked(instance: SimulatedInstance, *also: str) -> list[int]:
     """Pids of live processes carrying the instance's marker variable (Linux /proc; empty elsewhere).
 
-    With ``also``, only those whose environment also sets the variable ``also``.
+    With ``also``, only those whose environment also sets every variable named.
     """
     proc_root = Path("/proc")
     if not proc_root.is_dir():
@@ -241,6 +253,6 @@ def _marked(instance: SimulatedInstance, also: str | None = None) -> list[int]:
         variables = environ.split(b"\0")
         if needle not in variables or stat.rsplit(")", 1)[-1].split()[0] == "Z":
             continue
-        if also is None or any(v.startswith(f"{also}=".encode()) for v in variables):
+        if all(any(v.startswith(f"{name}=".encode()) for v in variables) for name in also):
             found.append(int(entry.name))
     return found
