@@ -52,8 +52,8 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory lambda-venv
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit tests/infra tests/integration
 	$(BIN)/python -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder tests/e2e tests/chaos \
-		--ignore tests/e2e/test_pytorch.py
-	$(BIN)/python -m pytest -q -n 2 --dist load tests/e2e/test_pytorch.py
+		--ignore tests/e2e/test_pytorch.py --ignore tests/e2e/test_multinode.py
+	$(BIN)/python -m pytest -q -n 2 --dist load tests/e2e/test_pytorch.py tests/e2e/test_multinode.py
 
 ## lambda-venv: the functions' runtime Python with only the Powertools layer's packages and the runtime's SDK
 # (infra/lambda_env.py), built once under .cache/lambda-venv/ (PyPI, under a minute) for the bundle's import tests

@@ -29,11 +29,12 @@ AGENT_COMMAND_PARAMETER = "commandUri"
 AGENT_COMMAND_VARIABLE = f"SSM_{AGENT_COMMAND_PARAMETER}"
 # The only values SendCommand accepts for it: an S3 bucket name (3-63 lowercase letters, digits, dots and hyphens,
 # beginning and ending with a letter or digit) and the key spotrun.model.layout.agent_command_key writes for a job
-# id that spotrun.model.job.ids.job_id_for mints (a slug, "-", 12 hex digits), an attempt and a step. No character a
-# shell treats specially (space, quote, $, `, ;, |, &, newline...) can match.
+# id that spotrun.model.job.ids.job_id_for mints (a slug, "-", 12 hex digits), an attempt, a step and, for a node
+# other than node 0 of a multi-node job, the node. No character a shell treats specially (space, quote, $, `, ;, |,
+# &, newline...) can match.
 AGENT_COMMAND_URI_PATTERN = (
     rf"^s3://{BUCKET_NAME_PATTERN}/{re.escape(JOBS_PREFIX)}{JOB_ID_PATTERN}/agent/attempt-[0-9]{{3,}}-"
-    rf"(?:{'|'.join(get_args(AgentStep))})\.json$"
+    rf"(?:{'|'.join(get_args(AgentStep))})(?:-node[1-9][0-9]?)?\.json$"
 )
 
 # The program the script's fallback starts, and the two places on the instance it names (the emulator maps them
