@@ -27,6 +27,7 @@ def handler(request: InterruptedRequest, aws: Ports) -> dict[str, Any]:
         objects=aws.objects,
         jobs_bucket=aws.settings.jobs_bucket,
         now=utc_now(),
+        keep_healthy_nodes=aws.settings.keep_healthy_nodes,
     )
     metrics.add_dimension(name="Reason", value=record.reason)
     metrics.add_metric(name="Interruptions", unit=MetricUnit.Count, value=1)

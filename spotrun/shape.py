@@ -216,8 +216,8 @@ SHAPE = DeploymentShape(
         FunctionSpec(
             "interrupted",
             "functions.interrupted.handler",
-            "Records an interruption: ends the attempt, measures the work lost, releases the instance.",
-            settings=(*_ALL_STORE, "jobs_bucket"),
+            "Records an interruption: ends the attempt, measures the work lost, releases the lost instances.",
+            settings=(*_ALL_STORE, "jobs_bucket", "keep_healthy_nodes"),
         ),
         FunctionSpec(
             "ec2_events",

@@ -62,6 +62,9 @@ class Settings(DeferredModel):
     placement_group_names: tuple[str, ...] = ()
     # Launch the replacement on the interruption warning, so it boots while the checkpoint uploads.
     overlap_replacement: bool = True
+    # A multi-node job that loses a node keeps its healthy nodes for the next attempt; false relaunches the whole
+    # group, as the peers do (the recovery bench's baseline).
+    keep_healthy_nodes: bool = True
     # 1.0 in AWS. The emulator shrinks every wait, heartbeat and boot delay by this one factor.
     time_scale: float = Field(default=1.0, gt=0)
 

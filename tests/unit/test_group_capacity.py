@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from spotrun.control.capacity.interruptions import record_interruption
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.job.attempt import END_KEPT
-from tests.unit.group_world import SETTINGS, TIMING, GroupWorld, later
+from tests.unit.group_world import BUCKET, JOB_ID, SETTINGS, TIMING, GroupWorld, later
 
 
 def test_a_group_is_launched_in_one_all_or_nothing_request_in_its_zones_placement_group() -> None:
@@ -178,3 +179,26 @@ def test_a_hung_group_restarts_on_the_same_nodes() -> None:
     assert world.job().attempts[0].end_reason == "hung"
     assert world.job().interruptions == 1
     assert len(world.compute.fleet_requests) == 1
+
+
+def test_with_keep_healthy_nodes_off_the_whole_group_is_relaunched() -> None:
+    # Given a group training whose node 1 died, in a deployment that relaunches whole groups (the peers' way)
+    world = GroupWorld()
+    attempt = world.training()
+    world.compute.states[attempt.nodes[1].instance_id] = "terminated"
+    # When the loss is recorded and capacity acquired again
+    record_interruption(
+        job_id=JOB_ID,
+        error={"Error": "Instance.Lost", "Cause": "{}"},
+        store=world.store,
+        compute=world.compute,
+        objects=world.objects,
+        jobs_bucket=BUCKET,
+        now=later(6),
+        keep_healthy_nodes=False,
+    )
+    second = world.acquire(later(7))
+    # Then the healthy node was terminated too, and two new nodes were launched
+    assert world.compute.states[attempt.nodes[0].instance_id] == "terminated"
+    assert not set(second.instance_ids()) & set(attempt.instance_ids())
+    assert world.compute.fleet_requests[-1]["TargetCapacitySpecification"]["TotalTargetCapacity"] == 2

@@ -300,8 +300,13 @@ def record_interruption(
     objects: Objects,
     jobs_bucket: str,
     now: datetime,
+    keep_healthy_nodes: bool = True,
 ) -> InterruptionRecord:
     """Close the attempt whose capacity went away, measure the work it lost, and release its instance.
+
+    A multi-node attempt releases only its lost nodes (:func:`lost_nodes`) and keeps the healthy ones for the
+    next attempt (:mod:`spotrun.control.capacity.group`), unless ``keep_healthy_nodes`` is false: then every
+    node goes and the whole group is relaunched, as the peers do.
 
     Parameters
     ----------
@@ -316,6 +321,8 @@ def record_interruption(
         Where the job's progress and checkpoints are.
     now
         The current time.
+    keep_healthy_nodes
+        The deployment's setting: false releases every node of a group (the whole group is relaunched).
 
     Returns
     -------
@@ -348,7 +355,10 @@ def record_interruption(
     resume_from = _latest_committed_step(objects, jobs_bucket, job_id)
     lost = steps_lost_fields(attempt, last_step, resume_from, final=False)
     # A group keeps its healthy nodes for the next attempt; one node, or a lost one, is let go.
-    gone = lost_nodes(attempt, caught_reason, compute, now) if attempt.group else {attempt.instance_id}
+    if attempt.group and keep_healthy_nodes:
+        gone = lost_nodes(attempt, caught_reason, compute, now)
+    else:
+        gone = set(attempt.instance_ids())
     compute.terminate(sorted(gone))
 
     def close(current: Job) -> Job:
