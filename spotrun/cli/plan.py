@@ -2,7 +2,9 @@
 
 A table for people: the candidate pools in the order acquisition tries them, with today's spot and on-demand
 prices, the first one marked; the estimated cost of ``training.expected_hours``; the deadline policy's first
-decision; every problem that would refuse the job. ``--json`` prints the API's answer as one object. Exit 1
+decision; every problem that would refuse the job. For a multi-node job each pool is where the whole group would
+land (every node in it), priced per node and per group-hour, and the plan says whether the nodes get an EFA and
+how a lost node is replaced. ``--json`` prints the API's answer as one object. Exit 1
 when there are problems (the job would be refused), 0 otherwise. Nothing is submitted.
 
 With ``training.workdir`` (or ``--workdir``) the directory is packed, exactly as ``submit`` packs it (so a
@@ -47,24 +49,75 @@ def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.2f}"
 
 
+def _group_lines(group: dict[str, Any]) -> list[Text]:
+    nodes = group["nodes"]
+    lines = [
+        Text(
+            f"group: {nodes} nodes in one pool (one type, one zone, one cluster placement group), launched all "
+            "or nothing; each row above is a pool the whole group can land in"
+        )
+    ]
+    if group["efa"]:
+        lines.append(Text("network: every node gets an EFA (NCCL over libfabric)"))
+    elif group["types_without_efa"]:
+        missing = group["types_without_efa"]
+        lines.append(
+            Text(
+                f"network: no EFA ({', '.join(missing)} {'has' if len(missing) == 1 else 'have'} none, and one "
+                "launch template serves every type): plain ENA networking",
+                style="yellow",
+            )
+        )
+    elif not group["efa_requested"]:
+        lines.append(Text("network: no EFA (resources.efa: false): plain ENA networking"))
+    else:
+        lines.append(Text("network: no EFA (no candidate type)", style="yellow"))
+    recovery = (
+        f"a lost node: the others kept, a replacement in their pool, the group moves after "
+        f"{group['replace_node_minutes']} min without one"
+    )
+    if group.get("hang_minutes") is not None:
+        recovery += f"; a rank stalled {group['hang_minutes']:g} min restarts the group"
+    lines.append(Text(recovery))
+    return lines
+
+
 def plan_view(answer: dict[str, Any]) -> Group:
-    """The plan as people read it: the pools table, then the estimate, the deadline, skipped pools, problems."""
+    """The plan as people read it: the pools table, then the estimate, the deadline, skipped pools, problems.
+
+    A multi-node plan's table has a column per node and per group for each price, and the group's lines
+    (where it lands, EFA, how a lost node is replaced) follow the table.
+    """
+    group = answer.get("group")
     table = Table(title=f"plan: {answer['name']}", title_justify="left")
-    for column in ("#", "type", "zone", "lifecycle", "spot $/h", "on-demand $/h", ""):
+    prices: tuple[str, ...] = ("spot $/h", "on-demand $/h")
+    if group:
+        prices = ("spot $/node-h", "spot $/group-h", "on-demand $/node-h", "on-demand $/group-h")
+    for column in ("#", "type", "zone", "lifecycle", *prices, ""):
         table.add_column(column, no_wrap=True, justify="right" if "$" in column or column == "#" else "left")
     for pool in answer["pools"]:
+        spot, listed = _price(pool["spot_price_per_hour"]), _price(pool["on_demand_price_per_hour"])
+        cells: tuple[str, ...] = (spot, listed)
+        if group:
+            cells = (
+                spot,
+                _price(pool.get("group_spot_price_per_hour")),
+                listed,
+                _price(pool.get("group_on_demand_price_per_hour")),
+            )
         table.add_row(
             str(pool["order"]),
             pool["instance_type"],
             pool["availability_zone"],
             pool["lifecycle"],
-            _price(pool["spot_price_per_hour"]),
-            _price(pool["on_demand_price_per_hour"]),
+            *cells,
             "<- first" if pool["first"] else "",
         )
     lines: list[Text | Table] = [table]
     if not answer["pools"]:
         lines.append(Text("no pool would be tried", style="yellow"))
+    if group:
+        lines += _group_lines(group)
     nodes = answer["nodes"]
     buying = answer["lifecycle"] or "nothing yet (the deadline policy waits for spot)"
     if answer.get("fallback"):

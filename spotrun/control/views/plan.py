@@ -10,6 +10,10 @@ allocates it (:func:`spotrun.model.capacity.fleet_order.try_order`), and the sam
 attempt's price from (EC2's spot price history; ``Compute.spot_prices``, one query), the on-demand price from
 :mod:`spotrun.model.capacity.pricing`'s table. The problems are every admission problem of ``POST /jobs``
 (:func:`spotrun.control.submission.entry_problems`), inputs and code that do not exist included.
+
+A multi-node job's fleet request asks for all its nodes in one pool (one type, one zone, all or nothing), so each
+pool is a place the whole group can land, priced per node and per group-hour; whether the nodes get an EFA is
+the rule the launch template is chosen by (:func:`spotrun.model.capacity.group_launch.uses_efa`).
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from datetime import datetime
 
 from spotrun.control.ports import Compute, Objects
 from spotrun.control.submission import api_source, entry_problems
-from spotrun.control.views.plan_model import CostEstimate, JobPlan, PlannedPool, SkippedPool
+from spotrun.control.views.plan_model import CostEstimate, GroupPlan, JobPlan, PlannedPool, SkippedPool
 from spotrun.model.capacity.candidates import Lifecycle, candidate_types, choose_lifecycle
 from spotrun.model.capacity.fleet_order import try_order
 from spotrun.model.capacity.fleet_request import request_pools
+from spotrun.model.capacity.group_launch import uses_efa
 from spotrun.model.capacity.pricing import InstanceTypeInfo, on_demand_price, region_of_zone
 from spotrun.model.deadline.state import Choice, Decision, Running
 from spotrun.model.deadline.stored_job import ASSUMED, decide_for_job, feasibility_note, slack_text
@@ -146,15 +151,19 @@ def plan_job(
     for lifecycle in [choice for choice in (first, fallback) if choice is not None]:
         tried, over = _ordered(lifecycle, pools, spot_prices, max_price)
         for instance_type, zone in tried:
+            spot_price = spot_prices[(instance_type, zone)]
+            listed_price = on_demand_price(instance_type, region_of_zone(zone))
             planned.append(
                 PlannedPool(
                     order=len(planned) + 1,
                     instance_type=instance_type,
                     availability_zone=zone,
                     lifecycle=lifecycle,
-                    spot_price_per_hour=spot_prices[(instance_type, zone)],
-                    on_demand_price_per_hour=on_demand_price(instance_type, region_of_zone(zone)),
+                    spot_price_per_hour=spot_price,
+                    on_demand_price_per_hour=listed_price,
                     first=not planned,
+                    group_spot_price_per_hour=_times(spot_price, nodes),
+                    group_on_demand_price_per_hour=_times(listed_price, nodes),
                 )
             )
         for instance_type, zone in over:
@@ -176,9 +185,30 @@ def plan_job(
         skipped=skipped,
         first_pool=planned[0] if planned else None,
         estimate=_estimate(manifest, planned),
+        group=_group(manifest, candidates),
         deadline=note,
         problems=problems,
         ok=not problems,
+    )
+
+
+def _times(price: float | None, nodes: int) -> float | None:
+    return None if price is None else round(price * nodes, 6)
+
+
+def _group(manifest: JobManifest, candidates: list[InstanceTypeInfo]) -> GroupPlan | None:
+    """How a multi-node job's group lands: None for one node."""
+    nodes = manifest.resources.nodes
+    if nodes < 2:
+        return None
+    hang = manifest.hang_seconds
+    return GroupPlan(
+        nodes=nodes,
+        efa=uses_efa(candidates, nodes=nodes, efa_wanted=manifest.resources.efa),
+        efa_requested=manifest.resources.efa,
+        types_without_efa=[info.name for info in candidates if not info.efa],
+        replace_node_minutes=manifest.capacity.replace_node_minutes,
+        hang_minutes=None if hang is None else hang / 60,
     )
 
 

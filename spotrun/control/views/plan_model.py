@@ -1,4 +1,4 @@
-"""A job's plan as ``POST /plan`` answers it: the pools in order, their prices, the estimate and the problems.
+"""A job's plan as ``POST /plan`` answers it: pools in order, prices, the estimate, the group, the problems.
 
 The answer's shape, apart from :mod:`spotrun.control.views.plan`, which computes it: the API's plan route names
 :class:`JobPlan` as its answer (Powertools reads the route's annotations from its module to validate the answer),
@@ -28,6 +28,15 @@ class PlannedPool(DeferredModel):
         None, description="The region's on-demand price, USD per instance-hour; null when spotrun has none."
     )
     first: bool = Field(False, description="The pool tried first.")
+    group_spot_price_per_hour: float | None = Field(
+        None,
+        description="The whole group's spot price, USD per hour: resources.nodes instances of this pool (a group "
+        "lands all its nodes in one pool); equal to spot_price_per_hour for one node; null: unpriced.",
+    )
+    group_on_demand_price_per_hour: float | None = Field(
+        None,
+        description="resources.nodes x on_demand_price_per_hour; null when spotrun has no on-demand price.",
+    )
 
 
 class SkippedPool(DeferredModel):
@@ -52,6 +61,29 @@ class CostEstimate(DeferredModel):
     )
 
 
+class GroupPlan(DeferredModel):
+    """How a multi-node job's group lands and recovers: one pool for all its nodes, an EFA or not."""
+
+    nodes: int = Field(
+        description="resources.nodes: every node in one pool (one type, one zone), all or nothing."
+    )
+    efa: bool = Field(
+        description="The nodes launch with an Elastic Fabric Adapter: resources.efa and every candidate type has "
+        "one (one launch template serves the whole request); false: plain ENA networking."
+    )
+    efa_requested: bool = Field(description="resources.efa.")
+    types_without_efa: list[str] = Field(
+        default_factory=list, description="The candidate types that have no EFA (any of them means no EFA)."
+    )
+    replace_node_minutes: int = Field(
+        description="capacity.replace_node_minutes: how long the kept nodes wait for a replacement in their pool "
+        "before the whole group moves."
+    )
+    hang_minutes: float | None = Field(
+        None, description="training.hang_minutes or its default: a stall this long restarts the group."
+    )
+
+
 class JobPlan(DeferredModel):
     """The answer of POST /plan: what submitting the manifest would do, and what would refuse it."""
 
@@ -71,6 +103,7 @@ class JobPlan(DeferredModel):
     )
     first_pool: PlannedPool | None = Field(None, description="The pool tried first (null: none).")
     estimate: CostEstimate | None = Field(None, description="With training.expected_hours only.")
+    group: GroupPlan | None = Field(None, description="Multi-node jobs (resources.nodes > 1) only.")
     deadline: str | None = Field(
         None, description="The deadline policy's first decision (with capacity.deadline): choice, slack, why."
     )
