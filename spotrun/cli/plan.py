@@ -49,6 +49,9 @@ def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.2f}"
 
 
+_TEXT_COLUMNS = ("type", "zone", "lifecycle", "")
+
+
 def _group_lines(group: dict[str, Any]) -> list[Text]:
     nodes = group["nodes"]
     lines = [
@@ -89,12 +92,15 @@ def plan_view(answer: dict[str, Any]) -> Group:
     (where it lands, EFA, how a lost node is replaced) follow the table.
     """
     group = answer.get("group")
-    table = Table(title=f"plan: {answer['name']}", title_justify="left")
+    title = f"plan: {answer['name']}"
     prices: tuple[str, ...] = ("spot $/h", "on-demand $/h")
     if group:
-        prices = ("spot $/node-h", "spot $/group-h", "on-demand $/node-h", "on-demand $/group-h")
+        times = f"x{group['nodes']}"
+        title += f" ($ per hour: one node, then {times} for the group of {group['nodes']} nodes)"
+        prices = ("spot", f"spot {times}", "on-demand", f"on-demand {times}")
+    table = Table(title=title, title_justify="left")
     for column in ("#", "type", "zone", "lifecycle", *prices, ""):
-        table.add_column(column, no_wrap=True, justify="right" if "$" in column or column == "#" else "left")
+        table.add_column(column, no_wrap=True, justify="left" if column in _TEXT_COLUMNS else "right")
     for pool in answer["pools"]:
         spot, listed = _price(pool["spot_price_per_hour"]), _price(pool["on_demand_price_per_hour"])
         cells: tuple[str, ...] = (spot, listed)
@@ -132,7 +138,7 @@ def plan_view(answer: dict[str, Any]) -> Group:
                 "(first pool, today's price, no interruption)"
             )
         )
-    else:
+    elif not group:  # expected_hours comes with capacity.deadline, which a group refuses
         lines.append(Text("estimate: set training.expected_hours for one", style="dim"))
     if answer.get("deadline"):
         lines.append(Text(f"deadline: {answer['deadline']}"))

@@ -129,8 +129,8 @@ def test_spotrun_plan_shows_group_prices_and_the_network():
     # Given a two-node plan whose one type has no EFA
     text = rendered(plan_of(efa_document(["g5.xlarge"], True)))
     # Then the table prices each pool per node and per group, and the lines say where and how the group runs
-    assert "spot $/group-h" in text
-    assert "on-demand $/node-h" in text
+    assert "spot x2" in text
+    assert "on-demand x2" in text
     assert "$0.5000" in text  # two g5.xlarge nodes at 0.25 in us-east-1a
     assert "group: 2 nodes in one pool (one type, one zone" in text
     assert "network: no EFA (g5.xlarge has none" in text
@@ -149,5 +149,5 @@ def test_spotrun_plan_says_why_a_group_has_no_efa():
 def test_spotrun_plan_of_one_node_keeps_its_two_price_columns():
     text = rendered(plan_of(document()))
     assert "spot $/h" in text
-    assert "group-h" not in text
+    assert " x1" not in text
     assert "group:" not in text
