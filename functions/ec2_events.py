@@ -8,7 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.runtime import Ports, function_handler, logger, metrics
 from spotrun.aws.events import Ec2InstanceEvent
-from spotrun.control.capacity.interruptions import (
+from spotrun.control.capacity.ec2_events import (
     on_instance_state,
     on_interruption_warning,
     on_rebalance_recommendation,

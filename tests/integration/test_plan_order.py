@@ -18,7 +18,7 @@ import fixtures_handlers as handlers  # noqa: E402
 
 from spotrun.aws.adapters import Ec2Compute  # noqa: E402
 from spotrun.aws.objects import S3Objects  # noqa: E402
-from spotrun.control.capacity.acquire import launch_instance  # noqa: E402
+from spotrun.control.capacity.launch import launch_instance  # noqa: E402
 from spotrun.control.views.plan import plan_job  # noqa: E402
 from spotrun.control.views.plan_model import JobPlan  # noqa: E402
 from spotrun.local.capacity.catalog import Pool  # noqa: E402

@@ -7,8 +7,9 @@ from typing import Any
 
 from spotrun.aws.settings import Settings
 from spotrun.control.capacity.acquire import acquire_instance
+from spotrun.control.capacity.ec2_events import on_interruption_warning
 from spotrun.control.capacity.fleet import GroupSite
-from spotrun.control.capacity.interruptions import on_interruption_warning, record_interruption
+from spotrun.control.capacity.interruptions import record_interruption
 from spotrun.control.capacity.readiness import check_ready
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.model.agent_protocol.command import AgentCommand

@@ -4,7 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 from spotrun.aws.settings import Settings
 from spotrun.control.capacity.acquire import acquire_instance
-from spotrun.control.capacity.interruptions import on_interruption_warning, record_interruption
+from spotrun.control.capacity.ec2_events import on_interruption_warning
+from spotrun.control.capacity.interruptions import record_interruption
 from spotrun.control.store import update_job
 from spotrun.model.job.record import JobStatus, ManifestSource, new_job, transition
 from spotrun.model.manifest.parse import parse_manifest_text

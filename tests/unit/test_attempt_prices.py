@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spotrun.control.capacity.acquire import launch_instance
+from spotrun.control.capacity.launch import launch_instance
 from spotrun.model.job.record import ManifestSource, new_job
 from spotrun.model.manifest.parse import parse_manifest_text
 from tests.unit.fakes import FakeCompute

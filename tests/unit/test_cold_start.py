@@ -260,6 +260,7 @@ def test_the_agents_api_loads_the_deadline_policy_with_a_deadline_jobs_first_hea
     # a training heartbeat decides again for a deadline job only, and imports them then
     moves = (
         "spotrun.model.deadline.stored_job",
+        "spotrun.control.capacity.ec2_events",
         "spotrun.control.capacity.interruptions",
         "spotrun.control.capacity.standby",
     )
@@ -269,11 +270,11 @@ def test_the_agents_api_loads_the_deadline_policy_with_a_deadline_jobs_first_hea
 def test_only_the_functions_that_launch_or_decide_load_the_fleet_request_and_the_deadline_policy(loaded):
     # Given every handler imported
     # Then the fleet request is loaded by the functions that launch instances (an acquisition, a warning's or a
-    # return's standby, an interruption's relaunch), and the deadline policy by those and the ones that check a
+    # return's standby), and the deadline policy by those and the ones that check a
     # manifest with it: the job record names neither (its capacity wait takes a launch's errors from its caller,
     # its lifecycle choice takes the policy's decision), so the other functions, both APIs among them, load
     # neither at import
-    launching = {"acquire", "deadline_return", "ec2_events", "interrupted"}
+    launching = {"acquire", "deadline_return", "ec2_events"}
     assert _loading(loaded, "spotrun.model.capacity.fleet_request") == launching
     assert _loading(loaded, "spotrun.model.deadline.state") == launching | {"submit", "scheduled_run"}
 

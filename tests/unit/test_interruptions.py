@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from spotrun.control.capacity.interruptions import on_instance_state, record_interruption
+from spotrun.control.capacity.ec2_events import on_instance_state
+from spotrun.control.capacity.interruptions import record_interruption
 from spotrun.model.agent_protocol.command import FailureCause
 from spotrun.model.errors import InterruptionsExceeded
 from spotrun.model.job.record import JobStatus
@@ -127,12 +128,12 @@ def test_a_notice_that_cannot_reach_the_agent_is_logged_and_the_replacement_stil
             raise RuntimeError("InvalidInstanceId")
 
     # When the warning arrives
-    with caplog.at_level(logging.WARNING, logger="spotrun.control.capacity.interruptions"):
+    with caplog.at_level(logging.WARNING, logger="spotrun.control.capacity.ec2_events"):
         outcome = warn(store, compute, attempt.instance_id, commands=RefusingCommands())
     # Then the warning is recorded and the replacement launched, and the failure is logged with the job
     assert outcome.action == "warning recorded"
     assert outcome.standby_instance_id is not None
-    [logged] = [r for r in caplog.records if r.name == "spotrun.control.capacity.interruptions"]
+    [logged] = [r for r in caplog.records if r.name == "spotrun.control.capacity.ec2_events"]
     assert logged.levelno == logging.WARNING
     assert "tiny-0123456789ab" in logged.getMessage()
     assert "InvalidInstanceId" in logged.getMessage()

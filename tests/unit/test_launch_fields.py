@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from spotrun.control.capacity.acquire import acquire_instance, launch_instance
+from spotrun.control.capacity.acquire import acquire_instance
+from spotrun.control.capacity.launch import launch_instance
 from spotrun.control.capacity.standby import launch_standby
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.job.attempt import Attempt

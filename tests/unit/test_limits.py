@@ -9,7 +9,8 @@ import pytest
 
 from spotrun.aws.settings import Settings
 from spotrun.control.capacity.acquire import acquire_instance
-from spotrun.control.capacity.interruptions import on_interruption_warning, record_interruption
+from spotrun.control.capacity.ec2_events import on_interruption_warning
+from spotrun.control.capacity.interruptions import record_interruption
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.control.store import update_job
 from spotrun.control.submission import admission_problems

@@ -342,5 +342,3 @@ def test_numbers_and_booleans_in_env_become_text():
     )
     # Then they are the text the process will see
     assert manifest.training.env == {"OMP_NUM_THREADS": "4", "DEBUG": "true"}
-
-

@@ -201,7 +201,7 @@ def move_attempt(
     """
     # Imported here: a move is rare (a deadline job the policy moves), and the agents' API, which moves jobs off
     # spot, imports this module for every training heartbeat (the notice also loads the agent's command models).
-    from spotrun.control.capacity.interruptions import notify_agent
+    from spotrun.control.capacity.ec2_events import notify_agent
     from spotrun.model.deadline.stored_job import with_decision
 
     won = False

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from spotrun.control.capacity.acquire import REFUSED, launch_instance, record_decisions
 from spotrun.control.capacity.fleet import NO_GROUP, GroupSite
 from spotrun.control.capacity.group import launch_in_pool
+from spotrun.control.capacity.launch import REFUSED, launch_instance, record_decisions
 from spotrun.control.ports import Compute, JobStore
 from spotrun.control.store import update_job
 from spotrun.model.capacity.candidates import Lifecycle, Pool
