@@ -8,6 +8,8 @@ import pytest
 from spotrun.control.capacity.interruptions import record_interruption
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.job.attempt import END_KEPT
+from spotrun.model.job.limits import budget_stop_at
+from spotrun.model.manifest.schema import Budget
 from tests.unit.group_world import BUCKET, JOB_ID, SETTINGS, TIMING, GroupWorld, later
 
 
@@ -202,3 +204,17 @@ def test_with_keep_healthy_nodes_off_the_whole_group_is_relaunched() -> None:
     assert world.compute.states[attempt.nodes[0].instance_id] == "terminated"
     assert not set(second.instance_ids()) & set(attempt.instance_ids())
     assert world.compute.fleet_requests[-1]["TargetCapacitySpecification"]["TotalTargetCapacity"] == 2
+
+
+def test_a_groups_budget_runs_out_n_times_as_fast() -> None:
+    # Given a two-node attempt at 0.36 USD/h a node, started at T0, and a budget of 0.36 USD
+    world = GroupWorld()
+    attempt = world.acquire().model_copy(update={"price_per_hour": 0.36})
+    job = world.job().model_copy(update={"attempts": [attempt]})
+    job = job.model_copy(
+        update={"manifest": job.require_manifest().model_copy(update={"budget": Budget(max_usd=0.36)})}
+    )
+    # When the train step's stop time is computed (no margin)
+    stop_at = budget_stop_at(job, attempt, margin_seconds=0, now=later(1))
+    # Then the budget lasts half an hour, not an hour: both nodes bill
+    assert stop_at == later(30)
