@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -22,6 +23,7 @@ from spotrun.model.capacity.pricing import (
 )
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
+_IDS = (f"i-{n:017x}" for n in itertools.count(1))
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class FrozenAttempt:
     ended_at: datetime | None
     availability_zone: str = "us-east-1a"
     lifecycle: str = "spot"
+    instance_id: str = field(default_factory=lambda: next(_IDS))
 
 
 class ModelAttempt(BaseModel):
@@ -45,6 +48,7 @@ class ModelAttempt(BaseModel):
     ended_at: datetime | None
     lifecycle: str = "spot"
     availability_zone: str = "us-east-1a"
+    instance_id: str = "i-model"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -117,6 +121,22 @@ def test_a_negative_price_is_refused() -> None:
 # ----------------------------------------------------------------------------------------------------
 # Cost of a job
 # ----------------------------------------------------------------------------------------------------
+
+
+def test_an_instance_kept_across_attempts_counts_once() -> None:
+    # Given one node kept from one attempt into the next (two records of one instance), beside another instance
+    kept = [
+        FrozenAttempt("g5.xlarge", 0.30, T0, T0 + timedelta(hours=1), instance_id="i-kept"),
+        FrozenAttempt(
+            "g5.xlarge", 0.30, T0 + timedelta(hours=1), T0 + timedelta(hours=2), instance_id="i-kept"
+        ),
+    ]
+    other = FrozenAttempt("g5.xlarge", 0.30, T0, T0 + timedelta(hours=1))
+    # When the job is costed
+    report = job_cost([*kept, other])
+    # Then its three hours are billed, on two instances
+    assert report.spot_usd == 0.9
+    assert report.spot_instances == 2
 
 
 def test_job_cost_of_one_spot_attempt() -> None:

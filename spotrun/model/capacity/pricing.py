@@ -163,8 +163,12 @@ class CostedAttempt(Protocol):
     """The shape of one instance's run that :func:`job_cost` can price.
 
     ``spotrun.model.job.attempt.Attempt`` fits it; read-only properties let frozen models and dataclasses fit as well.
-    One attempt is one instance: a multi-node run is priced as one attempt per instance.
+    One attempt is one instance: a multi-node run is priced as one attempt per node, and a node kept from one
+    attempt into the next is one instance in two records (``instance_id`` counts it once).
     """
+
+    @property
+    def instance_id(self) -> str: ...
 
     @property
     def instance_type(self) -> str: ...
@@ -250,7 +254,11 @@ def job_cost(attempts: Iterable[CostedAttempt], *, now: datetime | None = None) 
     """
     spot_usd = on_demand_usd = compared_spot_usd = 0.0
     spot_at_on_demand: float | None = None
-    spot = on_demand = unpriced = not_compared = 0
+    # Instances by kind, each counted once however many records (attempts) it ran in.
+    spot_ids: set[str] = set()
+    on_demand_ids: set[str] = set()
+    unpriced_ids: set[str] = set()
+    not_compared_ids: set[str] = set()
     for attempt in attempts:
         ended_at = attempt.ended_at
         if ended_at is None:
@@ -261,18 +269,18 @@ def job_cost(attempts: Iterable[CostedAttempt], *, now: datetime | None = None) 
                 )
             ended_at = now
         if attempt.price_per_hour is None:
-            unpriced += 1
+            unpriced_ids.add(attempt.instance_id)
             continue
         usd = usd_for(attempt.price_per_hour, attempt.started_at, ended_at)
         if attempt.lifecycle != "spot":
-            on_demand += 1
+            on_demand_ids.add(attempt.instance_id)
             on_demand_usd += usd
             continue
-        spot += 1
+        spot_ids.add(attempt.instance_id)
         spot_usd += usd
         listed = on_demand_price(attempt.instance_type, region_of_zone(attempt.availability_zone))
         if listed is None:
-            not_compared += 1
+            not_compared_ids.add(attempt.instance_id)
             continue
         compared_spot_usd += usd
         spot_at_on_demand = (spot_at_on_demand or 0.0) + usd_for(listed, attempt.started_at, ended_at)
@@ -284,10 +292,10 @@ def job_cost(attempts: Iterable[CostedAttempt], *, now: datetime | None = None) 
         usd=round(spot_usd + on_demand_usd, 4),
         spot_usd=round(spot_usd, 4),
         on_demand_usd=round(on_demand_usd, 4),
-        spot_instances=spot,
-        on_demand_instances=on_demand,
-        unpriced_instances=unpriced,
+        spot_instances=len(spot_ids),
+        on_demand_instances=len(on_demand_ids),
+        unpriced_instances=len(unpriced_ids),
         spot_at_on_demand_usd=None if spot_at_on_demand is None else round(spot_at_on_demand, 4),
         savings_pct=savings,
-        spot_not_compared=not_compared,
+        spot_not_compared=len(not_compared_ids),
     )

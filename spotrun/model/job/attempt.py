@@ -170,7 +170,8 @@ class Attempt(RecordModel):
     def billed(self) -> list[Attempt]:
         """One record per instance, for :func:`spotrun.model.capacity.pricing.job_cost`: the attempt itself for
         one node; for a group, a copy per node with that node's instance, start and end (an open node ends
-        with the attempt)."""
+        with the attempt). A node kept into the next attempt is billed in each from where the last ended, and
+        EC2's 60-second minimum applies to each record: an upper bound when an attempt lasts under a minute."""
         if not self.nodes:
             return [self]
         return [
