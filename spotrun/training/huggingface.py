@@ -45,9 +45,10 @@ calls :func:`train`, and the ranks work as a group:
   (:meth:`~spotrun.training.Run.save_checkpoint`): its node's part of the group checkpoint, which the agent
   uploads; a second barrier keeps every rank until every node's part is in place, so nobody exits in the
   middle of a save;
-- rank 0 chooses the checkpoint to resume from and every rank resumes from that step's directory (the complete
-  group checkpoint the agent restored on every node); one written by another number of processes is refused,
-  since its data order and random generators would not continue.
+- the ranks resume from the newest step every node holds whole (:func:`resume_checkpoint`), each from its own
+  node's directory: the group checkpoint the agent restored onto every node, never a step of which a node holds
+  only its own part (as after torch elastic restarts the workers); one written by another number of processes
+  is refused, since its data order and random generators would not continue;
 - with three or more processes, :func:`train` makes DDP sum the gradients in rank order
   (:func:`sum_gradients_in_rank_order`): DDP rebuilds its gradient buckets after its first step, so the step
   after a resume would otherwise add three or more ranks' gradients in another order than the uninterrupted

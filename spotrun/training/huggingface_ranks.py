@@ -21,10 +21,13 @@ ORDER_FREE_PROCESSES = 2
 
 
 def resume_checkpoint(run: Run, world_size: int = 1) -> Path | None:
-    """The checkpoint every rank resumes from: the newest complete one rank 0 sees, or None on a fresh start.
+    """The checkpoint every rank resumes from: the newest one every node holds whole, or None on a fresh start.
 
-    Under ``torch.distributed`` a collective: rank 0 chooses the step, and every rank takes that step's
-    directory in its own node's checkpoint directory.
+    A checkpoint is whole on a node when it holds ``Trainer``'s state (``trainer_state.json``, which rank 0's
+    node writes): the group checkpoint the agent restores onto every node before it starts the group. A step a
+    node only saved its own part of (the generators of its ranks) is skipped, as when torch elastic restarts the
+    workers after a failure without a restore. Under ``torch.distributed`` a collective: the ranks gather the
+    steps each holds whole and take the newest they all hold, each from its own node's checkpoint directory.
 
     Parameters
     ----------
@@ -41,25 +44,32 @@ def resume_checkpoint(run: Run, world_size: int = 1) -> Path | None:
     Raises
     ------
     RuntimeError
-        When this node does not hold the step rank 0 chose, or the checkpoint was written by another number of
-        processes.
+        When the checkpoint was written by another number of processes.
     """
     group = process_group()
-    latest = run.latest_checkpoint()
-    step = None if latest is None else latest.step
+    # trainer_state.json: Trainer's TRAINER_STATE_NAME, written on rank 0's node only.
+    whole = {
+        checkpoint.step: checkpoint.path
+        for checkpoint in run.checkpoints()
+        if (checkpoint.path / "trainer_state.json").is_file()
+    }
+    common = set(whole)
     if group is not None:
-        box = [step]
-        group.broadcast_object_list(box, src=0)
-        step = box[0]
+        every: list[Any] = [None] * group.get_world_size()
+        group.all_gather_object(every, sorted(whole))
+        common = common.intersection(*every)
+    latest = run.latest_checkpoint()
+    step = max(common, default=None)
+    if latest is not None and latest.step != step and (group is None or group.get_rank() == 0):
+        print(
+            f"spotrun.training.huggingface: {latest.path.name} is not whole on every node (a node holds only its "
+            f"own part of it); resuming from {'the start' if step is None else whole[step].name}",
+            flush=True,
+        )
     if step is None:
         return None
-    found = [checkpoint.path for checkpoint in run.checkpoints() if checkpoint.step == step]
-    if not found:
-        raise RuntimeError(
-            f"rank 0 resumes from step {step}, which {run.checkpoint_dir} holds no complete checkpoint of"
-        )
-    _check_processes(found[0], world_size)
-    return found[0]
+    _check_processes(whole[step], world_size)
+    return whole[step]
 
 
 def sum_gradients_in_rank_order(trainer: Trainer) -> None:

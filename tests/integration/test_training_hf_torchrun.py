@@ -1,6 +1,7 @@
 """The hf-tiny-classifier example under torchrun, as its README runs it: 2 processes (gloo, CPU) that stop at one
 step on the checkpoint signal and resume to the bytes of an uninterrupted 2-process run; and as a group of 2 nodes
-(two torchruns at 127.0.0.1 and 127.0.0.2), each leaving its part of the checkpoint."""
+(two torchruns at 127.0.0.1 and 127.0.0.2), each leaving its part of the checkpoint; and the ranks' choice of the
+checkpoint to resume, in a gloo group of two processes."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from spotrun import training
 from spotrun.model import layout
 from spotrun.shape import REPO_ROOT
+from tests.integration.torch_ranks import run_ranks
 
 EXAMPLE = REPO_ROOT / "examples" / "hf-tiny-classifier" / "train.py"
 
@@ -170,3 +174,44 @@ def test_two_nodes_each_leave_their_part_of_the_step_and_resume_from_the_group_c
     assert [finish(run) for run in resumed] == [0, 0], (nodes[0] / "torchrun.log").read_text()
     assert f"huggingface: resumed at global step {step}\n" in (nodes[0] / "torchrun.log").read_text()
     assert json.loads((nodes[0] / "output" / "metrics.json").read_text())["epoch"] == 2.0
+
+
+def resume_rank(rank: int, workdir: str, world: int) -> None:
+    """One rank of node ``rank``: the checkpoint it would resume from, by name, in ``rank-N.json``."""
+    import torch.distributed as dist
+
+    from spotrun.training import huggingface
+
+    root = Path(workdir)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{root / 'store'}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=30),
+    )
+    run = training.Run(root, root, root / f"node-{rank}" / "checkpoints", root / "output")
+    try:
+        chosen = huggingface.resume_checkpoint(run, world)
+        (root / f"rank-{rank}.json").write_text(json.dumps(None if chosen is None else chosen.name))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_group_resumes_from_the_newest_step_every_node_holds_whole_not_from_a_part(tmp_path):
+    # Given 2 nodes of one rank each, both holding step 4 whole (as the agent restores a group checkpoint) and
+    # only their own part of step 6 (as after torch elastic restarts the workers, with no restore in between)
+    pytest.importorskip("torch")
+    parts = {0: ["trainer_state.json", "optimizer.pt", "rng_state_0.pth"], 1: ["rng_state_1.pth"]}
+    for node in (0, 1):
+        checkpoints = tmp_path / f"node-{node}" / "checkpoints"
+        for step, files in ((4, [*parts[0], *parts[1]]), (6, parts[node])):
+            (checkpoints / layout.checkpoint_name(step)).mkdir(parents=True)
+            for name in files:
+                (checkpoints / layout.checkpoint_name(step) / name).write_text("{}")
+
+    # When each rank asks where to resume
+    chosen = run_ranks(resume_rank, tmp_path, 2, world=2)
+
+    # Then both take step 4, each from its own node's directory
+    assert chosen == [layout.checkpoint_name(4)] * 2

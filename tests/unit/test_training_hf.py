@@ -119,6 +119,16 @@ def test_a_checkpoint_saved_by_another_number_of_processes_is_refused(tmp_path, 
         huggingface.resume_checkpoint(run, world_size)
 
 
+def test_a_step_holding_only_a_nodes_part_is_not_resumed_from(tmp_path):
+    # Given a whole checkpoint of step 8 and, of step 12, only the generators of this node's rank
+    run = checkpoint_of(tmp_path, 8, "trainer_state.json", "rng_state_0.pth", "rng_state_1.pth")
+    (run.checkpoint_dir / layout.checkpoint_name(12)).mkdir()
+    (run.checkpoint_dir / layout.checkpoint_name(12) / "rng_state_1.pth").write_bytes(b"")
+
+    # When / Then the run resumes from step 8, the newest whole one
+    assert huggingface.resume_checkpoint(run, 2) == run.checkpoint_dir / layout.checkpoint_name(8)
+
+
 def test_a_fresh_start_resumes_from_nothing(tmp_path):
     # Given / When / Then
     run = training.Run(tmp_path / "data", tmp_path, tmp_path / "checkpoints", tmp_path / "output")
