@@ -38,11 +38,14 @@ Under ``torchrun`` (DDP, one process per GPU) every rank builds the same checkpo
   uploaded; the agent then restores the whole checkpoint onto every node, and :meth:`TorchCheckpointer.resume`
   reads it from each node's own directory.
 
-Which rank saves what: DDP keeps the model, the optimizer and the rest replicated on every rank, so rank 0 saves
-that state once (with every rank's generators and loader positions, which are each rank's own) and the other
-nodes' parts only say that the node reached the step. Sharded state (FSDP, whose every rank holds a shard) would
-have each rank save its shard with ``torch.distributed.checkpoint``; this helper does not offer that yet: a
-model that needs FSDP needs a checkpointer of its own, each node's shards in files of distinct names.
+Which rank saves what: DDP keeps the model, the optimizer and the rest replicated on every rank, so by default
+rank 0 saves that state once (with every rank's generators and loader positions, which are each rank's own) and
+the other nodes' parts only say that the node reached the step: one small file each, and a checkpoint that
+``torch.load`` reads anywhere. FSDP, whose ranks each hold a shard, cannot be saved by rank 0 alone:
+``TorchCheckpointer(..., sharded=True)`` saves the model's and the optimizer's state with
+``torch.distributed.checkpoint`` (DCP), each rank its own shards into its node's directory
+(:mod:`spotrun.training.pytorch_sharded`), so a node uploads only its ranks' shards and a resumed rank reads the
+pieces it needs from its node's copy.
 
 On the way the checkpoint signal travels: the agent signals the command's leader only (SIGKILL goes to its
 group once it has exited or overrun its grace); ``torchrun`` (its elastic agent) starts its workers in sessions
@@ -64,13 +67,18 @@ from pathlib import Path
 from typing import Any
 
 from spotrun import training
+from spotrun.model import layout
 from spotrun.training.pytorch_data import check_loader, resumable_loader
+from spotrun.training.pytorch_group import any_rank, node_directory, process_group, writes_node_directory
 from spotrun.training.pytorch_position import Position, epoch_order
 from spotrun.training.pytorch_rng import capture_rng, restore_rng
+from spotrun.training.pytorch_sharded import load_shards, save_shards
 
 __all__ = ["Position", "TorchCheckpointer", "epoch_order", "rank", "resumable_loader", "run_from_env"]
 
-STATE_FILE = "state.pt"  # model, optimizer, scheduler, scaler, position: the same on every rank
+STATE_FILE = (
+    "state.pt"  # position, scheduler, scaler (and unsharded, model and optimizer): the same on every rank
+)
 NODE_FILE = "node-{node:03d}.json"  # a node's part of a multi-node checkpoint, written by its local rank 0
 RNG_FILE = "rng.pt"  # every rank's generators, a list indexed by rank
 LOADERS_FILE = "loaders.pt"  # every rank's data loaders' states, a list indexed by rank (with ``loaders=``)
@@ -132,6 +140,10 @@ class TorchCheckpointer:
         Data loaders by name, each a :func:`resumable_loader` (or a ``StatefulDataLoader`` with a
         ``generator=`` of its own); each rank's position in its epoch is saved, and restored by
         :meth:`resume`.
+    sharded
+        Save the model's and the optimizer's state with ``torch.distributed.checkpoint``, each rank its own
+        shards (:mod:`spotrun.training.pytorch_sharded`): for FSDP, whose ranks each hold a shard, or any model
+        too large for rank 0 to write alone. Off: rank 0 writes the whole (replicated, under DDP) state.
     """
 
     def __init__(
@@ -143,9 +155,13 @@ class TorchCheckpointer:
         scaler: Any = None,
         extra: dict[str, Any] | None = None,
         loaders: dict[str, Any] | None = None,
+        *,
+        sharded: bool = False,
     ):
         self.run = run
         self.model = model
+        self.sharded = sharded
+        self.optimizer = optimizer
         # torchrun's: this process's node in the group and its rank on the node (0 and 0 without torchrun).
         self.node = int(os.environ.get("GROUP_RANK") or 0)
         self.local_rank = int(os.environ.get("LOCAL_RANK") or 0)
@@ -156,29 +172,15 @@ class TorchCheckpointer:
         self.stateful: dict[str, Any] = {
             name: item
             for name, item in (("optimizer", optimizer), ("scheduler", scheduler), ("scaler", scaler))
-            if item is not None
+            # Sharded, the optimizer's state goes with the model's shards.
+            if item is not None and not (sharded and name == "optimizer")
         }
         for name, item in (extra or {}).items():
-            if name in self.stateful or name in ("model", "position", "format"):
+            if name in self.stateful or name in ("model", "optimizer", "position", "format", "sharded"):
                 raise ValueError(f"extra state name {name!r} is taken")
             self.stateful[name] = item
 
     # -- the group --------------------------------------------------------------------------
-
-    @staticmethod
-    def _group() -> Any:
-        import torch.distributed as dist
-
-        return dist if dist.is_available() and dist.is_initialized() else None
-
-    @staticmethod
-    def _device(dist: Any) -> Any:
-        import torch
-
-        # NCCL collectives need CUDA tensors, on the device this rank drives; gloo works on CPU ones.
-        if dist.get_backend() == "nccl":
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("cpu")
 
     def should_stop(self) -> bool:
         """Whether to save and exit now: any rank's :attr:`~spotrun.training.Run.stop_requested`.
@@ -186,30 +188,27 @@ class TorchCheckpointer:
         A collective under ``torch.distributed``: every rank must call it at the same step boundary (once per
         step is cheap: one all-reduce of one integer). Alone, it is ``run.stop_requested``.
         """
-        dist = self._group()
-        if dist is None:
-            return self.run.stop_requested
-        import torch
-
-        flag = torch.tensor([int(self.run.stop_requested)], dtype=torch.int32, device=self._device(dist))
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
+        return any_rank(process_group(), self.run.stop_requested)
 
     # -- saving -----------------------------------------------------------------------------
 
     def _state(self, position: Position) -> dict[str, Any]:
-        return {
+        state = {
             "format": _FORMAT,
             "position": tuple(position),
-            "model": _unwrapped(self.model).state_dict(),
+            "sharded": self.sharded,
             **{name: item.state_dict() for name, item in self.stateful.items()},
         }
+        if not self.sharded:
+            state["model"] = _unwrapped(self.model).state_dict()
+        return state
 
     def save(self, position: Position) -> Path | None:
         """Write the checkpoint of ``position`` (named by ``position.step``), atomically.
 
         Under ``torch.distributed`` every rank calls it at the same step: the RNG states are gathered to rank
-        0, which writes, and everyone waits at a barrier until the checkpoint is complete.
+        0, which writes, and everyone waits at a barrier until the checkpoint is complete. Sharded, every rank
+        also writes its shards into its node's directory before that directory is renamed into place.
 
         Parameters
         ----------
@@ -223,7 +222,7 @@ class TorchCheckpointer:
         """
         import torch
 
-        dist = self._group()
+        dist = process_group()
         # This rank's own: its generators, and where its loaders are in their epoch.
         mine = (capture_rng(), {name: loader.state_dict() for name, loader in self.loaders.items()})
         if dist is None:
@@ -232,25 +231,37 @@ class TorchCheckpointer:
             gathered: list[Any] | None = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
             dist.gather_object(mine, gathered, dst=0)
             every_rank = gathered or []
-        written: Path | None = None
-        if dist is None or dist.get_rank() == 0:
-            state = self._state(position)
+        writer = writes_node_directory(dist, self.node, self.local_rank)
+        final = self.run.checkpoint_dir / layout.checkpoint_name(position.step)
+        # A step's checkpoint is written once (Run.save_checkpoint keeps one that exists): sharded, every rank
+        # must know that before the collective write, or the others would wait for a writer that never writes.
+        if self.sharded and any_rank(dist, writer and final.is_dir()):
+            if dist is not None:
+                dist.barrier()
+            return final if dist is None or dist.get_rank() == 0 else None
+        rank_0 = dist is None or dist.get_rank() == 0
+        state = self._state(position) if rank_0 else None
+        world = 1 if dist is None else dist.get_world_size()
+        part = {"node": self.node, "step": position.step, "world_size": world}
 
-            def write(directory: Path) -> None:
+        def write(directory: Path) -> None:
+            if rank_0:
                 torch.save(state, directory / STATE_FILE)
                 torch.save([rng for rng, _ in every_rank], directory / RNG_FILE)
                 if self.loaders:
                     torch.save([loaders for _, loaders in every_rank], directory / LOADERS_FILE)
-
-            written = self.run.save_checkpoint(position.step, write)
-        elif dist is not None and self.node > 0 and self.local_rank == 0:
-            # This node's part: its agent uploads it, and the group's checkpoint counts once every node's is up.
-            part = {"node": self.node, "step": position.step, "world_size": dist.get_world_size()}
-
-            def write_part(directory: Path) -> None:
+            else:
+                # This node's part: its agent uploads it, and the group's checkpoint counts once every node's is.
                 (directory / NODE_FILE.format(node=self.node)).write_text(json.dumps(part))
+            if self.sharded:
+                save_shards(node_directory(dist, self.node, directory), self.model, self.optimizer)
 
-            self.run.save_checkpoint(position.step, write_part)
+        written: Path | None = None
+        if writer:
+            path = self.run.save_checkpoint(position.step, write)
+            written = path if rank_0 else None
+        elif self.sharded:
+            save_shards(node_directory(dist, self.node, None), self.model, self.optimizer)
         if dist is not None:
             dist.barrier()
         return written
@@ -304,7 +315,7 @@ class TorchCheckpointer:
         """
         import torch
 
-        dist = self._group()
+        dist = process_group()
         latest = self.run.latest_checkpoint()
         # Its name, not its path: each node has a copy, and on another node the directory may be elsewhere.
         chosen = None if latest is None else latest.path.name
@@ -321,13 +332,21 @@ class TorchCheckpointer:
                 )
             self.resumed_from = directory
             state = torch.load(directory / STATE_FILE, map_location=map_location, weights_only=True)
+            if bool(state.get("sharded", False)) != self.sharded:
+                saved = "sharded" if state.get("sharded") else "not sharded"
+                raise RuntimeError(
+                    f"{chosen} was saved {saved}: build the checkpointer with sharded={not self.sharded}"
+                )
             every_rng = torch.load(directory / RNG_FILE, weights_only=True)
             world = 1 if dist is None else dist.get_world_size()
             if len(every_rng) != world:
                 raise RuntimeError(
                     f"{directory.name} was written by {len(every_rng)} rank(s), this run has {world}"
                 )
-            _unwrapped(self.model).load_state_dict(state["model"])
+            if self.sharded:
+                load_shards(directory, self.model, self.optimizer)
+            else:
+                _unwrapped(self.model).load_state_dict(state["model"])
             for name, item in self.stateful.items():
                 item.load_state_dict(state[name])
             me = 0 if dist is None else dist.get_rank()

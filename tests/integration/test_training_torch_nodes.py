@@ -1,5 +1,6 @@
 """spotrun.training.pytorch on two nodes (one gloo rank each, each node its own checkpoint directory): every node
-writes its part of the stop's checkpoint, and each resumes the restored checkpoint from its own directory."""
+writes its part of the stop's checkpoint, and each resumes the restored checkpoint from its own directory, whether
+rank 0 writes the replicated DDP state or every rank its FSDP shards through DCP."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
 
 from spotrun import training
 from spotrun.training.pytorch import NODE_FILE, RNG_FILE, STATE_FILE, Position, TorchCheckpointer
@@ -29,8 +32,13 @@ def node_dir(root: Path, node: int) -> Path:
     return root / f"node-{node}" / "checkpoints"
 
 
-def rank_main(rank: int, workdir: str, signal_at: int | None) -> None:
-    """Rank ``rank`` alone on node ``rank``, as torchrun's environment says; writes ``rank-N.json``."""
+def rank_main(rank: int, workdir: str, plan: tuple[int | None, bool]) -> None:
+    """Rank ``rank`` alone on node ``rank``, as torchrun's environment says; writes ``rank-N.json``.
+
+    ``plan``: the step after which node 1 gets the checkpoint signal (None: never), and whether the model is
+    FSDP's, sharded over the two ranks and checkpointed through DCP (else DDP's, saved by rank 0).
+    """
+    signal_at, sharded = plan
     root = Path(workdir)
     os.environ["GROUP_RANK"] = str(rank)
     os.environ["LOCAL_RANK"] = "0"
@@ -49,16 +57,21 @@ def rank_main(rank: int, workdir: str, signal_at: int | None) -> None:
         checkpoint_interval_steps=100,  # only the stop's checkpoint
     )
     run.install_signal_handler()
+    if sharded:
+        torch.manual_seed(0)  # FSDP shards each rank's own initial weights: the same on both
+        model: nn.Module = nn.Sequential(nn.Linear(2, 4), nn.Linear(4, 1))
+        fully_shard(model)
+    else:
+        model = nn.parallel.DistributedDataParallel(nn.Linear(2, 1))
     torch.manual_seed(rank)
-    model = nn.parallel.DistributedDataParallel(nn.Linear(2, 1))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    checkpointer = TorchCheckpointer(run, model, optimizer)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    checkpointer = TorchCheckpointer(run, model, optimizer, sharded=sharded)
     position = resumed = checkpointer.resume()
     outcome: dict = {"resumed": list(resumed), "from": str(checkpointer.resumed_from)}
     try:
         while position.step < TOTAL_STEPS:
             optimizer.zero_grad()
-            model(torch.rand(4, 2)).sum().backward()
+            model(torch.rand(4, 2)).pow(2).sum().backward()
             optimizer.step()
             position = position.advance(BATCHES_PER_EPOCH)
             if rank == 1 and position.step == signal_at:
@@ -67,10 +80,16 @@ def rank_main(rank: int, workdir: str, signal_at: int | None) -> None:
             checkpointer.step_done(position)
     except SystemExit as exited:
         outcome["exit"] = exited.code
+    outcome["weights"] = [full(p).tolist() for p in model.parameters()]
     (root / f"rank-{rank}.json").write_text(json.dumps(outcome))
     gc.collect()
     dist.barrier()
     dist.destroy_process_group()
+
+
+def full(parameter: torch.Tensor) -> torch.Tensor:
+    """The whole parameter: an FSDP shard gathered from every rank (a collective), else the tensor."""
+    return parameter.full_tensor() if isinstance(parameter, DTensor) else parameter.detach()
 
 
 def restore_whole_group_checkpoint(root: Path, name: str) -> None:
@@ -86,7 +105,7 @@ def restore_whole_group_checkpoint(root: Path, name: str) -> None:
 def test_every_node_writes_its_part_and_resumes_from_its_own_copy(tmp_path):
     # Given two nodes of one rank each, of which node 1 gets the checkpoint signal after step 6
     # When they train
-    first = run_ranks(rank_main, tmp_path, SIGNAL_AT, NODES)
+    first = run_ranks(rank_main, tmp_path, (SIGNAL_AT, False), NODES)
 
     # Then both stopped after step 6; node 0 wrote the state, node 1 its node file, each in its own directory
     assert [outcome["trained"] for outcome in first] == [SIGNAL_AT, SIGNAL_AT]
@@ -98,7 +117,7 @@ def test_every_node_writes_its_part_and_resumes_from_its_own_copy(tmp_path):
 
     # When the group checkpoint is restored onto both nodes and the group starts again
     restore_whole_group_checkpoint(tmp_path, name)
-    second = run_ranks(rank_main, tmp_path, None, NODES)
+    second = run_ranks(rank_main, tmp_path, (None, False), NODES)
 
     # Then each node resumed step 6 from its own directory, and trained to the end
     assert [outcome["resumed"] for outcome in second] == [list(Position(6, 1, 2))] * NODES
@@ -106,3 +125,32 @@ def test_every_node_writes_its_part_and_resumes_from_its_own_copy(tmp_path):
         str(node_dir(tmp_path, n) / name) for n in range(NODES)
     ]
     assert [outcome["trained"] for outcome in second] == [TOTAL_STEPS] * NODES
+
+
+def test_fsdp_shards_are_each_nodes_part_and_the_resumed_group_trains_the_same_weights(tmp_path):
+    # Given the weights an FSDP group of two nodes trains without interruption
+    (tmp_path / "whole").mkdir()
+    whole = run_ranks(rank_main, tmp_path / "whole", (None, True), NODES)
+
+    # When the same group, checkpointing through DCP, is stopped after step 6
+    split = tmp_path / "split"
+    split.mkdir()
+    run_ranks(rank_main, split, (SIGNAL_AT, True), NODES)
+
+    # Then each node's directory holds only its own rank's shard (node 0 also DCP's metadata and the small state)
+    name = "step-000000000006"
+    assert sorted(p.name for p in (node_dir(split, 0) / name).iterdir()) == [
+        ".metadata",
+        "__0_0.distcp",
+        RNG_FILE,
+        STATE_FILE,
+    ]
+    assert sorted(p.name for p in (node_dir(split, 1) / name).iterdir()) == ["__1_0.distcp", "node-001.json"]
+
+    # When the whole checkpoint is restored onto both nodes and the group resumes
+    restore_whole_group_checkpoint(split, name)
+    resumed = run_ranks(rank_main, split, (None, True), NODES)
+
+    # Then it resumed step 6 and ends with the uninterrupted group's weights, bit for bit
+    assert [outcome["resumed"] for outcome in resumed] == [list(Position(6, 1, 2))] * NODES
+    assert [outcome["weights"] for outcome in resumed] == [outcome["weights"] for outcome in whole]

@@ -41,7 +41,7 @@ def make_run(tmp_path, interval: int = 5) -> training.Run:
     )
 
 
-def train(run: training.Run, stop_at: int | None = None) -> tuple[list[float], Net]:
+def train(run: training.Run, stop_at: int | None = None, *, sharded: bool = False) -> tuple[list[float], Net]:
     """A loop that uses every generator and every saved object; ``stop_at``: the signal comes at that step."""
     torch.manual_seed(0)
     random.seed(0)
@@ -52,7 +52,7 @@ def train(run: training.Run, stop_at: int | None = None) -> tuple[list[float], N
     optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.5)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**4, growth_interval=3)
-    checkpointer = TorchCheckpointer(run, model, optimizer, scheduler, scaler)
+    checkpointer = TorchCheckpointer(run, model, optimizer, scheduler, scaler, sharded=sharded)
     position = checkpointer.resume()
     losses: list[float] = []
     while position.epoch < EPOCHS:
@@ -93,6 +93,45 @@ def test_a_stopped_and_resumed_run_has_the_loss_curve_and_weights_of_an_uninterr
         expected_model.state_dict().items(), resumed_model.state_dict().items(), strict=True
     ):
         assert torch.equal(tensor, other), name
+
+
+def test_a_sharded_checkpoint_resumes_exactly_too(tmp_path):
+    # Given the losses and weights of an uninterrupted run
+    expected_losses, expected_model = train(make_run(tmp_path / "whole"))
+
+    # When another run, saving the model and optimizer through DCP, is stopped at step 8 and resumed
+    run = make_run(tmp_path / "split")
+    with pytest.raises(SystemExit):
+        train(run, stop_at=8, sharded=True)
+    latest = run.latest_checkpoint()
+    assert latest is not None
+    resumed_losses, resumed_model = train(make_run(tmp_path / "split"), sharded=True)
+
+    # Then its checkpoint holds DCP's files beside the small state, and the run continued bit for bit
+    assert sorted(p.name for p in latest.path.iterdir()) == [
+        ".metadata",
+        "__0_0.distcp",
+        "rng.pt",
+        "state.pt",
+    ]
+    assert "model" not in torch.load(latest.path / "state.pt", weights_only=True)
+    assert resumed_losses == expected_losses[8:]
+    for (name, tensor), (_, other) in zip(
+        expected_model.state_dict().items(), resumed_model.state_dict().items(), strict=True
+    ):
+        assert torch.equal(tensor, other), name
+
+
+@pytest.mark.parametrize("saved_sharded", [True, False])
+def test_a_checkpoint_is_resumed_only_as_it_was_saved(tmp_path, saved_sharded):
+    # Given a checkpoint saved sharded (or not)
+    run = make_run(tmp_path)
+    with pytest.raises(SystemExit):
+        train(run, stop_at=3, sharded=saved_sharded)
+
+    # When a checkpointer of the other kind resumes it, then it is refused, saying which kind to build
+    with pytest.raises(RuntimeError, match=f"sharded={saved_sharded}"):
+        train(make_run(tmp_path), sharded=not saved_sharded)
 
 
 def test_resume_on_a_fresh_start_is_the_beginning(tmp_path):
