@@ -21,7 +21,7 @@ from typing import Any
 from bench.common import RESULTS, git_state, results_readme, write_result
 
 # In the order the README shows them.
-SECTIONS = ("recovery", "resident", "cold_start", "scale", "transfers", "simulate")
+SECTIONS = ("recovery", "recovery_group", "resident", "cold_start", "scale", "transfers", "simulate")
 DEFAULT_RUNS = 3
 
 
