@@ -2,8 +2,9 @@
 
 What is measured is what ships, where it ships:
 
-- the code: the Lambda package, built once per section by the bundler CDK uses (``infra.constructs.bundling``:
-  ``functions/``, the server-side layers of ``spotrun/``, PyYAML), alone on ``PYTHONPATH`` as ``/var/task`` is;
+- the code: the Lambda package, built once per section by the bundler CDK uses
+  (``infra.constructs.control_plane.bundling``: ``functions/``, the server-side layers of ``spotrun/``, PyYAML),
+  alone on ``PYTHONPATH`` as ``/var/task`` is;
 - the interpreter: the Lambda layer's virtualenv (:func:`infra.lambda_env.lambda_python`: the Powertools layer's
   packages and the runtime's boto3 at the project's pins, nothing else), not the project's dev virtualenv, whose
   moto, hypothesis and pydantic plugins (found through entry points) Lambda lacks;
@@ -84,7 +85,7 @@ def build_package(out: Path) -> Path:
     # infra.app sets jsii's environment (its package cache in the project, Node's end-of-life banner silenced)
     # before the first CDK module starts jsii, as `make synth` has it.
     import infra.app  # noqa: F401
-    from infra.constructs.bundling import CopyBundler, lambda_trees
+    from infra.constructs.control_plane.bundling import CopyBundler, lambda_trees
 
     out.mkdir(parents=True, exist_ok=True)
     if not CopyBundler(lambda_trees()).try_bundle(str(out)):

@@ -4,7 +4,7 @@ the environment at init.
 Three things stand in for AWS when a handler is imported here (``tests/infra/test_bundle_imports.py``,
 ``tests/unit/test_cold_start.py``, ``make bench``'s cold-start section):
 
-- :data:`LAMBDA_PYTHON`: the Python of the functions' runtime (``infra/constructs/functions.py`` deploys
+- :data:`LAMBDA_PYTHON`: the Python of the functions' runtime (``infra/constructs/control_plane/functions.py`` deploys
   ``python<LAMBDA_PYTHON>``), found on this machine by :func:`runtime_interpreter`. Lambda's newest runtime,
   ``python3.14``, cannot be installed on the project's machines (pyenv has 3.12 and 3.13, and no network but
   the package registries), so the functions deploy on the newest one that can be tested here; cdk-nag's
@@ -17,7 +17,7 @@ Three things stand in for AWS when a handler is imported here (``tests/infra/tes
   Lambda has. It is built once per set of pins under ``.cache/lambda-venv/<key>/`` and reused.
 - :func:`init_environment`: the variables a function has when Lambda imports its handler, Lambda's own
   (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html, "Defined runtime environment
-  variables") and :data:`FUNCTION_ENVIRONMENT`, the ones ``infra/constructs/functions.py`` sets on every
+  variables") and :data:`FUNCTION_ENVIRONMENT`, the ones ``infra/constructs/control_plane/functions.py`` sets on every
   function. The ``SPOTRUN_*`` settings are left out: they are read at the first invocation, never at import.
 
 No CDK module is imported here, so tests and the bench use it without starting jsii.
@@ -37,8 +37,8 @@ from pathlib import Path
 
 from spotrun.shape import METRICS_NAMESPACE, REPO_ROOT, SERVICE_NAME
 
-# The functions' runtime is python<LAMBDA_PYTHON>; infra/constructs/functions.py deploys it and the layer built
-# for it, and tests/infra/test_functions_and_workflow.py checks the template says the same.
+# The functions' runtime is python<LAMBDA_PYTHON>; infra/constructs/control_plane/functions.py deploys it and the
+# layer built for it, and tests/infra/test_functions_and_workflow.py checks the template says the same.
 LAMBDA_PYTHON = "3.13"
 # The SDK the runtime provides (functions use it: the Powertools layer deletes its own boto3). AWS names no
 # fixed version: "The version of the AWS SDK included in the Python runtime depends on the runtime version and
@@ -49,7 +49,8 @@ LAMBDA_PYTHON = "3.13"
 # backward compatible with what this one imports.
 RUNTIME_BOTO3 = "1.40.0"
 RUNTIME_BOTOCORE = "1.40.0"
-# What infra sets on every function (infra/constructs/functions.py passes it as the function's environment).
+# What infra sets on every function (infra/constructs/control_plane/functions.py passes it as the function's
+# environment).
 FUNCTION_ENVIRONMENT = {
     "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
     "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
@@ -214,7 +215,7 @@ def init_environment(task_root: Path, tmp: Path, path: str) -> dict[str, str]:
         "LANG": "en_US.UTF-8",
         "TZ": ":UTC",
         # With LAMBDA_TASK_ROOT set, Powertools' Tracer is enabled and the X-Ray SDK takes its Lambda context,
-        # as under active tracing (infra/constructs/functions.py: Tracing.ACTIVE).
+        # as under active tracing (infra/constructs/control_plane/functions.py: Tracing.ACTIVE).
         "LAMBDA_TASK_ROOT": str(task_root),
         "AWS_LAMBDA_FUNCTION_NAME": "spotrun-probe",
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512",

@@ -7,18 +7,18 @@ from typing import Any
 from aws_cdk import Aws, CfnOutput, Stack, Tags
 from constructs import Construct
 
-from infra.constructs.api import RestApi
-from infra.constructs.events import Buses, Rules
-from infra.constructs.functions import Functions
-from infra.constructs.instances import Instances
-from infra.constructs.job_access import JobAccess, deny_to_instances
+from infra.constructs.compute.instances import Instances
+from infra.constructs.compute.network import Network
+from infra.constructs.control_plane.api import RestApi
+from infra.constructs.control_plane.events import Buses, Rules
+from infra.constructs.control_plane.functions import Functions
+from infra.constructs.control_plane.schedules import ScheduleGroup
+from infra.constructs.control_plane.workflow import Workflow
+from infra.constructs.data.storage import Storage
+from infra.constructs.data.training_logs import TrainingLogs
+from infra.constructs.iam.job_access import JobAccess, deny_to_instances
+from infra.constructs.iam.permissions import Targets
 from infra.constructs.monitoring import Monitoring
-from infra.constructs.network import Network
-from infra.constructs.permissions import Targets
-from infra.constructs.schedules import ScheduleGroup
-from infra.constructs.storage import Storage
-from infra.constructs.training_logs import TrainingLogs
-from infra.constructs.workflow import Workflow
 from infra.options import StackOptions
 from spotrun.aws.settings import Settings
 from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH
@@ -110,7 +110,7 @@ class SpotrunStack(Stack):
             "launch_template_name": instances.launch_template_name,
             "efa_launch_template_name": instances.efa_launch_template_name,
             "subnet_ids": tuple(subnet.subnet_id for subnet in network.subnets),
-            # One per subnet, in the subnets' order (infra.constructs.network).
+            # One per subnet, in the subnets' order (infra.constructs.compute.network).
             "placement_group_names": placement_group_names,
             **{setting: bus.event_bus_name for setting, bus in buses.items()},
             "schedule_group": schedules.group_name,

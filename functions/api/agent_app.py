@@ -3,7 +3,7 @@
 A function of its own, beside :mod:`functions.api.app`, so that what the agents may ask for is held by no
 function a user's request reaches: answering the workflow's tasks (``states:SendTask*``), assuming the job-access
 role and opening training log streams are this function's grants only, and the users' function carries none of
-them (``infra/constructs/permissions.py``). API Gateway routes ``/agent`` and everything beneath it here
+them (``infra/constructs/iam/permissions.py``). API Gateway routes ``/agent`` and everything beneath it here
 (:data:`spotrun.shape.SHAPE`'s ``api_routes``); the routes are :mod:`functions.api.agent`'s.
 """
 

@@ -5,7 +5,7 @@
 #   3. the instance-store NVMe volumes as one filesystem at @NVME_ROOT@ (RAID 0 when there are several);
 #   4. the agent from its S3 asset into a virtualenv;
 #   5. the job's interpreter on the PATH the training command and setup get, then the ready marker.
-# @...@ markers are filled in by infra/constructs/instances.py (@CREDENTIALS_URL@: the API's route where the
+# @...@ markers are filled in by infra/constructs/compute/instances.py (@CREDENTIALS_URL@: the API's route where the
 # agent gets its job's S3 credentials; the instance role reaches nothing of the jobs bucket).
 set -euo pipefail
 # Everything made here is for root alone: the agent and the training command it starts run as root (SSM Run

@@ -250,7 +250,7 @@ def local_secret_references(region: str) -> tuple[str, ...]:
 
 
 def _log_group(logs: Any, jobs_bucket: str, region: str) -> str:
-    """The deployment's log group of training logs, as infra.constructs.storage makes it; returns its ARN."""
+    """The deployment's log group of training logs, as infra.constructs.data.storage makes it; returns its ARN."""
     name = layout.log_group(jobs_bucket)
     logs.create_log_group(logGroupName=name)
     logs.put_retention_policy(logGroupName=name, retentionInDays=LOG_RETENTION_DAYS)
@@ -335,7 +335,7 @@ def _network(ec2: Any, zones: Sequence[str], dep: Deployment) -> None:
         subnets.append(subnet["Subnet"]["SubnetId"])
         # A cluster placement group lives in one zone
         # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-strategies.html): one per subnet, as
-        # infra.constructs.network makes them, so a group's nodes share one zone's close network.
+        # infra.constructs.compute.network makes them, so a group's nodes share one zone's close network.
         groups.append(
             ec2.create_placement_group(GroupName=placement_group_name(zone), Strategy="cluster")[
                 "PlacementGroup"

@@ -12,7 +12,7 @@ import pytest
 from aws_cdk import App, Stack, assertions
 from aws_cdk import aws_ec2 as ec2
 
-from infra.constructs.instances import USER_DATA_TEMPLATE, Instances
+from infra.constructs.compute.instances import USER_DATA_TEMPLATE, Instances
 from infra.options import DLAMI_PARAMETER, PYTORCH_DLAMI_PARAMETER, OptionError, StackOptions
 from spotrun.shape import SHAPE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra.constructs.api import THROTTLE_BURST, THROTTLE_RATE
+from infra.constructs.control_plane.api import THROTTLE_BURST, THROTTLE_RATE
 from spotrun.model.agent_protocol.api_paths import AGENT_ROUTES_PREFIX
 from spotrun.shape import SHAPE
 from tests.infra.conftest import Synthesized, get_att

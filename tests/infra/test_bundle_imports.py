@@ -2,11 +2,12 @@
 
 The dev virtualenv holds rich, typer, moto and the whole project, on another Python, so importing a handler there
 proves nothing about the deployed function. Here the package is built by the bundler CDK uses
-(``infra/constructs/bundling``), and each handler is imported in its own process (``tests/infra/bundle_probe``)
-of a virtualenv that holds only what a function finds in AWS (:mod:`infra.lambda_env`): the runtime's Python
-(``LAMBDA_PYTHON``), the public Powertools layer's packages and the runtime's SDK. The virtualenv is built once
-and cached under ``.cache/`` keyed by those pins (``make lambda-venv``, which ``make test`` runs first), so later
-runs take seconds. No Python of the runtime's version on the machine fails these tests: it is never a skip.
+(``infra/constructs/control_plane/bundling``), and each handler is imported in its own process
+(``tests/infra/bundle_probe``) of a virtualenv that holds only what a function finds in AWS
+(:mod:`infra.lambda_env`): the runtime's Python (``LAMBDA_PYTHON``), the public Powertools layer's packages and
+the runtime's SDK. The virtualenv is built once and cached under ``.cache/`` keyed by those pins
+(``make lambda-venv``, which ``make test`` runs first), so later runs take seconds. No Python of the runtime's
+version on the machine fails these tests: it is never a skip.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from infra import lambda_env
-from infra.constructs.bundling import CopyBundler, lambda_trees
-from infra.constructs.functions import POWERTOOLS_LAYER
+from infra.constructs.control_plane.bundling import CopyBundler, lambda_trees
+from infra.constructs.control_plane.functions import POWERTOOLS_LAYER
 from spotrun.shape import SHAPE
 from tests.infra.bundle_probe import import_each_alone
 from tests.infra.conftest import Synthesized

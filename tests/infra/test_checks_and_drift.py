@@ -13,7 +13,7 @@ from cfnlint.api import lint_file
 from moto import mock_aws
 
 from infra.app import build_app
-from infra.constructs.bundling import lambda_trees
+from infra.constructs.control_plane.bundling import lambda_trees
 from spotrun.local.patches import ec2_placement
 from spotrun.local.patches.reversible import PatchSet
 from spotrun.local.provision import Deployment, provision

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from infra.constructs.functions import POWERTOOLS_LAYER
+from infra.constructs.control_plane.functions import POWERTOOLS_LAYER
 from infra.constructs.monitoring import GPU_MEMORY, GPU_UTILIZATION
 from infra.stack import output_key
 from spotrun.aws.settings import Settings

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aws_cdk import App
 
-from infra.constructs.bucket_access import BUCKET_ACCESS
-from infra.constructs.permissions import FUNCTION_GRANTS, SETTING_GRANTS
+from infra.constructs.iam.bucket_access import BUCKET_ACCESS
+from infra.constructs.iam.permissions import FUNCTION_GRANTS, SETTING_GRANTS
 from infra.options import DLAMI_PARAMETER, StackOptions
 from spotrun.aws.settings import Settings
 from spotrun.shape import SHAPE

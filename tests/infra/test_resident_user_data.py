@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from infra.constructs.instances import USER_DATA_TEMPLATE
+from infra.constructs.compute.instances import USER_DATA_TEMPLATE
 
 
 def _unit(script: str) -> dict[str, str]:

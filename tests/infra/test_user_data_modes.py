@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from infra.constructs.instances import USER_DATA_TEMPLATE
+from infra.constructs.compute.instances import USER_DATA_TEMPLATE
 
 
 def test_the_bootstrap_makes_the_nvme_root_root_only_after_mounting_it():

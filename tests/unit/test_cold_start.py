@@ -2,7 +2,8 @@
 
 Each handler is imported in a fresh interpreter of its own, as Lambda does, with the environment a deployed
 function has at init: ``LAMBDA_TASK_ROOT`` set makes Powertools' Tracer and the X-Ray SDK act as on Lambda with
-active tracing (infra/constructs/functions.py sets ``Tracing.ACTIVE``), so tracing is on here as it is there.
+active tracing (infra/constructs/control_plane/functions.py sets ``Tracing.ACTIVE``), so tracing is on here as it
+is there.
 This venv holds requests, sqlite3's patcher targets, rich, typer and moto, so a handler that reached for any of
 them would show it. No time is measured: ``make bench`` does that.
 """

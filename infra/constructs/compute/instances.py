@@ -19,8 +19,8 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra.constructs.bundling import agent_trees, bundled
-from infra.constructs.functions import RUNTIME
+from infra.constructs.control_plane.bundling import agent_trees, bundled
+from infra.constructs.control_plane.functions import RUNTIME
 from infra.nag import acknowledge
 from infra.options import StackOptions
 from spotrun.model.agent_protocol import session_policy
@@ -112,7 +112,7 @@ class Instances(Construct):
         )
         self.profile = iam.InstanceProfile(self, "Profile", role=self.role)
         # No S3 statement on the jobs bucket or the data buckets: the agent's S3 credentials are its job's, a
-        # session of the job-access role narrowed to that job (infra.constructs.job_access), from the API.
+        # session of the job-access role narrowed to that job (infra.constructs.iam.job_access), from the API.
         # The agent's GPU metrics, in spotrun's namespace only (the emulator's instance role holds the same).
         for statement in session_policy.instance_metrics_statements(METRICS_NAMESPACE):
             self.role.add_to_policy(iam.PolicyStatement.from_json(statement))

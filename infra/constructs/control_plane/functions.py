@@ -10,8 +10,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.constructs.bundling import bundled, lambda_trees
-from infra.constructs.permissions import Grant, Targets, grants_for
+from infra.constructs.control_plane.bundling import bundled, lambda_trees
+from infra.constructs.iam.permissions import Grant, Targets, grants_for
 from infra.lambda_env import FUNCTION_ENVIRONMENT, LAMBDA_PYTHON
 from infra.nag import acknowledge, flatten_reference
 from infra.shape_tags import mark

@@ -1,12 +1,12 @@
 """Which keys of which bucket each Lambda function reads, writes or lists, and the statement each entry becomes.
 
-:func:`infra.constructs.permissions.grants_for` reads this table for every bucket setting a function declares;
+:func:`infra.constructs.iam.permissions.grants_for` reads this table for every bucket setting a function declares;
 a bucket setting without an entry here stops the synth, so every new function declares its S3 access on purpose.
 """
 
 from __future__ import annotations
 
-from infra.constructs.grant_types import Grant
+from infra.constructs.iam.grant_types import Grant
 from spotrun.model.layout import CODE_PREFIX, JOBS_PREFIX, MANIFEST_PREFIX, SCHEDULES_PREFIX
 
 READ = ("s3:GetObject",)

@@ -1,4 +1,4 @@
-"""The vocabulary of :mod:`infra.constructs.permissions`: the stack's ARNs, one IAM statement, an ARN builder."""
+"""The vocabulary of :mod:`infra.constructs.iam.permissions`: the stack's ARNs, one IAM statement, an ARN builder."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class Targets:
     scheduler_role_arn: str = ""
     # The deployer's extra archive buckets (option archive_buckets): name -> bucket ARN.
     archive_bucket_arns: Mapping[str, str] = field(default_factory=dict)
-    # The role the API function assumes for an instance's job credentials (infra.constructs.job_access).
+    # The role the API function assumes for an instance's job credentials (infra.constructs.iam.job_access).
     job_access_role_arn: str = ""
     # The deployer's buckets of inputs and code (option data_buckets): name -> bucket ARN.
     data_bucket_arns: Mapping[str, str] = field(default_factory=dict)

@@ -11,7 +11,7 @@ from typing import Any
 
 from aws_cdk import Aws
 
-from infra.constructs.grant_types import INSTANCES, NO_RESOURCE_LEVEL, Grant, Targets, arn_of
+from infra.constructs.iam.grant_types import INSTANCES, NO_RESOURCE_LEVEL, Grant, Targets, arn_of
 from spotrun.model.layout import JOB_ID_TAG
 
 # Settings that refine the launch grant of launch_template_name rather than imply a grant of their own.

@@ -1,8 +1,8 @@
-"""Grants implied by the event bus and the schedule settings (see :mod:`infra.constructs.permissions`)."""
+"""Grants implied by the event bus and the schedule settings (see :mod:`infra.constructs.iam.permissions`)."""
 
 from __future__ import annotations
 
-from infra.constructs.grant_types import Grant, Targets, arn_of
+from infra.constructs.iam.grant_types import Grant, Targets, arn_of
 
 
 def put_events(targets: Targets) -> list[Grant]:

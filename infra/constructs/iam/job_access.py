@@ -33,7 +33,7 @@ class JobAccess(Construct):
     jobs_bucket
         The deployment's jobs bucket.
     training_logs_arn
-        The log group of live training logs (``infra.constructs.training_logs``): its streams are written.
+        The log group of live training logs (``infra.constructs.data.training_logs``): its streams are written.
     data_buckets
         The deployer's buckets of training inputs and code (read only).
     secret_references

@@ -3,21 +3,21 @@
 A function's :attr:`~spotrun.shape.FunctionSpec.settings` say what it touches (``jobs_table`` -> item access to
 that table, ``state_machine_arn`` -> starting executions, ...). Some calls follow from the code rather than from
 a setting (``release`` terminates instances); :data:`FUNCTION_GRANTS` lists those, and
-:data:`infra.constructs.bucket_access.BUCKET_ACCESS` says
+:data:`infra.constructs.iam.bucket_access.BUCKET_ACCESS` says
 which keys of a bucket a function reads or writes. A function that names a bucket setting without an entry in
 :data:`BUCKET_ACCESS` stops the synth: every new function declares its S3 access here, on purpose. Launching
 (``launch_template_name``, widened by ``efa_launch_template_name`` and ``placement_group_names``) is
-:mod:`infra.constructs.grants_launch`.
+:mod:`infra.constructs.iam.grants_launch`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from infra.constructs.bucket_access import BUCKET_ACCESS, LIST, bucket_grant
-from infra.constructs.grant_types import INSTANCES, NO_RESOURCE_LEVEL, Grant, Targets, arn_of
-from infra.constructs.grants_launch import LAUNCH_REFINEMENTS, launch_grants
-from infra.constructs.grants_scheduling import manage_schedules, pass_scheduler_role, put_events
+from infra.constructs.iam.bucket_access import BUCKET_ACCESS, LIST, bucket_grant
+from infra.constructs.iam.grant_types import INSTANCES, NO_RESOURCE_LEVEL, Grant, Targets, arn_of
+from infra.constructs.iam.grants_launch import LAUNCH_REFINEMENTS, launch_grants
+from infra.constructs.iam.grants_scheduling import manage_schedules, pass_scheduler_role, put_events
 from spotrun.model.layout import JOB_ID_TAG
 from spotrun.shape import FunctionSpec
 
@@ -241,7 +241,7 @@ def grants_for(spec: FunctionSpec, targets: Targets, bucket_settings: Mapping[st
             if (spec.name, logical) not in BUCKET_ACCESS:
                 raise KeyError(
                     f"function {spec.name!r} reads {setting}: declare its S3 access in BUCKET_ACCESS "
-                    "(infra/constructs/bucket_access.py)"
+                    "(infra/constructs/iam/bucket_access.py)"
                 )
             for actions, pattern in BUCKET_ACCESS[(spec.name, logical)]:
                 grants.append(bucket_grant(actions, pattern, logical, targets.bucket_arns[logical]))

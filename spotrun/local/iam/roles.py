@@ -2,9 +2,9 @@
 
 - the functions' role (one for every function locally: the emulator judges no function's call);
 - the job-access role, trusted by the functions' role, with the ceiling each job's session policy narrows
-  (``infra.constructs.job_access``) and the deployment's secret references;
+  (``infra.constructs.iam.job_access``) and the deployment's secret references;
 - the instances' role (the launch template's instance profile), with AWS's managed policy and the statements
-  ``infra.constructs.instances`` and ``deny_to_instances`` add.
+  ``infra.constructs.compute.instances`` and ``deny_to_instances`` add.
 
 The statements come from :mod:`spotrun.model.agent_protocol.session_policy`, the one home of each, shared
 with the CDK app.
@@ -47,7 +47,7 @@ def functions_role(iam: Any) -> str:
 
 
 def secret_ceiling(iam: Any, patterns: tuple[str, ...]) -> None:
-    # As infra.constructs.job_access: the role reads the allowed references (a policy of its own, since IAM
+    # As infra.constructs.iam.job_access: the role reads the allowed references (a policy of its own, since IAM
     # refuses a policy without statements).
     statements = secret_ceiling_statements(patterns)
     if statements:
@@ -58,7 +58,8 @@ def secret_ceiling(iam: Any, patterns: tuple[str, ...]) -> None:
 
 
 def instance_role(iam: Any, secret_references: tuple[str, ...]) -> str:
-    """The instances' role, holding what ``infra.constructs.instances`` and ``deny_to_instances`` give it on AWS.
+    """The instances' role, holding what ``infra.constructs.compute.instances`` and ``deny_to_instances`` give it
+    on AWS.
 
     AWS's ``AmazonSSMManagedInstanceCore`` (the SSM Agent's; it reads every SSM parameter), the agent's metrics
     in spotrun's namespace, and the explicit denial of the deployment's allowed parameter references (the job
@@ -94,7 +95,7 @@ def instance_role(iam: Any, secret_references: tuple[str, ...]) -> str:
 
 
 def job_access_role(iam: Any, jobs_bucket: str, functions_role_arn: str, log_group_arn: str) -> str:
-    # As infra.constructs.job_access: trusted by the functions' role (one role for every function locally),
+    # As infra.constructs.iam.job_access: trusted by the functions' role (one role for every function locally),
     # holding the ceiling that each session policy narrows to one job.
     trust = {
         "Version": "2012-10-17",
