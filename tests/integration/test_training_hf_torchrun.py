@@ -27,6 +27,9 @@ EXAMPLE = REPO_ROOT / "examples" / "hf-tiny-classifier" / "train.py"
 
 TORCHRUN_STEPS = 24  # 2 epochs of 384 sentences in global batches of 2 x 16: 12 steps each
 SIGNAL_AFTER = 5  # the signal goes out once step 5 is reported: the stop lands mid-epoch, after the save of 4
+# A run takes 10-20 s on 2 idle cores (most of it importing transformers); a shared machine can take several
+# times that, and a group whose ranks disagree waits in a collective forever: this bound tells the two apart.
+GROUP_TIMEOUT_S = 180
 
 
 ONE_NODE = ("--standalone", "--nproc-per-node", "2")
@@ -53,7 +56,7 @@ def torchrun(workdir: Path, *script_args: str, launcher: tuple[str, ...] = ONE_N
         )  # fmt: skip
 
 
-def finish(process: subprocess.Popen[str], timeout: float = 60) -> int:
+def finish(process: subprocess.Popen[str], timeout: float = GROUP_TIMEOUT_S) -> int:
     """Its exit status; a group that hangs (ranks that disagree wait in a collective) is killed and fails."""
     try:
         return process.wait(timeout=timeout)
@@ -92,7 +95,7 @@ def test_two_torchrun_ranks_stop_at_one_step_when_only_one_got_the_signal_and_re
 ):
     # Given the example training as 2 torchrun processes, slowed to 0.2 s a step
     group = torchrun(tmp_path, "--step-seconds", "0.2")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + GROUP_TIMEOUT_S
     while reported_step(tmp_path) < SIGNAL_AFTER and group.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
 
@@ -142,7 +145,7 @@ def test_two_nodes_each_leave_their_part_of_the_step_and_resume_from_the_group_c
         group.append(
             torchrun(workdir, "--step-seconds", "0.2", launcher=node_launcher(node, port, "interrupted"))
         )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + GROUP_TIMEOUT_S
     while reported_step(nodes[0]) < SIGNAL_AFTER and group[0].poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
 
