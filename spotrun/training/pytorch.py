@@ -69,7 +69,15 @@ from typing import Any
 from spotrun import training
 from spotrun.model import layout
 from spotrun.training.pytorch_data import check_loader, resumable_loader
-from spotrun.training.pytorch_group import any_rank, node_directory, process_group, writes_node_directory
+from spotrun.training.pytorch_group import (
+    any_rank,
+    any_ranks,
+    node_directory,
+    process_group,
+    rank,
+    run_from_env,
+    writes_node_directory,
+)
 from spotrun.training.pytorch_position import Position, epoch_order
 from spotrun.training.pytorch_rng import capture_rng, restore_rng
 from spotrun.training.pytorch_sharded import load_shards, save_shards
@@ -83,35 +91,6 @@ NODE_FILE = "node-{node:03d}.json"  # a node's part of a multi-node checkpoint, 
 RNG_FILE = "rng.pt"  # every rank's generators, a list indexed by rank
 LOADERS_FILE = "loaders.pt"  # every rank's data loaders' states, a list indexed by rank (with ``loaders=``)
 _FORMAT = 1
-
-
-def rank() -> int:
-    """This process's rank in the default process group (0 without one)."""
-    import torch.distributed as dist
-
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-
-
-def run_from_env(**kwargs: Any) -> training.Run:
-    """:meth:`spotrun.training.Run.from_env`, for one of several ranks.
-
-    Only rank 0 (``RANK`` as ``torchrun`` sets it; 0 when unset) reports progress: the progress file has one
-    writer. Every rank handles the checkpoint signal.
-
-    Parameters
-    ----------
-    **kwargs
-        Passed on to :meth:`spotrun.training.Run.from_env`.
-
-    Returns
-    -------
-    spotrun.training.Run
-        The run.
-    """
-    environ = dict(kwargs.pop("environ", None) or os.environ)
-    if int(environ.get("RANK", "0")) != 0:
-        environ.pop(training.ENV_PROGRESS_FILE, None)
-    return training.Run.from_env(environ, **kwargs)
 
 
 def _unwrapped(model: Any) -> Any:
@@ -267,7 +246,8 @@ class TorchCheckpointer:
         return written
 
     def step_done(self, position: Position) -> bool:
-        """End a step: checkpoint when one is due or a stop was requested, then exit if it was.
+        """End a step: checkpoint when one is due (on rank 0's schedule) or any rank was asked to stop, then exit
+        if one was. A collective under ``torch.distributed``: one all-reduce of two flags.
 
         Parameters
         ----------
@@ -280,8 +260,12 @@ class TorchCheckpointer:
             True when a checkpoint was written. Never returns after a stop: the process exits with
             :meth:`spotrun.training.Run.exit_for_preemption`.
         """
-        stop = self.should_stop()
+        dist = process_group()
+        # Every rank reports its step (only rank 0 has a progress file); rank 0's schedule decides for all: a
+        # time-based interval (checkpoint.interval_steps auto) may fall due on one rank's clock and not on
+        # another's, and the save is a collective every rank must enter.
         due = self.run.checkpoint_due(position.step)
+        stop, due = any_ranks(dist, [self.run.stop_requested, due and (dist is None or dist.get_rank() == 0)])
         if due or stop:
             self.save(position)
         if stop:

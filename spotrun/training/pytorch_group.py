@@ -7,10 +7,50 @@ checkpoint directory.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["any_rank", "node_directory", "process_group", "writes_node_directory"]
+from spotrun import training
+
+__all__ = [
+    "any_rank",
+    "any_ranks",
+    "node_directory",
+    "process_group",
+    "rank",
+    "run_from_env",
+    "writes_node_directory",
+]
+
+
+def rank() -> int:
+    """This process's rank in the default process group (0 without one)."""
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def run_from_env(**kwargs: Any) -> training.Run:
+    """:meth:`spotrun.training.Run.from_env`, for one of several ranks.
+
+    Only rank 0 (``RANK`` as ``torchrun`` sets it; 0 when unset) reports progress: the progress file has one
+    writer. Every rank handles the checkpoint signal.
+
+    Parameters
+    ----------
+    **kwargs
+        Passed on to :meth:`spotrun.training.Run.from_env`.
+
+    Returns
+    -------
+    spotrun.training.Run
+        The run.
+    """
+    environ = dict(kwargs.pop("environ", None) or os.environ)
+    if int(environ.get("RANK", "0")) != 0:
+        environ.pop(training.ENV_PROGRESS_FILE, None)
+    return training.Run.from_env(environ, **kwargs)
 
 
 def process_group() -> Any:
@@ -44,13 +84,18 @@ def any_rank(dist: Any, value: bool) -> bool:
     bool
         The group's answer, the same on every rank.
     """
+    return any_ranks(dist, [value])[0]
+
+
+def any_ranks(dist: Any, values: list[bool]) -> list[bool]:
+    """:func:`any_rank` of several flags at once, in one all-reduce."""
     if dist is None:
-        return value
+        return list(values)
     import torch
 
-    flag = torch.tensor([int(value)], dtype=torch.int32, device=_device(dist))
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())
+    flags = torch.tensor([int(value) for value in values], dtype=torch.int32, device=_device(dist))
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    return [bool(flag) for flag in flags.tolist()]
 
 
 def writes_node_directory(dist: Any, node: int, local_rank: int) -> bool:

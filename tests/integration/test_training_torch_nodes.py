@@ -19,6 +19,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 
 from spotrun import training
+from spotrun.model import layout
 from spotrun.training.pytorch import NODE_FILE, RNG_FILE, STATE_FILE, Position, TorchCheckpointer
 from tests.integration.torch_ranks import run_ranks
 
@@ -35,10 +36,12 @@ def node_dir(root: Path, node: int) -> Path:
 def rank_main(rank: int, workdir: str, plan: tuple[int | None, bool]) -> None:
     """Rank ``rank`` alone on node ``rank``, as torchrun's environment says; writes ``rank-N.json``.
 
-    ``plan``: the step after which node 1 gets the checkpoint signal (None: never), and whether the model is
-    FSDP's, sharded over the two ranks and checkpointed through DCP (else DDP's, saved by rank 0).
+    ``plan``: the step after which node 1 gets the checkpoint signal (None: never), whether the model is FSDP's,
+    sharded over the two ranks and checkpointed through DCP (else DDP's, saved by rank 0), and optionally rank 1's
+    own checkpoint interval.
     """
-    signal_at, sharded = plan
+    signal_at, sharded, *rest = plan
+    rank_1_interval = rest[0] if rest else 100
     root = Path(workdir)
     os.environ["GROUP_RANK"] = str(rank)
     os.environ["LOCAL_RANK"] = "0"
@@ -54,7 +57,8 @@ def rank_main(rank: int, workdir: str, plan: tuple[int | None, bool]) -> None:
         code_dir=root,
         checkpoint_dir=node_dir(root, rank),
         output_dir=root / f"node-{rank}" / "output",
-        checkpoint_interval_steps=100,  # only the stop's checkpoint
+        # Only the stop's checkpoint, unless rank 1 is given an interval of its own (which rank 0's overrules).
+        checkpoint_interval_steps=rank_1_interval if rank == 1 else 100,
     )
     run.install_signal_handler()
     if sharded:
@@ -154,3 +158,18 @@ def test_fsdp_shards_are_each_nodes_part_and_the_resumed_group_trains_the_same_w
     # Then it resumed step 6 and ends with the uninterrupted group's weights, bit for bit
     assert [outcome["resumed"] for outcome in resumed] == [list(Position(6, 1, 2))] * NODES
     assert [outcome["weights"] for outcome in resumed] == [outcome["weights"] for outcome in whole]
+
+
+def test_rank_0s_schedule_decides_when_the_group_saves(tmp_path):
+    # Given a group whose rank 1 would checkpoint every 3 steps and rank 0 never before the end (as two nodes'
+    # clocks may disagree on a time-based interval)
+    # When it trains to the end
+    outcomes = run_ranks(rank_main, tmp_path, (None, False, 3), NODES)
+
+    # Then both finished, and no checkpoint was taken: rank 1 never entered a save rank 0 did not
+    assert [outcome["trained"] for outcome in outcomes] == [TOTAL_STEPS] * NODES
+    assert [layout_steps(node_dir(tmp_path, n)) for n in range(NODES)] == [[], []]
+
+
+def layout_steps(directory: Path) -> list[int]:
+    return [step for step, _ in layout.local_checkpoints(directory)]

@@ -304,6 +304,8 @@ def _interval_advisor(command: AgentCommand, job_layout: layout.NvmeLayout) -> I
     checkpoint = command.manifest.training.checkpoint
     if not checkpoint.auto:
         return None
+    if command.group is not None and command.group.node > 0:
+        return None  # rank 0, on node 0, decides when the group saves (TorchCheckpointer.step_done)
     path = job_layout.checkpoint_interval_file(command.attempt)
     path.unlink(missing_ok=True)  # an earlier run's interval: this run measures its own
     return IntervalAdvisor(path, command.pool_rate or prior_rate(), checkpoint.max_interval_hours)
