@@ -266,7 +266,7 @@ class ControlApi:
 
     def _fleet_error(self, body: bytes) -> dict[str, Any]:
         request = FleetErrorRequest.model_validate_json(body or b"{}")
-        self.runtime.capacity.inject_fleet_error(request.code, request.count, request.message)
+        self.runtime.capacity.fleet_errors.inject(request.code, request.count, request.message)
         kind = classify(request.code)
         self._told(f"fleet-error {request.code} ({kind}) for the next {request.count} CreateFleet call(s)")
         return {**request.model_dump(exclude_none=True), "kind": kind}

@@ -22,6 +22,7 @@ from spotrun.local.api.gateway import ApiServer, ProxyApp
 from spotrun.local.capacity.catalog import Pool, default_pools
 from spotrun.local.capacity.pools import CapacityModel
 from spotrun.local.capacity.trace_pools import TracePools
+from spotrun.local.chaos.controls import FleetControls
 from spotrun.local.chaos.interruptions import Chaos
 from spotrun.local.clients import EmulatorClients
 from spotrun.local.clock import Clock
@@ -31,7 +32,6 @@ from spotrun.local.iam import judge
 from spotrun.local.iam.identities import Identities
 from spotrun.local.iam.roles import INSTANCE_ROLE_NAME
 from spotrun.local.instances.fleet import InstanceManager
-from spotrun.local.instances.instance import SimulatedInstance
 from spotrun.local.instances.ssm_delivery import AgentDelivery
 from spotrun.local.patches import (
     dispatch,
@@ -57,8 +57,8 @@ from spotrun.shape import SHAPE, DeploymentShape
 logger = logging.getLogger(__name__)
 
 
-class LocalRuntime:
-    """The deployment, emulated in this process.
+class LocalRuntime(FleetControls):
+    """The deployment, emulated in this process; its simulated fleet is reached through :class:`FleetControls`.
 
     Parameters
     ----------
@@ -352,49 +352,7 @@ class LocalRuntime:
         self.shape.function(function)
         self.handlers.register(function_name(function), handler)
 
-    @property
-    def instances(self) -> list[SimulatedInstance]:
-        """Every instance launched so far (terminated ones too), with state, type, zone, lifecycle, pids."""
-        return self.manager.all()
-
-    def instance(self, instance_id: str) -> SimulatedInstance:
-        """The simulated instance ``instance_id``."""
-        sim = self.manager.get(instance_id)
-        if sim is None:
-            raise KeyError(instance_id)
-        return sim
-
-    def running_instance_ids(self) -> list[str]:
-        """Ids of the instances that are booted and running."""
-        return [sim.instance_id for sim in self.manager.all() if sim.reachable]
-
-    def wait_running(self, instance_id: str, timeout: float = 30.0) -> bool:
-        """Wait until ``instance_id`` has booted; False on timeout or when it ended first."""
-        return self.instance(instance_id).wait_running(timeout)
-
-    def wait_managed(self, instance_id: str, timeout: float = 30.0) -> bool:
-        """Wait until SSM can send ``instance_id`` commands (booted, SSM agent registered); False on timeout."""
-        return self.instance(instance_id).wait_managed(timeout)
-
-    # ----------------------------------------------------------------------------------------- chaos
-
-    def interrupt(
-        self, instance_id: str, notice_seconds: float = 120.0, rebalance_lead_seconds: float = 0.0
-    ) -> threading.Event:
-        """Reclaim a spot instance as AWS FIS does; see :meth:`spotrun.local.chaos.interruptions.Chaos.interrupt`."""
-        return self.chaos.interrupt(instance_id, notice_seconds, rebalance_lead_seconds)
-
-    def kill(self, instance_id: str, hang: bool = False) -> threading.Event:
-        """Kill an instance without notice; see :meth:`spotrun.local.chaos.interruptions.Chaos.kill`."""
-        return self.chaos.kill(instance_id, hang)
-
-    def hang_training(self, instance_id: str) -> list[int]:
-        """Freeze one instance's training (SIGSTOP); see :class:`~spotrun.local.chaos.interruptions.Chaos`."""
-        return self.chaos.hang_training(instance_id)
-
-    def resume_training(self, instance_id: str) -> list[int]:
-        """Continue what :meth:`hang_training` froze (SIGCONT)."""
-        return self.chaos.resume_training(instance_id)
+    # ------------------------------------------------------------------------------ schedules and events
 
     def fire_schedule(self, name: str) -> dict[str, Any]:
         """Fire a schedule now, as EventBridge Scheduler would; see :class:`spotrun.local.scheduler.LocalScheduler`."""

@@ -16,7 +16,7 @@ BILLING_TOLERANCE_SECONDS = 0.5
 
 def test_a_spot_quota_of_zero_fails_the_job_at_once_naming_the_quota(runtime):
     # Given an account whose Spot vCPU quota refuses every launch
-    runtime.capacity.inject_fleet_error("MaxSpotInstanceCountExceeded", count=50)
+    runtime.capacity.fleet_errors.inject("MaxSpotInstanceCountExceeded", count=50)
     try:
         started = time.monotonic()
         # When the example job is dropped
@@ -24,7 +24,7 @@ def test_a_spot_quota_of_zero_fails_the_job_at_once_naming_the_quota(runtime):
         job = wait_for_job(runtime, submitted.job_id, timeout=JOB_TIMEOUT)
         elapsed = time.monotonic() - started
     finally:
-        runtime.capacity.clear_fleet_errors()
+        runtime.capacity.fleet_errors.clear()
     # Then it fails at once (no wait for capacity), with the code and the Service Quotas quota to raise
     assert job.status is JobStatus.FAILED
     assert job.error is not None

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from spotrun.local.capacity.pools import CapacityModel
+from spotrun.local.capacity.injected_errors import InjectedFleetErrors
 from spotrun.local.clock import Clock
 from spotrun.local.patches.ec2_consistency import Ec2Consistency
 
@@ -18,11 +18,11 @@ def consistency():
 
 def test_injected_fleet_errors_are_used_up_one_call_each() -> None:
     # Given two calls' worth of a quota error, then one of a template error
-    capacity = CapacityModel([])
-    capacity.inject_fleet_error("VcpuLimitExceeded", count=2)
-    capacity.inject_fleet_error("InvalidLaunchTemplateName.NotFoundException")
+    errors = InjectedFleetErrors()
+    errors.inject("VcpuLimitExceeded", count=2)
+    errors.inject("InvalidLaunchTemplateName.NotFoundException")
     # When four CreateFleet calls take their error
-    taken = [capacity.take_fleet_error() for _ in range(4)]
+    taken = [errors.take() for _ in range(4)]
     # Then they come in order, with EC2-like messages, and then none
     assert [t[0] if t else None for t in taken] == [
         "VcpuLimitExceeded",
@@ -35,11 +35,11 @@ def test_injected_fleet_errors_are_used_up_one_call_each() -> None:
 
 @pytest.mark.parametrize(("code", "count"), [("", 1), ("VcpuLimitExceeded", 0)])
 def test_a_fleet_error_without_code_or_calls_is_refused(code: str, count: int) -> None:
-    # Given a capacity model
+    # Given the queue of injected errors
     # When an empty code or no call is injected
     # Then it is refused
     with pytest.raises(ValueError, match=r"code|count"):
-        CapacityModel([]).inject_fleet_error(code, count)
+        InjectedFleetErrors().inject(code, count)
 
 
 def test_hidden_launches_by_count_then_by_window(consistency) -> None:

@@ -2,7 +2,8 @@
 
 Pure logic, no moto: :mod:`spotrun.local.patches.ec2` asks :meth:`CapacityModel.plan` which pools an instant
 ``CreateFleet`` request gets, and tells the model when instances start and end. Tests and chaos change the
-pools (:meth:`CapacityModel.exhaust`, :meth:`CapacityModel.set_capacity`, :meth:`CapacityModel.set_price`).
+pools (:meth:`CapacityModel.exhaust`, :meth:`CapacityModel.set_capacity`, :meth:`CapacityModel.set_price`) and
+queue CreateFleet errors (:attr:`CapacityModel.fleet_errors`, :mod:`spotrun.local.capacity.injected_errors`).
 """
 
 from __future__ import annotations
@@ -15,49 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spotrun.local.capacity.catalog import INSTANCE_TYPES, Pool, PoolKey
+from spotrun.local.capacity.injected_errors import InjectedFleetErrors
 from spotrun.model.capacity.candidates import Lifecycle
 
 INSUFFICIENT_CAPACITY = "InsufficientInstanceCapacity"
 MAX_PRICE_TOO_LOW = "SpotMaxPriceTooLow"
-
-# Codes EC2 raises for a CreateFleet call as a whole (the request is refused before any pool is tried), as
-# opposed to the per-pool entries of an instant fleet's Errors (capacity, price, quotas, Unsupported...).
-# https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html
-CALL_LEVEL_ERRORS = frozenset(
-    {
-        "UnauthorizedOperation",
-        "AuthFailure",
-        "OptInRequired",
-        "PendingVerification",
-        "Blocked",
-        "InvalidLaunchTemplateName.NotFoundException",
-        "InvalidLaunchTemplateName.MalformedException",
-        "InvalidLaunchTemplateId.NotFound",
-        "InvalidLaunchTemplateId.Malformed",
-        "InvalidLaunchTemplateId.VersionNotFound",
-    }
-)
-
-_INJECTED_MESSAGES = {
-    "MaxSpotInstanceCountExceeded": "Max spot instance count exceeded",
-    "VcpuLimitExceeded": (
-        "You have requested more vCPU capacity than your current vCPU limit of 0 allows for the instance "
-        "bucket that the specified instance type belongs to. Please visit http://aws.amazon.com/contact-us/"
-        "ec2-request to request an adjustment to this limit."
-    ),
-    "InstanceLimitExceeded": "You have requested more instances than your current instance limit allows.",
-    "InvalidLaunchTemplateName.NotFoundException": (
-        "The specified launch template, with template name spotrun-agent, does not exist."
-    ),
-    "UnauthorizedOperation": "You are not authorized to perform this operation.",
-    "Unsupported": "The requested configuration is currently not supported. Please check the documentation.",
-    "InvalidParameterValue": "Value for parameter is invalid.",
-}
-
-
-def injected_message(code: str) -> str:
-    """A message like EC2's for an injected error code."""
-    return _INJECTED_MESSAGES.get(code, f"{code} (injected by the emulator)")
 
 
 @dataclass(frozen=True)
@@ -102,7 +65,8 @@ def on_demand_price(instance_type: str) -> float:
 
 
 class CapacityModel:
-    """Thread-safe state of every pool: current capacity, price history and the instances holding slots.
+    """Thread-safe state of every pool: current capacity, price history and the instances holding slots, and the
+    CreateFleet errors injected for the next calls (:attr:`fleet_errors`).
 
     Parameters
     ----------
@@ -124,7 +88,7 @@ class CapacityModel:
         self._holders: dict[str, tuple[PoolKey, Lifecycle]] = {}
         # When each instance took its slot and freed it: what EC2 bills, for tests to check a job's cost against.
         self._held: dict[str, tuple[dt.datetime, dt.datetime | None]] = {}
-        self._fleet_errors: list[list[Any]] = []  # [code, message, calls left], oldest first
+        self.fleet_errors = InjectedFleetErrors()  # what the next CreateFleet calls fail with
         for pool in pools:
             if pool.key in self._declared:
                 raise ValueError(f"duplicate pool {pool.key}")
@@ -261,35 +225,6 @@ class CapacityModel:
         """
         with self._lock:
             return self._held.get(instance_id)
-
-    def inject_fleet_error(self, code: str, count: int = 1, message: str | None = None) -> None:
-        """Make the next ``count`` CreateFleet calls fail with ``code``.
-
-        A call-level code (:data:`CALL_LEVEL_ERRORS`) refuses the whole call; any other fails every pool of
-        the request, as an instant fleet's ``Errors`` do.
-        """
-        if not code:
-            raise ValueError("an error code is required")
-        if count < 1:
-            raise ValueError(f"count must be at least 1, got {count}")
-        with self._lock:
-            self._fleet_errors.append([code, message or injected_message(code), count])
-
-    def clear_fleet_errors(self) -> None:
-        """Forget every injected CreateFleet error."""
-        with self._lock:
-            self._fleet_errors.clear()
-
-    def take_fleet_error(self) -> tuple[str, str] | None:
-        """The injected error for this CreateFleet call, if any (each call uses up one)."""
-        with self._lock:
-            if not self._fleet_errors:
-                return None
-            entry = self._fleet_errors[0]
-            entry[2] -= 1
-            if entry[2] <= 0:
-                self._fleet_errors.pop(0)
-            return str(entry[0]), str(entry[1])
 
     # ------------------------------------------------------------------------------------- planning
 

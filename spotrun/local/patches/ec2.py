@@ -15,7 +15,7 @@ history is a static fixture. The replacements here:
 - Placement groups: an override (or the launch template) naming ``Placement.GroupName`` launches into that group,
   shown as the instance's ``Placement.GroupName``; a group that does not exist fails the override with
   ``InvalidPlacementGroup.Unknown`` in ``Errors`` (:mod:`spotrun.local.patches.ec2_placement`).
-- Injected CreateFleet errors (:meth:`~spotrun.local.capacity.pools.CapacityModel.inject_fleet_error`): a refused
+- Injected CreateFleet errors (:class:`~spotrun.local.capacity.injected_errors.InjectedFleetErrors`): a refused
   call raises, any other code fails every pool in ``Errors``.
 - ``DescribeInstances`` / ``TerminateInstances``: ``InvalidInstanceID.NotFound`` for an instance not yet
   propagated (:class:`~spotrun.local.patches.ec2_consistency.Ec2Consistency`); such a terminate leaves it running.
@@ -30,7 +30,8 @@ from typing import Any, cast
 
 from spotrun.local.capacity.catalog import types_matching
 from spotrun.local.capacity.groups import GroupOptionsError, GroupRule, plan_group
-from spotrun.local.capacity.pools import CALL_LEVEL_ERRORS, Candidate, CapacityModel, FleetPlan, Shortfall
+from spotrun.local.capacity.injected_errors import CALL_LEVEL_ERRORS
+from spotrun.local.capacity.pools import Candidate, CapacityModel, FleetPlan, Shortfall
 from spotrun.local.instances.fleet import InstanceManager
 from spotrun.local.patches.ec2_consistency import Ec2Consistency
 from spotrun.local.patches.ec2_placement import UNKNOWN, PlacementGroups, unknown_message
@@ -175,7 +176,7 @@ def install(
                 rules[lifecycle] = GroupRule.from_options(options, count, lifecycle)
             except GroupOptionsError as exc:
                 raise EC2ClientError(exc.code, exc.message) from None
-        injected = capacity.take_fleet_error()
+        injected = capacity.fleet_errors.take()
         if injected is not None and injected[0] in CALL_LEVEL_ERRORS:
             raise EC2ClientError(*injected)
         with lock:
