@@ -81,11 +81,10 @@ from spotrun.training import Run
 from spotrun.training.huggingface_ranks import (
     ORDER_FREE_PROCESSES,
     agree,
-    process_group,
     resume_checkpoint,
     sum_gradients_in_rank_order,
 )
-from spotrun.training.pytorch import run_from_env
+from spotrun.training.pytorch_group import process_group, run_from_env
 
 if TYPE_CHECKING:
     from transformers import Trainer, TrainerCallback
@@ -290,7 +289,7 @@ def _callback_class() -> type:
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             # checkpoint_due also reports the step reached to the agent.
-            due, stop = agree(args, self.run.checkpoint_due(state.global_step), self.run.stop_requested)
+            due, stop = agree(self.run.checkpoint_due(state.global_step), self.run.stop_requested)
             if due:
                 control.should_save = True
             if stop and not control.should_training_stop:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spotrun.training import Run
+from spotrun.training.pytorch_group import any_ranks, process_group
 
 if TYPE_CHECKING:
     from transformers import Trainer
@@ -120,24 +121,16 @@ def _rank_ordered_handler_class() -> type:
     return RankOrderedGradientSum
 
 
-def process_group() -> Any:
-    """``torch.distributed`` when this process is a rank of a process group (``torchrun``), else None."""
-    import torch.distributed as dist
-
-    return dist if dist.is_available() and dist.is_initialized() else None
-
-
-def agree(args: Any, due: bool, stop: bool) -> tuple[bool, bool]:
+def agree(due: bool, stop: bool) -> tuple[bool, bool]:
     """The group's decisions at a step boundary: save (rank 0's ``due``) and stop (any rank's ``stop``).
 
-    A collective under ``torch.distributed``: every rank calls it at every step boundary (one all-reduce of two
-    integers, MAX). Only rank 0's interval counts, as only the ranks that write measure a save's time
-    (``interval_steps: auto``). Alone, it returns its arguments.
+    A collective under ``torch.distributed``: every rank calls it at every step boundary
+    (:func:`spotrun.training.pytorch_group.any_ranks`, one all-reduce of two integers). Only rank 0's interval
+    counts, as only the ranks that write measure a save's time (``interval_steps: auto``). Alone, it returns its
+    arguments.
 
     Parameters
     ----------
-    args
-        The trainer's ``TrainingArguments`` (``device``: where this rank's collectives run).
     due
         Whether this rank's run says a checkpoint is due.
     stop
@@ -149,15 +142,8 @@ def agree(args: Any, due: bool, stop: bool) -> tuple[bool, bool]:
         ``(save, stop)``, the same on every rank.
     """
     group = process_group()
-    if group is None:
-        return due, stop
-    import torch
-
-    flags = torch.tensor(
-        [int(due and group.get_rank() == 0), int(stop)], dtype=torch.int32, device=args.device
-    )
-    group.all_reduce(flags, op=group.ReduceOp.MAX)
-    return bool(flags[0].item()), bool(flags[1].item())
+    save, stop = any_ranks(group, [due and (group is None or group.get_rank() == 0), stop])
+    return save, stop
 
 
 def _check_processes(checkpoint: Path, world_size: int) -> None:
