@@ -8,12 +8,18 @@ embedded runtime, with every instance reachable 120 s after its launch on AWS's 
 committed, one node gets the spot warning (``runtime.interrupt``); the measurement ends when the resumed attempt
 has trained its first step.
 
-Two configurations (:data:`MODES`) run interleaved (A B A B ...):
+Three configurations (:data:`MODES`) run interleaved (A B C A B C ...):
 
 - ``keep``: spotrun (``keep_healthy_nodes`` and ``overlap_replacement`` true): the replacement is launched on
   the warning, the healthy node is kept and joins it;
-- ``relaunch``: the peers' behaviour (both false): nothing is launched on the warning; once the group's
-  checkpoint is committed and the attempt ended, every node is released and a whole new group launched.
+- ``relaunch``: spotrun without keeping (both false): nothing is launched on the warning; once the group's
+  checkpoint is committed and the attempt ended, every node is released and a whole new group launched;
+- ``reclaimed``: the peers' timing (both false, and EC2 launches nothing before it has reclaimed the warned node
+  at the end of its two-minute notice: :func:`bench.recovery.launch_after`). SkyPilot's managed jobs and dstack
+  do not act on the warning: they learn of the loss when EC2 takes the instance back, then relaunch the whole
+  group, so this is when their new group is launched at the earliest. The rest is spotrun's (the checkpoint on
+  the warning, the old nodes released once it is committed), which a peer does not do: this mode gives the
+  peers both, so what it loses is a lower bound on theirs.
 
 A probe thread polls every :data:`POLL_SECONDS` what the emulator exposes (each instance's EC2 state, boot and
 SSM registration; the warned node's IMDS notice), what the instances write (complete checkpoint directories;
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bench.common import MeasurementError, interleaved, run_once
+from bench.recovery import launch_after
 from bench.recovery_group_report import markdown, summarize
 from bench.recovery_group_timeline import (
     HEALTHY,
@@ -51,8 +58,8 @@ from bench.recovery_group_timeline import (
 )
 
 POLL_SECONDS = 0.01
-Mode = Literal["keep", "relaunch"]
-MODES: tuple[Mode, ...] = ("keep", "relaunch")
+Mode = Literal["keep", "relaunch", "reclaimed"]
+MODES: tuple[Mode, ...] = ("keep", "relaunch", "reclaimed")
 CODE_PREFIX = "examples/pytorch-digits/code/"
 PROGRESS = re.compile(r"progress-attempt-(\d+)$")
 
@@ -253,12 +260,23 @@ def _wait(event: threading.Event, store: Any, job_id: str, timeout: float, what:
     return store.get(job_id)
 
 
+def _signal_reclaim(
+    reclaimed: threading.Event, notice_ends: float, gone: threading.Event, probe: GroupProbe
+) -> None:
+    """Let the held launch through once the notice is over and the warned node gone, and record when."""
+    time.sleep(max(0.0, notice_ends - time.time()))
+    gone.wait()
+    probe.timeline.reclaimed = time.time()
+    reclaimed.set()
+
+
 def measure_once(config: GroupRecoveryConfig, mode: Mode, workdir: Path) -> dict[str, Any]:
     """Run the 2-node job in this process's emulator, warn one node once, and return what was seen."""
     from spotrun.aws.adapters import job_store
     from spotrun.local.capacity.catalog import default_pools
     from spotrun.local.demo import control_plane_logs, drop_manifest
     from spotrun.local.runtime import LocalRuntime
+    from spotrun.model.job.interruption_rate import NOTICE_SECONDS
 
     # The default pools, each holding two whole groups, every instance booting alike.
     pools = [
@@ -285,8 +303,25 @@ def measure_once(config: GroupRecoveryConfig, mode: Mode, workdir: Path) -> dict
                 raise RuntimeError(f"no open group attempt once a checkpoint was committed: {attempt!r}")
             warned = runtime.instance(attempt.nodes[config.warned_node].instance_id)
             probe.warn(warned, attempt)
-            runtime.interrupt(warned.instance_id)
-            job = _wait(probe.resumed, store, submitted.job_id, config.timeout_seconds, "the resumed step")
+            reclaimed = threading.Event()
+            held = launch_after(reclaimed) if mode == "reclaimed" else None
+            gone = runtime.interrupt(warned.instance_id)
+            try:
+                if held is not None:
+                    while probe.timeline.warning is None and probe.error is None:
+                        time.sleep(POLL_SECONDS)
+                    # The emulator reclaims the instance the notice's (scaled) length after it set the warning.
+                    notice_ends = (probe.timeline.warning or 0.0) + NOTICE_SECONDS * config.time_scale
+                    threading.Thread(
+                        target=_signal_reclaim, args=(reclaimed, notice_ends, gone, probe), daemon=True
+                    ).start()
+                job = _wait(
+                    probe.resumed, store, submitted.job_id, config.timeout_seconds, "the resumed step"
+                )
+            finally:
+                reclaimed.set()  # a fleet still held (the run failed first) is let go before the runtime stops
+                if held is not None:
+                    held.undo_all()
             if probe.error is not None:
                 raise RuntimeError(f"the probe failed: {probe.error!r}")
     resumed = job.attempts[-1] if job is not None and job.attempts else None

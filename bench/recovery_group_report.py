@@ -10,16 +10,29 @@ from typing import TYPE_CHECKING, Any
 
 from bench.common import TIMES, Stats, fmt, stats
 from bench.recovery_group_timeline import HEALTHY, NEW, ROLES, WARNED, GroupTimeline, group_figures
+from spotrun.model.job.interruption_rate import NOTICE_SECONDS
 
 if TYPE_CHECKING:
     from bench.recovery_group import GroupRecoveryConfig
 
 HEADS = {
     "keep": "healthy node kept, replacement on the warning (spotrun)",
-    "relaunch": "whole group relaunched once the attempt ended (peers)",
+    "relaunch": "whole group relaunched on the warning, once the attempt ended (spotrun, keeping off)",
+    "reclaimed": "whole group relaunched once EC2 reclaimed the warned node (the peers' timing)",
 }
-PARTS = ("recovery", "recovery_aws", "boot", "commit", "restart", "gpu_seconds_lost", "gpu_seconds_lost_aws")
-# The ratios shown, keep over relaunch (ratio of medians): the figures that carry over to AWS are the AWS ones.
+# Each baseline kept is compared with (:data:`bench.recovery_group.MODES`).
+BASELINES = ("relaunch", "reclaimed")
+PARTS = (
+    "recovery",
+    "recovery_aws",
+    "launch",
+    "boot",
+    "commit",
+    "restart",
+    "gpu_seconds_lost",
+    "gpu_seconds_lost_aws",
+)
+# The ratios shown, keep over each baseline (ratio of medians): the figures that carry over to AWS are the AWS ones.
 COMPARED = {
     "recovery": "warning → first resumed step, wall",
     "recovery_aws": "warning → first resumed step, AWS's clock",
@@ -31,7 +44,10 @@ COMPARED = {
 def summarize(
     measured: list[dict[str, Any]], config: GroupRecoveryConfig, load: Any = None
 ) -> dict[str, Any]:
-    """The figures of every measurement, their statistics per configuration, and keep ÷ relaunch ratios.
+    """The figures of every measurement, their statistics per configuration, and keep ÷ each baseline.
+
+    ``ratios`` maps each of :data:`BASELINES` measured alongside ``keep`` to ``{part: keep median ÷ its
+    median}`` for the parts of :data:`COMPARED` (a part whose baseline median is 0 is left out).
 
     Parameters
     ----------
@@ -57,13 +73,15 @@ def summarize(
         for role in ROLES:
             summary[mode][f"lost_{role}"] = stats(f.lost_by_role[role] for f in of_mode).as_dict()
             summary[mode][f"lost_{role}_aws"] = stats(f.lost_by_role_aws[role] for f in of_mode).as_dict()
-    ratios = {}
-    if set(summary) == set(HEADS):
-        ratios = {
-            part: summary["keep"][part]["median"] / summary["relaunch"][part]["median"]
+    ratios = {
+        baseline: {
+            part: summary["keep"][part]["median"] / summary[baseline][part]["median"]
             for part in COMPARED
-            if summary["relaunch"][part]["median"] > 0
+            if summary[baseline][part]["median"] > 0
         }
+        for baseline in BASELINES
+        if "keep" in summary and baseline in summary
+    }
     return {
         "config": dict(config.__dict__),
         "load": load,
@@ -85,6 +103,7 @@ def markdown(results: dict[str, Any]) -> str:
     rows = [
         ("warning → first resumed step, wall", "recovery", " s"),
         (f"the same on AWS's clock (new nodes' boot \u00d7 {1 / scale:g})", "recovery_aws", " s"),
+        ("warning → the first new node launched, wall", "launch", " s"),
         ("new node(s) launch → reachable, wall", "boot", " s"),
         ("warning → the restored group checkpoint committed", "commit", " s"),
         ("last new node reachable → first resumed step", "restart", " s"),
@@ -111,11 +130,13 @@ def markdown(results: dict[str, Any]) -> str:
         each = {c: [str(r["figures"][key]) for r in results["runs"] if r["mode"] == c] for c in columns}
         lines.append(f"| {label} | " + " | ".join(", ".join(each[c]) for c in columns) + " |")
     lines.append("")
-    for part, label in COMPARED.items():
-        if part in results["ratios"]:
-            lines.append(
-                f"- kept ÷ relaunched, {label} (ratio of medians): {results['ratios'][part]:.2f}{TIMES}."
-            )
+    against = {"relaunch": "relaunched on the warning", "reclaimed": "relaunched once EC2 reclaimed the node"}
+    for baseline, ratios in results["ratios"].items():
+        for part, label in COMPARED.items():
+            if part in ratios:
+                lines.append(
+                    f"- kept ÷ {against[baseline]}, {label} (ratio of medians): {ratios[part]:.2f}{TIMES}."
+                )
     boot = config["boot_delay_seconds"] + config["ssm_registration_delay_seconds"]
     n = {c: summary[c]["recovery"]["n"] for c in columns}
     host = " (rank 0's host, the c10d store)" if config["warned_node"] == 0 else ""
@@ -132,17 +153,23 @@ def markdown(results: dict[str, Any]) -> str:
         "the warning up to its last progress write when the restored checkpoint holds that step (the save it "
         "resumes from counts as work, its upload does not), times the instance's GPUs, summed over nodes. A kept "
         "node waiting for its replacement counts. AWS's clock: for the resumed step and a node billed until it, "
-        f"each second inside a new node's launch → reachable span counts {1 / scale:g} (the emulator's boot is "
-        f"{boot:g} s \u00d7 {scale:g}); every other second as measured (checkpoint save and upload, torchrun's "
+        f"each second inside a new node's launch → reachable span, and in the `reclaimed` column inside the "
+        f"warning → reclaim span (the notice, {NOTICE_SECONDS:g} s \u00d7 {scale:g}), counts {1 / scale:g} (the "
+        f"emulator's boot is {boot:g} s \u00d7 {scale:g}); every other second as measured (checkpoint save and "
+        "upload, torchrun's "
         "start, rendezvous and restore at this machine's speed, "
         "with a model of a few KiB); a node released before the resumed step as measured.",
         "",
-        "Where the two differ: the relaunch waits for the group checkpoint's commit and the attempt's end before it "
-        "launches, then boots two instances; the kept group boots one from the warning, while the healthy node "
-        "waits billed. With this model's checkpoint (committed within about a second of the warning) the first "
-        "saves little time; the `recovery` section shows the overlap with 96 and 256 MiB checkpoints. A peer that "
-        "learns of the interruption only when EC2 reclaims the node (the end of the two-minute notice) launches "
-        "later than this relaunch does: the relaunch here is the earliest a whole-group relaunch can start.",
+        "Where they differ: the relaunch on the warning waits for the group checkpoint's commit and the attempt's "
+        "end before it launches, then boots two instances; the kept group boots one from the warning, while the "
+        "healthy node waits billed. With this model's checkpoint (committed within about a second of the warning) "
+        "the first saves little time; the `recovery` section shows the overlap with 96 and 256 MiB checkpoints. "
+        "The `reclaimed` column is the peers' timing (SkyPilot managed jobs, dstack: they learn of the loss when "
+        "EC2 reclaims the node at the end of the notice, then relaunch the whole group): its launch is held until "
+        "then. It keeps spotrun's checkpoint on the warning and release of the old nodes once it is committed, "
+        "which a peer does not do (it resumes from its last periodic checkpoint and its healthy node runs until "
+        "it notices the loss), so its losses are a lower bound on a peer's. Not measured: a pool with room for "
+        "one instance but not two (the kept group's replacement fits, a whole-group relaunch must move or wait).",
         "",
         f"Config: the pytorch-digits example's 2-node job (torchrun, gloo over loopback addresses), node "
         f"{config['warned_node']}{host} warned once the group's first checkpoint is "

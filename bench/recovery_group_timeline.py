@@ -71,6 +71,10 @@ class GroupTimeline:
         ``(step, time)``: the last progress the interrupted attempt's rank 0 wrote (the file's modification time).
     first_step
         ``(step, time)``: the first progress the resumed attempt wrote (the file's modification time).
+    reclaimed
+        EC2 reclaimed the warned node at the end of its notice and the bench let the held launch through (the
+        ``reclaimed`` mode only; None otherwise). The span from the warning to it is the notice, scaled by the
+        emulator like a boot.
     restored_step
         The checkpoint step the resumed attempt restored (its record's ``restored_step``).
     """
@@ -82,6 +86,7 @@ class GroupTimeline:
     old_last_progress: tuple[int, float] | None = None
     first_step: tuple[int, float] | None = None
     restored_step: int | None = None
+    reclaimed: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,6 +110,7 @@ class GroupTimeline:
             old_last_progress=pair("old_last_progress"),
             first_step=pair("first_step"),
             restored_step=data.get("restored_step"),
+            reclaimed=data.get("reclaimed"),
         )
 
 
@@ -116,9 +122,10 @@ class IncompleteTimeline(ValueError):
 class GroupFigures:
     """One node's interruption in a group: the recovery and what it cost, wall seconds and AWS seconds.
 
-    The AWS figures (``*_aws``) take the emulator's scaled boots back to AWS's clock: for what waits on the new
+    The AWS figures (``*_aws``) take the emulator's scaled spans back to AWS's clock: for what waits on the new
     nodes (the resumed step, and a node billed until it), every second inside a new node's launch -> reachable
-    span (the boot the emulator shrinks by the time scale) counts ``1 / time_scale``; every other second counts as
+    span (the boot the emulator shrinks by the time scale) or inside the warning -> reclaimed span (the notice
+    the ``reclaimed`` mode waits out, scaled alike) counts ``1 / time_scale``; every other second counts as
     measured (the save, upload, restore and torchrun's start run at this machine's speed, and the emulator's own
     time-scaled polls are taken as they were). A node released before the resumed step waits on no boot: its
     span is taken as measured.
@@ -126,6 +133,7 @@ class GroupFigures:
 
     recovery: float  # the warning -> the resumed attempt's first step
     recovery_aws: float
+    launch: float  # the warning -> the first new node seen (RunInstances returned it), wall
     boot: float  # the longest launch -> reachable of a new node (they boot in parallel)
     commit: (
         float  # the warning -> the restored checkpoint's commit marker (the save and upload on the warning)
@@ -182,6 +190,8 @@ def group_figures(timeline: GroupTimeline, time_scale: float) -> GroupFigures:
         launched = _need(seen.launched, "a new node's launch")
         boots.append((launched, _need(seen.reachable, "a new node reachable")))
     stretch = 1.0 / time_scale - 1.0
+    # The emulator's scaled spans: the new nodes' boots and, when the launch waited for EC2's reclaim, the notice.
+    scaled = boots + ([(warning, timeline.reclaimed)] if timeline.reclaimed is not None else [])
     old_step, old_time = _need(timeline.old_last_progress, "the interrupted attempt's progress")
     steps_lost = max(0, old_step - restored)
     # The old group trained (and saved what it resumes from) until its last progress write, when that is kept.
@@ -202,12 +212,13 @@ def group_figures(timeline: GroupTimeline, time_scale: float) -> GroupFigures:
         lost[seen.role] += (end - start) * seen.gpus
         # A node billed until the resumed step waits on the new nodes' boot; one released before it does not
         # (spotrun terminated it once the group's checkpoint was committed): its span is taken as measured.
-        waited = 0.0 if released_first else overlap(start, end, boots)
+        waited = 0.0 if released_first else overlap(start, end, scaled)
         lost_aws[seen.role] += (end - start + stretch * waited) * seen.gpus
     recovery = first - warning
     return GroupFigures(
         recovery=recovery,
-        recovery_aws=recovery + stretch * overlap(warning, first, boots),
+        recovery_aws=recovery + stretch * overlap(warning, first, scaled),
+        launch=min(low for low, _ in boots) - warning,
         boot=max(high - low for low, high in boots),
         commit=committed - warning,
         restart=first - max(high for _, high in boots),

@@ -41,6 +41,20 @@ def kept(**changes) -> GroupTimeline:
     return GroupTimeline(**values)
 
 
+def reclaimed(**changes) -> GroupTimeline:
+    """A group relaunched once EC2 reclaimed the warned node: both old nodes released 2 s after the warning, the
+    notice over 6 s after it (120 s at the scale 0.05), the new nodes launched 0.5 s later and reachable 6 s on."""
+    nodes = {
+        "i-warned": NodeSeen("warned", launched=T0 - 40, running=T0 - 37, reachable=T0 - 34, ended=T0 + 2.0),
+        "i-healthy": NodeSeen(
+            "healthy", launched=T0 - 40, running=T0 - 37, reachable=T0 - 34, ended=T0 + 2.0
+        ),
+        "i-new-a": NodeSeen("new", launched=T0 + 6.5, running=T0 + 9.5, reachable=T0 + 12.5),
+        "i-new-b": NodeSeen("new", launched=T0 + 6.5, running=T0 + 9.5, reachable=T0 + 12.5),
+    }
+    return kept(**{"nodes": nodes, "first_step": (14, T0 + 26.0), "reclaimed": T0 + 6.0, **changes})
+
+
 def relaunched(**changes) -> GroupTimeline:
     """A relaunched group: both old nodes released 2 s after the warning, two new ones launched 0.5 s later."""
     nodes = {
@@ -91,6 +105,31 @@ def test_a_relaunched_group_loses_both_old_nodes_until_their_release_and_both_ne
     )
     assert figures.recovery_aws == pytest.approx(22.0 + 19 * 6.0)
     assert figures.nodes_released == 2
+
+
+def test_a_relaunch_after_the_reclaim_stretches_the_notice_it_waited_out_on_aws():
+    # Given a group relaunched once EC2 reclaimed the warned node, 6 s of notice and 6 s of boot after it
+    figures = group_figures(reclaimed(), SCALE)
+    # Then the new group was launched 6.5 s after the warning, and on AWS's clock both the notice and the boot
+    # count 20 times; the 0.5 s between the reclaim and the launch, and the restart, count as measured
+    assert figures.launch == pytest.approx(6.5)
+    assert figures.recovery == pytest.approx(26.0)
+    assert figures.recovery_aws == pytest.approx(26.0 + 19 * (6.0 + 6.0))
+    # And the old nodes, released before the notice ended, lose as measured; the new ones from running
+    assert figures.lost_by_role_aws == pytest.approx(
+        {"warned": 1.7, "healthy": 1.7, "new": 2 * (16.5 + 19 * 3.0)}
+    )
+
+
+def test_a_node_billed_through_the_notice_waits_it_out_on_aws():
+    # Given the same, but the healthy node billed until the resumed step (never released)
+    nodes = dict(reclaimed().nodes)
+    nodes["i-healthy"] = NodeSeen("healthy", launched=T0 - 40, running=T0 - 37, reachable=T0 - 34)
+    figures = group_figures(reclaimed(nodes=nodes), SCALE)
+    # Then its wait through the notice from its last step (0.3 -> 6 s) and the boot (6 s) counts 20 times on
+    # AWS's clock
+    assert figures.lost_by_role["healthy"] == pytest.approx(25.7)
+    assert figures.lost_by_role_aws["healthy"] == pytest.approx(25.7 + 19 * (5.7 + 6.0))
 
 
 def test_steps_past_the_restored_checkpoint_are_lost_so_their_training_counts_as_lost():
@@ -171,8 +210,8 @@ def test_summary_gives_medians_per_mode_and_the_ratios_of_medians():
     # Then each mode has its median and range, and the ratio is of the medians
     assert results["summary"]["keep"]["recovery"] == {"median": 20.0, "min": 18.0, "max": 25.0, "n": 3}
     assert results["summary"]["relaunch"]["recovery"]["median"] == pytest.approx(26.0)
-    assert results["ratios"]["recovery"] == pytest.approx(20.0 / 26.0)
-    assert results["ratios"]["recovery_aws"] == pytest.approx((20.0 + 114) / (26.0 + 114))
+    assert results["ratios"]["relaunch"]["recovery"] == pytest.approx(20.0 / 26.0)
+    assert results["ratios"]["relaunch"]["recovery_aws"] == pytest.approx((20.0 + 114) / (26.0 + 114))
     # And the table shows both sides, the parts per node role, each run's releases and the load
     table = markdown(results)
     assert (
@@ -183,9 +222,37 @@ def test_summary_gives_medians_per_mode_and_the_ratios_of_medians():
         in table
     )
     assert "| old nodes released before the resumed step (each run) | 1, 1, 1 | 2, 2 |" in table
-    assert "warning → first resumed step, wall (ratio of medians): 0.77\u00d7" in table
+    assert (
+        "kept ÷ relaunched on the warning, warning → first resumed step, wall (ratio of medians): 0.77\u00d7"
+        in table
+    )
     assert "Load average (1 min) 4.2 before the runs, 5.1 after." in table
     assert "3 keep, 2 relaunch runs" in table
+
+
+def test_kept_is_compared_with_each_baseline_measured():
+    # Given kept, relaunched and reclaimed runs, interleaved
+    measured = [
+        run_of("keep", kept()),
+        run_of("relaunch", relaunched()),
+        run_of("reclaimed", reclaimed()),
+        run_of("keep", kept(first_step=(14, T0 + 24.0))),
+        run_of("relaunch", relaunched(first_step=(14, T0 + 26.0))),
+        run_of("reclaimed", reclaimed(first_step=(14, T0 + 30.0))),
+    ]
+    # When summarized
+    results = summarize(measured, GroupRecoveryConfig())
+    # Then kept is set against each baseline on its own medians
+    assert set(results["ratios"]) == {"relaunch", "reclaimed"}
+    assert results["ratios"]["reclaimed"]["recovery"] == pytest.approx(22.0 / 28.0)
+    assert results["ratios"]["reclaimed"]["recovery_aws"] == pytest.approx((22.0 + 114) / (28.0 + 228))
+    assert results["ratios"]["relaunch"]["recovery"] == pytest.approx(22.0 / 24.0)
+    # And the table has three columns, the launch row, and a ratio line for each baseline
+    table = markdown(results)
+    assert table.splitlines()[0].count("|") == 5
+    assert "| warning → the first new node launched, wall | 0.5 s [0.5\u20130.5] | 2.5 s" in table
+    assert "kept ÷ relaunched once EC2 reclaimed the node, warning → first resumed step, AWS's clock" in table
+    assert "2 keep, 2 relaunch, 2 reclaimed runs" in table
 
 
 def test_a_summary_of_one_mode_makes_up_no_ratio():
@@ -194,4 +261,4 @@ def test_a_summary_of_one_mode_makes_up_no_ratio():
     assert results["ratios"] == {}
     table = markdown(results)
     assert "ratio of medians" not in table
-    assert "relaunched once" not in table.splitlines()[0]
+    assert "relaunched" not in table.splitlines()[0]
