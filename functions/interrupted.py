@@ -29,6 +29,9 @@ def handler(request: InterruptedRequest, aws: Ports) -> dict[str, Any]:
         now=utc_now(),
         keep_healthy_nodes=aws.settings.keep_healthy_nodes,
     )
+    if record.failed:
+        logger.info("training failed: not a lost node", extra={"job_id": request.job_id})
+        return record.model_dump(mode="json")
     metrics.add_dimension(name="Reason", value=record.reason)
     metrics.add_metric(name="Interruptions", unit=MetricUnit.Count, value=1)
     if record.steps_lost is not None:

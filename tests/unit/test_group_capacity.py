@@ -218,3 +218,45 @@ def test_a_groups_budget_runs_out_n_times_as_fast() -> None:
     stop_at = budget_stop_at(job, attempt, margin_seconds=0, now=later(1))
     # Then the budget lasts half an hour, not an hour: both nodes bill
     assert stop_at == later(30)
+
+
+def test_a_failed_command_beside_a_dead_peer_is_that_peers_loss() -> None:
+    # Given a group training whose node 1 died silently (EC2 says terminated)
+    world = GroupWorld()
+    attempt = world.training()
+    world.compute.states[attempt.nodes[1].instance_id] = "terminated"
+    # When node 0's command fails (gloo lost its peer) and the workflow records it
+    record = record_interruption(
+        job_id=JOB_ID,
+        error={"Error": "Training.Failed", "Cause": "{}"},
+        store=world.store,
+        compute=world.compute,
+        objects=world.objects,
+        jobs_bucket=BUCKET,
+        now=later(6),
+    )
+    # Then it is node 1's loss: the attempt ended, node 0 kept for the next one
+    assert not record.failed
+    first = world.job().attempts[0]
+    assert first.end_reason == "instance-lost"
+    assert first.nodes[0].end_reason == END_KEPT
+
+
+def test_a_failed_command_with_every_node_alive_fails_the_job_and_records_nothing() -> None:
+    # Given a group training, both nodes running
+    world = GroupWorld()
+    world.training()
+    version = world.job().version
+    # When a node's command fails
+    record = record_interruption(
+        job_id=JOB_ID,
+        error={"Error": "Training.Failed", "Cause": "{}"},
+        store=world.store,
+        compute=world.compute,
+        objects=world.objects,
+        jobs_bucket=BUCKET,
+        now=later(6),
+    )
+    # Then the workflow is told it failed, and the record is untouched
+    assert record.failed
+    assert world.job().version == version

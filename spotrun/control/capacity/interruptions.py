@@ -16,6 +16,7 @@ from spotrun.control.ports import Compute, JobStore, Objects
 from spotrun.control.store import update_job
 from spotrun.model.agent_protocol.checkpoints import group_checkpoint_keys
 from spotrun.model.agent_protocol.command import (
+    TRAINING_FAILED,
     TRAINING_HUNG,
     read_caught_error,
 )
@@ -41,7 +42,10 @@ _REASON_BY_ERROR: dict[str, InterruptionReason] = {
 class InterruptionRecord(DeferredModel):
     """What the workflow learns from recording an interruption (or a deadline's move, which is none)."""
 
-    reason: InterruptionReason | Literal["deadline-move", "hung"]
+    reason: InterruptionReason | Literal["deadline-move", "hung", "failed"]
+    # The step failed on its own (Training.Failed with every node of the group alive): nothing was recorded, and
+    # the workflow fails the job with the step's own error (statemachines/job.asl.json, Interrupted?).
+    failed: bool = False
     interruptions: int
     last_step: int | None
     # At the close: the latest committed checkpoint and the steps past it, provisional until the next attempt
@@ -73,7 +77,8 @@ def record_interruption(
         The job.
     error
         The ``{"Error", "Cause"}`` the workflow caught (``Spot.Interrupted`` with the agent's cause, a lost
-        instance, or a heartbeat timeout).
+        instance, a heartbeat timeout, ``Training.Hung``, or ``Training.Failed``: a group's command fails when a
+        peer dies under it, which is that peer's loss if EC2 no longer runs it, and the job's failure otherwise).
     store, compute, objects
         Ports to the job store, EC2 and S3.
     jobs_bucket
@@ -86,7 +91,8 @@ def record_interruption(
     Returns
     -------
     InterruptionRecord
-        The reason, the step reached, the step training resumes from and the steps lost.
+        The reason, the step reached, the step training resumes from and the steps lost; ``failed`` (and nothing
+        recorded) for a ``Training.Failed`` that is no node's loss.
 
     Raises
     ------
@@ -101,6 +107,17 @@ def record_interruption(
     error_name = caught.error or ""
     caught_reason = _REASON_BY_ERROR.get(error_name, "instance-lost")
     hung = error_name == TRAINING_HUNG
+    if error_name == TRAINING_FAILED and not (
+        attempt.group and lost_nodes(attempt, caught_reason, compute, now)
+    ):
+        return InterruptionRecord(
+            reason="failed",
+            failed=True,
+            interruptions=job.interruptions,
+            last_step=None,
+            resume_from_step=None,
+            steps_lost=None,
+        )
 
     def why(latest: Attempt) -> str:
         return END_HUNG if hung else end_reason(caught_reason, latest)
