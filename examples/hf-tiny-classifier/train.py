@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -157,7 +158,10 @@ def main() -> None:
     run = huggingface.run_from_env(
         checkpoint_dir=args.checkpoint_dir, output_dir=args.output_dir, model_name="model"
     )
-    # One thread: the same float operations in the same order on any machine, so runs compare bit for bit.
+    # One thread: the same float operations in the same order on any machine, so runs compare bit for bit. The
+    # variable too: without it, accelerate gives each CPU rank of a torchrun group a thread count of its own
+    # (physical cores / local processes) when the trainer starts.
+    os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
     set_seed(args.seed)
     tokenizer = WordTokenizer.build()
