@@ -89,3 +89,15 @@ def test_the_schema_caps_nodes_at_sixteen() -> None:
     nodes = json.loads(manifest_json_schema())["$defs"]["Resources"]["properties"]["nodes"]
     # Then it caps nodes at 16
     assert nodes["maximum"] == 16
+
+
+@pytest.mark.parametrize("option", ["--nnodes", "--rdzv-endpoint=10.0.0.1:29400", "--standalone"])
+def test_a_group_command_may_not_give_the_options_spotrun_sets(option: str) -> None:
+    # Given a two-node torchrun command that sets one of the group's options itself
+    text = TORCHRUN.replace(
+        '[torchrun, --nproc-per-node, "1"', f'[torchrun, "{option}", --nproc-per-node, "1"'
+    )
+    # When it is validated, Then it is refused naming the option (it would override spotrun's PET_ value)
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest_text(text)
+    assert option.split("=")[0] in caught.value.errors[0]

@@ -37,7 +37,12 @@ from spotrun.model.manifest.rules import (
     StrictModel,
     split_s3_uri,
 )
-from spotrun.model.manifest.training import DEFAULT_GROUP_HANG_MINUTES, TrainingSpec, is_torchrun
+from spotrun.model.manifest.training import (
+    DEFAULT_GROUP_HANG_MINUTES,
+    TrainingSpec,
+    group_options_in,
+    is_torchrun,
+)
 
 __all__ = ["MANIFEST_VERSION", "GpuName", "JobManifest", "split_s3_uri"]
 
@@ -246,6 +251,12 @@ class JobManifest(StrictModel):
                 f"resources.nodes {self.resources.nodes}: training.command must start torchrun (or python -m "
                 "torch.distributed.run), which joins the nodes; spotrun gives it the node count and the "
                 "rendezvous through its PET_ environment (docs/guides/multi-node.md)"
+            )
+        given = group_options_in(self.training.command)
+        if given:
+            raise ValueError(
+                f"training.command gives {', '.join(given)}: spotrun sets the group's torchrun options itself "
+                "(the node count, the rendezvous, the restarts from training.restarts_on_error); remove them"
             )
         if self.capacity.deadline is not None:
             raise ValueError(

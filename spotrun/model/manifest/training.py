@@ -124,6 +124,37 @@ class CheckpointPolicy(StrictModel):
 DEFAULT_GROUP_HANG_MINUTES: Final = 30
 
 
+# torchrun options that spotrun sets for a multi-node job through their PET_ variables: written on the command line
+# they would win over spotrun's (torch.distributed.run reads PET_<OPTION> only when the option is not given).
+GROUP_OPTIONS: Final = (
+    "--nnodes",
+    "--node-rank",
+    "--node_rank",
+    "--rdzv-backend",
+    "--rdzv_backend",
+    "--rdzv-endpoint",
+    "--rdzv_endpoint",
+    "--rdzv-id",
+    "--rdzv_id",
+    "--rdzv-conf",
+    "--rdzv_conf",
+    "--local-addr",
+    "--local_addr",
+    "--master-addr",
+    "--master_addr",
+    "--master-port",
+    "--master_port",
+    "--standalone",
+    "--max-restarts",
+    "--max_restarts",
+)
+
+
+def group_options_in(argv: list[str]) -> list[str]:
+    """The options of :data:`GROUP_OPTIONS` that ``argv`` gives (as ``--opt`` or ``--opt=value``)."""
+    return [arg for arg in argv if arg.split("=", 1)[0] in GROUP_OPTIONS]
+
+
 def is_torchrun(argv: list[str]) -> bool:
     """Whether ``argv`` starts ``torchrun`` (or ``python -m torch.distributed.run``), which joins a job's nodes."""
     launcher = PurePosixPath(argv[0]).name if argv else ""
