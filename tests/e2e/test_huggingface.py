@@ -1,4 +1,5 @@
-"""The hf-tiny-classifier example in the emulator: a Trainer job interrupted once ends as if it never was."""
+"""The hf-tiny-classifier example in the emulator: a Trainer job interrupted once ends as if it never was, on one
+node and as a torchrun group of two nodes whose reclaimed node is replaced alone."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from spotrun.local.demo import local_runtime
 from spotrun.local.runtime import LocalRuntime
 from spotrun.model import layout
+from spotrun.model.job.attempt import END_KEPT
 from spotrun.model.job.record import JobStatus
 from spotrun.shape import REPO_ROOT
 from tests.e2e.conftest import E2E_TIME_SCALE, assert_nothing_left_running, read_archived, run_with_chaos
@@ -51,9 +53,9 @@ def direct_run(tmp_path_factory) -> Path:
     return workdir / "output"
 
 
-def manifest(runtime: LocalRuntime) -> bytes:
-    """The example's manifest with its code in the jobs bucket (the test uploads it, as `--workdir` would)."""
-    text = (EXAMPLE / "manifest.yaml").read_text()
+def manifest(runtime: LocalRuntime, name: str = "manifest.yaml") -> bytes:
+    """One of the example's manifests with its code in the jobs bucket (the test uploads it, as `--workdir` would)."""
+    text = (EXAMPLE / name).read_text()
     code = f"code: s3://{runtime.settings.jobs_bucket}/{CODE_PREFIX}"
     for old, new in (("workdir: .", code), ('--step-seconds, "0.05"', f'--step-seconds, "{STEP_SECONDS}"')):
         assert old in text, old
@@ -75,6 +77,9 @@ def test_a_trainer_job_interrupted_once_resumes_at_its_step_and_evaluates_like_t
     first, second = job.attempts
     assert first.end_reason == "interrupted"
     assert first.steps_lost is not None
+    assert first.last_step is not None
+    assert second.restored_step is not None
+    assert second.checkpoint_restored is not None
     assert first.steps_lost <= 1
     assert second.restored_step == first.last_step - first.steps_lost
     assert second.checkpoint_restored.endswith(f"{layout.checkpoint_name(second.restored_step)}/")
@@ -96,4 +101,52 @@ def test_a_trainer_job_interrupted_once_resumes_at_its_step_and_evaluates_like_t
     assert metrics == json.loads((direct_run / "metrics.json").read_text())
     [weights] = [item for item in job.archive if item.uri.endswith("/model.safetensors")]
     assert read_archived(runtime, weights.uri) == (direct_run / "model" / "model.safetensors").read_bytes()
+    assert_nothing_left_running(runtime, job)
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory) -> Path:
+    """The example run directly under torchrun with 2 processes on one node, without spotrun: its output."""
+    workdir = tmp_path_factory.mktemp("two-processes")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("SPOTRUN_")}
+    env.update({"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "GLOO_SOCKET_IFNAME": "lo"})
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    subprocess.run(
+        [*torchrun, str(EXAMPLE / "train.py"), "--max-steps", "48"],
+        cwd=workdir,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    return workdir / "output"
+
+
+def test_a_two_node_trainer_job_whose_node_is_reclaimed_ends_with_the_bytes_of_two_processes(
+    runtime, two_process_run
+):
+    # Given the example's 2-node job (torchrun, one rank a node), whose node 0 gets a spot warning at step 14
+    # When it runs in the emulator
+    job = run_with_chaos(
+        runtime, manifest(runtime, "multinode.yaml"), "hf-2-nodes.yaml", [INTERRUPT_AT], runtime.interrupt
+    )
+
+    # Then it succeeded; the first attempt ended interrupted with node 1 kept, and the next resumed the group's
+    # checkpoint with the kept node and one new one
+    assert job.status is JobStatus.SUCCEEDED, job.error
+    first, second = job.attempts[0], job.attempts[1]
+    assert first.end_reason == "interrupted"
+    assert [node.end_reason for node in first.nodes].count(END_KEPT) == 1
+    assert sorted(node.kept_from is None for node in second.nodes) == [False, True]
+    assert second.restored_step is not None
+    assert first.last_step is not None
+    assert 10 <= second.restored_step <= first.last_step
+    # And its evaluation and weights equal those of 2 processes run directly without interruption
+    s3 = runtime.client("s3")
+    key = f"{layout.output_prefix(job.job_id)}metrics.json"
+    metrics = json.loads(s3.get_object(Bucket=runtime.settings.jobs_bucket, Key=key)["Body"].read())
+    assert metrics == json.loads((two_process_run / "metrics.json").read_text())
+    [weights] = [item for item in job.archive if item.uri.endswith("/model.safetensors")]
+    assert (
+        read_archived(runtime, weights.uri) == (two_process_run / "model" / "model.safetensors").read_bytes()
+    )
     assert_nothing_left_running(runtime, job)
