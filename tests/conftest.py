@@ -26,6 +26,7 @@ SLOWEST_FIRST = (
     "tests/e2e/test_isolation.py",
     "tests/e2e/test_cross_job_calls.py",
     "tests/e2e/test_huggingface.py",
+    "tests/integration/test_training_hf_torchrun.py",
 )
 
 
