@@ -145,11 +145,11 @@ def test_a_reclaimed_node_and_a_silent_death_are_each_replaced_alone_and_the_mod
 def test_a_hung_rank_restarts_the_group_on_the_same_nodes(
     group_runtime: LocalRuntime, two_rank_model: bytes
 ) -> None:
-    # Given a two-node job whose steps may stall for 6 s (hang_minutes 0.1)
+    # Given a two-node job whose steps may stall for 15 s (hang_minutes 0.25: far above a step on a loaded machine)
     runtime = group_runtime
     # When node 1's training processes are stopped (SIGSTOP: alive, silent) at step 8
     strike = striking([lambda leader: runtime.hang_training(other_node(runtime, leader))])
-    job = run_with_chaos(runtime, manifest("ddp-hung", hang="0.1"), "ddp-hung.yaml", [8], strike)
+    job = run_with_chaos(runtime, manifest("ddp-hung", hang="0.25"), "ddp-hung.yaml", [8], strike)
     # Then the attempt ended hung, the group restarted on the same two instances, and the model matches
     assert_model(runtime, job, two_rank_model)
     assert [a.end_reason for a in job.attempts] == ["hung", "completed"]
