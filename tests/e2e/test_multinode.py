@@ -207,4 +207,3 @@ def test_a_cancelled_group_leaves_no_instance_running(group_runtime: LocalRuntim
     assert_nothing_left_running(runtime, job)
     for instance_id in job.instance_ids():
         assert instance_state(runtime, instance_id) in {"shutting-down", "terminated"}
-
