@@ -380,7 +380,10 @@ def run(runs: int, config: GroupRecoveryConfig | None = None) -> dict[str, Any]:
     results = summarize(measured, config, {"before": before, "after": os.getloadavg()[0]})
     return {
         "name": "recovery_group",
-        "title": "Recovery of a 2-node job: the healthy node kept against the whole group relaunched",
+        "title": (
+            "Recovery of a 2-node job: the healthy node kept against the whole group relaunched, on the warning "
+            "and once EC2 reclaimed the node"
+        ),
         "markdown": markdown(results),
         "results": results,
     }

@@ -102,7 +102,7 @@ def markdown(results: dict[str, Any]) -> str:
     scale = config["time_scale"]
     rows = [
         ("warning → first resumed step, wall", "recovery", " s"),
-        (f"the same on AWS's clock (new nodes' boot \u00d7 {1 / scale:g})", "recovery_aws", " s"),
+        (f"the same on AWS's clock (boots and a waited notice \u00d7 {1 / scale:g})", "recovery_aws", " s"),
         ("warning → the first new node launched, wall", "launch", " s"),
         ("new node(s) launch → reachable, wall", "boot", " s"),
         ("warning → the restored group checkpoint committed", "commit", " s"),
