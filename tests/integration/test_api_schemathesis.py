@@ -96,6 +96,10 @@ VALIDATOR_ONLY_RULES = [
     # The job's S3 session policy, built from its id and every input and code prefix, must fit STS's 2,048
     # characters: the length of a serialized document over several fields, which no schema keyword states.
     r"data\.inputs / training\.code: job .+'s S3 access takes \d+ characters as a session policy, .+",
+    # A multi-node command starts torchrun and leaves the group's options to spotrun: the launcher's name among
+    # an argv's strings and an option anywhere in it, which the schema's per-item patterns do not relate to nodes.
+    r"\(manifest\): resources\.nodes \d+: training\.command must start torchrun .+",
+    r"\(manifest\): training\.command gives .+: spotrun sets the group's torchrun options itself .+",
     # A calendar date the instant's pattern cannot tell from a real one (month 13, February 30).
     r"capacity\.deadline: .+ is not a real time: .+",
     # Data inputs and code must exist in S3 before a job is bought an instance (spotrun.control.staged_sources):

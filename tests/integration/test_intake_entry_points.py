@@ -66,19 +66,19 @@ def test_a_posted_manifest_with_a_schedule_is_refused_with_the_way_to_schedule_i
     assert executions(deployment) == []
 
 
-def test_more_than_one_node_is_refused_at_validation_on_both_paths(deployment, lambda_context):
-    # Given a two-node manifest
+def test_a_group_without_torchrun_is_refused_at_validation_on_both_paths(deployment, lambda_context):
+    # Given a two-node manifest whose command is a plain script (nothing would join the nodes)
     two_nodes = {**TINY, "resources": {"nodes": 2}}
     # When it is posted and dropped
     answer = call(lambda_context, "POST", "/jobs", two_nodes)
     key = "manifests/two.json"
     etag = put(deployment, key, json.dumps(two_nodes).encode())
     dropped = submit.handler(s3_event(deployment.jobs_bucket, key, etag), lambda_context)
-    # Then both refuse it, saying this version runs single-node jobs
+    # Then both refuse it, saying the command must start torchrun
     assert answer.status == 422
-    assert any("single-node jobs only" in line for line in answer.body["errors"])
+    assert any("must start torchrun" in line for line in answer.body["errors"])
     assert dropped["outcome"] == "rejected"
-    assert report_of(deployment, key)["errors"][0].startswith("resources.nodes: 2 nodes asked")
+    assert "must start torchrun" in report_of(deployment, key)["errors"][0]
 
 
 def test_a_key_reused_with_another_manifest_after_its_record_expired_is_a_409(deployment, lambda_context):

@@ -171,11 +171,40 @@ _NO_INSTANT_ON_A_SCHEDULE: JsonDict = {
 }
 
 
+# A group's options need several nodes, and a deadline needs one (_group_options); these state it in the schema.
+_SEVERAL_NODES: JsonDict = {
+    "required": ["resources"],
+    "properties": {
+        "resources": {"required": ["nodes"], "properties": {"nodes": {"type": "integer", "minimum": 2}}}
+    },
+}
+_GROUP_OPTIONS_NEED_NODES: JsonDict = {
+    "if": {"not": _SEVERAL_NODES},
+    "then": {
+        "properties": {
+            "resources": {"properties": {"efa": {"const": True}}},
+            "capacity": {"properties": {"replace_node_minutes": {"const": DEFAULT_REPLACE_NODE_MINUTES}}},
+        }
+    },
+}
+_NO_DEADLINE_FOR_A_GROUP: JsonDict = {
+    "not": {"allOf": [_SEVERAL_NODES, {"required": ["capacity"], "properties": {"capacity": _HAS_DEADLINE}}]}
+}
+
+
 class JobManifest(StrictModel):
     """A training job: what to run, on what, with which data, and where its model goes."""
 
     model_config = ConfigDict(
-        json_schema_extra={"allOf": [_DEADLINE_NEEDS_WORK, _WORK_NEEDS_DEADLINE, _NO_INSTANT_ON_A_SCHEDULE]}
+        json_schema_extra={
+            "allOf": [
+                _DEADLINE_NEEDS_WORK,
+                _WORK_NEEDS_DEADLINE,
+                _NO_INSTANT_ON_A_SCHEDULE,
+                _GROUP_OPTIONS_NEED_NODES,
+                _NO_DEADLINE_FOR_A_GROUP,
+            ]
+        }
     )
 
     version: Literal["spotrun/v1"] = Field(MANIFEST_VERSION, description="Manifest format version.")
