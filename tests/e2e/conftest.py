@@ -25,6 +25,9 @@ from spotrun.model.job.record import Job
 from spotrun.shape import REPO_ROOT
 
 E2E_TIME_SCALE = 0.02
+# The PyTorch example, and where its code is uploaded as `training.workdir: .` would upload it.
+PYTORCH_EXAMPLE = REPO_ROOT / "examples" / "pytorch-digits"
+PYTORCH_CODE_PREFIX = "examples/pytorch-digits/code/"
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +36,20 @@ def runtime(tmp_path_factory) -> Iterator[LocalRuntime]:
     with local_runtime(tmp_path_factory.mktemp("runtime"), time_scale=E2E_TIME_SCALE) as started:
         upload_example(started)
         yield started
+
+
+@pytest.fixture(scope="module")
+def torch_runtime(runtime):
+    """The module's emulator, with the example's code uploaded as `training.workdir: .` would upload it."""
+    s3 = runtime.client("s3")
+    for path in sorted(p for p in PYTORCH_EXAMPLE.iterdir() if p.is_file()):  # requirements.txt too
+        s3.put_object(
+            Bucket=runtime.settings.jobs_bucket,
+            Key=PYTORCH_CODE_PREFIX + path.name,
+            Body=path.read_bytes(),
+            ChecksumAlgorithm="SHA256",
+        )
+    return runtime
 
 
 @pytest.fixture(scope="session")

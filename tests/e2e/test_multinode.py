@@ -21,27 +21,18 @@ from spotrun.local.runtime import LocalRuntime
 from spotrun.model.job.attempt import END_KEPT, Attempt
 from spotrun.model.job.record import Job, JobStatus
 from spotrun.shape import REPO_ROOT
-from tests.e2e.conftest import assert_nothing_left_running, instance_state, read_archived, run_with_chaos
+from tests.e2e.conftest import (
+    PYTORCH_CODE_PREFIX,
+    PYTORCH_EXAMPLE,
+    assert_nothing_left_running,
+    instance_state,
+    read_archived,
+    run_with_chaos,
+)
 from tests.sigv4 import local_client
 
-EXAMPLE = REPO_ROOT / "examples" / "pytorch-digits"
-CODE_PREFIX = "examples/pytorch-digits/code/"
 EPOCHS = "1"
 STEP_SECONDS = "0.05"
-
-
-@pytest.fixture(scope="module")
-def group_runtime(runtime: LocalRuntime) -> LocalRuntime:
-    """The module's emulator, with the example's code uploaded as `training.workdir: .` would upload it."""
-    s3 = runtime.client("s3")
-    for path in sorted(p for p in EXAMPLE.iterdir() if p.is_file()):
-        s3.put_object(
-            Bucket=runtime.settings.jobs_bucket,
-            Key=CODE_PREFIX + path.name,
-            Body=path.read_bytes(),
-            ChecksumAlgorithm="SHA256",
-        )
-    return runtime
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +43,7 @@ def two_rank_model(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     env["PYTHONPATH"] = str(REPO_ROOT)
     torchrun = str(Path(sys.executable).parent / "torchrun")
     subprocess.run(
-        [torchrun, "--nproc-per-node", "2", str(EXAMPLE / "train.py"), "--epochs", EPOCHS],
+        [torchrun, "--nproc-per-node", "2", str(PYTORCH_EXAMPLE / "train.py"), "--epochs", EPOCHS],
         cwd=workdir,
         env=env,
         check=True,
@@ -63,10 +54,10 @@ def two_rank_model(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 def manifest(name: str, **extra: str) -> bytes:
     """The example's two-node manifest with its code in S3, a short run, and the emulator's bounds."""
-    text = (EXAMPLE / "multinode.yaml").read_text()
+    text = (PYTORCH_EXAMPLE / "multinode.yaml").read_text()
     replacements = {
         "name: pytorch-digits-2-nodes": f"name: {name}",
-        "  workdir: .": f"  code: s3://spotrun-jobs-local/{CODE_PREFIX}",
+        "  workdir: .": f"  code: s3://spotrun-jobs-local/{PYTORCH_CODE_PREFIX}",
         'train.py, --epochs, "3"]': f'train.py, --epochs, "{EPOCHS}", --step-seconds, "{STEP_SECONDS}"]',
         "  replace_node_minutes: 10": f"  replace_node_minutes: {extra.get('replace', '10')}",
         "  hang_minutes: 10": f"  hang_minutes: {extra.get('hang', '10')}",
@@ -118,11 +109,11 @@ def kept_across(job: Job) -> list[int]:
 
 
 def test_a_reclaimed_node_and_a_silent_death_are_each_replaced_alone_and_the_model_matches(
-    group_runtime: LocalRuntime, two_rank_model: bytes
+    torch_runtime: LocalRuntime, two_rank_model: bytes
 ) -> None:
     # Given a two-node job, and a strike plan: a spot warning for node 0 (which hosts the rendezvous), then a
     # silent death of node 1 (its instance terminated without notice)
-    runtime = group_runtime
+    runtime = torch_runtime
     strike = striking(
         [
             runtime.interrupt,
@@ -143,10 +134,10 @@ def test_a_reclaimed_node_and_a_silent_death_are_each_replaced_alone_and_the_mod
 
 
 def test_a_hung_rank_restarts_the_group_on_the_same_nodes(
-    group_runtime: LocalRuntime, two_rank_model: bytes
+    torch_runtime: LocalRuntime, two_rank_model: bytes
 ) -> None:
     # Given a two-node job whose steps may stall for 15 s (hang_minutes 0.25: far above a step on a loaded machine)
-    runtime = group_runtime
+    runtime = torch_runtime
     # When node 1's training processes are stopped (SIGSTOP: alive, silent) at step 8
     strike = striking([lambda leader: runtime.hang_training(other_node(runtime, leader))])
     job = run_with_chaos(runtime, manifest("ddp-hung", hang="0.25"), "ddp-hung.yaml", [8], strike)
@@ -157,10 +148,10 @@ def test_a_hung_rank_restarts_the_group_on_the_same_nodes(
 
 
 def test_a_zone_without_a_replacement_moves_the_whole_group(
-    group_runtime: LocalRuntime, two_rank_model: bytes
+    torch_runtime: LocalRuntime, two_rank_model: bytes
 ) -> None:
     # Given a two-node job that waits 1.2 s for a replacement (replace_node_minutes 1, time-scaled)
-    runtime = group_runtime
+    runtime = torch_runtime
 
     def exhaust_then_interrupt(leader: str) -> object:
         # The group's pool has no spot capacity left when node 1 is warned: no replacement there
@@ -186,9 +177,9 @@ def test_a_zone_without_a_replacement_moves_the_whole_group(
     assert any(u.end_reason == "group-moved" for u in job.unused_instances)
 
 
-def test_a_cancelled_group_leaves_no_instance_running(group_runtime: LocalRuntime) -> None:
+def test_a_cancelled_group_leaves_no_instance_running(torch_runtime: LocalRuntime) -> None:
     # Given a two-node job training
-    runtime = group_runtime
+    runtime = torch_runtime
     submitted = drop_manifest(runtime, manifest("ddp-cancelled"), "ddp-cancelled.yaml")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -8,14 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from spotrun.model.job.record import JobStatus
 from spotrun.shape import REPO_ROOT
-from tests.e2e.conftest import assert_nothing_left_running, read_archived, run_with_chaos, sha256
+from tests.e2e.conftest import (
+    PYTORCH_CODE_PREFIX,
+    PYTORCH_EXAMPLE,
+    assert_nothing_left_running,
+    read_archived,
+    run_with_chaos,
+    sha256,
+)
 
-EXAMPLE = REPO_ROOT / "examples" / "pytorch-digits"
-CODE_PREFIX = "examples/pytorch-digits/code/"
 STEP_SECONDS = "0.02"
 # One process: 48 batches an epoch, 144 steps, a checkpoint every 20. The first interruption is decided in
 # the first epoch (its stop lands a few steps later, mid-epoch), the second at a checkpoint's step (the stop
@@ -26,37 +29,27 @@ DDP_EPOCHS = "6"
 DDP_STEPS = [15, 40]
 
 
-@pytest.fixture(scope="module")
-def torch_runtime(runtime):
-    """The module's emulator, with the example's code uploaded as `training.workdir: .` would upload it."""
-    s3 = runtime.client("s3")
-    for path in sorted(p for p in EXAMPLE.iterdir() if p.is_file()):  # requirements.txt too
-        s3.put_object(
-            Bucket=runtime.settings.jobs_bucket,
-            Key=CODE_PREFIX + path.name,
-            Body=path.read_bytes(),
-            ChecksumAlgorithm="SHA256",
-        )
-    return runtime
-
-
 def direct_model(workdir: Path, launcher: list[str], *args: str) -> bytes:
     """The model the example writes when run directly (no SPOTRUN_ variable), in a fresh directory."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("SPOTRUN_")}
     env["PYTHONPATH"] = str(REPO_ROOT)
     subprocess.run(
-        [*launcher, str(EXAMPLE / "train.py"), *args], cwd=workdir, env=env, check=True, capture_output=True
+        [*launcher, str(PYTORCH_EXAMPLE / "train.py"), *args],
+        cwd=workdir,
+        env=env,
+        check=True,
+        capture_output=True,
     )
     return (workdir / "output" / "model.safetensors").read_bytes()
 
 
 def manifest(name: str, resources: str, command: str) -> bytes:
     """The example's manifest with its code in S3 (until `--workdir` uploads it), for these resources."""
-    text = (EXAMPLE / "manifest.yaml").read_text()
+    text = (PYTORCH_EXAMPLE / "manifest.yaml").read_text()
     replacements = {
         "name: pytorch-digits": f"name: {name}",
         "  gpu_names: [t4, a10g, l4]": resources,
-        "  workdir: .": f"  code: s3://spotrun-jobs-local/{CODE_PREFIX}",
+        "  workdir: .": f"  code: s3://spotrun-jobs-local/{PYTORCH_CODE_PREFIX}",
         '  command: [torchrun, --nproc-per-node, "${SPOTRUN_GPUS_PER_NODE}", train.py, --max-steps, "144"]': command,
     }
     for old, new in replacements.items():

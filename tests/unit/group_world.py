@@ -9,7 +9,7 @@ from spotrun.aws.settings import Settings
 from spotrun.control.capacity.acquire import acquire_instance
 from spotrun.control.capacity.ec2_events import on_interruption_warning
 from spotrun.control.capacity.fleet import GroupSite
-from spotrun.control.capacity.interruptions import record_interruption
+from spotrun.control.capacity.interruptions import InterruptionRecord, record_interruption
 from spotrun.control.capacity.readiness import check_ready
 from spotrun.control.dispatch import dispatch_agent_step
 from spotrun.model.agent_protocol.command import AgentCommand
@@ -119,8 +119,8 @@ class GroupWorld:
             now=now,
         )
 
-    def record(self, error: str, now: datetime) -> None:
-        record_interruption(
+    def record(self, error: str, now: datetime, keep_healthy_nodes: bool = True) -> InterruptionRecord:
+        return record_interruption(
             job_id=JOB_ID,
             error={"Error": error, "Cause": "{}"},
             store=self.store,
@@ -128,6 +128,7 @@ class GroupWorld:
             objects=self.objects,
             jobs_bucket=BUCKET,
             now=now,
+            keep_healthy_nodes=keep_healthy_nodes,
         )
 
     def job(self):

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from spotrun.control.capacity.interruptions import record_interruption
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.job.attempt import END_KEPT
 from spotrun.model.job.limits import budget_stop_at
 from spotrun.model.manifest.schema import Budget
-from tests.unit.group_world import BUCKET, JOB_ID, SETTINGS, TIMING, GroupWorld, later
+from tests.unit.group_world import SETTINGS, TIMING, GroupWorld, later
 
 
 def test_a_group_is_launched_in_one_all_or_nothing_request_in_its_zones_placement_group() -> None:
@@ -189,16 +188,7 @@ def test_with_keep_healthy_nodes_off_the_whole_group_is_relaunched() -> None:
     attempt = world.training()
     world.compute.states[attempt.nodes[1].instance_id] = "terminated"
     # When the loss is recorded and capacity acquired again
-    record_interruption(
-        job_id=JOB_ID,
-        error={"Error": "Instance.Lost", "Cause": "{}"},
-        store=world.store,
-        compute=world.compute,
-        objects=world.objects,
-        jobs_bucket=BUCKET,
-        now=later(6),
-        keep_healthy_nodes=False,
-    )
+    world.record("Instance.Lost", later(6), keep_healthy_nodes=False)
     second = world.acquire(later(7))
     # Then the healthy node was terminated too, and two new nodes were launched
     assert world.compute.states[attempt.nodes[0].instance_id] == "terminated"
@@ -226,15 +216,7 @@ def test_a_failed_command_beside_a_dead_peer_is_that_peers_loss() -> None:
     attempt = world.training()
     world.compute.states[attempt.nodes[1].instance_id] = "terminated"
     # When node 0's command fails (gloo lost its peer) and the workflow records it
-    record = record_interruption(
-        job_id=JOB_ID,
-        error={"Error": "Training.Failed", "Cause": "{}"},
-        store=world.store,
-        compute=world.compute,
-        objects=world.objects,
-        jobs_bucket=BUCKET,
-        now=later(6),
-    )
+    record = world.record("Training.Failed", later(6))
     # Then it is node 1's loss: the attempt ended, node 0 kept for the next one
     assert not record.failed
     first = world.job().attempts[0]
@@ -248,15 +230,7 @@ def test_a_failed_command_with_every_node_alive_fails_the_job_and_records_nothin
     world.training()
     version = world.job().version
     # When a node's command fails
-    record = record_interruption(
-        job_id=JOB_ID,
-        error={"Error": "Training.Failed", "Cause": "{}"},
-        store=world.store,
-        compute=world.compute,
-        objects=world.objects,
-        jobs_bucket=BUCKET,
-        now=later(6),
-    )
+    record = world.record("Training.Failed", later(6))
     # Then the workflow is told it failed, and the record is untouched
     assert record.failed
     assert world.job().version == version

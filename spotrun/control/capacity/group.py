@@ -12,12 +12,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from spotrun.control.capacity.fleet import GroupSite, launch_fleet
+from spotrun.control.capacity.launch import pool_price
 from spotrun.control.capacity.readiness import not_visible_yet
 from spotrun.control.ports import Compute, JobStore
 from spotrun.control.store import update_job
 from spotrun.model.capacity.candidates import Pool, candidate_types
 from spotrun.model.capacity.fleet_request import FleetLaunchError
-from spotrun.model.capacity.pricing import attempt_price
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.job.attempt import Attempt, NodeRun
 from spotrun.model.job.group import kept_nodes, release_kept
@@ -156,17 +156,7 @@ def rebuild_group(
         *(NodeRun(node=0, instance_id=instance_id, started_at=now) for instance_id in fresh),
     ]
     nodes = [node.model_copy(update={"node": index}) for index, node in enumerate(nodes)]
-    spot_price = (
-        compute.spot_price(pool.instance_type, pool.availability_zone)
-        if previous.lifecycle == "spot"
-        else None
-    )
-    price, source = attempt_price(
-        lifecycle=previous.lifecycle,
-        instance_type=pool.instance_type,
-        availability_zone=pool.availability_zone,
-        spot_price=spot_price,
-    )
+    price, source = pool_price(compute, previous.lifecycle, pool)
     attempt = Attempt(
         number=len(job.attempts) + 1,
         instance_id=nodes[0].instance_id,

@@ -10,7 +10,7 @@ from spotrun.control.capacity.fleet import NO_GROUP, GroupSite, launch_fleet
 from spotrun.control.ports import Compute
 from spotrun.model.capacity.candidates import Lifecycle, Pool, avoid_list, candidate_types, choose_lifecycle
 from spotrun.model.capacity.fleet_request import FleetLaunchError, LaunchedInstance
-from spotrun.model.capacity.pricing import attempt_price
+from spotrun.model.capacity.pricing import PriceSource, attempt_price
 from spotrun.model.deadline.state import Choice, Decision, Running
 from spotrun.model.deadline.stored_job import (
     ASSUMED,
@@ -170,17 +170,7 @@ def _attempt(
         if len(launched) > 1
         else []
     )
-    spot_price = (
-        compute.spot_price(first.instance_type, first.availability_zone)
-        if first.lifecycle == "spot"
-        else None
-    )
-    price, source = attempt_price(
-        lifecycle=first.lifecycle,
-        instance_type=first.instance_type,
-        availability_zone=first.availability_zone,
-        spot_price=spot_price,
-    )
+    price, source = pool_price(compute, first.lifecycle, first.pool)
     return Attempt(
         number=len(job.attempts) + 1,
         instance_id=first.instance_id,
@@ -192,6 +182,17 @@ def _attempt(
         started_at=now,
         nodes=nodes,
         efa=efa,
+    )
+
+
+def pool_price(compute: Compute, lifecycle: Lifecycle, pool: Pool) -> tuple[float | None, PriceSource]:
+    """What an instance of ``pool`` costs per hour bought as ``lifecycle``, and where the figure comes from."""
+    spot_price = compute.spot_price(*pool) if lifecycle == "spot" else None
+    return attempt_price(
+        lifecycle=lifecycle,
+        instance_type=pool.instance_type,
+        availability_zone=pool.availability_zone,
+        spot_price=spot_price,
     )
 
 
