@@ -31,7 +31,6 @@ import os
 import threading
 import urllib.parse
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -193,7 +192,7 @@ def crt_stage(tool: CrtTool, s3: Any, bucket: str, prefix: str, destination: Pat
 
 def crt_upload(tool: CrtTool, s3: Any, bucket: str, source: Path, job_id: str, step: int) -> int:
     """Upload the checkpoint directory ``source`` through the CRT, then its commit marker; returns the bytes."""
-    from spotrun.agent.checkpoint_store import local_files
+    from spotrun.agent.checkpoint_store import commit_time, local_files, put_marker
     from spotrun.model import layout
     from spotrun.model.agent_protocol.checkpoints import CheckpointFile, CommitMarker
 
@@ -219,13 +218,7 @@ def crt_upload(tool: CrtTool, s3: Any, bucket: str, source: Path, job_id: str, s
         step=step,
         files=sorted(listed, key=lambda f: f.path),
         bytes=moved,
-        committed_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        committed_at=commit_time(),
     )
-    s3.put_object(
-        Bucket=bucket,
-        Key=layout.commit_marker_key(job_id, step),
-        Body=marker.model_dump_json(indent=1).encode(),
-        ContentType="application/json",
-        ChecksumAlgorithm="SHA256",
-    )
+    put_marker(s3, bucket, layout.commit_marker_key(job_id, step), marker)
     return moved

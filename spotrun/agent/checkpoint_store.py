@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from pydantic import BaseModel
+
 from spotrun.agent.links import LinkError, open_regular, real_directories, regular_files
 from spotrun.agent.transfer.download import (
     DEFAULT_WORKERS,
@@ -184,6 +186,26 @@ def upload_files(
         return [future.result() for future in futures]
 
 
+def commit_time() -> str:
+    """Now, as a commit marker's ``committed_at`` states it (UTC, whole seconds, ``Z``)."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def put_marker(s3: S3Client, bucket: str, key: str, marker: BaseModel, **conditions: str) -> None:
+    """Write a checkpoint marker (commit or part) as JSON, with its SHA-256 checksum.
+
+    ``conditions`` are S3's conditional-write parameters (``IfNoneMatch="*"``: only if no object is there).
+    """
+    s3.put_object(
+        Bucket=bucket,
+        Key=key,
+        Body=marker.model_dump_json(indent=1).encode(),
+        ContentType="application/json",
+        ChecksumAlgorithm="SHA256",
+        **conditions,
+    )
+
+
 def upload_checkpoint(
     s3: S3Client,
     bucket: str,
@@ -240,15 +262,9 @@ def upload_checkpoint(
         attempt=attempt,
         files=listed,
         bytes=sum(f.size for f in listed),
-        committed_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        committed_at=commit_time(),
     )
-    s3.put_object(
-        Bucket=bucket,
-        Key=marker_key,
-        Body=marker.model_dump_json(indent=1).encode(),
-        ContentType="application/json",
-        ChecksumAlgorithm="SHA256",
-    )
+    put_marker(s3, bucket, marker_key, marker)
     logger.info(
         "committed checkpoint step %d (%d files, %d bytes) at %s", step, len(listed), marker.bytes, prefix
     )

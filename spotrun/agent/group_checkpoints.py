@@ -13,13 +13,12 @@ so of the last two nodes to upload, at least one sees the other's part: a comple
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from spotrun.agent.checkpoint_store import S3Client, local_files, upload_files
+from spotrun.agent.checkpoint_store import S3Client, commit_time, local_files, put_marker, upload_files
 from spotrun.agent.transfer.download import DEFAULT_WORKERS, iter_objects
 from spotrun.model import layout
 from spotrun.model.agent_protocol.checkpoints import (
@@ -63,14 +62,8 @@ def upload_part(
 
     Parameters
     ----------
-    s3
-        The S3 client.
-    bucket
-        The jobs bucket.
-    job_id
-        The job.
-    step
-        The checkpoint's step.
+    s3, bucket, job_id, step
+        The S3 client, the jobs bucket, the job, and the checkpoint's step.
     directory
         This node's complete local checkpoint directory of ``step``.
     node, nodes
@@ -111,13 +104,7 @@ def upload_part(
         files=files,
         bytes=sum(f.size for f in files),
     )
-    s3.put_object(
-        Bucket=bucket,
-        Key=layout.part_marker_key(job_id, step, node),
-        Body=part.model_dump_json(indent=1).encode(),
-        ContentType="application/json",
-        ChecksumAlgorithm="SHA256",
-    )
+    put_marker(s3, bucket, layout.part_marker_key(job_id, step, node), part)
     logger.info("uploaded node %d's part of checkpoint step %d (%d files)", node, step, len(files))
     return part
 
@@ -145,14 +132,8 @@ def commit_group(
 
     Parameters
     ----------
-    s3
-        The S3 client.
-    bucket
-        The jobs bucket.
-    job_id
-        The job.
-    step
-        The checkpoint's step.
+    s3, bucket, job_id, step
+        The S3 client, the jobs bucket, the job, and the checkpoint's step.
     nodes
         The group's nodes.
     attempt
@@ -183,18 +164,11 @@ def commit_group(
         attempt=attempt,
         files=files,
         bytes=sum(f.size for f in files),
-        committed_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        committed_at=commit_time(),
         nodes=nodes,
     )
     try:
-        s3.put_object(
-            Bucket=bucket,
-            Key=layout.commit_marker_key(job_id, step),
-            Body=marker.model_dump_json(indent=1).encode(),
-            ContentType="application/json",
-            ChecksumAlgorithm="SHA256",
-            IfNoneMatch="*",
-        )
+        put_marker(s3, bucket, layout.commit_marker_key(job_id, step), marker, IfNoneMatch="*")
     except ClientError as exc:
         if _error_code(exc) not in _LOST_RACE:
             raise

@@ -108,18 +108,9 @@ def restore_checkpoint(
     if latest is None:
         return None
     local = layout.local_checkpoints(job_layout.checkpoint_dir)
-    if local and local[-1][0] >= latest.step and not local[-1][1].is_symlink():
-        # This instance already holds it (a second stage of the same attempt): nothing to copy.
-        return RestoredCheckpoint(step=latest.step, prefix=latest.prefix, path=local[-1][1], files=0, bytes=0)
-    return download_checkpoint(
-        ctx.s3,
-        command.jobs_bucket,
-        source_job,
-        latest.step,
-        job_layout.checkpoint_dir,
-        max_workers=ctx.workers,
-        direct=ctx.direct,
-    )
+    # This instance may already hold it (a second stage of the same attempt): nothing to copy then.
+    held = local[-1][1] if local and local[-1][0] >= latest.step and not local[-1][1].is_symlink() else None
+    return _held_or_download(command, ctx, job_layout, source_job, latest, held)
 
 
 def _restore_group(
@@ -146,11 +137,21 @@ def _restore_group(
             logger.info("removed local checkpoint step %d: not the group's committed checkpoint", step)
     if latest is None:
         return None
-    local = dict(layout.local_checkpoints(job_layout.checkpoint_dir))
-    if latest.step in local:
-        return RestoredCheckpoint(
-            step=latest.step, prefix=latest.prefix, path=local[latest.step], files=0, bytes=0
-        )
+    held = dict(layout.local_checkpoints(job_layout.checkpoint_dir)).get(latest.step)
+    return _held_or_download(command, ctx, job_layout, source_job, latest, held)
+
+
+def _held_or_download(
+    command: AgentCommand,
+    ctx: StepContext,
+    job_layout: layout.NvmeLayout,
+    source_job: str,
+    latest: CommittedCheckpoint,
+    held: Path | None,
+) -> RestoredCheckpoint:
+    """The checkpoint ``held`` on this instance's disk as it is (nothing copied), or else downloaded there."""
+    if held is not None:
+        return RestoredCheckpoint(step=latest.step, prefix=latest.prefix, path=held, files=0, bytes=0)
     return download_checkpoint(
         ctx.s3,
         command.jobs_bucket,

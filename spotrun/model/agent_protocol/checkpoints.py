@@ -88,12 +88,8 @@ def group_commit_files(parts: Mapping[int, PartMarker], nodes: int, attempt: int
 
     Parameters
     ----------
-    parts
-        The part markers found, by node.
-    nodes
-        The group's nodes.
-    attempt
-        The attempt committing.
+    parts, nodes, attempt
+        As :func:`missing_parts`: the part markers found by node, the group's nodes, the attempt committing.
 
     Returns
     -------
