@@ -46,10 +46,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 from bench.common import MeasurementError, interleaved, run_once
 from bench.recovery_report import markdown, summarize
@@ -95,28 +97,39 @@ class RecoveryConfig:
 # -- the measurement (in the child process) ---------------------------------------------------------------
 
 
-class Probe:
-    """Polls the runtime's instances and S3 and fills a :class:`Timeline` (see the module docstring)."""
+class _Observed(Protocol):
+    warning: float | None  # when the probe saw the warning (None: not yet)
 
-    def __init__(self, runtime: Any, job_id: str):
+
+TimelineT = TypeVar("TimelineT", bound=_Observed)
+
+
+class RecoveryProbe(Generic[TimelineT]):
+    """A thread that polls the runtime every :data:`POLL_SECONDS` while it runs (``with``); a subclass's ``poll``.
+
+    ``poll`` fills the subclass's timeline, sets ``first_commit`` once a checkpoint is committed and ``resumed``
+    at the resumed attempt's first step. A poll that raises ends the probe: ``error`` holds it, both events set.
+    """
+
+    thread_name = "recovery-probe"
+
+    def __init__(self, runtime: Any, job_id: str, timeline: TimelineT):
         from moto.s3.models import s3_backends
 
         from spotrun.local.server import ACCOUNT_ID
 
         self.runtime = runtime
         self.job_id = job_id
+        self.timeline = timeline
         self.bucket = runtime.settings.jobs_bucket
         self._s3 = s3_backends[ACCOUNT_ID]["aws"]
-        self.timeline = Timeline()
-        self.old: Any = None
-        self.replacement: Any = None
         self.first_commit = threading.Event()
         self.resumed = threading.Event()  # the resumed attempt's first step was seen
         self.error: Exception | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="recovery-probe", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
 
-    def __enter__(self) -> Probe:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -134,6 +147,13 @@ class Probe:
                 self.resumed.set()
                 raise
 
+    def poll(self, now: float) -> None:
+        """Record what changed since the last poll."""
+        raise NotImplementedError
+
+    def reclaim_seen(self, at: float) -> None:
+        """EC2 reclaimed the warned instance at ``at`` and the held launch was let through (``reclaimed`` mode)."""
+
     def _paths(self, sim: Any) -> Any:
         from spotrun.model.layout import NvmeLayout
 
@@ -148,6 +168,15 @@ class Probe:
             return None
         stamp = getattr(bucket.keys[key], "last_modified", None)  # moto: naive UTC, microseconds
         return stamp.replace(tzinfo=UTC).timestamp() if stamp is not None else time.time()
+
+
+class Probe(RecoveryProbe[Timeline]):
+    """Polls the runtime's instances and S3 and fills a :class:`Timeline` (see the module docstring)."""
+
+    def __init__(self, runtime: Any, job_id: str):
+        super().__init__(runtime, job_id, Timeline())
+        self.old: Any = None
+        self.replacement: Any = None
 
     def poll(self, now: float) -> None:
         """Record what changed since the last poll."""
@@ -237,25 +266,62 @@ def launch_after(reclaimed: threading.Event) -> Any:
     return patches
 
 
-def _signal_reclaim(reclaimed: threading.Event, notice_ends: float, gone: threading.Event) -> None:
+def _signal_reclaim(
+    reclaimed: threading.Event, notice_ends: float, gone: threading.Event, probe: RecoveryProbe[Any]
+) -> None:
     """Set ``reclaimed`` once the notice is over and the instance gone (at once if spotrun released it first)."""
     time.sleep(max(0.0, notice_ends - time.time()))
     gone.wait()
+    probe.reclaim_seen(time.time())
     reclaimed.set()
 
 
-def _await_resumed(runtime: Any, probe: Probe, job_id: str, timeout: float) -> Any:
-    """Wait for the resumed attempt's first step; return the job record then (an error if the job ended first)."""
-    from spotrun.aws.adapters import job_store
+@contextmanager
+def interruption(
+    runtime: Any, probe: RecoveryProbe[Any], instance_id: str, *, hold_launch: bool, time_scale: float
+) -> Iterator[None]:
+    """Interrupt ``instance_id`` for the block's length; with ``hold_launch``, EC2 launches nothing before it has
+    reclaimed the instance at the end of the notice (the ``reclaimed`` modes, :func:`launch_after`)."""
+    from spotrun.model.job.interruption_rate import NOTICE_SECONDS
 
-    store = job_store(runtime.settings.jobs_table, runtime.settings.region)
+    reclaimed = threading.Event()
+    held = launch_after(reclaimed) if hold_launch else None
+    gone = runtime.interrupt(instance_id)
+    try:
+        if held is not None:
+            while probe.timeline.warning is None and probe.error is None:
+                time.sleep(POLL_SECONDS)
+            # The emulator reclaims the instance the notice's (scaled) length after it set the warning.
+            notice_ends = (probe.timeline.warning or 0.0) + NOTICE_SECONDS * time_scale
+            threading.Thread(
+                target=_signal_reclaim, args=(reclaimed, notice_ends, gone, probe), daemon=True
+            ).start()
+        yield
+    finally:
+        reclaimed.set()  # a fleet still held (the run failed first) is let go before the runtime stops
+        if held is not None:
+            held.undo_all()
+
+
+def await_seen(
+    event: threading.Event, probe: RecoveryProbe[Any], store: Any, job_id: str, timeout: float, what: str
+) -> Any:
+    """Wait for the probe's ``event``; return the job record then.
+
+    Raises
+    ------
+    RuntimeError
+        When the job ended first, or the probe failed.
+    TimeoutError
+        When ``timeout`` seconds passed first.
+    """
     deadline = time.monotonic() + timeout
-    while not probe.resumed.wait(1.0):
+    while not event.wait(0.5):
         job = store.get(job_id)
         if job is not None and job.status.is_terminal:
-            raise RuntimeError(f"the job ended {job.status} before it resumed: {job.error}")
+            raise RuntimeError(f"the job ended {job.status} before {what}: {job.error}")
         if time.monotonic() > deadline:
-            raise TimeoutError("the job never resumed training")
+            raise TimeoutError(f"never observed: {what}")
     if probe.error is not None:
         raise RuntimeError(f"the probe failed: {probe.error!r}")
     return store.get(job_id)
@@ -267,10 +333,10 @@ def measure_once(config: RecoveryConfig, mode: Mode, workdir: Path) -> dict[str,
     The measurement ends at the resumed attempt's first step: the rest of the job (its other checkpoints, its
     outputs) measures nothing here and would double the run. A job that ends before that is an error.
     """
+    from spotrun.aws.adapters import job_store
     from spotrun.local.capacity.catalog import DEFAULT_ZONES, Pool
     from spotrun.local.demo import control_plane_logs, drop_manifest, upload_example
     from spotrun.local.runtime import LocalRuntime
-    from spotrun.model.job.interruption_rate import NOTICE_SECONDS
 
     pools = [
         Pool("g4dn.xlarge", zone, 0.18 + i / 100, capacity=4, boot_delay_seconds=config.boot_delay_seconds)
@@ -289,23 +355,14 @@ def measure_once(config: RecoveryConfig, mode: Mode, workdir: Path) -> dict[str,
         with Probe(runtime, submitted.job_id) as probe:
             if not probe.first_commit.wait(config.timeout_seconds) or probe.error is not None:
                 raise RuntimeError(f"no checkpoint was committed (probe error: {probe.error!r})")
-            reclaimed = threading.Event()
-            held = launch_after(reclaimed) if mode == "reclaimed" else None
-            gone = runtime.interrupt(probe.old.instance_id)
-            if held is not None:
-                while probe.timeline.warning is None and probe.error is None:
-                    time.sleep(POLL_SECONDS)
-                # The emulator reclaims the instance the notice's (scaled) length after it set the warning.
-                notice_ends = (probe.timeline.warning or 0.0) + NOTICE_SECONDS * config.time_scale
-                threading.Thread(
-                    target=_signal_reclaim, args=(reclaimed, notice_ends, gone), daemon=True
-                ).start()
-            try:
-                job = _await_resumed(runtime, probe, submitted.job_id, config.timeout_seconds)
-            finally:
-                reclaimed.set()  # a fleet still held (the run failed first) is let go before the runtime stops
-                if held is not None:
-                    held.undo_all()
+            store = job_store(runtime.settings.jobs_table, runtime.settings.region)
+            hold = mode == "reclaimed"
+            with interruption(
+                runtime, probe, probe.old.instance_id, hold_launch=hold, time_scale=config.time_scale
+            ):
+                job = await_seen(
+                    probe.resumed, probe, store, submitted.job_id, config.timeout_seconds, "it resumed"
+                )
     return {
         "mode": mode,
         "timeline": probe.timeline.as_dict(),

@@ -21,10 +21,10 @@ Three configurations (:data:`MODES`) run interleaved (A B C A B C ...):
   the warning, the old nodes released once it is committed), which a peer does not do: this mode gives the
   peers both, so what it loses is a lower bound on theirs.
 
-A probe thread polls every :data:`POLL_SECONDS` what the emulator exposes (each instance's EC2 state, boot and
-SSM registration; the warned node's IMDS notice), what the instances write (complete checkpoint directories;
-rank 0's progress file of each attempt, whose modification time is its step's) and the commit markers in moto's
-S3 backend. :mod:`bench.recovery_group_timeline` says what is computed from it; the single-node
+A probe thread polls every :data:`bench.recovery.POLL_SECONDS` what the emulator exposes (each instance's EC2
+state, boot and SSM registration; the warned node's IMDS notice), what the instances write (complete checkpoint
+directories; rank 0's progress file of each attempt, whose modification time is its step's) and the commit markers
+in moto's S3 backend. :mod:`bench.recovery_group_timeline` says what is computed from it; the single-node
 :mod:`bench.recovery` explains why these events are the ones timed.
 """
 
@@ -37,15 +37,12 @@ import os
 import re
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass
-from datetime import UTC
 from pathlib import Path
 from typing import Any, Literal
 
 from bench.common import MeasurementError, interleaved, run_once
-from bench.recovery import launch_after
+from bench.recovery import RecoveryProbe, await_seen, interruption
 from bench.recovery_group_report import markdown, summarize
 from bench.recovery_group_timeline import (
     HEALTHY,
@@ -57,7 +54,6 @@ from bench.recovery_group_timeline import (
     group_figures,
 )
 
-POLL_SECONDS = 0.01
 Mode = Literal["keep", "relaunch", "reclaimed"]
 MODES: tuple[Mode, ...] = ("keep", "relaunch", "reclaimed")
 CODE_PREFIX = "examples/pytorch-digits/code/"
@@ -93,65 +89,24 @@ class GroupRecoveryConfig:
 # -- the measurement (in the child process) ---------------------------------------------------------------
 
 
-class GroupProbe:
+class GroupProbe(RecoveryProbe[GroupTimeline]):
     """Polls the runtime's instances and S3 and fills a :class:`GroupTimeline` (see the module docstring)."""
 
+    thread_name = "group-recovery-probe"
+
     def __init__(self, runtime: Any, job_id: str):
-        from moto.s3.models import s3_backends
-
-        from spotrun.local.server import ACCOUNT_ID
-
-        self.runtime = runtime
-        self.job_id = job_id
-        self.bucket = runtime.settings.jobs_bucket
-        self._s3 = s3_backends[ACCOUNT_ID]["aws"]
-        self.timeline = GroupTimeline()
+        super().__init__(runtime, job_id, GroupTimeline())
         self.old_attempt: int | None = None  # set before the warning: the attempt it interrupts
         self.old_nodes: frozenset[str] | None = None  # and that attempt's instances
         self.warned: Any = None
-        self.first_commit = threading.Event()
-        self.resumed = threading.Event()
-        self.error: Exception | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="group-recovery-probe", daemon=True)
 
-    def __enter__(self) -> GroupProbe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
-            try:
-                self.poll(time.time())
-            except Exception as exc:  # a probe that died would leave a timeline that lies: stop the run
-                self.error = exc
-                self.first_commit.set()
-                self.resumed.set()
-                raise
+    def reclaim_seen(self, at: float) -> None:
+        self.timeline.reclaimed = at
 
     def warn(self, sim: Any, attempt: Any) -> None:
         """Name the node about to be warned and the attempt it runs, before the warning is sent."""
         self.old_nodes = frozenset(attempt.instance_ids())
         self.old_attempt, self.warned = attempt.number, sim
-
-    def _paths(self, sim: Any) -> Any:
-        from spotrun.model.layout import NvmeLayout
-
-        return NvmeLayout(sim.nvme_dir, self.job_id)
-
-    def _committed_at(self, step: int) -> float | None:
-        from spotrun.model.layout import commit_marker_key
-
-        bucket = self._s3.buckets.get(self.bucket)
-        key = commit_marker_key(self.job_id, step)
-        if bucket is None or key not in bucket.keys:
-            return None
-        stamp = getattr(bucket.keys[key], "last_modified", None)  # moto: naive UTC, microseconds
-        return stamp.replace(tzinfo=UTC).timestamp() if stamp is not None else time.time()
 
     def _node(self, sim: Any, now: float) -> None:
         from spotrun.local.capacity.catalog import INSTANCE_TYPES
@@ -248,35 +203,12 @@ def _upload_code(runtime: Any) -> None:
         )
 
 
-def _wait(event: threading.Event, store: Any, job_id: str, timeout: float, what: str) -> Any:
-    """Wait for ``event``; return the job record then (an error if the job ended first, or on timeout)."""
-    deadline = time.monotonic() + timeout
-    while not event.wait(0.5):
-        job = store.get(job_id)
-        if job is not None and job.status.is_terminal:
-            raise RuntimeError(f"the job ended {job.status} before {what}: {job.error}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"never observed: {what}")
-    return store.get(job_id)
-
-
-def _signal_reclaim(
-    reclaimed: threading.Event, notice_ends: float, gone: threading.Event, probe: GroupProbe
-) -> None:
-    """Let the held launch through once the notice is over and the warned node gone, and record when."""
-    time.sleep(max(0.0, notice_ends - time.time()))
-    gone.wait()
-    probe.timeline.reclaimed = time.time()
-    reclaimed.set()
-
-
 def measure_once(config: GroupRecoveryConfig, mode: Mode, workdir: Path) -> dict[str, Any]:
     """Run the 2-node job in this process's emulator, warn one node once, and return what was seen."""
     from spotrun.aws.adapters import job_store
     from spotrun.local.capacity.catalog import default_pools
     from spotrun.local.demo import control_plane_logs, drop_manifest
     from spotrun.local.runtime import LocalRuntime
-    from spotrun.model.job.interruption_rate import NOTICE_SECONDS
 
     # The default pools, each holding two whole groups, every instance booting alike.
     pools = [
@@ -295,35 +227,21 @@ def measure_once(config: GroupRecoveryConfig, mode: Mode, workdir: Path) -> dict
         store = job_store(runtime.settings.jobs_table, runtime.settings.region)
         submitted = drop_manifest(runtime, _manifest(config), "recovery-group-bench.yaml")
         with GroupProbe(runtime, submitted.job_id) as probe:
-            job = _wait(probe.first_commit, store, submitted.job_id, config.timeout_seconds, "a commit")
-            if probe.error is not None:
-                raise RuntimeError(f"the probe failed: {probe.error!r}")
+            job = await_seen(
+                probe.first_commit, probe, store, submitted.job_id, config.timeout_seconds, "a commit"
+            )
             attempt = job.open_attempt
             if attempt is None or len(attempt.nodes) < 2:
                 raise RuntimeError(f"no open group attempt once a checkpoint was committed: {attempt!r}")
             warned = runtime.instance(attempt.nodes[config.warned_node].instance_id)
             probe.warn(warned, attempt)
-            reclaimed = threading.Event()
-            held = launch_after(reclaimed) if mode == "reclaimed" else None
-            gone = runtime.interrupt(warned.instance_id)
-            try:
-                if held is not None:
-                    while probe.timeline.warning is None and probe.error is None:
-                        time.sleep(POLL_SECONDS)
-                    # The emulator reclaims the instance the notice's (scaled) length after it set the warning.
-                    notice_ends = (probe.timeline.warning or 0.0) + NOTICE_SECONDS * config.time_scale
-                    threading.Thread(
-                        target=_signal_reclaim, args=(reclaimed, notice_ends, gone, probe), daemon=True
-                    ).start()
-                job = _wait(
-                    probe.resumed, store, submitted.job_id, config.timeout_seconds, "the resumed step"
+            hold = mode == "reclaimed"
+            with interruption(
+                runtime, probe, warned.instance_id, hold_launch=hold, time_scale=config.time_scale
+            ):
+                job = await_seen(
+                    probe.resumed, probe, store, submitted.job_id, config.timeout_seconds, "the resumed step"
                 )
-            finally:
-                reclaimed.set()  # a fleet still held (the run failed first) is let go before the runtime stops
-                if held is not None:
-                    held.undo_all()
-            if probe.error is not None:
-                raise RuntimeError(f"the probe failed: {probe.error!r}")
     resumed = job.attempts[-1] if job is not None and job.attempts else None
     probe.timeline.restored_step = None if resumed is None else resumed.restored_step
     return {

@@ -20,8 +20,22 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bench.recovery_timeline import IncompleteTimeline, need, step_time, step_times
+
 WARNED, HEALTHY, NEW = "warned", "healthy", "new"
 ROLES = (WARNED, HEALTHY, NEW)
+__all__ = [
+    "HEALTHY",
+    "NEW",
+    "ROLES",
+    "WARNED",
+    "GroupFigures",
+    "GroupTimeline",
+    "IncompleteTimeline",
+    "NodeSeen",
+    "group_figures",
+    "overlap",
+]
 
 
 @dataclass
@@ -95,27 +109,16 @@ class GroupTimeline:
     def from_dict(cls, data: dict[str, Any]) -> GroupTimeline:
         """The inverse of :meth:`as_dict`, after a JSON round trip (object keys are strings, tuples lists)."""
 
-        def steps(name: str) -> dict[int, float]:
-            return {int(step): float(at) for step, at in (data.get(name) or {}).items()}
-
-        def pair(name: str) -> tuple[int, float] | None:
-            value = data.get(name)
-            return None if value is None else (int(value[0]), float(value[1]))
-
         return cls(
             warning=data.get("warning"),
             nodes={iid: NodeSeen(**seen) for iid, seen in (data.get("nodes") or {}).items()},
-            old_saved=steps("old_saved"),
-            old_committed=steps("old_committed"),
-            old_last_progress=pair("old_last_progress"),
-            first_step=pair("first_step"),
+            old_saved=step_times(data, "old_saved"),
+            old_committed=step_times(data, "old_committed"),
+            old_last_progress=step_time(data, "old_last_progress"),
+            first_step=step_time(data, "first_step"),
             restored_step=data.get("restored_step"),
             reclaimed=data.get("reclaimed"),
         )
-
-
-class IncompleteTimeline(ValueError):
-    """The timeline lacks an event a figure needs (the message names it)."""
 
 
 @dataclass(frozen=True)
@@ -153,12 +156,6 @@ class GroupFigures:
         return asdict(self)
 
 
-def _need(value: Any, what: str) -> Any:
-    if value is None:
-        raise IncompleteTimeline(f"never observed: {what}")
-    return value
-
-
 def overlap(start: float, end: float, spans: Iterable[tuple[float, float]]) -> float:
     """Seconds of ``[start, end]`` inside the union of ``spans`` (which may overlap one another)."""
     total, reached = 0.0, start
@@ -178,21 +175,21 @@ def group_figures(timeline: GroupTimeline, time_scale: float) -> GroupFigures:
     IncompleteTimeline
         When an event a figure needs was never observed, or the restored checkpoint was never committed.
     """
-    warning = _need(timeline.warning, "the warning")
-    _, first = _need(timeline.first_step, "the resumed attempt's first step")
-    restored = _need(timeline.restored_step, "the restored step")
-    committed = _need(timeline.old_committed.get(restored), f"the commit of step {restored}")
+    warning = need(timeline.warning, "the warning")
+    _, first = need(timeline.first_step, "the resumed attempt's first step")
+    restored = need(timeline.restored_step, "the restored step")
+    committed = need(timeline.old_committed.get(restored), f"the commit of step {restored}")
     new = [seen for seen in timeline.nodes.values() if seen.role == NEW]
     if not new:
         raise IncompleteTimeline("never observed: a node launched after the warning")
     boots = []
     for seen in new:
-        launched = _need(seen.launched, "a new node's launch")
-        boots.append((launched, _need(seen.reachable, "a new node reachable")))
+        launched = need(seen.launched, "a new node's launch")
+        boots.append((launched, need(seen.reachable, "a new node reachable")))
     stretch = 1.0 / time_scale - 1.0
     # The emulator's scaled spans: the new nodes' boots and, when the launch waited for EC2's reclaim, the notice.
     scaled = boots + ([(warning, timeline.reclaimed)] if timeline.reclaimed is not None else [])
-    old_step, old_time = _need(timeline.old_last_progress, "the interrupted attempt's progress")
+    old_step, old_time = need(timeline.old_last_progress, "the interrupted attempt's progress")
     steps_lost = max(0, old_step - restored)
     # The old group trained (and saved what it resumes from) until its last progress write, when that is kept.
     trained_until = old_time if steps_lost == 0 else warning

@@ -54,21 +54,28 @@ class Timeline:
     def from_dict(cls, data: dict[str, Any]) -> Timeline:
         """The inverse of :meth:`as_dict`, after a JSON round trip (whose object keys are strings)."""
 
-        def steps(name: str) -> dict[int, float]:
-            return {int(step): float(at) for step, at in (data.get(name) or {}).items()}
-
-        first = data.get("first_step")
         return cls(
             warning=data.get("warning"),
-            old_saved=steps("old_saved"),
-            old_committed=steps("old_committed"),
+            old_saved=step_times(data, "old_saved"),
+            old_committed=step_times(data, "old_committed"),
             old_last_step=data.get("old_last_step"),
             launched=data.get("launched"),
             reachable=data.get("reachable"),
             restore_started=data.get("restore_started"),
-            restored=steps("restored"),
-            first_step=(int(first[0]), float(first[1])) if first is not None else None,
+            restored=step_times(data, "restored"),
+            first_step=step_time(data, "first_step"),
         )
+
+
+def step_times(data: dict[str, Any], name: str) -> dict[int, float]:
+    """``data[name]``, a step -> time mapping, after a JSON round trip (whose object keys are strings)."""
+    return {int(step): float(at) for step, at in (data.get(name) or {}).items()}
+
+
+def step_time(data: dict[str, Any], name: str) -> tuple[int, float] | None:
+    """``data[name]``, a ``(step, time)`` pair, after a JSON round trip (which makes a tuple a list)."""
+    value = data.get(name)
+    return None if value is None else (int(value[0]), float(value[1]))
 
 
 class IncompleteTimeline(ValueError):
@@ -103,7 +110,14 @@ class RecoveryFigures:
         return asdict(self)
 
 
-def _need(value: Any, what: str) -> Any:
+def need(value: Any, what: str) -> Any:
+    """``value``, observed.
+
+    Raises
+    ------
+    IncompleteTimeline
+        When ``value`` is None: ``what`` was never observed.
+    """
     if value is None:
         raise IncompleteTimeline(f"never observed: {what}")
     return value
@@ -120,16 +134,16 @@ def recovery_figures(timeline: Timeline) -> RecoveryFigures:
     IncompleteTimeline
         When an event a figure needs was never observed, or the restored checkpoint was never committed.
     """
-    warning = _need(timeline.warning, "the warning")
-    launched = _need(timeline.launched, "the replacement's launch")
-    reachable = _need(timeline.reachable, "the replacement reachable")
-    step, first = _need(timeline.first_step, "the resumed attempt's first step")
+    warning = need(timeline.warning, "the warning")
+    launched = need(timeline.launched, "the replacement's launch")
+    reachable = need(timeline.reachable, "the replacement reachable")
+    step, first = need(timeline.first_step, "the resumed attempt's first step")
     if not timeline.restored:
         raise IncompleteTimeline("never observed: a checkpoint restored on the replacement")
     restored_step = min(timeline.restored, key=lambda s: timeline.restored[s])
     restored_at = timeline.restored[restored_step]
-    committed = _need(timeline.old_committed.get(restored_step), f"the commit of step {restored_step}")
-    saved = _need(timeline.old_saved.get(restored_step), f"step {restored_step} saved on the old instance")
+    committed = need(timeline.old_committed.get(restored_step), f"the commit of step {restored_step}")
+    saved = need(timeline.old_saved.get(restored_step), f"step {restored_step} saved on the old instance")
     # A restore too quick for the probe to see its temporary directory lasted less than one poll: 0.
     restore_started = timeline.restore_started if timeline.restore_started is not None else restored_at
     boot = reachable - launched
