@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -83,6 +85,17 @@ def command_uri(bucket: str, name: str) -> str:
     from spotrun.model.layout import agent_command_key
 
     return f"s3://{bucket}/{agent_command_key(f'{name}-0123456789ab', 1, 'train')}"
+
+
+def pass_runtime(workdir: Path, pools: Sequence[Any], time_scale: float) -> Any:
+    """A LocalRuntime (to start) on ``pools`` with :func:`minimal_shape` and a workflow that only passes."""
+    from spotrun.local.runtime import LocalRuntime
+
+    asl = workdir / "pass.asl.json"
+    asl.write_text(PASS_ASL)
+    return LocalRuntime(
+        workdir, time_scale=time_scale, pools=list(pools), shape=minimal_shape(), state_machine_file=asl
+    )
 
 
 def minimal_shape() -> Any:

@@ -37,11 +37,7 @@ POOLS = [
 def started_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
     """One runtime per test module, on :data:`POOLS`, its workflow a pass state."""
     workdir = tmp_path_factory.mktemp("multinode")
-    asl = workdir / "pass.asl.json"
-    asl.write_text(handlers.PASS_ASL)
-    with LocalRuntime(
-        workdir, time_scale=TIME_SCALE, pools=POOLS, shape=handlers.minimal_shape(), state_machine_file=asl
-    ) as started:
+    with handlers.pass_runtime(workdir, POOLS, TIME_SCALE) as started:
         yield started
 
 

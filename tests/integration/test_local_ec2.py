@@ -35,11 +35,7 @@ POOLS = [
 @pytest.fixture(scope="module")
 def module_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
     workdir = tmp_path_factory.mktemp("ec2")
-    asl = workdir / "pass.asl.json"
-    asl.write_text(handlers.PASS_ASL)
-    with LocalRuntime(
-        workdir, time_scale=TIME_SCALE, pools=POOLS, shape=handlers.minimal_shape(), state_machine_file=asl
-    ) as started:
+    with handlers.pass_runtime(workdir, POOLS, TIME_SCALE) as started:
         yield started
 
 

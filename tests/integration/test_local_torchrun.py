@@ -62,11 +62,7 @@ dist.destroy_process_group()
 
 @pytest.fixture
 def runtime(tmp_path: Path) -> Iterator[LocalRuntime]:
-    asl = tmp_path / "pass.asl.json"
-    asl.write_text(handlers.PASS_ASL)
-    with LocalRuntime(
-        tmp_path, time_scale=TIME_SCALE, pools=POOLS, shape=handlers.minimal_shape(), state_machine_file=asl
-    ) as started:
+    with handlers.pass_runtime(tmp_path, POOLS, TIME_SCALE) as started:
         yield started
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,15 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import fixtures_handlers as handlers  # noqa: E402
+from plan_world import NOW, plan_in  # noqa: E402
 
 from spotrun.aws.adapters import Ec2Compute  # noqa: E402
-from spotrun.aws.objects import S3Objects  # noqa: E402
 from spotrun.control.capacity.launch import launch_instance  # noqa: E402
-from spotrun.control.views.plan import plan_job  # noqa: E402
-from spotrun.control.views.plan_model import JobPlan  # noqa: E402
 from spotrun.local.capacity.catalog import Pool  # noqa: E402
 from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.job.record import ManifestSource, new_job  # noqa: E402
 from spotrun.model.manifest.parse import parse_manifest_document  # noqa: E402
 
-NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 # Spot prices out of the request's order (g4dn before g5, zones by subnet id), so that sorting matters.
 PRICES = {
     ("g5.xlarge", "us-east-1b"): 0.30,
@@ -55,31 +51,13 @@ MANIFEST = parse_manifest_document(
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
     workdir = tmp_path_factory.mktemp("plan-order")
-    asl = workdir / "pass.asl.json"
-    asl.write_text(handlers.PASS_ASL)
-    with LocalRuntime(
-        workdir, time_scale=0.01, pools=POOLS, shape=handlers.minimal_shape(), state_machine_file=asl
-    ) as started:
+    with handlers.pass_runtime(workdir, POOLS, 0.01) as started:
         yield started
-
-
-def _plan(runtime: LocalRuntime) -> JobPlan:
-    settings = runtime.settings
-    return plan_job(
-        MANIFEST,
-        compute=Ec2Compute(settings.region),
-        objects=S3Objects(settings.region),
-        subnet_ids=settings.subnet_ids,
-        archive_buckets=(),
-        jobs_bucket=settings.jobs_bucket,
-        now=NOW,
-        time_scale=1.0,
-    )
 
 
 def test_with_the_first_pools_exhausted_acquisition_tries_the_pools_in_the_plans_order(runtime):
     # Given the plan of a two-type job in the emulator's four zones with the on-demand fallback
-    plan = _plan(runtime)
+    plan = plan_in(runtime, MANIFEST)
     order = [(pool.instance_type, pool.availability_zone, pool.lifecycle) for pool in plan.pools]
     spot = sorted(PRICES, key=PRICES.__getitem__)
     assert order[:8] == [(*pool, "spot") for pool in spot]

@@ -53,12 +53,8 @@ def dead(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
     workdir = tmp_path_factory.mktemp("resident")
-    asl = workdir / "pass.asl.json"
-    asl.write_text(handlers.PASS_ASL)
     # No agent_argv: the real agent, which serves as each instance's resident agent.
-    with LocalRuntime(
-        workdir, time_scale=TIME_SCALE, pools=POOLS, shape=handlers.minimal_shape(), state_machine_file=asl
-    ) as started:
+    with handlers.pass_runtime(workdir, POOLS, TIME_SCALE) as started:
         yield started
 
 

@@ -9,7 +9,7 @@ from spotrun.agent.supervision.command_environment import child_environment, tor
 from spotrun.model import layout
 from spotrun.model.agent_protocol.command import AgentCommand, NodeGroup
 from spotrun.model.contract_variables import ENV_NODE_RANK, ENV_NODES
-from spotrun.model.manifest.parse import parse_manifest_document
+from tests.unit.test_training_torch_contract import agent_command as train_command
 
 
 def group(node: int, nodes: int = 3) -> NodeGroup:
@@ -24,17 +24,7 @@ def agent_command(node_group: NodeGroup | None, restarts: int = 2) -> AgentComma
         "resources": {"nodes": node_group.nodes if node_group else 1},
         "training": {"command": ["torchrun", "train.py"], "restarts_on_error": restarts},
     }
-    return AgentCommand(
-        step="train",
-        job_id="j-000000000001",
-        attempt=2,
-        region="us-east-1",
-        jobs_bucket="jobs-bucket",
-        manifest=parse_manifest_document(document),
-        heartbeat_seconds=1,
-        poll_seconds=1,
-        group=node_group,
-    )
+    return train_command(document, node_group)
 
 
 def test_node_0_hosts_the_rendezvous_at_its_own_address():

@@ -116,22 +116,34 @@ def test_pools_priced_above_max_price_are_skipped_not_tried():
 
 def test_the_plan_offers_exactly_the_pools_of_acquisitions_fleet_request():
     # Given the fleet request launch_instance would send for the same manifest
-    manifest = parse_manifest_document(document())
-    request = build_fleet_request(
+    request = spot_fleet_request(document())
+    # Then the plan's pools are those, no more and no fewer
+    assert {(p.instance_type, p.availability_zone) for p in plan_of(document()).pools} == offered_pools(
+        request
+    )
+
+
+def spot_fleet_request(doc: dict[str, Any], *, nodes: int = 1, **options: Any) -> dict[str, Any]:
+    """The spot fleet request acquisition sends for ``doc`` in :data:`ZONES` (``options``: more of its arguments)."""
+    manifest = parse_manifest_document(doc)
+    return build_fleet_request(
         candidates=candidate_types(manifest.resources),
         subnets=ZONES,
         launch_template_name="t",
         lifecycle="spot",
         max_price_per_hour=None,
         avoid_pools=(),
-        nodes=1,
+        nodes=nodes,
         tags={},
+        **options,
     )
-    offered = {
+
+
+def offered_pools(request: dict[str, Any]) -> set[tuple[str, str]]:
+    """The (instance type, zone) pools a fleet request's overrides offer."""
+    return {
         (o["InstanceType"], ZONES[o["SubnetId"]]) for o in request["LaunchTemplateConfigs"][0]["Overrides"]
     }
-    # Then the plan's pools are those, no more and no fewer
-    assert {(p.instance_type, p.availability_zone) for p in plan_of(document()).pools} == offered
 
 
 def test_the_estimate_prices_expected_hours_on_the_first_pool_of_each_lifecycle():

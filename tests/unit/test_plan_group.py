@@ -10,11 +10,10 @@ from rich.console import Console
 from spotrun.cli.plan import plan_view
 from spotrun.control.views.plan_model import JobPlan
 from spotrun.model.capacity.candidates import candidate_types
-from spotrun.model.capacity.fleet_request import build_fleet_request
 from spotrun.model.capacity.group_launch import group_launch_template
 from spotrun.model.capacity.pricing import on_demand_price
 from spotrun.model.manifest.parse import parse_manifest_document
-from tests.unit.test_plan import SPOT, ZONES, document, plan_of
+from tests.unit.test_plan import SPOT, ZONES, document, offered_pools, plan_of, spot_fleet_request
 
 TORCHRUN = ["torchrun", "--nproc-per-node", "1", "train.py"]
 
@@ -46,27 +45,15 @@ def test_each_pool_is_priced_per_node_and_per_group_hour():
 
 def test_a_groups_pools_are_the_pools_of_its_all_or_nothing_fleet_request():
     # Given the fleet request acquisition sends for the whole group
-    manifest = parse_manifest_document(group_document(nodes=2))
-    request = build_fleet_request(
-        candidates=candidate_types(manifest.resources),
-        subnets=ZONES,
-        launch_template_name="t",
-        lifecycle="spot",
-        max_price_per_hour=None,
-        avoid_pools=(),
-        nodes=2,
-        tags={},
-        placement_groups={subnet: f"pg-{subnet}" for subnet in ZONES},
+    request = spot_fleet_request(
+        group_document(nodes=2), nodes=2, placement_groups={subnet: f"pg-{subnet}" for subnet in ZONES}
     )
     # Then it lands both nodes in one of its overrides' pools, and those are the plan's pools
     assert request["SpotOptions"]["SingleInstanceType"]
     assert request["SpotOptions"]["SingleAvailabilityZone"]
     assert request["SpotOptions"]["MinTargetCapacity"] == 2
-    offered = {
-        (o["InstanceType"], ZONES[o["SubnetId"]]) for o in request["LaunchTemplateConfigs"][0]["Overrides"]
-    }
     plan = plan_of(group_document(nodes=2))
-    assert {(p.instance_type, p.availability_zone) for p in plan.pools} == offered
+    assert {(p.instance_type, p.availability_zone) for p in plan.pools} == offered_pools(request)
 
 
 def efa_document(types: list[str], efa: bool) -> dict[str, Any]:

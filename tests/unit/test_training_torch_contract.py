@@ -13,7 +13,7 @@ from spotrun.agent.imds import ImdsError
 from spotrun.agent.supervision.command_environment import child_environment, install_runtime
 from spotrun.agent.supervision.gpu import count_gpus, list_nvidia_gpus
 from spotrun.model import layout
-from spotrun.model.agent_protocol.command import AgentCommand
+from spotrun.model.agent_protocol.command import AgentCommand, NodeGroup
 from spotrun.model.contract_variables import CONTRACT_VARIABLES, ENV_GPUS_PER_NODE, expand_argv
 from spotrun.model.manifest.parse import parse_manifest_document
 from tests.unit.test_agent_gpu import fake_nvidia_smi
@@ -23,7 +23,8 @@ def manifest(command: list[str], env: dict[str, str] | None = None) -> dict:
     return {"name": "n", "training": {"command": command, "env": env or {}}}
 
 
-def agent_command(document: dict) -> AgentCommand:
+def agent_command(document: dict, group: NodeGroup | None = None) -> AgentCommand:
+    """The train step's command of the job ``document`` describes (one node of ``group``, if given)."""
     return AgentCommand(
         step="train",
         job_id="j-000000000001",
@@ -33,6 +34,7 @@ def agent_command(document: dict) -> AgentCommand:
         manifest=parse_manifest_document(document),
         heartbeat_seconds=1,
         poll_seconds=1,
+        group=group,
     )
 
 
