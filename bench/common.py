@@ -7,11 +7,14 @@ stream, moto's backends, imported modules, warmed caches) can then never reach t
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +26,7 @@ STDERR_TAIL_LINES = 40
 TIMES = "\u00d7"  # a ratio's unit in the tables (escaped: ruff flags the sign as a confusable)
 
 T = TypeVar("T")
+C = TypeVar("C")
 
 
 class MeasurementError(RuntimeError):
@@ -50,6 +54,51 @@ def last_json_line(stdout: str) -> dict[str, Any]:
         if isinstance(value, dict):
             return value
     raise ValueError("no JSON object line in the output")
+
+
+def config_flags(config: Any) -> list[str]:
+    """A measurement's config (a dataclass) as ``--field-name=value`` flags, as :func:`child_main` reads them."""
+    return [
+        f"--{field.name.replace('_', '-')}={getattr(config, field.name)}"
+        for field in dataclasses.fields(config)
+    ]
+
+
+def child_main(
+    argv: Sequence[str],
+    config_type: type[C],
+    modes: Sequence[str],
+    measure: Callable[[C, Any, Path], dict[str, Any]],
+) -> None:
+    """The ``--once --mode MODE <config flags>`` child: one measurement in a scratch directory, its JSON line printed.
+
+    Parameters
+    ----------
+    argv
+        The child's arguments: ``--once``, ``--mode`` (one of ``modes``) and :func:`config_flags`' flags, each
+        field's default when left out.
+    config_type
+        The measurement's config, a dataclass whose defaults all have the type of their field.
+    modes
+        The configurations measured.
+    measure
+        ``measure(config, mode, workdir)``: the measurement (``measure_once`` of the bench's module).
+    """
+    module = measure.__module__
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
+    parser.add_argument("--once", action="store_true", required=True)
+    parser.add_argument("--mode", choices=modes, required=True)
+    defaults = config_type()
+    fields = dataclasses.fields(defaults)  # type: ignore[arg-type]
+    for field in fields:
+        default = getattr(defaults, field.name)
+        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(default), default=default)
+    args = parser.parse_args(argv)
+    config = config_type(**{field.name: getattr(args, field.name) for field in fields})
+    prefix = f"spotrun-bench-{module.rsplit('.', 1)[-1].replace('_', '-')}-"
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
+        result = measure(config, args.mode, Path(scratch))
+    print(json.dumps(result), flush=True)
 
 
 def run_once(module: str, args: Sequence[str] = (), *, timeout: float = 600.0) -> dict[str, Any]:

@@ -39,11 +39,8 @@ Three configurations (:data:`MODES`) run interleaved (A B C A B C ...):
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -53,7 +50,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
-from bench.common import MeasurementError, interleaved, run_once
+from bench.common import MeasurementError, child_main, config_flags, interleaved, run_once
 from bench.recovery_report import markdown, summarize
 from bench.recovery_timeline import IncompleteTimeline, Timeline, recovery_figures
 
@@ -81,17 +78,6 @@ class RecoveryConfig:
     checkpoint_interval_steps: int = 500
     steps: int = 5000  # never reached: the measurement ends at the resumed attempt's first step
     timeout_seconds: float = 180.0
-
-    def args(self) -> list[str]:
-        return [
-            f"--time-scale={self.time_scale}",
-            f"--boot-delay={self.boot_delay_seconds}",
-            f"--registration-delay={self.ssm_registration_delay_seconds}",
-            f"--padding-mb={self.checkpoint_padding_mb}",
-            f"--step-seconds={self.step_seconds}",
-            f"--interval-steps={self.checkpoint_interval_steps}",
-            f"--steps={self.steps}",
-        ]
 
 
 # -- the measurement (in the child process) ---------------------------------------------------------------
@@ -370,34 +356,6 @@ def measure_once(config: RecoveryConfig, mode: Mode, workdir: Path) -> dict[str,
     }
 
 
-def _child(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.recovery")
-    parser.add_argument("--once", action="store_true", required=True)
-    parser.add_argument("--mode", choices=MODES, required=True)
-    parser.add_argument("--time-scale", type=float, default=RecoveryConfig.time_scale)
-    parser.add_argument("--boot-delay", type=float, default=RecoveryConfig.boot_delay_seconds)
-    parser.add_argument(
-        "--registration-delay", type=float, default=RecoveryConfig.ssm_registration_delay_seconds
-    )
-    parser.add_argument("--padding-mb", type=int, default=RecoveryConfig.checkpoint_padding_mb)
-    parser.add_argument("--step-seconds", type=float, default=RecoveryConfig.step_seconds)
-    parser.add_argument("--interval-steps", type=int, default=RecoveryConfig.checkpoint_interval_steps)
-    parser.add_argument("--steps", type=int, default=RecoveryConfig.steps)
-    args = parser.parse_args(argv)
-    config = RecoveryConfig(
-        time_scale=args.time_scale,
-        boot_delay_seconds=args.boot_delay,
-        ssm_registration_delay_seconds=args.registration_delay,
-        checkpoint_padding_mb=args.padding_mb,
-        step_seconds=args.step_seconds,
-        checkpoint_interval_steps=args.interval_steps,
-        steps=args.steps,
-    )
-    with tempfile.TemporaryDirectory(prefix="spotrun-bench-recovery-") as scratch:
-        result = measure_once(config, args.mode, Path(scratch))
-    print(json.dumps(result), flush=True)
-
-
 # -- the section (in the parent process) ------------------------------------------------------------------
 
 
@@ -417,7 +375,7 @@ def run(runs: int, config: RecoveryConfig | None = None) -> dict[str, Any]:
     for index, (mib, mode) in interleaved([(m, mode) for m in sizes for mode in MODES], runs):
         label = f"{mib} MiB, {mode}"
         print(f"   recovery run {index + 1}/{runs}, {label}", flush=True)
-        args = ["--mode", mode, *sizes[mib].args()]
+        args = ["--mode", mode, *config_flags(sizes[mib])]
         item = run_once("bench.recovery", args, timeout=900)
         try:
             recovery_figures(Timeline.from_dict(item["timeline"]))
@@ -435,4 +393,4 @@ def run(runs: int, config: RecoveryConfig | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1:])
+    child_main(sys.argv[1:], RecoveryConfig, MODES, measure_once)

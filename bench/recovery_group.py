@@ -30,18 +30,15 @@ in moto's S3 backend. :mod:`bench.recovery_group_timeline` says what is computed
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.common import MeasurementError, interleaved, run_once
+from bench.common import MeasurementError, child_main, config_flags, interleaved, run_once
 from bench.recovery import RecoveryProbe, await_seen, interruption
 from bench.recovery_group_report import markdown, summarize
 from bench.recovery_group_timeline import (
@@ -73,17 +70,6 @@ class GroupRecoveryConfig:
     epochs: int = 40  # never reached: the measurement ends at the resumed attempt's first step
     warned_node: int = 0  # node 0 hosts global rank 0 and the c10d store: the group's hardest node to lose
     timeout_seconds: float = 240.0
-
-    def args(self) -> list[str]:
-        return [
-            f"--time-scale={self.time_scale}",
-            f"--boot-delay={self.boot_delay_seconds}",
-            f"--registration-delay={self.ssm_registration_delay_seconds}",
-            f"--step-seconds={self.step_seconds}",
-            f"--interval-steps={self.checkpoint_interval_steps}",
-            f"--epochs={self.epochs}",
-            f"--warned-node={self.warned_node}",
-        ]
 
 
 # -- the measurement (in the child process) ---------------------------------------------------------------
@@ -252,33 +238,6 @@ def measure_once(config: GroupRecoveryConfig, mode: Mode, workdir: Path) -> dict
     }
 
 
-def _child(argv: list[str]) -> None:
-    defaults = GroupRecoveryConfig()
-    parser = argparse.ArgumentParser(prog="python -m bench.recovery_group")
-    parser.add_argument("--once", action="store_true", required=True)
-    parser.add_argument("--mode", choices=MODES, required=True)
-    parser.add_argument("--time-scale", type=float, default=defaults.time_scale)
-    parser.add_argument("--boot-delay", type=float, default=defaults.boot_delay_seconds)
-    parser.add_argument("--registration-delay", type=float, default=defaults.ssm_registration_delay_seconds)
-    parser.add_argument("--step-seconds", type=float, default=defaults.step_seconds)
-    parser.add_argument("--interval-steps", type=int, default=defaults.checkpoint_interval_steps)
-    parser.add_argument("--epochs", type=int, default=defaults.epochs)
-    parser.add_argument("--warned-node", type=int, default=defaults.warned_node)
-    args = parser.parse_args(argv)
-    config = GroupRecoveryConfig(
-        time_scale=args.time_scale,
-        boot_delay_seconds=args.boot_delay,
-        ssm_registration_delay_seconds=args.registration_delay,
-        step_seconds=args.step_seconds,
-        checkpoint_interval_steps=args.interval_steps,
-        epochs=args.epochs,
-        warned_node=args.warned_node,
-    )
-    with tempfile.TemporaryDirectory(prefix="spotrun-bench-recovery-group-") as scratch:
-        result = measure_once(config, args.mode, Path(scratch))
-    print(json.dumps(result), flush=True)
-
-
 # -- the section (in the parent process) ------------------------------------------------------------------
 
 
@@ -289,7 +248,7 @@ def run(runs: int, config: GroupRecoveryConfig | None = None) -> dict[str, Any]:
     measured = []
     for index, mode in interleaved(MODES, runs):
         print(f"   recovery_group run {index + 1}/{runs}, {mode}", flush=True)
-        item = run_once("bench.recovery_group", ["--mode", mode, *config.args()], timeout=600)
+        item = run_once("bench.recovery_group", ["--mode", mode, *config_flags(config)], timeout=600)
         try:
             group_figures(GroupTimeline.from_dict(item["timeline"]), config.time_scale)
         except IncompleteTimeline as exc:
@@ -308,4 +267,4 @@ def run(runs: int, config: GroupRecoveryConfig | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1:])
+    child_main(sys.argv[1:], GroupRecoveryConfig, MODES, measure_once)

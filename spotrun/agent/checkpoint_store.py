@@ -191,6 +191,21 @@ def commit_time() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def commit_marker(
+    job_id: str, step: int, files: list[CheckpointFile], *, attempt: int | None, nodes: int = 1
+) -> CommitMarker:
+    """The commit marker of a checkpoint of ``files``, committed now (by ``nodes`` nodes' parts)."""
+    return CommitMarker(
+        job_id=job_id,
+        step=step,
+        attempt=attempt,
+        files=files,
+        bytes=sum(f.size for f in files),
+        committed_at=commit_time(),
+        nodes=nodes,
+    )
+
+
 def put_marker(s3: S3Client, bucket: str, key: str, marker: BaseModel, **conditions: str) -> None:
     """Write a checkpoint marker (commit or part) as JSON, with its SHA-256 checksum.
 
@@ -256,14 +271,7 @@ def upload_checkpoint(
     if any(key == marker_key for key, _ in iter_objects(s3, bucket, prefix)):
         _delete_keys(s3, bucket, [marker_key])
     listed = upload_files(s3, bucket, prefix, directory, max_workers=max_workers)
-    marker = CommitMarker(
-        job_id=job_id,
-        step=step,
-        attempt=attempt,
-        files=listed,
-        bytes=sum(f.size for f in listed),
-        committed_at=commit_time(),
-    )
+    marker = commit_marker(job_id, step, listed, attempt=attempt)
     put_marker(s3, bucket, marker_key, marker)
     logger.info(
         "committed checkpoint step %d (%d files, %d bytes) at %s", step, len(listed), marker.bytes, prefix

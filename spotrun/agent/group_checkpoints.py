@@ -18,11 +18,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from spotrun.agent.checkpoint_store import S3Client, commit_time, local_files, put_marker, upload_files
+from spotrun.agent.checkpoint_store import S3Client, commit_marker, local_files, put_marker, upload_files
 from spotrun.agent.transfer.download import DEFAULT_WORKERS, iter_objects
 from spotrun.model import layout
 from spotrun.model.agent_protocol.checkpoints import (
-    CommitMarker,
     CommittedCheckpoint,
     PartConflictError,
     PartMarker,
@@ -133,11 +132,9 @@ def commit_group(
     Parameters
     ----------
     s3, bucket, job_id, step
-        The S3 client, the jobs bucket, the job, and the checkpoint's step.
-    nodes
-        The group's nodes.
-    attempt
-        The attempt whose parts count.
+        As :func:`upload_part`.
+    nodes, attempt
+        The group's nodes, and the attempt whose parts count.
 
     Returns
     -------
@@ -158,15 +155,7 @@ def commit_group(
     except PartConflictError as exc:
         logger.error("checkpoint step %d not committed: %s", step, exc)
         return None
-    marker = CommitMarker(
-        job_id=job_id,
-        step=step,
-        attempt=attempt,
-        files=files,
-        bytes=sum(f.size for f in files),
-        committed_at=commit_time(),
-        nodes=nodes,
-    )
+    marker = commit_marker(job_id, step, files, attempt=attempt, nodes=nodes)
     try:
         put_marker(s3, bucket, layout.commit_marker_key(job_id, step), marker, IfNoneMatch="*")
     except ClientError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -10,6 +11,8 @@ import pytest
 from bench import __main__ as bench_main
 from bench.common import (
     MeasurementError,
+    child_main,
+    config_flags,
     fmt,
     interleaved,
     last_json_line,
@@ -82,6 +85,28 @@ def test_a_child_gets_once_and_its_arguments_and_its_json_line_is_returned(tmp_p
     # When it is run with arguments / Then it was given --once first and its JSON line comes back
     assert run_once("echo_bench", ["--x", "1"]) == {"argv": ["--once", "--x", "1"]}
     assert sys.executable  # the child runs with this interpreter
+
+
+def test_a_childs_config_is_the_one_its_parent_wrote_as_flags(capsys):
+    # Given a config with every field off its default, written as the parent writes a child's arguments
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        time_scale: float = 0.05
+        steps: int = 10
+        label: str = "a"
+
+    sent = Config(time_scale=0.5, steps=7, label="b")
+    seen = []
+
+    def measure(config, mode, workdir):
+        seen.append((config, mode, workdir.is_dir()))
+        return {"steps": config.steps}
+
+    # When the child reads them
+    child_main(["--once", "--mode", "y", *config_flags(sent)], Config, ("x", "y"), measure)
+    # Then it measures that config in that mode in a scratch directory and prints its JSON line
+    assert seen == [(sent, "y", True)]
+    assert last_json_line(capsys.readouterr().out) == {"steps": 7}
 
 
 def test_results_carry_their_commit_and_the_readme_holds_every_section_with_its_own(tmp_path):
