@@ -16,7 +16,7 @@ from spotrun.control.capacity.launch import pool_price
 from spotrun.control.capacity.readiness import not_visible_yet
 from spotrun.control.ports import Compute, JobStore
 from spotrun.control.store import update_job
-from spotrun.model.capacity.candidates import Pool, candidate_types
+from spotrun.model.capacity.candidates import Lifecycle, Pool, candidate_types
 from spotrun.model.capacity.fleet_request import FleetLaunchError
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.job.attempt import Attempt, NodeRun
@@ -44,7 +44,7 @@ def launch_in_pool(
     subnet_ids: tuple[str, ...],
     launch_template_name: str,
     site: GroupSite,
-    lifecycle: str,
+    lifecycle: Lifecycle,
     efa: bool,
     failures: list[FleetLaunchError] | None = None,
 ) -> list[str]:
@@ -70,7 +70,7 @@ def launch_in_pool(
         subnets=subnets,
         launch_template_name=site.efa_launch_template_name if efa else launch_template_name,
         placement_groups=site.placements(subnets, nodes),
-        lifecycle="spot" if lifecycle == "spot" else "on-demand",
+        lifecycle=lifecycle,
         max_price_per_hour=manifest.capacity.max_price_per_hour,
         avoid_pools=(),
         nodes=count,
