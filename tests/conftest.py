@@ -19,13 +19,13 @@ from spotrun.cli.target import STATE_DIR_ENV, STATE_HOME_ENV
 # started first, they run beside the shorter files instead of leaving one worker alone with the longest at the end.
 SLOWEST_FIRST = (
     "tests/e2e/test_interruptions.py",
-    "tests/e2e/test_deadline.py",
-    "tests/e2e/test_limits.py",
-    "tests/chaos/test_soak.py",
-    "tests/e2e/test_demo_cli.py",
-    "tests/e2e/test_isolation.py",
-    "tests/e2e/test_cross_job_calls.py",
     "tests/e2e/test_huggingface.py",
+    "tests/e2e/test_deadline.py",
+    "tests/e2e/test_demo_cli.py",
+    "tests/chaos/test_soak.py",
+    "tests/e2e/test_limits.py",
+    "tests/e2e/test_cross_job_calls.py",
+    "tests/e2e/test_isolation.py",
     "tests/integration/test_training_hf_torchrun.py",
 )
 
