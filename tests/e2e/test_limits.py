@@ -12,9 +12,9 @@ from tests.e2e.conftest import assert_nothing_left_running, example_manifest
 
 PRICE = 0.2  # USD/h, every g4dn.xlarge pool: 60 s (EC2's billing minimum) cost 0.0033 USD
 BUDGET = 0.004  # 72 s of that instance; the job stops 10 s (the emulator's margin) before
-# The record rounds to 4 decimals (0.5e-4 USD), and its times are read within a moment of the emulator's (1 s of
-# that instance is 0.56e-4 USD).
-BILLING_TOLERANCE_USD = 1.1e-4
+# The record rounds to 4 decimals (0.5e-4 USD), and its times are read within 2 s of the emulator's when four e2e
+# files share 2 cores (1 s of that instance is 0.56e-4 USD; a fresh clone's run once saw the record 1.2 s ahead).
+BILLING_TOLERANCE_USD = 1.7e-4
 
 
 def billed_by_the_emulator(runtime, instance_id: str) -> float:
