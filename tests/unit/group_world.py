@@ -16,6 +16,7 @@ from spotrun.model.agent_protocol.command import AgentCommand
 from spotrun.model.job.attempt import Attempt
 from spotrun.model.job.record import JobStatus, ManifestSource, new_job
 from spotrun.model.manifest.parse import parse_manifest_text
+from spotrun.model.manifest.schema import JobManifest
 from spotrun.model.timing import workflow_timing
 from tests.unit.fakes import FakeCommands, FakeCompute, FakeObjects, InMemoryJobStore
 
@@ -43,10 +44,10 @@ TIMING = workflow_timing(MANIFEST, 1.0)
 class GroupWorld:
     """The fakes a two-node job runs over, and the workflow's steps as the tests call them."""
 
-    def __init__(self) -> None:
+    def __init__(self, manifest: JobManifest = MANIFEST) -> None:
         self.store, self.compute = InMemoryJobStore(), FakeCompute()
         self.commands, self.objects = FakeCommands(), FakeObjects()
-        job = new_job(JOB_ID, "ddp", ManifestSource(bucket="b", key="k", etag="e"), MANIFEST, T0)
+        job = new_job(JOB_ID, "ddp", ManifestSource(bucket="b", key="k", etag="e"), manifest, T0)
         self.store.create(job)
 
     def acquire(self, now: datetime = T0) -> Attempt:

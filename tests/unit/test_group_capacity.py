@@ -8,6 +8,7 @@ import pytest
 from spotrun.model.errors import CapacityUnavailable
 from spotrun.model.job.attempt import END_KEPT
 from spotrun.model.job.limits import budget_stop_at
+from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.model.manifest.schema import Budget
 from tests.unit.group_world import SETTINGS, TIMING, GroupWorld, later
 
@@ -234,3 +235,21 @@ def test_a_failed_command_with_every_node_alive_fails_the_job_and_records_nothin
     # Then the workflow is told it failed, and the record is untouched
     assert record.failed
     assert world.job().version == version
+
+
+@pytest.mark.parametrize(("efa", "template"), [("true", "spotrun-agent-efa"), ("false", "spotrun-agent")])
+def test_resources_efa_chooses_the_groups_launch_template(efa: str, template: str) -> None:
+    # Given a two-node job on types that all offer an EFA, with resources.efa on or off
+    manifest = parse_manifest_text(
+        f"name: ddp\nresources: {{instance_types: [g5.8xlarge, g4dn.8xlarge], nodes: 2, efa: {efa}}}\n"
+        'training: {command: [torchrun, --nproc-per-node, "1", train.py]}\n'
+    )
+    world = GroupWorld(manifest)
+    # When capacity is acquired
+    attempt = world.acquire()
+    # Then the request names the EFA template only when the manifest wants one, and the attempt records it
+    [request] = world.compute.fleet_requests
+    assert (
+        request["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateName"] == template
+    )
+    assert attempt.efa is (efa == "true")
