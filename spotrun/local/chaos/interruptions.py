@@ -25,7 +25,7 @@ from collections.abc import Callable
 from spotrun.local.capacity.pools import CapacityModel
 from spotrun.local.clock import Clock, rfc3339, utc_now
 from spotrun.local.instances.fleet import InstanceManager, Publisher
-from spotrun.local.instances.instance import SimulatedInstance
+from spotrun.local.instances.instance import SimulatedInstance, wait_stopped
 from spotrun.model.capacity.ec2_states import REBALANCE, SPOT_WARNING
 
 logger = logging.getLogger(__name__)
@@ -185,6 +185,7 @@ class Chaos:
                     stopped.append(pid)
         if not stopped:
             raise RuntimeError(f"no training process runs on {instance_id}")
+        wait_stopped(stopped)
         with self._lock:
             self._frozen.setdefault(instance_id, set()).update(stopped)
         logger.info("training hung on %s: stopped %s", instance_id, stopped)

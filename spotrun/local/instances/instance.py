@@ -251,8 +251,34 @@ def _marked(instance: SimulatedInstance, *also: str) -> list[int]:
             continue
         # A zombie (state Z) has already died; it only waits for its parent to reap it.
         variables = environ.split(b"\0")
-        if needle not in variables or stat.rsplit(")", 1)[-1].split()[0] == "Z":
+        if needle not in variables or _state_field(stat) == "Z":
             continue
         if all(any(v.startswith(f"{name}=".encode()) for v in variables) for name in also):
             found.append(int(entry.name))
     return found
+
+
+def _state_field(stat: str) -> str:
+    """The state letter of a ``/proc/PID/stat`` line (after the command name, which may hold spaces)."""
+    return stat.rsplit(")", 1)[-1].split()[0]
+
+
+def wait_stopped(pids: Sequence[int], timeout: float = 5.0) -> None:
+    """Block until every process in ``pids`` shows state ``T`` (stopped) or has gone, at most ``timeout`` s.
+
+    ``kill(SIGSTOP)`` returns once the signal is queued; a process running on another core stops only when the
+    kernel next delivers it (signal(7): a signal is pending until delivered), so ``/proc`` may still read ``R``.
+    """
+    deadline = time.monotonic() + timeout
+    waiting = list(pids)
+    while waiting and time.monotonic() < deadline:
+        still = []
+        for pid in waiting:
+            try:
+                if _state_field(Path(f"/proc/{pid}/stat").read_text()) not in ("T", "Z"):
+                    still.append(pid)
+            except OSError:
+                continue
+        waiting = still
+        if waiting:
+            time.sleep(0.005)
