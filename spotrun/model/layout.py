@@ -250,6 +250,32 @@ def progress_key(job_id: str, attempt: int) -> str:
     return f"{job_prefix(job_id)}progress/attempt-{attempt:03d}.json"
 
 
+_TELEMETRY_KEY = re.compile(
+    r"/telemetry/attempt-(?P<attempt>\d{3,})/node-(?P<node>\d+)/(?P<part>\d{6,})\.jsonl$"
+)
+
+
+def telemetry_prefix(job_id: str) -> str:
+    """Prefix of a job's telemetry: its training metrics and GPU readings, as the agents shipped them."""
+    return f"{job_prefix(job_id)}telemetry/"
+
+
+def telemetry_key(job_id: str, attempt: int, node: int, part: int) -> str:
+    """Key of one part of one node's telemetry in one attempt: JSON lines (:mod:`spotrun.model.job.telemetry`).
+
+    An agent never rewrites a part: each flush puts the next one, so a reader lists the prefix and reads them all.
+    """
+    return f"{telemetry_prefix(job_id)}attempt-{attempt:03d}/node-{node}/{part:06d}.jsonl"
+
+
+def parse_telemetry_key(key: str) -> tuple[int, int, int] | None:
+    """``(attempt, node, part)`` of a :func:`telemetry_key`; None when ``key`` is not one."""
+    match = _TELEMETRY_KEY.search(key)
+    if match is None:
+        return None
+    return int(match["attempt"]), int(match["node"]), int(match["part"])
+
+
 class NvmeLayout:
     """Directories of one job on the instance's NVMe (RAID 0 volume, or a plain directory locally).
 
