@@ -48,6 +48,9 @@ SPOT_INTERRUPTED = "Spot.Interrupted"
 # The script's steps stopped advancing for training.hang_minutes (a rank stuck in a collective): the command was
 # stopped; the workflow restarts the group from its last committed checkpoint on the instances still running.
 TRAINING_HUNG = "Training.Hung"
+# Every GPU of a node stayed below training.gpu_idle.utilization_below for its minutes: the command was stopped so
+# that an idle instance is released; the manifest's gpu_idle.action says whether the job fails or is relaunched.
+TRAINING_IDLE = "Training.Idle"
 # The step's limits ran out: the checkpoint was committed as on a warning, and the job ends (no relaunch).
 BUDGET_EXCEEDED = "Budget.Exceeded"
 MAX_RUNTIME_EXCEEDED = "Training.MaxRuntimeExceeded"
@@ -133,6 +136,15 @@ class NodeGroup(DeferredModel):
         return f"{self.rendezvous_host}:{self.rendezvous_port}"
 
 
+class GpuIdleWatch(DeferredModel):
+    """For a train step: when the agent stops an idle training (manifest ``training.gpu_idle``, time-scaled)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    utilization_below: float = Field(gt=0, le=100, description="Percent; every GPU of the node below it.")
+    seconds: float = Field(gt=0, description="For this long without a break, the command is stopped.")
+
+
 class AgentCommand(DeferredModel):
     """One step for the agent to run for one attempt of a job.
 
@@ -185,6 +197,17 @@ class AgentCommand(DeferredModel):
         gt=0,
         description="For a train step: how long the script's reported step may stop advancing before the agent "
         "stops the command and reports Training.Hung (manifest training.hang_minutes, time-scaled). Unset: never.",
+    )
+    gpu_idle: GpuIdleWatch | None = Field(
+        None,
+        description="For a train step: stop the command and report Training.Idle when the node's GPUs idle this "
+        "long (manifest training.gpu_idle). Unset: never.",
+    )
+    telemetry_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How often the agent puts the telemetry gathered since its last put (training metrics, GPU "
+        "readings) as the next part under the job's telemetry prefix; time-scaled.",
     )
     pool_rate: PoolRate | None = Field(
         None,
