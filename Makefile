@@ -9,7 +9,7 @@ DEMO_STAMP := $(VENV)/.installed-local
 # act on here.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
-.PHONY: demo test lint typecheck bench clean synth openapi lambda-venv docs
+.PHONY: demo test lint typecheck bench clean synth openapi lambda-venv docs chromium
 
 # A machine may set PYTHONDONTWRITEBYTECODE (this project's development machines do). Then no module is ever
 # cached and every process compiles what it imports from source again (torch's DDP alone loads sympy: about 6 s of
@@ -49,7 +49,7 @@ demo: $(DEMO_STAMP)
 # fails the target before any test runs.
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck
-	$(MAKE) --no-print-directory lambda-venv
+	$(MAKE) --no-print-directory lambda-venv chromium
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/unit tests/infra tests/integration
 	$(BIN)/python -m pytest -q -n 4 --dist loadfile --no-loadscope-reorder tests/e2e tests/chaos \
 		--ignore tests/e2e/test_pytorch.py --ignore tests/e2e/test_multinode.py
@@ -60,6 +60,14 @@ test: $(STAMP)
 # and the cold-start bench; a machine without that Python fails here, naming it.
 lambda-venv: $(STAMP)
 	$(BIN)/python -m infra.lambda_env
+
+## chromium: Debian's Chromium, which the dashboard's browser tests drive headless (tests/e2e/test_dashboard.py);
+# installed once, as root, from Debian's packages (no browser is ever downloaded by the tests). apt's output goes to
+# .cache/chromium-install.log, printed only when the install fails.
+chromium:
+	@command -v chromium >/dev/null || { mkdir -p .cache && { DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+		>.cache/chromium-install.log 2>&1 || { cat .cache/chromium-install.log; exit 1; }; }
 
 ## lint: ruff, the layer contracts (lint-imports) and the documentation site built strictly (a broken link fails)
 lint: $(STAMP)
@@ -89,4 +97,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache cdk.out .spotrun site
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache cdk.out .spotrun site test-output
