@@ -31,6 +31,7 @@ from spotrun.model.base import DeferredModel, DeferredRootModel
 from spotrun.model.job.attempt import Attempt, CheckpointIntervalUsed, NodeRun
 from spotrun.model.job.group import all_done
 from spotrun.model.job.record import STEP_STATUS, Job
+from spotrun.model.job.telemetry import GpuLine
 from spotrun.model.layout import JOB_ID_PATTERN
 from spotrun.model.manifest.rules import JsonInt
 
@@ -77,6 +78,11 @@ class HeartbeatReport(_Report):
         None,
         description="Under checkpoint.interval_steps auto: the interval the agent told the script, and why; "
         "kept on the attempt in the job record when it changed.",
+    )
+    gpu: GpuLine | None = Field(
+        None,
+        description="The node's latest nvidia-smi sample of its GPUs; kept on the attempt's node in the job "
+        "record (spotrun.control.gpu_health), with the first reading of GPU memory above 90 %.",
     )
 
 
