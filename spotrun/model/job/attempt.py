@@ -10,6 +10,8 @@ from pydantic import Field
 from spotrun.model.base import RecordModel
 from spotrun.model.capacity.candidates import Lifecycle
 from spotrun.model.capacity.pricing import PriceSource
+from spotrun.model.job.gpu_health import GpuMemoryHigh
+from spotrun.model.job.telemetry import GpuLine
 
 # Why an attempt (or an instance that hosted none) ended: ``Attempt.end_reason``. The workflow's release after
 # success and after failure passes "completed" and "failed" (statemachines/job.asl.json); a cancellation ends
@@ -26,7 +28,11 @@ INTERRUPTION_REASONS: frozenset[str] = frozenset(get_args(InterruptionReason))
 # its last committed checkpoint. Not a reclaim (its pool is not avoided), but it counts against
 # capacity.max_interruptions like one, so a group that hangs again and again ends.
 END_HUNG = "hung"
-RESTART_REASONS: frozenset[str] = INTERRUPTION_REASONS | {END_HUNG}
+# Every GPU of a node stayed below training.gpu_idle.utilization_below for its minutes and the policy's action is
+# "relaunch": the idle instance was terminated and the job restarts from its last committed checkpoint on new
+# capacity. Not a reclaim either (the pool is not avoided); it counts against capacity.max_interruptions.
+END_IDLE = "idle"
+RESTART_REASONS: frozenset[str] = INTERRUPTION_REASONS | {END_HUNG, END_IDLE}
 StepsLostBasis = Literal["latest-commit", "restored"]
 # A multi-node attempt's healthy node when the attempt ended because another node was lost (or the group hung):
 # it keeps running, is not terminated, and the next attempt adopts it.
@@ -59,6 +65,14 @@ class NodeRun(RecordModel):
     notice_at: datetime | None = None  # EC2's interruption warning for this node
     running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
     done: bool = Field(False, description="Its agent reported the step in progress a success.")
+    gpu: GpuLine | None = Field(
+        None,
+        description="The node's latest GPU sample as its heartbeats carry it, refreshed in the record every few "
+        "minutes (spotrun.model.job.gpu_health); the full series is the job's telemetry.",
+    )
+    gpu_memory_high: GpuMemoryHigh | None = Field(
+        None, description="The node's first reading of a GPU's memory above 90 % in this attempt."
+    )
 
 
 class CheckpointIntervalUsed(RecordModel):
@@ -118,6 +132,13 @@ class Attempt(RecordModel):
     )
     running_at: datetime | None = None  # first seen running by EC2 while its SSM agent was not yet online
     checkpoint_interval: CheckpointIntervalUsed | None = None  # interval_steps: auto (the agent's heartbeats)
+    # One node's GPU health; a group's nodes hold theirs (NodeRun.gpu): read every node's with node_runs().
+    gpu: GpuLine | None = Field(
+        None, description="One node: its latest GPU sample (see NodeRun.gpu). A group: None, on its nodes."
+    )
+    gpu_memory_high: GpuMemoryHigh | None = Field(
+        None, description="One node: its first reading of GPU memory above 90 %. A group: None, on its nodes."
+    )
     nodes: list[NodeRun] = Field(
         default_factory=list,
         description="A multi-node attempt's nodes, node 0 first (its instance is instance_id); empty for one node. "
@@ -149,6 +170,8 @@ class Attempt(RecordModel):
                 rebalance_at=self.rebalance_at,
                 notice_at=self.notice_at,
                 running_at=self.running_at,
+                gpu=self.gpu,
+                gpu_memory_high=self.gpu_memory_high,
             )
         ]
 
@@ -163,7 +186,15 @@ class Attempt(RecordModel):
     def with_node(self, node: NodeRun) -> Attempt:
         """A copy whose node ``node.node`` is ``node`` (a group attempt), or whose own fields take it (one node)."""
         if not self.nodes:
-            fields = ("ended_at", "end_reason", "rebalance_at", "notice_at", "running_at")
+            fields = (
+                "ended_at",
+                "end_reason",
+                "rebalance_at",
+                "notice_at",
+                "running_at",
+                "gpu",
+                "gpu_memory_high",
+            )
             return self.model_copy(update={name: getattr(node, name) for name in fields})
         return self.model_copy(update={"nodes": [node if n.node == node.node else n for n in self.nodes]})
 

@@ -20,6 +20,7 @@ from spotrun.model.manifest.exec_limits import (
     exec_size,
     string_problem,
 )
+from spotrun.model.manifest.gpu_idle import GpuIdlePolicy
 from spotrun.model.manifest.rules import (
     AS_WRITTEN,
     ENV_NAME,
@@ -255,6 +256,13 @@ class TrainingSpec(StrictModel):
         "advancing before the attempt counts as hung (a rank stuck in a collective keeps its processes alive "
         "and its GPUs idle): the command is stopped, the instances are kept, and the job restarts from its last "
         "committed checkpoint. Default: 30 for a multi-node job, none (never hung) for one node.",
+    )
+    gpu_idle: GpuIdlePolicy | None = Field(
+        None,
+        description="The idle policy: when every GPU of a node stays below utilization_below percent for "
+        "minutes, the command is stopped and the job fails (action 'fail') or starts again from its last "
+        "committed checkpoint on a new instance (action 'relaunch'), so an idle instance is not billed on. "
+        "Absent: no idle policy. See docs/guides/gpu-health.md.",
     )
     setup: list[Argv] = Field(
         default_factory=list,
