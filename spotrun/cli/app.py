@@ -14,11 +14,12 @@ from typer._click.exceptions import UsageError  # Typer vendors its own click: i
 from typer.core import TyperGroup
 
 from spotrun.cli.api import ManifestFile, read_manifest
+from spotrun.cli.dashboard.command import dashboard
 from spotrun.cli.display.output import JsonOpt, console, emit_json, fail, json_answer, usage_error_json
 from spotrun.cli.jobs import register as register_api_commands
 from spotrun.cli.local import local_app
 from spotrun.cli.simulate import simulate
-from spotrun.cli.target import STATE_DIR_FLAG, with_state_dir
+from spotrun.cli.target import STATE_DIR_FLAG, targeted, with_state_dir
 from spotrun.cli.workdir.upload import workdir_of
 from spotrun.model.manifest.parse import manifest_json_schema
 
@@ -60,6 +61,7 @@ app = typer.Typer(
 
 app.add_typer(local_app, name="local")
 register_api_commands(app)
+app.command()(targeted(dashboard))
 app.command()(simulate)
 
 
