@@ -15,7 +15,7 @@ from spotrun.cli.display.output import JsonOpt, console, emit_json, fail
 from spotrun.cli.target import STATE_DIR_FLAG, StateDirOpt, local_state_dir, with_state_dir
 
 if TYPE_CHECKING:
-    from spotrun.local.control_client import ControlClient
+    from spotrun.local.control_client import ControlClient, LocalState
 
 local_app = typer.Typer(
     help="The embedded AWS emulator as a local service, and chaos for it (interruptions, deaths, no capacity).",
@@ -78,6 +78,21 @@ def up(
             help="The pools the trace drives (default: every pool), e.g. g5.xlarge/us-east-1a.",
         ),
     ] = None,
+    dashboard: Annotated[
+        bool,
+        typer.Option(
+            help="Serve the read-only web dashboard of the jobs on 127.0.0.1 (`spotrun dashboard`)."
+        ),
+    ] = True,
+    dashboard_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="The dashboard's port (default 8050; 0 picks a free one).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the emulated deployment in the foreground until Ctrl-C or SIGTERM, with a chaos control API."""
     from spotrun.local.capacity.trace_pools import TraceSetupError, parse_pool_list
@@ -128,13 +143,29 @@ def up(
                         f"hour every {replay.seconds_per_hour:g} s) on {len(replay.pools)} pool(s)",
                         markup=False,
                     )
-                out.print(f"control-plane logs: {directory / 'control-plane.log'}; Ctrl-C to stop")
-                while not stop.wait(0.2):
-                    pass
-                out.print("stopping...")
+                with _dashboard(state, dashboard, dashboard_port) as url:
+                    if url is not None:
+                        out.print(f"dashboard (read-only): {url}", markup=False)
+                    out.print(f"control-plane logs: {directory / 'control-plane.log'}; Ctrl-C to stop")
+                    while not stop.wait(0.2):
+                        pass
+                    out.print("stopping...")
         except (AlreadyRunning, TraceSetupError) as exc:
             raise fail(exc) from None
     out.print("stopped")
+
+
+@contextmanager
+def _dashboard(state: LocalState, wanted: bool, port: int | None) -> Iterator[str | None]:
+    """The dashboard over the runtime's REST API while the block runs (its URL), or None."""
+    if not wanted or not state.api_url:
+        yield None
+        return
+    from spotrun.cli.dashboard.command import serving_beside
+    from spotrun.cli.target import local_api_client
+
+    with serving_beside(local_api_client(state.api_url, state.settings.region), port) as server:
+        yield None if server is None else server.url
 
 
 def _notice(instance: dict[str, Any]) -> str:
@@ -320,3 +351,44 @@ def ec2_not_found(
     with _control(state_dir) as control:
         answer = control.ec2_not_found(describe, terminate)
     _emit(answer, as_json, f"next launches hidden: describe {describe}, terminate {terminate}")
+
+
+def _gpu_line(gpu: dict[str, Any]) -> str:
+    driven = [
+        f"{label} {gpu[key]:g} %"
+        for key, label in (("utilization", "utilization"), ("memory_percent", "memory"))
+        if gpu.get(key) is not None
+    ]
+    return f"GPU {gpu['index']}: " + (", ".join(driven) if driven else "follows its training")
+
+
+@local_app.command()
+@with_state_dir
+def gpu(
+    instance_id: Annotated[str, typer.Argument(metavar="INSTANCE", help="A running GPU instance.")],
+    utilization: Annotated[
+        float | None, typer.Option(min=0, max=100, help="Utilization its nvidia-smi reads, percent.")
+    ] = None,
+    memory_percent: Annotated[
+        float | None, typer.Option(min=0, max=100, help="GPU memory used, percent of the GPU's memory.")
+    ] = None,
+    index: Annotated[
+        int | None, typer.Option("--gpu", min=0, help="Only this GPU (default: every GPU of the instance).")
+    ] = None,
+    reset: Annotated[
+        bool,
+        typer.Option("--reset", help="Forget the values driven: the readings follow the training again."),
+    ] = False,
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Drive what an instance's GPUs read in its nvidia-smi (the agent's GPU samples, the idle policy), or
+    --reset them: by default a GPU reads busy while the instance's training runs and idle otherwise."""
+    driven = utilization is not None or memory_percent is not None
+    if reset == driven or (reset and index is not None):
+        raise fail(
+            "give --utilization and/or --memory-percent (with --gpu to pick one), or --reset alone", code=2
+        )
+    with _control(state_dir) as control:
+        answer = control.gpu(instance_id, utilization, memory_percent, index, reset)
+    _emit(answer, as_json, "\n".join(f"{instance_id} {_gpu_line(g)}" for g in answer["gpus"]))

@@ -5,7 +5,8 @@ Method    Path             Body -> answer
 ========  ===============  ==================================================================================
 GET       ``/status``      -> ``{endpoint_url, time_scale, workdir}``
 GET       ``/instances``   -> ``{instances: [{instance_id, instance_type, availability_zone, lifecycle, state,
-                           reachable, hung, rebalance, instance_action, private_ip, placement_group}]}``
+                           reachable, hung, rebalance, instance_action, private_ip, placement_group,
+                           gpus: [{index, uuid, utilization, memory_percent}]}]}`` (gpus: the values driven)
 GET       ``/pools``       -> ``{pools: [{instance_type, availability_zone, spot_price, capacity, in_use}]}``
 POST      ``/interrupt``   ``{instance_id, notice_seconds?=120, rebalance_lead_seconds?=0}``: as AWS FIS's
                            ``aws:ec2:send-spot-instance-interruptions``
@@ -18,6 +19,10 @@ POST      ``/fleet-error`` ``{code, count?=1, message?}``: the next ``count`` Cr
                            ``code`` (quota, configuration or capacity; see ``spotrun.model.capacity.fleet_errors``)
 POST      ``/ec2-notfound`` ``{describe?=0, terminate?=0, window_seconds?}``: the next launches answer
                            ``InvalidInstanceID.NotFound`` to DescribeInstances / TerminateInstances for a while
+POST      ``/gpu``         ``{instance_id, utilization?, memory_percent?, gpu?, reset?=false}`` -> ``{instance_id,
+                           gpus: [{index, uuid, utilization, memory_percent}]}``: the instance's GPUs (or GPU
+                           ``gpu``) read these percentages in its nvidia-smi until ``reset``; unset (null) values
+                           follow its training (busy while it runs, idle when stopped or absent)
 ========  ===============  ==================================================================================
 
 Errors answer ``{"error": message}`` with 400 (bad request), 404 (unknown instance, pool or path) or 409
@@ -71,6 +76,16 @@ class HangTrainingRequest(_Body):
     resume: bool = False
 
 
+class GpuRequest(_Body):
+    """Body of ``POST /gpu``: percentages, 0-100."""
+
+    instance_id: str
+    utilization: float | None = Field(None, ge=0, le=100)
+    memory_percent: float | None = Field(None, ge=0, le=100)
+    gpu: int | None = Field(None, ge=0)
+    reset: bool = False
+
+
 class PoolRequest(_Body):
     """Body of ``POST /exhaust`` and ``POST /refill``."""
 
@@ -118,6 +133,7 @@ def describe_instance(sim: SimulatedInstance) -> dict[str, Any]:
         "instance_action": sim.metadata.instance_action,
         "private_ip": sim.private_ip,
         "placement_group": sim.model.placement.group_name or None,
+        "gpus": sim.gpus.driven(),
     }
 
 
@@ -146,6 +162,7 @@ class ControlApi:
             ("POST", "/refill"): self._refill,
             ("POST", "/fleet-error"): self._fleet_error,
             ("POST", "/ec2-notfound"): self._ec2_not_found,
+            ("POST", "/gpu"): self._gpu,
         }
 
     def handle(self, method: str, path: str, body: bytes) -> Reply:
@@ -244,6 +261,31 @@ class ControlApi:
                 f"hang training on {sim.instance_id}: {len(pids)} process(es) stopped, its agent runs on"
             )
         return {**request.model_dump(), "pids": pids}
+
+    def _gpu(self, body: bytes) -> dict[str, Any]:
+        request = GpuRequest.model_validate_json(body or b"{}")
+        sim = self._live_instance(request.instance_id)
+        driven = request.utilization is not None or request.memory_percent is not None
+        if request.reset:
+            if driven or request.gpu is not None:
+                raise Refused(400, "reset drives nothing: give reset alone, or values without it")
+            gpus = self.runtime.reset_gpu(sim.instance_id)
+            self._told(f"gpu {sim.instance_id}: readings follow its training again")
+        else:
+            try:
+                gpus = self.runtime.set_gpu(
+                    sim.instance_id, request.utilization, request.memory_percent, request.gpu
+                )
+            except ValueError as exc:
+                raise Refused(409 if sim.gpus.count == 0 else 400, str(exc)) from None
+            which = "every GPU" if request.gpu is None else f"GPU {request.gpu}"
+            values = ", ".join(
+                f"{name} {value:g} %"
+                for name, value in (("utilization", request.utilization), ("memory", request.memory_percent))
+                if value is not None
+            )
+            self._told(f"gpu {sim.instance_id}: {which} reads {values}")
+        return {"instance_id": sim.instance_id, "gpus": gpus}
 
     def _pool_request(self, body: bytes) -> PoolRequest:
         request = PoolRequest.model_validate_json(body or b"{}")

@@ -211,3 +211,19 @@ class ControlClient:
     def ec2_not_found(self, describe: int = 0, terminate: int = 0) -> dict[str, Any]:
         """Hide the next launches from DescribeInstances / TerminateInstances (eventual consistency)."""
         return dict(self.request("POST", "/ec2-notfound", {"describe": describe, "terminate": terminate}))
+
+    def gpu(
+        self,
+        instance_id: str,
+        utilization: float | None = None,
+        memory_percent: float | None = None,
+        gpu: int | None = None,
+        reset: bool = False,
+    ) -> dict[str, Any]:
+        """Drive what an instance's GPUs (or GPU ``gpu``) read in its nvidia-smi (percentages); ``reset``: let
+        them follow its training again."""
+        body: dict[str, Any] = {"instance_id": instance_id, "reset": reset}
+        for name, value in (("utilization", utilization), ("memory_percent", memory_percent), ("gpu", gpu)):
+            if value is not None:
+                body[name] = value
+        return dict(self.request("POST", "/gpu", body))

@@ -140,7 +140,8 @@ def test_the_agent_document_starts_the_agent_on_the_named_instance_only(runtime:
     assert "SPOTRUN_JOBS_BUCKET" not in env
     assert "SPOTRUN_JOBS_TABLE" not in env
     assert env["PYTHONPATH"].split(":")[0] == str(REPO_ROOT)
-    assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+    # its own nvidia-smi first (spotrun.local.instances.gpus), then this interpreter for the command's `python`
+    assert env["PATH"].split(":")[:2] == [str(sim.directory / "bin"), str(Path(sys.executable).parent)]
     assert not (runtime.instance(bystander).nvme_dir / "stage-1.json").exists()
     ssm = runtime.client("ssm")
     assert (

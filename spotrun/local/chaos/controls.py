@@ -1,5 +1,5 @@
 """What a test does to and asks of the runtime's simulated fleet: find its instances, wait for them, reclaim,
-kill, hang and resume them.
+kill, hang and resume them, and drive what their GPUs read.
 
 :class:`FleetControls` is a base of :class:`spotrun.local.runtime.LocalRuntime`, which sets its instance manager
 and its :class:`~spotrun.local.chaos.interruptions.Chaos`.
@@ -8,6 +8,7 @@ and its :class:`~spotrun.local.chaos.interruptions.Chaos`.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from spotrun.local.chaos.interruptions import Chaos
 from spotrun.local.instances.fleet import InstanceManager
@@ -65,3 +66,33 @@ class FleetControls:
     def resume_training(self, instance_id: str) -> list[int]:
         """Continue what :meth:`hang_training` froze (SIGCONT)."""
         return self.chaos.resume_training(instance_id)
+
+    # ------------------------------------------------------------------------------------------ GPUs
+
+    def set_gpu(
+        self,
+        instance_id: str,
+        utilization: float | None = None,
+        memory_percent: float | None = None,
+        gpu: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Make an instance's GPUs (or GPU ``gpu``) read ``utilization`` / ``memory_percent`` (0-100) in its
+        ``nvidia-smi`` until :meth:`reset_gpu`, whatever its training does.
+
+        Returns
+        -------
+        list[dict]
+            Each GPU of the instance: ``{index, uuid, utilization, memory_percent}`` (None: follows the training).
+
+        Raises
+        ------
+        KeyError
+            When the runtime launched no such instance.
+        ValueError
+            When the instance has no GPU, a value is out of range, or ``gpu`` is not one of its indexes.
+        """
+        return self.instance(instance_id).gpus.drive(utilization, memory_percent, gpu)
+
+    def reset_gpu(self, instance_id: str) -> list[dict[str, Any]]:
+        """Let an instance's GPUs read from its training again: busy while it runs, idle otherwise."""
+        return self.instance(instance_id).gpus.reset()

@@ -83,8 +83,11 @@ def agent_environment(
         # https://docs.pytorch.org/docs/stable/distributed.html#common-environment-variables).
         "GLOO_SOCKET_IFNAME": "lo",
         "PYTHONPATH": python_path,
-        # The user's command says `python`: that must be this interpreter, with spotrun importable.
-        "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ.get("PATH", ""))),
+        # The instance's nvidia-smi first (its GPUs, spotrun.local.instances.gpus), as the AMI's driver puts it on
+        # PATH; then the user's command says `python`: that must be this interpreter, with spotrun importable.
+        "PATH": os.pathsep.join(
+            (str(sim.gpus.bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", ""))
+        ),
         **parameters,
     }
     for name in _RUNTIME_CREDENTIALS:

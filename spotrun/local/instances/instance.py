@@ -1,10 +1,11 @@
 """One simulated EC2 instance: a directory standing in for the disk, a metadata service, and real processes.
 
 moto keeps an instance's record (id, type, subnet, state); :class:`SimulatedInstance` adds what the instance
-*has*: its directory (``nvme/``, ``run/``, ``agent.log``), its IMDS, the events of its life (booted, its SSM
-agent registered, ended, gone) and the processes started on it, which termination, a kill or a hang end,
-every one of them: each carries :data:`INSTANCE_MARKER`, so those the agent put in sessions of their own are
-found too. :class:`spotrun.local.instances.fleet.InstanceManager` drives its life cycle.
+*has*: its directory (``nvme/``, ``run/``, ``agent.log``), its GPUs and their ``nvidia-smi`` (``bin/``,
+``gpu/``), its IMDS, the events of its life (booted, its SSM agent registered, ended, gone) and the processes
+started on it, which termination, a kill or a hang end, every one of them: each carries :data:`INSTANCE_MARKER`,
+so those the agent put in sessions of their own are found too.
+:class:`spotrun.local.instances.fleet.InstanceManager` drives its life cycle.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spotrun.local.instances.agent_programs import instance_agent_script, resident_agent_argv
+from spotrun.local.instances.gpus import SimulatedGpus
 from spotrun.local.instances.imds import ImdsServer, InstanceMetadata, RoleCredentials
 from spotrun.model.capacity.candidates import Lifecycle
 from spotrun.model.contract_variables import ENV_PROGRESS_FILE
@@ -55,6 +57,11 @@ class SimulatedInstance:
         self.log_path = self.directory / "agent.log"
         self.run_dir = self.directory / "run"  # /run/spotrun: the resident agent's inbox and pid file
         self.nvme_dir.mkdir(parents=True, exist_ok=True)
+        # Its GPUs and their nvidia-smi (bin/ first on its agent's PATH), as the type's AMI and driver give them.
+        self.gpus = SimulatedGpus(
+            self.instance_id, self.instance_type, self.directory, INSTANCE_MARKER, TORCHRUN_WORKER_VARIABLE
+        )
+        self.gpus.install()
         self.metadata = InstanceMetadata(
             instance_id=self.instance_id,
             instance_type=self.instance_type,
