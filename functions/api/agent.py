@@ -34,6 +34,7 @@ from spotrun.control.capacity.deadline_moves import redecide_while_training
 from spotrun.control.job_credentials import CredentialsRequest, issue_job_credentials
 from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH, AGENT_REPORTS_PATH
 from spotrun.model.agent_protocol.session_policy import JobAccessRefused, JobCredentials
+from spotrun.model.job.gpu_health import GPU_SAMPLE_REFRESH_SECONDS
 from spotrun.model.job.record import utc_now
 
 router = Router()
@@ -65,6 +66,7 @@ def report(report: Annotated[AgentReport, Body(description="What the agent repor
         instance_role_name=aws.settings.instance_role_name,
         store=aws.store,
         workflows=aws.workflows,
+        gpu_refresh_seconds=GPU_SAMPLE_REFRESH_SECONDS * aws.settings.time_scale,
     )
     logger.info("agent report answered", extra=answer.model_dump())
     if report.root.kind == "heartbeat" and report.root.step == "train":

@@ -29,6 +29,7 @@ with collection_paused():
     from functions.api.gate import MAX_BODY_BYTES, answer, ports_of, resolver
     from functions.api.plan import router as plan_router
     from functions.api.schedules import router as schedules_router
+    from functions.api.telemetry import router as telemetry_router
     from functions.runtime import Ports, RawInvocation, function_handler, logger, metrics
     from spotrun.control.progress import job_progress
     from spotrun.control.views.artifacts import (
@@ -323,6 +324,7 @@ def restore_report(job_id: JOB_ID) -> RestoreReport:
 app.include_router(schedules_router)
 app.include_router(code_router)
 app.include_router(plan_router)
+app.include_router(telemetry_router)
 register_error_handlers(app, logger)
 
 

@@ -159,6 +159,12 @@ class SpotrunClient:
         query = {"attempt": attempt, "tail": tail, "next_token": next_token}
         return dict(self.request("GET", f"/jobs/{_quote(job_id)}/logs", query=query))
 
+    def telemetry(self, job_id: str) -> dict[str, Any]:
+        """``GET /jobs/{id}/telemetry``: ``{job_id, metrics: {name: [{at, attempt, node, step, value}]}, gpu: [{at,
+        attempt, node, gpu, utilization, memory_percent, pcie_rx_mib_s, pcie_tx_mib_s}], skipped_lines, thinned,
+        parts, parts_read, bytes_read}`` (:class:`spotrun.model.job.telemetry.JobTelemetry` validates it)."""
+        return dict(self.request("GET", f"/jobs/{_quote(job_id)}/telemetry"))
+
     def start_restore(self, job_id: str, days: int | None = None) -> dict[str, Any]:
         """``POST /jobs/{id}/restore``: ``{job_id, readable, objects}``."""
         return dict(self.request("POST", f"/jobs/{_quote(job_id)}/restore", query={"days": days}))

@@ -12,6 +12,7 @@ attempt runs on, so training code on one instance cannot answer another job's wo
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Annotated, Final, Literal
 
@@ -19,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from spotrun.control.ports import JobStore, Workflows
 from spotrun.control.store import update_job
+from spotrun.control.telemetry import keep_gpu_sample
 from spotrun.model.agent_protocol.command import (
     MAX_CAUSE_CHARS,
     MAX_ERROR_CHARS,
@@ -28,12 +30,16 @@ from spotrun.model.agent_protocol.command import (
     WorkflowStep,
 )
 from spotrun.model.base import DeferredModel, DeferredRootModel
+from spotrun.model.errors import ConcurrentUpdate
 from spotrun.model.job.attempt import Attempt, CheckpointIntervalUsed, NodeRun
+from spotrun.model.job.gpu_health import GPU_SAMPLE_REFRESH_SECONDS
 from spotrun.model.job.group import all_done
 from spotrun.model.job.record import STEP_STATUS, Job
 from spotrun.model.job.telemetry import GpuLine
 from spotrun.model.layout import JOB_ID_PATTERN
 from spotrun.model.manifest.rules import JsonInt
+
+logger = logging.getLogger(__name__)
 
 ReportKind = Literal["heartbeat", "success", "failure"]
 
@@ -176,8 +182,13 @@ def answer_agent_report(
     instance_role_name: str,
     store: JobStore,
     workflows: Workflows,
+    gpu_refresh_seconds: float = GPU_SAMPLE_REFRESH_SECONDS,
 ) -> ReportAnswer:
     """Answer the workflow for the instance that runs ``report.job_id``'s open attempt, and for no other.
+
+    A heartbeat's GPU sample is kept on its node of the attempt when the record is due for it
+    (:func:`spotrun.control.telemetry.keep_gpu_sample`): no write unless the stored sample is
+    ``gpu_refresh_seconds`` old or the node's memory first reads above 90 %.
 
     Parameters
     ----------
@@ -189,6 +200,8 @@ def answer_agent_report(
         The deployment's instance role: only its sessions may report.
     store, workflows
         Ports to the job store (which holds the task token) and Step Functions.
+    gpu_refresh_seconds
+        How old a node's stored GPU sample may grow (time-scaled in the emulator).
 
     Returns
     -------
@@ -218,6 +231,15 @@ def answer_agent_report(
         taken = workflows.send_heartbeat(token)
         if taken and report.checkpoint_interval not in (None, attempt.checkpoint_interval):
             _record_interval(store, job.job_id, attempt.number, report.checkpoint_interval)
+        if taken and report.gpu is not None:
+            instance_id = caller_instance(identity, instance_role_name)
+            try:
+                keep_gpu_sample(
+                    store, job, attempt, instance_id, report.gpu, refresh_seconds=gpu_refresh_seconds
+                )
+            except ConcurrentUpdate:
+                # The heartbeat was answered; the next one brings a newer sample.
+                logger.warning("job %s: GPU sample not kept (the record kept changing)", job.job_id)
     elif isinstance(report, SuccessReport):
         node = attempt.node_on(caller_instance(identity, instance_role_name))
         if node is None or node.node == 0:

@@ -6,7 +6,13 @@ from datetime import datetime
 
 from spotrun.control.ports import Commands, DeploymentSettings, JobStore, Objects
 from spotrun.control.store import update_job
-from spotrun.model.agent_protocol.command import AgentCommand, NodeGroup, StageResult, WorkflowStep
+from spotrun.model.agent_protocol.command import (
+    AgentCommand,
+    GpuIdleWatch,
+    NodeGroup,
+    StageResult,
+    WorkflowStep,
+)
 from spotrun.model.errors import BudgetExceeded, InstanceLost
 from spotrun.model.job.attempt import Attempt, NodeRun
 from spotrun.model.job.attempt_end import settle_steps_lost
@@ -15,6 +21,7 @@ from spotrun.model.job.interruption_rate import pool_rate
 from spotrun.model.job.limits import budget_stop_at, train_limits
 from spotrun.model.job.record import STEP_STATUS, Job, transition
 from spotrun.model.layout import agent_command_key
+from spotrun.model.manifest.schema import JobManifest
 from spotrun.model.timing import WorkflowTiming
 
 
@@ -118,6 +125,8 @@ def dispatch_agent_step(
         stop_grace_seconds=timing.limit_grace_seconds,
         pool_rate=rate,
         hang_seconds=manifest.hang_seconds if step == "train" else None,
+        gpu_idle=gpu_idle_watch(manifest, timing) if step == "train" else None,
+        telemetry_seconds=timing.telemetry_seconds,
     )
     sent = [
         send_agent_command(
@@ -130,6 +139,20 @@ def dispatch_agent_step(
         for node in attempt.node_runs()
     ]
     return sent[0]
+
+
+def gpu_idle_watch(manifest: JobManifest, timing: WorkflowTiming) -> GpuIdleWatch | None:
+    """The agent's idle watch for the manifest's ``training.gpu_idle``, its minutes time-scaled; None without one.
+
+    Scaled like the workflow's other waits, so that the emulator's tests see an idle node released in seconds
+    while AWS waits the minutes the user wrote (``time_scale`` 1).
+    """
+    policy = manifest.training.gpu_idle
+    if policy is None:
+        return None
+    return GpuIdleWatch(
+        utilization_below=policy.utilization_below, seconds=policy.minutes * 60.0 * timing.time_scale
+    )
 
 
 def node_group(job_id: str, attempt: Attempt, node: NodeRun) -> NodeGroup | None:

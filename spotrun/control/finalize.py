@@ -8,6 +8,7 @@ from typing import Any, Literal
 from spotrun.control.ports import JobStore
 from spotrun.control.store import update_job
 from spotrun.model.capacity.pricing import job_cost
+from spotrun.model.job.gpu_health import idle_message, read_idle_cause
 from spotrun.model.job.limits import limit_details, limits_report
 from spotrun.model.job.record import Job, JobError, JobStatus, transition
 
@@ -35,6 +36,13 @@ def error_from_workflow(error: dict[str, Any] | None) -> JobError:
     return JobError(type=error_type, message=caught.cause or error_type)
 
 
+def idle_failure_message(job: Job, error: dict[str, Any] | None) -> str:
+    """The record's message for a job that training.gpu_idle failed: which GPUs idled, below what, how long."""
+    manifest = job.require_manifest()
+    cause = read_idle_cause(str((error or {}).get("Cause") or ""))
+    return idle_message(manifest.training.gpu_idle, cause, manifest.resources.nodes)
+
+
 def finalize_job(
     *,
     job_id: str,
@@ -59,6 +67,11 @@ def finalize_job(
             succeeded = transition(current, JobStatus.SUCCEEDED, now)
             return succeeded.model_copy(update={"cost": cost, "limits": limits})
         job_error = error_from_workflow(error)
+        # Imported on the failure path only, as error_from_workflow does.
+        from spotrun.model.agent_protocol.command import TRAINING_IDLE
+
+        if job_error.type == TRAINING_IDLE and current.manifest is not None:
+            job_error = job_error.model_copy(update={"message": idle_failure_message(current, error)})
         failed = transition(current, JobStatus.FAILED, now, detail=f"{job_error.type}: {job_error.message}")
         failed = failed.model_copy(update={"cost": cost, "error": job_error, "limits": limits})
         if limits is not None:

@@ -37,7 +37,11 @@ class WorkflowTiming(DeferredModel):
     ssm_registration_timeout_seconds: float = 600.0
     # A multi-node group that lost a node waits this long for its replacement in the same zone, then moves.
     replace_node_seconds: float = 600.0
-    # The emulator's factor (1.0 on AWS): what the deadline policy scales its assumed AWS durations by.
+    # How often each node's agent puts the telemetry gathered since its last put (training metrics, GPU samples)
+    # as the next part in the jobs bucket: a PUT per node each time (30 s on AWS: 2,880 requests a day a node).
+    telemetry_seconds: float = 30.0
+    # The emulator's factor (1.0 on AWS): what the deadline policy scales its assumed AWS durations by
+    # (and training.gpu_idle's minutes, for the agent's idle watch).
     time_scale: float = 1.0
 
 
@@ -89,6 +93,8 @@ def workflow_timing(manifest: JobManifest, time_scale: float) -> WorkflowTiming:
         # workflow's limit is a backstop for one attempt, with a margin for uploads. A backstop that fires is
         # taken as a lost instance, and acquire then refuses a new attempt once the allowance is used up.
         train_timeout_seconds=manifest.training.max_runtime_minutes * 60 + 1800,
+        # No finer than 1 s in the emulator: each put is a request to moto on the same cores as every agent.
+        telemetry_seconds=30.0 if time_scale >= 1 else max(1.0, 30.0 * time_scale),
         budget_margin_seconds=budget_margin,
         limit_grace_seconds=budget_margin * 0.6,
     )

@@ -27,9 +27,8 @@ def test_every_route_documents_its_success_and_refusals_with_an_error_body():
     # Then every operation answers 2xx and 4xx in documented shapes, and names IAM (SigV4) as its security
     assert document["security"] == [{"sigv4": []}]
     operations = [(path, method, op) for path, ops in document["paths"].items() for method, op in ops.items()]
-    assert (
-        len(operations) == 15
-    )  # the agent routes included (reports, credentials), POST /code and POST /plan
+    # the agent routes included (reports, credentials), POST /code, POST /plan and GET /jobs/{id}/telemetry
+    assert len(operations) == 16
     for path, method, operation in operations:
         codes = set(operation["responses"])
         assert codes & SUCCESS, (method, path)

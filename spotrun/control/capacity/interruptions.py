@@ -18,12 +18,14 @@ from spotrun.model.agent_protocol.checkpoints import group_checkpoint_keys
 from spotrun.model.agent_protocol.command import (
     TRAINING_FAILED,
     TRAINING_HUNG,
+    TRAINING_IDLE,
     read_caught_error,
 )
 from spotrun.model.base import DeferredModel
 from spotrun.model.errors import InterruptionsExceeded
-from spotrun.model.job.attempt import END_HUNG, Attempt, InterruptionReason
+from spotrun.model.job.attempt import END_HUNG, END_IDLE, Attempt, InterruptionReason
 from spotrun.model.job.attempt_end import end_reason, steps_lost_fields
+from spotrun.model.job.gpu_health import idle_message, read_idle_cause
 from spotrun.model.job.group import close_group
 from spotrun.model.job.record import Job, JobStatus, transition
 from spotrun.model.layout import checkpoints_prefix, progress_key
@@ -42,9 +44,10 @@ _REASON_BY_ERROR: dict[str, InterruptionReason] = {
 class InterruptionRecord(DeferredModel):
     """What the workflow learns from recording an interruption (or a deadline's move, which is none)."""
 
-    reason: InterruptionReason | Literal["deadline-move", "hung", "failed"]
-    # The step failed on its own (Training.Failed with every node of the group alive): nothing was recorded, and
-    # the workflow fails the job with the step's own error (statemachines/job.asl.json, Interrupted?).
+    reason: InterruptionReason | Literal["deadline-move", "hung", "idle", "failed"]
+    # The step failed on its own (Training.Failed with every node of the group alive, or Training.Idle under
+    # training.gpu_idle action fail): nothing was recorded, and the workflow fails the job with the step's own
+    # error (statemachines/job.asl.json, Interrupted?).
     failed: bool = False
     interruptions: int
     last_step: int | None
@@ -77,8 +80,10 @@ def record_interruption(
         The job.
     error
         The ``{"Error", "Cause"}`` the workflow caught (``Spot.Interrupted`` with the agent's cause, a lost
-        instance, a heartbeat timeout, ``Training.Hung``, or ``Training.Failed``: a group's command fails when a
-        peer dies under it, which is that peer's loss if EC2 no longer runs it, and the job's failure otherwise).
+        instance, a heartbeat timeout, ``Training.Hung``, ``Training.Idle`` (an attempt ended ``idle`` under
+        ``training.gpu_idle`` action ``relaunch``, its idle node terminated; the job's failure under action
+        ``fail``), or ``Training.Failed``: a group's command fails when a peer dies under it, which is that peer's
+        loss if EC2 no longer runs it, and the job's failure otherwise).
     store, compute, objects
         Ports to the job store, EC2 and S3.
     jobs_bucket
@@ -92,7 +97,8 @@ def record_interruption(
     -------
     InterruptionRecord
         The reason, the step reached, the step training resumes from and the steps lost; ``failed`` (and nothing
-        recorded) for a ``Training.Failed`` that is no node's loss.
+        recorded) for a ``Training.Failed`` that is no node's loss and for a ``Training.Idle`` the manifest
+        fails the job on.
 
     Raises
     ------
@@ -107,8 +113,12 @@ def record_interruption(
     error_name = caught.error or ""
     caught_reason = _REASON_BY_ERROR.get(error_name, "instance-lost")
     hung = error_name == TRAINING_HUNG
-    if error_name == TRAINING_FAILED and not (
-        attempt.group and lost_nodes(attempt, caught_reason, compute, now)
+    idle = error_name == TRAINING_IDLE
+    policy = job.require_manifest().training.gpu_idle
+    fails = idle and (policy is None or policy.action == "fail")
+    if fails or (
+        error_name == TRAINING_FAILED
+        and not (attempt.group and lost_nodes(attempt, caught_reason, compute, now))
     ):
         return InterruptionRecord(
             reason="failed",
@@ -120,6 +130,8 @@ def record_interruption(
         )
 
     def why(latest: Attempt) -> str:
+        if idle:
+            return END_IDLE
         return END_HUNG if hung else end_reason(caught_reason, latest)
 
     reason = why(attempt)
@@ -130,9 +142,12 @@ def record_interruption(
     # staging settles the figure against the checkpoint it restored (spotrun.model.job.attempt_end).
     resume_from = _latest_committed_step(objects, jobs_bucket, job_id)
     lost = steps_lost_fields(attempt, last_step, resume_from, final=False)
-    # A group keeps its healthy nodes for the next attempt; one node, or a lost one, is let go.
+    # A group keeps its healthy nodes for the next attempt; one node, or a lost one, is let go. An idle node is
+    # let go like a lost one (an idle instance must not stay billed), its peers kept.
     if attempt.group and keep_healthy_nodes:
         gone = lost_nodes(attempt, caught_reason, compute, now)
+        if idle:
+            gone |= idle_nodes(attempt, error)
     else:
         gone = set(attempt.instance_ids())
     compute.terminate(sorted(gone))
@@ -153,6 +168,9 @@ def record_interruption(
         if closed.group:
             closed = close_group(closed, gone, reason, now)
         where = f"{error_name or reason} at step {last_step}; resumes from step {resume_from or 0}"
+        if idle:
+            nodes = current.require_manifest().resources.nodes
+            where += f": {idle_message(policy, read_idle_cause(caught.cause), nodes)}"
         moved = transition(current.with_current_attempt(closed), JobStatus.INTERRUPTED, now, detail=where)
         return moved.model_copy(update={"task_token": None})
 
@@ -190,6 +208,14 @@ def lost_nodes(attempt: Attempt, caught: str, compute: Compute, now: datetime) -
         ):
             lost.add(node.instance_id)
     return lost
+
+
+def idle_nodes(attempt: Attempt, error: dict[str, Any]) -> set[str]:
+    """The instance of the node a ``Training.Idle`` names (its cause's ``node``); every node's when it names none
+    of the attempt's."""
+    node = read_idle_cause(str(error.get("Cause") or "")).node
+    named = [run.instance_id for run in attempt.node_runs() if node is not None and run.node == node]
+    return set(named) if named else set(attempt.instance_ids())
 
 
 def _reported_step(objects: Objects, bucket: str, job_id: str, attempt: int) -> int | None:

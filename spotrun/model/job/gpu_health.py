@@ -69,20 +69,20 @@ class IdleCause(DeferredModel):
     Attributes
     ----------
     node
-        The node whose GPUs idled (0 for one node).
+        The node whose GPUs idled (0 for one node); None when the cause does not say.
     seconds
         How long they stayed below the threshold, as the agent measured it (time-scaled in the emulator).
     utilization_max
         The highest utilization any of its GPUs read meanwhile, percent.
     """
 
-    node: int = Field(0, ge=0)
+    node: int | None = Field(None, ge=0)
     seconds: float | None = Field(None, ge=0)
     utilization_max: float | None = Field(None, ge=0, le=100)
 
 
 def read_idle_cause(cause: str) -> IdleCause:
-    """The :class:`IdleCause` in a ``Training.Idle`` failure's cause; node 0 and nothing else when it has none."""
+    """The :class:`IdleCause` in a ``Training.Idle`` failure's cause; all None when it holds none."""
     try:
         document = json.loads(cause)
         return IdleCause.model_validate(document if isinstance(document, dict) else {})
@@ -109,7 +109,7 @@ def idle_message(policy: GpuIdlePolicy | None, cause: IdleCause, nodes: int) -> 
         ``"the GPUs stayed below 10 % utilization for 5 minutes (highest reading 2 %): training.gpu_idle stopped
         the command; action fail: the job fails and its instances are released"``.
     """
-    whose = "the GPUs" if nodes == 1 else f"node {cause.node}'s GPUs"
+    whose = "the GPUs" if nodes == 1 or cause.node is None else f"node {cause.node}'s GPUs"
     highest = "" if cause.utilization_max is None else f" (highest reading {cause.utilization_max:g} %)"
     if policy is None:
         return f"{whose} idled{highest}: the agent stopped the command"
