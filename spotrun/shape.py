@@ -101,6 +101,8 @@ class DeploymentShape:
     # that go to another function instead.
     api_function: str = "api"
     api_routes: tuple[tuple[str, str], ...] = ()
+    # The bus whose events the deployer's notification subscriptions hear (spotrun.notifications).
+    notifications_bus: str = "events"
 
     def __post_init__(self) -> None:
         # A route to a function the shape lacks would fail only when API Gateway (or the emulator) is built.

@@ -14,7 +14,7 @@ import binascii
 import json
 from typing import Any
 
-from spotrun.control.job_events import publish_status_change
+from spotrun.control.job_events import publish_deadline_decision, publish_status_change
 from spotrun.control.ports import Events
 from spotrun.model.errors import ConcurrentUpdate, InvalidPageToken
 from spotrun.model.job.record import Job, JobStatus
@@ -49,6 +49,14 @@ def decode_page_token(token: str, keys: frozenset[str]) -> dict[str, str]:
     ):
         raise InvalidPageToken("next_token: not a token returned by this listing")
     return position
+
+
+def _newest_choice(doc: str | None) -> str | None:
+    """The choice of the newest deadline decision in a stored job document; None without one."""
+    if not doc:
+        return None
+    decisions = json.loads(doc).get("deadline_decisions") or []
+    return str(decisions[-1]["choice"]) if decisions else None
 
 
 class DynamoJobStore:
@@ -90,9 +98,15 @@ class DynamoJobStore:
             ).get("Attributes", {})
         except client_error as exc:
             raise ConcurrentUpdate(f"job {job.job_id} changed since version {job.version}") from exc
+        if self._events is None:
+            return written
         previous = replaced.get("status")
-        if self._events is not None and previous != written.status.value:
+        if previous != written.status.value:
             publish_status_change(self._events, written, None if previous is None else JobStatus(previous))
+        if written.deadline_decisions:
+            # Against the document this write replaced, read atomically with it: a retried write whose first
+            # try went through finds the new choice already stored and publishes nothing.
+            publish_deadline_decision(self._events, written, _newest_choice(replaced.get("doc")))
         return written
 
     def link_instance(self, instance_id: str, job_id: str) -> None:

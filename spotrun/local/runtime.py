@@ -52,6 +52,7 @@ from spotrun.local.scheduler import LocalScheduler
 from spotrun.local.server import ACCOUNT_ID, EmbeddedServer
 from spotrun.model.agent_protocol.api_paths import AGENT_REPORTS_PATH
 from spotrun.model.simulation.traces import Trace
+from spotrun.notifications import Subscription
 from spotrun.shape import SHAPE, DeploymentShape
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,8 @@ class LocalRuntime(FleetControls):
         ``trace_scale`` real seconds per trace second (``time_scale`` when omitted), on ``trace_pools`` (every
         pool when omitted); see :meth:`~spotrun.local.capacity.trace_pools.TracePools.replaying`, whose
         errors it raises.
+    notifications
+        The deployer's notification subscriptions (:mod:`spotrun.notifications`); e-mails land in :attr:`outbox`.
     """
 
     _active: ClassVar[LocalRuntime | None] = None
@@ -104,6 +107,7 @@ class LocalRuntime(FleetControls):
         trace: Trace | Path | None = None,
         trace_scale: float | None = None,
         trace_pools: Sequence[tuple[str, str]] | None = None,
+        notifications: Sequence[Subscription] = (),
     ):
         from spotrun.shape import STATE_MACHINE_FILE
 
@@ -115,6 +119,9 @@ class LocalRuntime(FleetControls):
         self.agent_argv = self.agents.argv
         self.region = region
         self.settings_overrides = dict(settings_overrides or {})
+        self.notifications = tuple(notifications)
+        # Where SNS e-mail notifications are written, one file per mail (spotrun.local.patches.sns_email).
+        self.outbox = self.workdir / "outbox"
         self.clock = Clock(time_scale)
         self.capacity = CapacityModel(pools if pools is not None else default_pools(seed))
         self.consistency = Ec2Consistency(self.clock, seed)  # EC2 NotFound just after a launch
@@ -207,7 +214,9 @@ class LocalRuntime(FleetControls):
         self._environment.set(emulator_environment(self.region))
         lambda_invoke.install(self._patches, self.handlers)
         sfn.install(self._patches)
-        events.install(self._patches, self._dispatcher)
+        events.install(
+            self._patches, self._dispatcher, self.outbox, retry_delay_seconds=self.clock.time_scale
+        )
         ssm.install(
             self._patches,
             self.shape.agent_document_name,
@@ -243,6 +252,7 @@ class LocalRuntime(FleetControls):
             self.region,
             # The job-access role's ceiling is the deployment's own list, as in the CDK app.
             secret_references=self.settings_overrides.get("reference_patterns"),
+            notifications=self.notifications,
         )
         # Agents report through the API's agent route: the stand-in runs for every runtime, not only `local up`.
         reports = {"agent_report_url": self._start_api() + AGENT_REPORTS_PATH} if self._has_api() else {}

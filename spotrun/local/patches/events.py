@@ -1,8 +1,9 @@
-"""EventBridge rules that deliver to Lambda functions and state machines, asynchronously, as in AWS.
+"""EventBridge rules that deliver to Lambda functions, state machines, API destinations and SNS topics, as in AWS.
 
-moto matches rules but delivers only to SQS, Logs, archives, buses and API destinations; a Lambda or Step
-Functions target raises ``NotImplementedError``. The replacement of ``Rule.send_to_targets`` delivers those
-two on a thread of their own (EventBridge never makes the producer wait) and leaves the rest to moto.
+moto matches rules but delivers only to SQS, Logs, archives and buses; a Lambda, Step Functions or SNS target raises
+``NotImplementedError`` and an API destination gets no body. The replacement of ``Rule.send_to_targets`` delivers
+those four on a thread of their own (EventBridge never makes the producer wait; the notifying two as
+:mod:`spotrun.local.patches.notify_targets` describes) and leaves the rest to moto.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from spotrun.local.patches import s3_events
+from spotrun.local.patches import notify_targets, s3_events, sns_email
 from spotrun.local.patches.reversible import PatchSet
 
 logger = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._closed = False
 
-    def submit(self, name: str, action: Callable[[], None]) -> None:
+    def submit(self, name: str, action: Callable[[], object]) -> None:
         """Run ``action`` on its own thread; dropped once the dispatcher is closed."""
 
         def run() -> None:
@@ -87,7 +89,9 @@ def envelope(event: dict[str, Any]) -> dict[str, Any]:
     return delivered
 
 
-def target_input(target: dict[str, Any], event: dict[str, Any]) -> Any:
+def target_input(
+    target: dict[str, Any], event: dict[str, Any], rule_arn: str = "", rule_name: str = ""
+) -> Any:
     """What a target gets: constant ``Input``, the ``InputPath`` selection, a transformed or whole event."""
     if "Input" in target:
         return json.loads(target["Input"])
@@ -97,14 +101,7 @@ def target_input(target: dict[str, Any], event: dict[str, Any]) -> Any:
         matches = parse(target["InputPath"]).find(event)
         return matches[0].value if matches else None
     if target.get("InputTransformer"):
-        from moto.events.utils import EventTemplateParser
-
-        transformer = target["InputTransformer"]
-        return EventTemplateParser.parse(
-            input_template=transformer.get("InputTemplate"),
-            input_paths_map=transformer.get("InputPathsMap", {}),
-            event={"ingestion-time": event.get("time"), **event},  # type: ignore[typeddict-item]
-        )
+        return notify_targets.apply_transformer(target["InputTransformer"], event, rule_arn, rule_name)
     return event
 
 
@@ -132,11 +129,39 @@ def _start_execution(account_id: str, arn: str, payload: Any) -> None:
     )
 
 
-def install(patches: PatchSet, dispatcher: Dispatcher) -> None:
-    """Make rule targets of type Lambda and Step Functions work, and S3's events carry their request's fields."""
+def _service(target: dict[str, Any]) -> str:
+    """``lambda``, ``states``, ``sns``, ``api-destination`` or another service, from the target's ARN."""
+    parts = target["Arn"].split(":")
+    if parts[2] == "events" and parts[5].startswith("api-destination/"):
+        return "api-destination"
+    return parts[2]
+
+
+_OURS = frozenset({"lambda", "states", "sns", "api-destination"})
+
+
+def install(
+    patches: PatchSet, dispatcher: Dispatcher, outbox: Path | None = None, retry_delay_seconds: float = 1.0
+) -> None:
+    """Make rule targets of type Lambda, Step Functions, API destination and SNS work, and S3's events carry
+    their request's fields.
+
+    Parameters
+    ----------
+    patches
+        Where the patches are recorded (undone when the runtime stops).
+    dispatcher
+        Runs each delivery on its own thread.
+    outbox
+        Where SNS e-mail deliveries are written (:mod:`spotrun.local.patches.sns_email`); none: not patched.
+    retry_delay_seconds
+        An API destination's first retry back-off.
+    """
     from moto.events.models import Rule
 
     s3_events.install(patches)
+    if outbox is not None:
+        sns_email.install(patches, outbox)
 
     original = Rule.send_to_targets
 
@@ -144,19 +169,36 @@ def install(patches: PatchSet, dispatcher: Dispatcher) -> None:
         fix_moto_event(original_event)
         if not self.event_pattern.matches_event(original_event):
             return
-        ours = [t for t in self.targets if t["Arn"].split(":")[2] in ("lambda", "states")]
+        ours = [t for t in self.targets if _service(t) in _OURS]
         theirs = [t for t in self.targets if t not in ours]
         if theirs:
             clone = copy.copy(self)
             clone.targets = theirs
             original(clone, original_event, transform_input)
         event = envelope(original_event)
+        received = time.time()
         for target in ours:
-            arn = target["Arn"]
-            payload = target_input(target, event)
-            deliver = _invoke_function if arn.split(":")[2] == "lambda" else _start_execution
+            service = _service(target)
+            payload = target_input(target, event, self.arn, self.name)
             name = f"event-{self.name}-{target.get('Id', 'target')}"
-            dispatcher.submit(name, functools.partial(deliver, self.account_id, arn, payload))
+            action: Callable[[], Any]
+            if service == "api-destination":
+                action = functools.partial(
+                    notify_targets.deliver_to_api_destination,
+                    self.account_id,
+                    self.region_name,
+                    self.arn,
+                    target,
+                    payload,
+                    received,
+                    retry_delay_seconds=retry_delay_seconds,
+                )
+            elif service == "sns":
+                action = functools.partial(notify_targets.publish_to_topic, self.account_id, target, payload)
+            else:
+                deliver = _invoke_function if service == "lambda" else _start_execution
+                action = functools.partial(deliver, self.account_id, target["Arn"], payload)
+            dispatcher.submit(name, action)
 
     patches.add(Rule, "send_to_targets", send_to_targets)
 
