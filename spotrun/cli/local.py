@@ -78,6 +78,14 @@ def up(
             help="The pools the trace drives (default: every pool), e.g. g5.xlarge/us-east-1a.",
         ),
     ] = None,
+    notify: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="email=ADDRESS|webhook=URL[,events=ended+interrupted+budget+deadline][,jobs=PREFIX]",
+            help="Notify an e-mail address (written to the outbox) or a Slack-style webhook of the jobs' events; "
+            "repeat for more subscribers (docs/guides/notifications.md).",
+        ),
+    ] = None,
     dashboard: Annotated[
         bool,
         typer.Option(
@@ -97,7 +105,7 @@ def up(
     """Run the emulated deployment in the foreground until Ctrl-C or SIGTERM, with a chaos control API."""
     from spotrun.local.capacity.trace_pools import TraceSetupError, parse_pool_list
     from spotrun.local.demo import control_plane_logs, upload_example
-    from spotrun.local.up import AlreadyRunning, connection_help, local_up, stop_on_signals
+    from spotrun.local.up import AlreadyRunning, connection_help, local_up, notification_help, stop_on_signals
     from spotrun.model.job.record import utc_now
     from spotrun.model.simulation.traces import Trace, TraceError, load_trace
 
@@ -112,6 +120,12 @@ def up(
         pools = parse_pool_list(trace_pools) if trace_pools is not None else None
     except (TraceError, TraceSetupError) as exc:
         raise fail(exc) from None
+    from spotrun.notifications import parse_many
+
+    try:
+        notifications = parse_many(notify or ())
+    except ValueError as exc:
+        raise fail(f"--notify: {exc}") from None
 
     def told(line: str) -> None:
         out.print(f"[{utc_now():%H:%M:%S}] {line}", markup=False)
@@ -124,6 +138,7 @@ def up(
         trace=replayed,
         trace_scale=trace_scale,
         trace_pools=pools,
+        notifications=notifications,
     )
     with stop_on_signals() as stop:
         try:
@@ -136,6 +151,8 @@ def up(
                     f"(a 2-minute spot notice lasts {scaled:g} s)"
                 )
                 out.print(connection_help(state, option), markup=False)
+                if notifications:
+                    out.print(notification_help(runtime), markup=False)
                 if runtime.trace_pools is not None:
                     replay = runtime.trace_pools
                     out.print(

@@ -26,6 +26,7 @@ from spotrun.local.server import FAKE_CREDENTIALS
 from spotrun.model.job.record import utc_now
 from spotrun.model.layout import MANIFEST_PREFIX
 from spotrun.model.simulation.traces import Trace
+from spotrun.notifications import Subscription
 
 
 class AlreadyRunning(RuntimeError):
@@ -51,6 +52,7 @@ def local_up(
     trace: Trace | Path | None = None,
     trace_scale: float | None = None,
     trace_pools: Sequence[tuple[str, str]] | None = None,
+    notifications: Sequence[Subscription] = (),
 ) -> Iterator[tuple[LocalRuntime, LocalState]]:
     """Start the runtime and its control API, and write the state file; undo all three on exit.
 
@@ -66,6 +68,8 @@ def local_up(
         Told each chaos action done through the control API.
     trace, trace_scale, trace_pools
         A spot trace to drive the pools from, its pace and its pools (:class:`LocalRuntime`'s).
+    notifications
+        The subscriptions to notify of the jobs' events (``--notify``, :mod:`spotrun.notifications`).
 
     Yields
     ------
@@ -92,6 +96,7 @@ def local_up(
         trace=trace,
         trace_scale=trace_scale,
         trace_pools=trace_pools,
+        notifications=notifications,
     )
     with started as runtime:
         server = ControlServer(ControlApi(runtime, on_action))
@@ -174,6 +179,21 @@ def connection_help(state: LocalState, state_dir_option: str = "") -> str:
             f"control API: {state.control_url}   state file: {state_path(Path(state.workdir))}",
         ]
     )
+
+
+def notification_help(runtime: LocalRuntime) -> str:
+    """Who is notified of what, and where e-mails land; empty without subscriptions. No URL is shown (its token)."""
+    lines = []
+    for index, subscription in enumerate(runtime.notifications, start=1):
+        whom = subscription.email if subscription.email is not None else "a webhook"
+        jobs = f"jobs named {subscription.jobs}*" if subscription.jobs else "every job"
+        kinds = ", ".join(kind.value for kind in subscription.events)
+        lines.append(f"  {index}. {whom}: {kinds} of {jobs}")
+    if not lines:
+        return ""
+    mail = any(subscription.email is not None for subscription in runtime.notifications)
+    outbox = [f"E-mails are written to {runtime.outbox}/ (one .eml file per message)."] if mail else []
+    return "\n".join(["Notifications:", *lines, *outbox])
 
 
 @contextmanager
