@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from spotrun.model.agent_protocol.command import MAX_CAUSE_CHARS, MAX_ERROR_CHARS, FailureCause
 from spotrun.model.job.attempt import CheckpointIntervalUsed
+from spotrun.model.job.telemetry import GpuLine
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +40,11 @@ class TaskAbandonedError(ReportError):
 class WorkflowReporter(Protocol):
     """What the agent tells the workflow about the task it is running."""
 
-    def heartbeat(self, checkpoint_interval: CheckpointIntervalUsed | None = None) -> None:
-        """Say the task is alive (with the ``auto`` checkpoint interval in force, for the job's record).
+    def heartbeat(
+        self, checkpoint_interval: CheckpointIntervalUsed | None = None, gpu: GpuLine | None = None
+    ) -> None:
+        """Say the task is alive (with the ``auto`` checkpoint interval in force and the node's latest GPU
+        sample, for the job's record).
 
         Raises :class:`TaskAbandonedError` when the workflow gave up on the task.
         """
@@ -187,12 +191,16 @@ class ApiReporter:
                 problem = f"{type(exc).__name__}: {exc}"
         raise ReportError(f"{kind} not delivered after {self._attempts} tries ({problem})")
 
-    def heartbeat(self, checkpoint_interval: CheckpointIntervalUsed | None = None) -> None:
-        """Post a heartbeat, with the checkpoint interval when there is one."""
-        if checkpoint_interval is None:
-            self._post("heartbeat")
-        else:
-            self._post("heartbeat", checkpoint_interval=checkpoint_interval.model_dump(mode="json"))
+    def heartbeat(
+        self, checkpoint_interval: CheckpointIntervalUsed | None = None, gpu: GpuLine | None = None
+    ) -> None:
+        """Post a heartbeat, with the checkpoint interval and the latest GPU sample when there are."""
+        fields: dict[str, Any] = {}
+        if checkpoint_interval is not None:
+            fields["checkpoint_interval"] = checkpoint_interval.model_dump(mode="json")
+        if gpu is not None:
+            fields["gpu"] = gpu.model_dump(mode="json")
+        self._post("heartbeat", **fields)
 
     def succeed(self, output: BaseModel) -> None:
         """Post the step's success with ``output``."""
@@ -221,30 +229,41 @@ class RecordingReporter:
         Heartbeats received.
     checkpoint_interval
         The interval the last heartbeat carried.
+    gpu
+        The GPU sample the last heartbeat that had one carried.
     success
         The output of the success report, as a JSON-compatible dict.
     failure
         ``(error, cause)`` of the failure report.
+    failure_cause
+        The failure's JSON cause as sent, with the fields a subclass of :class:`FailureCause` adds.
     abandoned
         When set, :meth:`heartbeat` raises :class:`TaskAbandonedError` (the workflow gave up).
     """
 
     heartbeats: int = 0
     checkpoint_interval: CheckpointIntervalUsed | None = None
+    gpu: GpuLine | None = None
     success: dict[str, Any] | None = None
     failure: tuple[str, FailureCause] | None = None
+    failure_cause: dict[str, Any] | None = None
     abandoned: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
 
-    def heartbeat(self, checkpoint_interval: CheckpointIntervalUsed | None = None) -> None:
-        """Count a heartbeat (keeping its interval), or raise :class:`TaskAbandonedError` when :attr:`abandoned`."""
+    def heartbeat(
+        self, checkpoint_interval: CheckpointIntervalUsed | None = None, gpu: GpuLine | None = None
+    ) -> None:
+        """Count a heartbeat (keeping its interval and GPU sample), or raise :class:`TaskAbandonedError` when
+        :attr:`abandoned`."""
         with self._lock:
             if self.abandoned:
                 raise TaskAbandonedError("send_task_heartbeat failed: TaskTimedOut")
             self.heartbeats += 1
             if checkpoint_interval is not None:
                 self.checkpoint_interval = checkpoint_interval
+            if gpu is not None:
+                self.gpu = gpu
 
     def succeed(self, output: BaseModel) -> None:
         """Record a success (a second report is refused, as Step Functions would)."""
@@ -257,7 +276,9 @@ class RecordingReporter:
         """Record a failure (a second report is refused, as Step Functions would)."""
         with self._lock:
             self._refuse_second_report()
-            self.failure = (error, FailureCause.model_validate_json(cause_json(cause)))
+            text = cause_json(cause)
+            self.failure = (error, FailureCause.model_validate_json(text))
+            self.failure_cause = json.loads(text)
             self._done.set()
 
     def _refuse_second_report(self) -> None:

@@ -17,6 +17,7 @@ from spotrun.agent.supervision.spot_notices import NoticeWatcher
 from spotrun.agent.transfer.download import DEFAULT_WORKERS, DirectGetter
 from spotrun.model.agent_protocol.command import FailureCause
 from spotrun.model.job.attempt import CheckpointIntervalUsed
+from spotrun.model.job.telemetry import GpuLine
 
 
 @dataclass
@@ -40,7 +41,8 @@ class StepContext:
     workers
         Files copied at once when staging and uploading.
     metrics
-        Where GPU metrics go while training; None: not sampled.
+        CloudWatch, where the GPU and training metrics go while training; None: not published there (the GPUs
+        are still sampled for the telemetry, the heartbeats and the idle watch).
     instance_id
         The instance's id (the ``InstanceId`` dimension of the metrics), or None when unknown.
     gpus_per_node
@@ -57,6 +59,9 @@ class StepContext:
     checkpoint_interval
         Set by the train step under ``interval_steps: auto``: the interval the script was told, which the
         heartbeats carry to the job's record.
+    gpu
+        Set by the train step at each GPU sample: the node's latest, which the heartbeats carry to the job's
+        record.
     secret_reader
         Reads ``training.secrets`` with the job's credentials; None: none can be read.
     direct
@@ -80,6 +85,7 @@ class StepContext:
     local_ipv4: Callable[[], str | None] = field(default=lambda: None)
     instance_type: Callable[[], str | None] = field(default=lambda: None)
     checkpoint_interval: CheckpointIntervalUsed | None = None
+    gpu: GpuLine | None = None
     secret_reader: SecretReader | None = None
     masker: Masker = field(default_factory=Masker)
     logs: Any = None

@@ -93,7 +93,7 @@ def execute(command: AgentCommand, ctx: StepContext) -> int:
 
     def beat() -> bool:
         try:
-            ctx.reporter.heartbeat(ctx.checkpoint_interval)
+            ctx.reporter.heartbeat(ctx.checkpoint_interval, ctx.gpu)
         except TaskAbandonedError as exc:
             logger.warning("the workflow no longer waits for this task (%s)", exc)
             ctx.abandoned.set()

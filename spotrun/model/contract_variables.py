@@ -13,6 +13,8 @@ The variables, all set by the agent (a manifest's ``training.env`` cannot overri
 - ``SPOTRUN_CHECKPOINT_INTERVAL_STEPS``, ``SPOTRUN_CHECKPOINT_SIGNAL``: the manifest's checkpoint policy;
 - ``SPOTRUN_MODEL``: the model's path under ``SPOTRUN_OUTPUT_DIR`` (``outputs.model``);
 - ``SPOTRUN_PROGRESS_FILE``: where :meth:`spotrun.training.Run.report_step` writes the step reached;
+- ``SPOTRUN_METRICS_FILE``: where :meth:`spotrun.training.Run.report_metrics` appends the training metrics, one
+  JSON line ``{"step": n, "values": {"loss": 0.41}}`` each, which the agent ships with the job's telemetry;
 - ``SPOTRUN_CHECKPOINT_INTERVAL_FILE`` (``interval_steps: auto`` only): where the agent writes the interval;
 - ``SPOTRUN_GPUS_PER_NODE``: the GPUs of the instance (``nvidia-smi``, else the instance type's count), for
   ``torchrun --nproc-per-node``; the command's argv may say ``"${SPOTRUN_GPUS_PER_NODE}"``, which the agent
@@ -37,6 +39,7 @@ ENV_CHECKPOINT_INTERVAL_STEPS = "SPOTRUN_CHECKPOINT_INTERVAL_STEPS"
 ENV_CHECKPOINT_SIGNAL = "SPOTRUN_CHECKPOINT_SIGNAL"
 ENV_MODEL = "SPOTRUN_MODEL"
 ENV_PROGRESS_FILE = "SPOTRUN_PROGRESS_FILE"
+ENV_METRICS_FILE = "SPOTRUN_METRICS_FILE"
 ENV_GPUS_PER_NODE = "SPOTRUN_GPUS_PER_NODE"
 ENV_NODE_RANK = "SPOTRUN_NODE_RANK"
 ENV_NODES = "SPOTRUN_NODES"
@@ -55,6 +58,7 @@ CONTRACT_VARIABLES: frozenset[str] = frozenset(
         ENV_CHECKPOINT_SIGNAL,
         ENV_MODEL,
         ENV_PROGRESS_FILE,
+        ENV_METRICS_FILE,
         ENV_GPUS_PER_NODE,
         ENV_NODE_RANK,
         ENV_NODES,

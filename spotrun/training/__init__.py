@@ -20,7 +20,10 @@ spot instance is about to be reclaimed. This module wraps that in a few lines::
 
 Under spotrun, :meth:`Run.report_step` (which :meth:`Run.checkpoint_due` calls) tells the agent the latest step
 reached, through a small file (``$SPOTRUN_PROGRESS_FILE``), so that the control plane knows how much work an
-interruption cost. With the manifest's ``checkpoint.interval_steps: auto``, :meth:`Run.checkpoint_due` is
+interruption cost. :meth:`Run.report_metrics` appends training metrics (``loss``, ``accuracy``, any name) to
+``$SPOTRUN_METRICS_FILE``, which the agent ships with the job's telemetry.
+
+With the manifest's ``checkpoint.interval_steps: auto``, :meth:`Run.checkpoint_due` is
 time-based instead: the agent measures the saves and writes the interval to ``$SPOTRUN_CHECKPOINT_INTERVAL_FILE``
 (docs/guides/checkpoint-interval.md).
 
@@ -60,11 +63,13 @@ from spotrun.model.contract_variables import (
     ENV_DATA_DIR,
     ENV_GPUS_PER_NODE,
     ENV_JOB_ID,
+    ENV_METRICS_FILE,
     ENV_MODEL,
     ENV_OUTPUT_DIR,
     ENV_PROGRESS_FILE,
 )
 from spotrun.training.files import IntervalFile, ProgressFile, replace_path, write_directory
+from spotrun.training.metrics import MetricsFile, metrics_record
 
 
 class Checkpoint(NamedTuple):
@@ -102,6 +107,8 @@ class Run:
     checkpoint_interval_file
         ``checkpoint.interval_steps: auto`` (``SPOTRUN_CHECKPOINT_INTERVAL_FILE``): :meth:`checkpoint_due` is
         then time-based, true once the agent's interval in this file has passed since the last save.
+    metrics_file
+        Where :meth:`report_metrics` appends (``SPOTRUN_METRICS_FILE``); None: nowhere.
     clock
         Monotonic seconds, for the time-based due and the save's duration (tests inject their own).
     """
@@ -119,9 +126,11 @@ class Run:
     progress_file: Path | None = None
     gpus_per_node: int | None = None
     checkpoint_interval_file: Path | None = None
+    metrics_file: Path | None = None
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     _progress: ProgressFile | None = field(default=None, init=False, repr=False)
     _interval: IntervalFile | None = field(default=None, init=False, repr=False)
+    _metrics: MetricsFile | None = field(default=None, init=False, repr=False)
     _stop: bool = field(default=False, init=False, repr=False)
     _previous_handler: Any = field(default=None, init=False, repr=False)
     _handler_installed: bool = field(default=False, init=False, repr=False)
@@ -135,6 +144,8 @@ class Run:
             self._progress = ProgressFile(Path(self.progress_file))
         if self.checkpoint_interval_file is not None:
             self._interval = IntervalFile(Path(self.checkpoint_interval_file), self.clock)
+        if self.metrics_file is not None:
+            self._metrics = MetricsFile(Path(self.metrics_file))
 
     @classmethod
     def from_env(
@@ -203,6 +214,12 @@ class Run:
             gpus_per_node=int(env[ENV_GPUS_PER_NODE]) if env.get(ENV_GPUS_PER_NODE) else None,
             checkpoint_interval_file=(
                 Path(env[ENV_CHECKPOINT_INTERVAL_FILE]) if env.get(ENV_CHECKPOINT_INTERVAL_FILE) else None
+            ),
+            # Under torchrun only global rank 0 reports metrics, as it alone logs: one series, not one per rank.
+            metrics_file=(
+                Path(env[ENV_METRICS_FILE])
+                if env.get(ENV_METRICS_FILE) and env.get("RANK", "0") == "0"
+                else None
             ),
         )
         run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -285,6 +302,34 @@ class Run:
         """Write a step :meth:`report_step` held back, if any."""
         if self._progress is not None:
             self._progress.flush()
+
+    def report_metrics(
+        self, step: int | None, values: Mapping[str, float] | None = None, /, **named: float
+    ) -> None:
+        """Report training metrics at ``step``: ``run.report_metrics(120, loss=0.41, accuracy=0.88)``.
+
+        Appended to ``SPOTRUN_METRICS_FILE`` as one JSON line; the agent ships them with the job's telemetry
+        (and to CloudWatch on AWS). Under ``torchrun`` only global rank 0 (``RANK`` 0) writes; the other
+        ranks' reports are checked and dropped. Without spotrun they are checked and dropped too.
+
+        Parameters
+        ----------
+        step
+            The step the values belong to (a non-negative integer), or None.
+        values
+            Values by name, for names that are not Python identifiers (``"eval/loss"``).
+        **named
+            More values by name.
+
+        Raises
+        ------
+        ValueError
+            A name not of 1 to 64 letters, digits or ``_ . / : -``, a value that is not a finite real number, more
+            than 32 names, no value, or a negative step (:func:`spotrun.training.metrics.metrics_record`).
+        """
+        record = metrics_record(step, {**(values or {}), **named})
+        if self._metrics is not None:
+            self._metrics.append(record)
 
     # -- checkpoints --------------------------------------------------------------------------
 

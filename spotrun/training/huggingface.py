@@ -30,7 +30,10 @@ when the callback stopped training for the checkpoint signal. The callback:
   ``output_dir`` (a scratch directory), and in ``on_save`` the complete directory moves into
   ``$SPOTRUN_CHECKPOINT_DIR`` through :meth:`spotrun.training.Run.save_checkpoint`, whose rename is atomic, so
   the agent never sees a half-written checkpoint;
-- reports every step reached (:meth:`spotrun.training.Run.report_step`).
+- reports every step reached (:meth:`spotrun.training.Run.report_step`);
+- reports ``Trainer``'s logs as training metrics (:meth:`spotrun.training.Run.report_metrics`) at the step they
+  were logged: ``loss``, ``learning_rate``, ``grad_norm``, ``epoch`` and every ``eval_*`` result
+  (:func:`spotrun.training.metrics.trainer_metrics`), from global rank 0 only.
 
 Under ``torchrun`` (DDP, one process per GPU, on one node or several) every rank builds the same trainer and
 calls :func:`train`, and the ranks work as a group:
@@ -84,6 +87,7 @@ from spotrun.training.huggingface_ranks import (
     resume_checkpoint,
     sum_gradients_in_rank_order,
 )
+from spotrun.training.metrics import trainer_metrics
 from spotrun.training.pytorch_group import process_group, run_from_env
 
 if TYPE_CHECKING:
@@ -314,6 +318,14 @@ def _callback_class() -> type:
                 shutil.rmtree(source, ignore_errors=True)
             if group is not None:
                 group.barrier()  # every node's part is in place before any rank trains on or exits
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+        ) -> None:
+            # Trainer calls every rank's callbacks; rank 0's run alone has the metrics file (Run.from_env).
+            values = trainer_metrics(logs or {})
+            if values and state.is_world_process_zero:
+                self.run.report_metrics(state.global_step, values)
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.run.flush_progress()

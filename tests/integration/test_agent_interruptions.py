@@ -153,7 +153,10 @@ def test_a_finished_run_reports_its_last_step_and_publishes_gpu_metrics(s3, tmp_
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
-    smi.write_text('#!/bin/sh\necho "40, 2048, 16384"\necho "80, 12288, 16384"\n')
+    smi.write_text(
+        '#!/bin/sh\ncase "$1" in\n  --query-gpu=*) printf "0, 40, 2048, 16384\\n1, 80, 12288, 16384\\n";;\n'
+        '  dmon) printf "# gpu rxpci txpci\\n# Idx MB/s MB/s\\n 0 10 20\\n 1 30 40\\n";;\n  *) exit 9;;\nesac\n'
+    )
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     cloudwatch = boto3.client("cloudwatch", region_name=REGION)

@@ -1,4 +1,5 @@
-"""GPU metrics: nvidia-smi read through PATH, summarized, and published to CloudWatch (moto)."""
+"""GPU samples: nvidia-smi (its query and dmon) read through PATH, handed to listeners as telemetry GpuLines,
+summarized, and published to CloudWatch (moto)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,16 @@ import pytest
 from moto import mock_aws
 
 from spotrun.agent.supervision.gpu import (
+    MB_PER_MIB,
     CloudWatchMetrics,
     GpuMonitor,
-    GpuReading,
     metrics_interval,
+    parse_dmon,
     parse_nvidia_smi,
     read_nvidia_smi,
     summarize,
 )
+from spotrun.model.job.telemetry import GpuLine, GpuReading
 
 REGION = "us-east-1"
 INSTANCE = "i-0123456789abcdef0"
@@ -36,12 +39,18 @@ def fake_nvidia_smi(directory: Path, body: str) -> Path:
     return script
 
 
+# nvidia-smi's own shapes: the query's CSV without header or units, and dmon's two "#" lines before its rows.
+QUERY_CASE = "*--query-gpu=index,utilization.gpu,memory.used,memory.total*--format=csv,noheader,nounits*"
+DMON_CASE = "dmon --select t --count 1"
+DMON_OUTPUT = "# gpu  rxpci  txpci\n# Idx   MB/s   MB/s\n    0    100    200\n    1      -      -"
+
+
 @pytest.fixture
 def two_gpus(tmp_path, monkeypatch) -> Path:
     script = fake_nvidia_smi(
         tmp_path / "bin",
-        'case "$*" in *utilization.gpu,memory.used,memory.total*csv,noheader,nounits*) ;; *) exit 9;; esac\n'
-        'echo "40, 2048, 16384"\necho "80, 12288, 16384"',
+        f'case "$*" in\n  {QUERY_CASE}) printf "0, 40, 2048, 16384\\n1, 80, 12288, 16384\\n";;\n'
+        f'  "{DMON_CASE}") printf "{DMON_OUTPUT}\\n";;\n  *) exit 9;;\nesac',
     )
     monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
     return script
@@ -183,17 +192,73 @@ def test_each_summary_is_also_told_to_the_hang_watch_even_when_publishing_fails(
     assert told == [60.0]
 
 
+def reading(index: int, utilization: float, used: float, total: float) -> GpuReading:
+    return GpuReading(index=index, utilization=utilization, memory_used_mib=used, memory_total_mib=total)
+
+
 def test_nvidia_smi_lines_that_are_not_numbers_are_skipped():
-    # Given a GPU that cannot report its utilization, and a blank line
-    text = "[N/A], 100, 1000\n\n10, 500, 1000\n 30 , 0 , 0 \n"
+    # Given a GPU that cannot report its utilization, one without a total, a blank line, and two good ones
+    text = "0, [N/A], 100, 1000\n\n1, 10, 500, 1000\n2, 30, 0, 0\n 3 , 30 , 0 , 1000 \n"
 
     # When / Then
     readings = parse_nvidia_smi(text)
-    assert readings == [GpuReading(10.0, 500.0, 1000.0), GpuReading(30.0, 0.0, 0.0)]
+    assert readings == [reading(1, 10.0, 500.0, 1000.0), reading(3, 30.0, 0.0, 1000.0)]
     summary = summarize(readings)
     assert summary is not None
     assert (summary.utilization, summary.memory_utilization, summary.gpus) == (20.0, 50.0, 2)
     assert summarize([]) is None
+
+
+def test_dmon_rows_are_read_by_the_header_names_and_converted_from_mb_to_mib_per_second():
+    # Given dmon's output with its two header lines, a GPU that does not measure PCIe, and columns reordered
+    text = "# gpu  txpci  rxpci\n# Idx   MB/s   MB/s\n    0   1000   2000\n    1      -      -\n  junk line\n"
+
+    # When
+    found = parse_dmon(text)
+
+    # Then rx and tx are taken by name, MB/s (10^6 B/s) in MiB/s (2^20 B/s), "-" as no figure
+    assert found == {0: (round(2000 * MB_PER_MIB, 3), round(1000 * MB_PER_MIB, 3)), 1: (None, None)}
+    assert found[0][0] == pytest.approx(1907.349, abs=0.001)
+    # and rows before any header are not guessed at
+    assert parse_dmon("    0   1000   2000\n") == {}
+
+
+def test_a_sample_carries_every_gpu_with_its_pcie_throughput_to_each_listener(two_gpus):
+    # Given a monitor with two listeners, the first of which fails
+    got: list[GpuLine] = []
+
+    def broken(line: GpuLine) -> None:
+        raise RuntimeError("listener down")
+
+    monitor = GpuMonitor(None, "j-1", lambda: None, on_sample=[broken, got.append])
+
+    # When it samples
+    assert monitor.sample_quietly() is True
+
+    # Then the working listener got one line with both GPUs, by index, with dmon's figures converted
+    [line] = got
+    assert monitor.latest == line
+    assert [(g.index, g.utilization, g.memory_used_mib, g.memory_total_mib) for g in line.gpus] == [
+        (0, 40.0, 2048.0, 16384.0),
+        (1, 80.0, 12288.0, 16384.0),
+    ]
+    assert (line.gpus[0].pcie_rx_mib_s, line.gpus[0].pcie_tx_mib_s) == (
+        round(100 * MB_PER_MIB, 3),
+        round(200 * MB_PER_MIB, 3),
+    )
+    assert (line.gpus[1].pcie_rx_mib_s, line.gpus[1].pcie_tx_mib_s) == (None, None)
+
+
+def test_a_failing_dmon_leaves_the_sample_without_pcie_figures(tmp_path, monkeypatch):
+    # Given an nvidia-smi whose query works and whose dmon fails
+    script = fake_nvidia_smi(
+        tmp_path / "bin",
+        f'case "$*" in\n  {QUERY_CASE}) echo "0, 5, 100, 1000";;\n  *) echo "no dmon" >&2; exit 3;;\nesac',
+    )
+    monkeypatch.setenv("PATH", str(script.parent))
+
+    # When / Then the reading is there, without PCIe throughput
+    assert read_nvidia_smi() == [reading(0, 5.0, 100.0, 1000.0)]
 
 
 def test_the_sampling_interval_is_a_minute_at_the_production_poll_and_scales_with_it():

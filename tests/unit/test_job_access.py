@@ -76,6 +76,7 @@ def test_the_policy_names_exactly_the_jobs_reads_writes_prunes_and_listings():
                     f"{OBJECTS}/jobs/{JOB}/logs/attempt-002.log",
                     f"{OBJECTS}/jobs/{JOB}/progress/attempt-002.json",
                     f"{OBJECTS}/jobs/{JOB}/agent/attempt-002-outputs.json",
+                    f"{OBJECTS}/jobs/{JOB}/telemetry/attempt-002/*",
                 ],
             },
             {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,14 +23,15 @@ from spotrun.agent.steps.final_outputs import (
 )
 from spotrun.agent.supervision.checkpoint_sync import CheckpointSyncer
 from spotrun.agent.supervision.command_environment import child_environment, install_runtime
-from spotrun.agent.supervision.gpu import GpuMonitor, metrics_interval
 from spotrun.agent.supervision.hang import HangWatch
+from spotrun.agent.supervision.idle import IdleWatch
 from spotrun.agent.supervision.interval import IntervalAdvisor
 from spotrun.agent.supervision.log_shipper import live_log
 from spotrun.agent.supervision.notice_relay import NoticeChannel
 from spotrun.agent.supervision.progress import ProgressPublisher
 from spotrun.agent.supervision.spot_notices import Notice
 from spotrun.agent.supervision.supervisor import TrainingSupervisor, TrainOutcome, describe_exit
+from spotrun.agent.supervision.telemetry import TelemetryShipper, metrics_file, node_telemetry
 from spotrun.model import layout
 from spotrun.model.agent_protocol.command import (
     BUDGET_EXCEEDED,
@@ -40,6 +40,7 @@ from spotrun.model.agent_protocol.command import (
     SPOT_INTERRUPTED,
     TRAINING_FAILED,
     TRAINING_HUNG,
+    TRAINING_IDLE,
     AgentCommand,
     FailureCause,
     NodeDone,
@@ -47,6 +48,7 @@ from spotrun.model.agent_protocol.command import (
 )
 from spotrun.model.contract_variables import expand_argv
 from spotrun.model.job.interruption_rate import prior_rate
+from spotrun.model.job.telemetry import GpuLine
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +76,14 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     """Run the training command until it succeeds, fails, runs out of time or is interrupted.
 
     Checkpoints and the step reached are uploaded every ``command.poll_seconds`` while it runs, and once more
-    when it ends; GPU metrics go to ``ctx.metrics`` every :func:`~spotrun.agent.supervision.gpu.metrics_interval`. The
+    when it ends; the script's metrics and the GPU samples go to the job's telemetry every
+    ``command.telemetry_seconds`` and once more when it ends (:mod:`spotrun.agent.supervision.telemetry`). The
     interruption notice comes from ``ctx.watcher`` (IMDS, the agent's own SIGTERM, or a ``notice`` command
     through :class:`~spotrun.agent.supervision.notice_relay.NoticeChannel`): the command then gets the
     manifest's checkpoint signal, and its last checkpoint is committed before ``Spot.Interrupted`` is reported.
     With ``command.hang_seconds``, a command whose reported step stops advancing that long is stopped alike and
-    the step reports ``Training.Hung``.
+    the step reports ``Training.Hung``; with ``command.gpu_idle``, one whose GPUs all idle that long is stopped
+    alike and the step reports ``Training.Idle`` (:mod:`spotrun.agent.supervision.idle`).
 
     A node of a multi-node job (``command.group``) runs ``torchrun`` with its group's environment, uploads its
     part of each checkpoint (committed once every node's is up) and, other than node 0, reports
@@ -97,7 +101,8 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     StepReport
         TrainResult (NodeDone from a group's node > 0) on success; ``Secrets.Unavailable`` (a reference of
         ``training.secrets`` cannot be read), ``Training.Failed``, ``Spot.Interrupted``, ``Training.Hung``,
-        ``Budget.Exceeded`` (``stop_at`` passed) or ``Training.MaxRuntimeExceeded``; nothing when abandoned.
+        ``Training.Idle``, ``Budget.Exceeded`` (``stop_at`` passed) or ``Training.MaxRuntimeExceeded``; nothing
+        when abandoned.
     """
     manifest = command.manifest
     # Read afresh by each step's process: the values are never written to the instance's disk.
@@ -110,11 +115,14 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     job_layout.create()
     install_runtime(job_layout.runtime_dir)
     log_path = job_layout.log_file(command.attempt)
+    group = command.group
     progress_path = job_layout.progress_file(command.attempt)
     progress_path.unlink(missing_ok=True)  # left by an earlier run of this step: not this run's progress
     hang = _hang_watch(command, progress_path)  # after the unlink: an earlier run's step is not this run's
+    metrics_path = metrics_file(job_layout.runtime_dir, command.attempt)
+    metrics_path.unlink(missing_ok=True)  # an earlier run of this step shipped its lines already
+    idle = None if command.gpu_idle is None else IdleWatch(command.gpu_idle, group.node if group else 0)
     progress = ProgressPublisher(ctx.s3, command.jobs_bucket, command.job_id, command.attempt, progress_path)
-    group = command.group
     syncer = CheckpointSyncer(
         ctx.s3,
         command.jobs_bucket,
@@ -143,6 +151,7 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         budget_seconds=budget_seconds(command),
         stop_grace_seconds=command.stop_grace_seconds,
         hang=hang,
+        idle=idle,
         # The log shows the command as written: an expanded training.env value may be a secret.
         shown_argv=manifest.training.command,
     )
@@ -172,13 +181,20 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         ctx.logs, command.jobs_bucket, command.job_id, command.attempt, log_path, mask=ctx.masker.mask
     )
     with channel:
-        with shipper, sync_ticker, progress_ticker, ctx.watcher, _gpu_metrics(command, ctx, hang):
+        with (
+            shipper,
+            sync_ticker,
+            progress_ticker,
+            ctx.watcher,
+            _telemetry(command, ctx, metrics_path, hang, idle) as telemetry,
+        ):
             outcome = supervisor.run()
         logger.info("training ended: %s (%s)", outcome.kind, outcome.message)
         # Whatever the outcome, the newest local checkpoint is worth committing: the next attempt resumes it.
         syncer.sync_quietly()
         if group is not None:
             syncer.await_group(GROUP_COMMIT_WAIT_POLLS * command.poll_seconds, command.poll_seconds)
+        telemetry.ship_quietly()  # the last part, after the checkpoint: on a notice that comes first
         poll_progress()
         log_key = upload_log(
             ctx.s3, command.jobs_bucket, command.job_id, command.attempt, log_path, ctx.masker
@@ -200,7 +216,7 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         log_key=log_key,
         last_step=progress.last_step,
     )
-    if outcome.kind in ("interrupted", "hung", *_LIMIT_ERRORS):
+    if outcome.kind in ("interrupted", "hung", "idle", *_LIMIT_ERRORS):
         failed = save_failure(
             outcome, supervisor.checkpoint_signal, syncer.last_committed, progress.last_step, tail
         )
@@ -210,6 +226,10 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
     if outcome.kind == "hung":
         # Routed like an interruption: the group restarts from its last committed checkpoint.
         return _interrupted(TRAINING_HUNG, outcome, cause, syncer.last_committed)
+    if outcome.kind == "idle" and idle is not None and idle.verdict is not None:
+        # With its checkpoint, as an interruption: gpu_idle.action relaunch resumes from it.
+        stopped = _interrupted(TRAINING_IDLE, outcome, cause, syncer.last_committed).cause
+        return StepReport.failed(TRAINING_IDLE, idle.verdict.cause(stopped or cause))
     if outcome.kind in _LIMIT_ERRORS:
         return _stopped_at_limit(_LIMIT_ERRORS[outcome.kind], outcome, cause, syncer.last_committed)
     return StepReport.failed(TRAINING_FAILED, cause)
@@ -283,20 +303,26 @@ def save_failure(
     return text[:500]
 
 
-@contextlib.contextmanager
-def _gpu_metrics(command: AgentCommand, ctx: StepContext, hang: HangWatch | None) -> Iterator[None]:
-    """Sample the GPUs while the block runs (when the context has a metrics port); the hang watch keeps the
-    readings as evidence for its message."""
-    if ctx.metrics is None:
-        yield
-        return
-    evidence = None if hang is None else (lambda summary: hang.observe_gpu(summary.utilization))
-    monitor = GpuMonitor(ctx.metrics, command.job_id, ctx.instance_id, on_summary=evidence)
-    ticker = Ticker(metrics_interval(command.poll_seconds), monitor.sample_quietly, "gpu-metrics").start()
-    try:
-        yield
-    finally:
-        ticker.stop(timeout=1.0)  # a hung nvidia-smi must not delay the checkpoint upload
+def _telemetry(
+    command: AgentCommand,
+    ctx: StepContext,
+    metrics_path: Path,
+    hang: HangWatch | None,
+    idle: IdleWatch | None,
+) -> contextlib.AbstractContextManager[TelemetryShipper]:
+    def latest(line: GpuLine) -> None:
+        ctx.gpu = line  # the heartbeats carry it
+
+    return node_telemetry(
+        command,
+        ctx.s3,
+        metrics_path,
+        metrics=ctx.metrics,
+        instance_id=ctx.instance_id,
+        latest=latest,
+        hang=hang,
+        idle=idle,
+    )
 
 
 def _interval_advisor(command: AgentCommand, job_layout: layout.NvmeLayout) -> IntervalAdvisor | None:

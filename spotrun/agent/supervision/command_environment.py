@@ -9,6 +9,7 @@ from pathlib import Path
 
 from spotrun import training
 from spotrun.agent.links import replace_file
+from spotrun.agent.supervision.telemetry import metrics_file
 from spotrun.model import layout
 from spotrun.model.agent_protocol.command import AgentCommand, NodeGroup
 from spotrun.model.capacity.group_launch import efa_environment
@@ -116,6 +117,7 @@ def child_environment(
             training.ENV_CHECKPOINT_SIGNAL: manifest.training.checkpoint.signal,
             training.ENV_MODEL: manifest.outputs.model,
             training.ENV_PROGRESS_FILE: str(job_layout.progress_file(command.attempt)),
+            training.ENV_METRICS_FILE: str(metrics_file(job_layout.runtime_dir, command.attempt)),
             training.ENV_GPUS_PER_NODE: str(gpus_per_node),
             ENV_NODE_RANK: str(command.group.node if command.group else 0),
             ENV_NODES: str(command.group.nodes if command.group else 1),

@@ -11,8 +11,9 @@ the trainer, or forward the signal, as under any process manager that signals th
 
 The supervisor owns only the child process. What runs beside it (heartbeats, checkpoint uploads, IMDS polling)
 are threads started by :mod:`spotrun.agent.steps.train`; the supervisor learns about them through two callables it
-polls, and whether training is hung from a :class:`~spotrun.agent.supervision.hang.HangWatch`, which reads the
-command's progress file, so each concern stays testable on its own.
+polls, whether training is hung from a :class:`~spotrun.agent.supervision.hang.HangWatch`, which reads the
+command's progress file, and whether its GPUs idle from an :class:`~spotrun.agent.supervision.idle.IdleWatch`,
+which the GPU samples feed, so each concern stays testable on its own.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from typing import IO, Literal
 
 from spotrun.agent.links import open_append
 from spotrun.agent.supervision.hang import HangWatch
+from spotrun.agent.supervision.idle import IdleWatch
 from spotrun.agent.supervision.log_notes import write_note
 from spotrun.agent.supervision.spot_notices import Notice
 
 logger = logging.getLogger(__name__)
 
 OutcomeKind = Literal[
-    "completed", "failed", "timed_out", "budget_exceeded", "interrupted", "abandoned", "hung"
+    "completed", "failed", "timed_out", "budget_exceeded", "interrupted", "abandoned", "hung", "idle"
 ]
 
 KILL_GRACE_SECONDS = 10.0
@@ -128,6 +130,9 @@ class TrainingSupervisor:
     hang
         Tells when the command's steps stopped advancing (None: never); told when each run starts. A hung command
         is stopped like at ``max_runtime_seconds``, and the outcome is ``hung``.
+    idle
+        Tells when the node's GPUs idled (None: never); told when each run starts. An idle command is stopped
+        like a hung one, and the outcome is ``idle``.
     shown_argv
         The command as the log shows it (``argv`` when None): the manifest's, before its ``${NAME}``\ s were
         expanded, so that no value of ``training.env`` reaches the log.
@@ -150,6 +155,7 @@ class TrainingSupervisor:
         budget_seconds: float | None = None,
         stop_grace_seconds: float = DEFAULT_INTERRUPTION_GRACE_SECONDS,
         hang: HangWatch | None = None,
+        idle: IdleWatch | None = None,
         shown_argv: list[str] | None = None,
     ):
         self.argv = list(argv)
@@ -166,6 +172,7 @@ class TrainingSupervisor:
         self.budget_seconds = budget_seconds
         self.stop_grace_seconds = stop_grace_seconds
         self.hang = hang
+        self.idle = idle
         self.shown_argv = list(argv if shown_argv is None else shown_argv)
 
     def run(self) -> TrainOutcome:
@@ -183,6 +190,8 @@ class TrainingSupervisor:
                 if self.hang is not None:
                     # A restarted command sets up again before its first step: that is not a hang.
                     self.hang.command_started()
+                if self.idle is not None:
+                    self.idle.command_started()
                 try:
                     child = subprocess.Popen(
                         self.argv,
@@ -260,6 +269,12 @@ class TrainingSupervisor:
                 message = verdict.describe()
                 self._stop_for_limit(child, message, log)
                 return "hung", message, None
+            idled = None if self.idle is None else self.idle.idle()
+            if idled is not None:
+                # The same stop as a hang: the checkpoint signal, so a relaunch resumes the work done so far.
+                message = idled.describe()
+                self._stop_for_limit(child, message, log)
+                return "idle", message, None
 
     def _stop_for_limit(self, child: subprocess.Popen[bytes], message: str, log: IO[bytes]) -> None:
         # A limit is not an error of the script: it gets the checkpoint signal, as on a warning, so the work

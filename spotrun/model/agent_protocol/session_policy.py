@@ -11,7 +11,8 @@ So whatever the training code on the instance does with those credentials, it re
   inputs and the code its manifest names, and the checkpoints of the job it resumes from
   (``training.resume_from``);
 - writes: its checkpoints (which it also prunes: the only deletes), its outputs, and this attempt's log,
-  progress and output list. Never its command documents, which the control plane writes;
+  progress, output list and telemetry parts (every node's, under the attempt's telemetry prefix). Never its
+  command documents, which the control plane writes;
 - listings: the same prefixes, as ``s3:prefix`` conditions on ``s3:ListBucket``;
 - secrets: exactly the references of its ``training.secrets`` (:func:`secret_statements`), within the
   deployment's allowed ones (:func:`secret_ceiling_statements`, the CDK option ``secret_references``).
@@ -214,6 +215,7 @@ def job_session_policy(
         f"{objects}/{layout.log_key(job_id, attempt)}",
         f"{objects}/{layout.progress_key(job_id, attempt)}",
         f"{objects}/{layout.output_list_key(job_id, attempt)}",
+        f"{objects}/{layout.telemetry_prefix(job_id)}attempt-{attempt:03d}/*",
     ]
     statements: list[dict[str, Any]] = [
         {"Sid": "Read", "Effect": "Allow", "Action": list(READ), "Resource": list(access.reads)},
