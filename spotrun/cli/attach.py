@@ -3,7 +3,8 @@
 The view polls the job and prints, one line each with its time, what happened since the last poll: its state
 changes, each attempt's start, EC2's rebalance recommendation and interruption warning, each attempt's end (the
 steps it lost). Below them, redrawn in place on a terminal, the log tail and where the job stands (its step and
-its cost so far). The events are computed by plain functions over two successive job views (:func:`job_events`),
+its cost so far), with each node's GPUs (utilization, memory flagged above 90 %) and the latest training
+metrics. The events are computed by plain functions over two successive job views (:func:`job_events`),
 the log tail comes from one place (:class:`LogTail`); Ctrl-C detaches (the job keeps running) and says how
 to come back.
 """
@@ -23,7 +24,9 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from spotrun.cli.api import as_job
 from spotrun.cli.client import ApiError, SpotrunClient
+from spotrun.cli.display.gpu_health import TelemetryPoll, live_parts
 from spotrun.cli.display.output import console, emit_json, error_console, fail, json_requested
 from spotrun.cli.display.summary import progress_text, status_text
 from spotrun.cli.logs import LogFollower, LogLine
@@ -221,12 +224,14 @@ def log_tail(client: SpotrunClient, job_id: str, lines: int = TAIL_LINES) -> lis
     return LogTail(client, job_id, lines).poll()
 
 
-def live_view(view: dict[str, Any], tail: list[str]) -> Group:
-    """What is redrawn in place under the events: the log tail, then :func:`status_line`."""
+def live_view(view: dict[str, Any], tail: list[str], health: list[Text] | None = None) -> Group:
+    """What is redrawn in place under the events: the log tail, the GPU health and latest metrics
+    (:func:`spotrun.cli.display.gpu_health.live_parts`), then :func:`status_line`."""
     parts: list[Any] = []
     if tail:
         parts.append(Text("--- log tail ---", style="dim"))
         parts += [Text(line, style="dim") for line in tail]
+    parts += health or []
     parts.append(status_line(view))
     return Group(*parts)
 
@@ -242,13 +247,15 @@ def follow(client: SpotrunClient, job_id: str, out: Console, poll: float) -> dic
     before: dict[str, Any] | None = None
     view = client.get_job(job_id)
     tail = LogTail(client, job_id)
+    telemetry = TelemetryPoll(client, job_id)
     with Live(live_view(view, []), console=out, transient=True, auto_refresh=False) as live:
         while True:
             for event in job_events(before, view):
                 live.console.print(event.line())
             if JobStatus(view["status"]).is_terminal:
                 return view
-            live.update(live_view(view, tail.poll()), refresh=True)
+            health = live_parts(as_job(view), telemetry.poll())
+            live.update(live_view(view, tail.poll(), health), refresh=True)
             pause(poll)
             before, view = view, client.get_job(job_id)
 

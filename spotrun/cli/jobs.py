@@ -16,6 +16,7 @@ import typer
 
 from spotrun.cli.api import ManifestFile, as_job, jobs_table, restore_table
 from spotrun.cli.attach import after_submit, follow_or_detach, should_follow
+from spotrun.cli.display.gpu_health import health_json, health_parts, read_telemetry
 from spotrun.cli.display.output import JsonOpt, console, emit_json, fail, show
 from spotrun.cli.display.summary import final_summary, progress_text, status_text
 from spotrun.cli.logs import latest_job_id, logs
@@ -146,14 +147,24 @@ def status(
     target: ApiTarget = DEFAULT_TARGET,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show a job: status, timeline, attempts, cost, archived model."""
+    """Show a job: status, timeline, attempts, GPU health, latest training metrics, cost, archived model.
+
+    GPU health is each node's latest sample in the job's latest attempt (utilization, memory, PCIe per GPU), with
+    a flag where GPU memory went above 90 %; the metrics are the latest value of each the script reported. --json
+    adds them to the job's view (gpu_health, gpu_memory_warnings, latest_metrics).
+    """
     with api_client(target) as client:
         view = client.get_job(job_id or latest_job_id(client))
+        telemetry, problem = read_telemetry(client, view["job_id"])
+    job = as_job(view)
     if as_json:
-        emit_json(view)
+        emit_json({**view, **health_json(job, telemetry, problem)})
         return
     now = utc_now()
-    summary = final_summary(as_job(view), now)
+    summary = final_summary(job, now)
+    # Above the status line: the GPUs and metrics, then (a job that has not ended) where it stands.
+    for part in health_parts(job, telemetry, now, problem):
+        summary.renderables.insert(len(summary.renderables) - 1, part)
     if view.get("progress"):  # a job that has not ended: where it stands, above its status line
         summary.renderables.insert(len(summary.renderables) - 1, progress_text(view["progress"], now))
     show(summary)

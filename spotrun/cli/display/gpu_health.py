@@ -1,0 +1,412 @@
+"""A job's GPU health and latest training metrics, as ``spotrun status`` and the live view show them.
+
+Two sources, one picture. The job record keeps each node's latest ``nvidia-smi`` sample (``Attempt.gpu`` /
+``NodeRun.gpu``, refreshed every few minutes from the agents' heartbeats) and its first reading of GPU memory
+above 90 % in an attempt (``gpu_memory_high``); the job's telemetry (``GET /jobs/{id}/telemetry``) holds every
+sample and every metric the script reported. Per node of the job's latest attempt the newer of the two samples
+is shown; memory above :data:`~spotrun.model.job.telemetry.GPU_MEMORY_HIGH_PERCENT` is flagged wherever either
+saw it, so that the warning is on screen before the out-of-memory error it announces.
+
+The functions building the picture are pure (a :class:`Job` and a :class:`JobTelemetry` in, data out); the
+renderers turn it into rich tables and lines; :func:`health_json` is what ``status --json`` adds to the view.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from pydantic import ValidationError
+from rich.table import Table
+from rich.text import Text
+
+from spotrun.cli.client import ApiError
+from spotrun.model.job.attempt import Attempt
+from spotrun.model.job.record import Job
+from spotrun.model.job.telemetry import GPU_MEMORY_HIGH_PERCENT, GpuLine, GpuPoint, JobTelemetry, MetricPoint
+
+HIGH_STYLE = "bold red"
+TELEMETRY_POLL_SECONDS = 5.0  # the live view's reads of the telemetry, at most this often
+
+
+class TelemetrySource(Protocol):
+    """What reads a job's telemetry: :class:`spotrun.cli.client.SpotrunClient`."""
+
+    def telemetry(self, job_id: str) -> dict[str, Any]:
+        """``GET /jobs/{id}/telemetry``."""
+        ...
+
+
+def read_telemetry(client: TelemetrySource, job_id: str) -> tuple[JobTelemetry | None, str | None]:
+    """The job's telemetry, or None and why it could not be read (the API refused, or answered another shape).
+
+    A job is still shown without its telemetry: from its record alone.
+    """
+    try:
+        return JobTelemetry.model_validate(client.telemetry(job_id)), None
+    except ApiError as exc:
+        return None, f"telemetry unavailable: {exc}"
+    except ValidationError as exc:
+        return None, f"telemetry unreadable: {exc.error_count()} problem(s) in the API's answer"
+
+
+@dataclass(frozen=True)
+class GpuNow:
+    """One GPU in a node's latest sample."""
+
+    index: int
+    utilization: float  # percent
+    memory_percent: float
+    memory_used_mib: float | None = None  # known from the record's sample, not from the telemetry's points
+    memory_total_mib: float | None = None
+    pcie_rx_mib_s: float | None = None
+    pcie_tx_mib_s: float | None = None
+
+    @property
+    def memory_high(self) -> bool:
+        """Whether its memory is above :data:`GPU_MEMORY_HIGH_PERCENT`."""
+        return self.memory_percent > GPU_MEMORY_HIGH_PERCENT
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    """A node's latest sample of its GPUs, and where it came from."""
+
+    attempt: int
+    node: int
+    instance_id: str
+    at: datetime
+    gpus: tuple[GpuNow, ...]
+    source: Literal["record", "telemetry"]
+
+
+@dataclass(frozen=True)
+class MemoryHigh:
+    """A node's first reading of a GPU's memory above :data:`GPU_MEMORY_HIGH_PERCENT` in an attempt."""
+
+    attempt: int
+    node: int
+    gpu: int
+    percent: float
+    at: datetime
+
+
+def _from_record(attempt: Attempt, node: int, instance_id: str, line: GpuLine) -> NodeGpus:
+    gpus = tuple(
+        GpuNow(
+            index=reading.index,
+            utilization=reading.utilization,
+            memory_percent=round(reading.memory_percent, 1),
+            memory_used_mib=reading.memory_used_mib,
+            memory_total_mib=reading.memory_total_mib,
+            pcie_rx_mib_s=reading.pcie_rx_mib_s,
+            pcie_tx_mib_s=reading.pcie_tx_mib_s,
+        )
+        for reading in sorted(line.gpus, key=lambda r: r.index)
+    )
+    return NodeGpus(attempt.number, node, instance_id, line.at, gpus, "record")
+
+
+def _latest_points(telemetry: JobTelemetry | None, attempt: int) -> dict[int, dict[int, GpuPoint]]:
+    """Node -> GPU -> its latest point, in ``attempt``."""
+    latest: dict[int, dict[int, GpuPoint]] = {}
+    for point in telemetry.gpu if telemetry is not None else []:
+        if point.attempt != attempt:
+            continue
+        known = latest.setdefault(point.node, {}).get(point.gpu)
+        if known is None or point.at >= known.at:
+            latest[point.node][point.gpu] = point
+    return latest
+
+
+def latest_node_gpus(job: Job, telemetry: JobTelemetry | None) -> list[NodeGpus]:
+    """Each node of the job's latest attempt with its newest GPU sample (the record's or the telemetry's).
+
+    Returns
+    -------
+    list[NodeGpus]
+        Node order; a node with no sample anywhere yet is left out (none at all before training starts).
+    """
+    if not job.attempts:
+        return []
+    attempt = job.attempts[-1]
+    points = _latest_points(telemetry, attempt.number)
+    found = []
+    for node in attempt.node_runs():
+        mine = points.get(node.node, {})
+        newest = max((p.at for p in mine.values()), default=None)
+        if node.gpu is not None and (newest is None or node.gpu.at >= newest):
+            found.append(_from_record(attempt, node.node, node.instance_id, node.gpu))
+        elif newest is not None:
+            gpus = tuple(
+                GpuNow(
+                    index=p.gpu,
+                    utilization=p.utilization,
+                    memory_percent=round(p.memory_percent, 1),
+                    pcie_rx_mib_s=p.pcie_rx_mib_s,
+                    pcie_tx_mib_s=p.pcie_tx_mib_s,
+                )
+                for _, p in sorted(mine.items())
+            )
+            found.append(NodeGpus(attempt.number, node.node, node.instance_id, newest, gpus, "telemetry"))
+    return found
+
+
+def memory_high_flags(job: Job, telemetry: JobTelemetry | None) -> list[MemoryHigh]:
+    """Every node of every attempt whose GPU memory went above 90 %: its first such reading, oldest first.
+
+    The record's flag (``gpu_memory_high``) where it has one, else the telemetry's first point above.
+    """
+    flags: dict[tuple[int, int], MemoryHigh] = {}
+    for attempt in job.attempts:
+        for node in attempt.node_runs():
+            if (high := node.gpu_memory_high) is not None:
+                flags[(attempt.number, node.node)] = MemoryHigh(
+                    attempt.number, node.node, high.gpu, high.percent, high.at
+                )
+    for point in sorted(telemetry.gpu if telemetry is not None else [], key=lambda p: p.at):
+        key = (point.attempt, point.node)
+        if point.memory_percent > GPU_MEMORY_HIGH_PERCENT and key not in flags:
+            flags[key] = MemoryHigh(
+                point.attempt, point.node, point.gpu, round(point.memory_percent, 1), point.at
+            )
+    return sorted(flags.values(), key=lambda flag: flag.at)
+
+
+def latest_metrics(telemetry: JobTelemetry | None) -> dict[str, MetricPoint]:
+    """Each metric's latest value (its name in the order the telemetry lists them)."""
+    if telemetry is None:
+        return {}
+    return {name: max(points, key=lambda p: p.at) for name, points in telemetry.metrics.items() if points}
+
+
+# --------------------------------------------------------------------------------------------------- render
+
+
+def _clock(at: datetime) -> str:
+    return at.strftime("%H:%M:%S")
+
+
+def _value(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _pcie(gpu: GpuNow) -> str:
+    if gpu.pcie_rx_mib_s is None and gpu.pcie_tx_mib_s is None:
+        return "-"
+    rx = "?" if gpu.pcie_rx_mib_s is None else f"{gpu.pcie_rx_mib_s:.0f}"
+    tx = "?" if gpu.pcie_tx_mib_s is None else f"{gpu.pcie_tx_mib_s:.0f}"
+    return f"{rx} / {tx}"
+
+
+def _memory(gpu: GpuNow) -> Text:
+    text = f"{gpu.memory_percent:.1f} %"
+    if gpu.memory_used_mib is not None and gpu.memory_total_mib is not None:
+        text += f" ({gpu.memory_used_mib / 1024:.1f} of {gpu.memory_total_mib / 1024:.1f} GiB)"
+    if gpu.memory_high:
+        return Text(f"{text} HIGH", style=HIGH_STYLE)
+    return Text(text)
+
+
+def gpu_table(nodes: list[NodeGpus], now: datetime) -> Table:
+    """One row per GPU of each node: utilization, memory (flagged above 90 %), PCIe rx / tx, when sampled."""
+    table = Table(
+        title=f"GPU health (attempt {nodes[0].attempt})" if nodes else "GPU health", title_justify="left"
+    )
+    for column in ("node", "instance", "gpu", "util", "memory", "PCIe rx / tx MiB/s", "sampled (UTC)"):
+        table.add_column(
+            column, justify="right" if column in ("node", "gpu", "util") else "left", no_wrap=True
+        )
+    for node in nodes:
+        age = max(0.0, (now - node.at).total_seconds())
+        sampled = f"{_clock(node.at)} ({age:.0f} s ago)"
+        for gpu in node.gpus:
+            table.add_row(
+                str(node.node),
+                node.instance_id,
+                str(gpu.index),
+                f"{gpu.utilization:.0f} %",
+                _memory(gpu),
+                _pcie(gpu),
+                sampled,
+            )
+    return table
+
+
+def memory_high_text(flags: list[MemoryHigh]) -> Text | None:
+    """``GPU memory above 90 %: attempt 2 node 0 GPU 1 at 96.1 % (12:04:31 UTC)``, one line each; None: none."""
+    if not flags:
+        return None
+    lines = [
+        f"GPU memory above {GPU_MEMORY_HIGH_PERCENT:g} %: attempt {f.attempt} node {f.node} GPU {f.gpu} at "
+        f"{f.percent:.1f} % ({_clock(f.at)} UTC); an out-of-memory error may follow"
+        for f in flags
+    ]
+    return Text("\n".join(lines), style=HIGH_STYLE)
+
+
+def metrics_table(latest: dict[str, MetricPoint]) -> Table:
+    """The latest value of each metric the script reported, with its step, attempt and time."""
+    table = Table(title="latest metrics", title_justify="left")
+    table.add_column("metric")
+    for column in ("value", "step", "attempt"):
+        table.add_column(column, justify="right")
+    table.add_column("at (UTC)")
+    for name, point in latest.items():
+        table.add_row(
+            name,
+            _value(point.value),
+            "-" if point.step is None else str(point.step),
+            str(point.attempt),
+            _clock(point.at),
+        )
+    return table
+
+
+def metrics_line(latest: dict[str, MetricPoint]) -> Text:
+    """``metrics at step 120: loss 0.412, accuracy 0.88`` (the step of the newest point)."""
+    newest = max(latest.values(), key=lambda p: p.at)
+    where = f" at step {newest.step}" if newest.step is not None else ""
+    values = ", ".join(f"{name} {_value(point.value)}" for name, point in latest.items())
+    return Text(f"metrics{where}: {values}")
+
+
+def gpu_lines(nodes: list[NodeGpus]) -> list[Text]:
+    """The live view's GPU health: one line per node, each GPU's utilization and memory (flagged above 90 %).
+
+    ``GPUs node 0 (12:04:31): #0 97 % mem 62.0 %, #1 95 % mem 93.1 % HIGH``.
+    """
+    lines = []
+    for node in nodes:
+        line = Text(f"GPUs node {node.node} ({_clock(node.at)}): ")
+        for i, gpu in enumerate(node.gpus):
+            if i:
+                line.append(", ")
+            line.append(f"#{gpu.index} {gpu.utilization:.0f} % mem {gpu.memory_percent:.1f} %")
+            if gpu.memory_high:
+                line.append(" HIGH", style=HIGH_STYLE)
+        lines.append(line)
+    return lines
+
+
+def health_parts(
+    job: Job, telemetry: JobTelemetry | None, now: datetime, problem: str | None = None
+) -> list[Any]:
+    """What ``spotrun status`` shows of the job's GPUs and metrics: the GPU table, the memory warnings, the
+    latest metrics, and why the telemetry is missing (when it is)."""
+    parts: list[Any] = []
+    nodes = latest_node_gpus(job, telemetry)
+    if nodes:
+        parts.append(gpu_table(nodes, now))
+    flags = memory_high_text(memory_high_flags(job, telemetry))
+    if flags is not None:
+        parts.append(flags)
+    latest = latest_metrics(telemetry)
+    if latest:
+        parts.append(metrics_table(latest))
+    if problem is not None:
+        parts.append(Text(problem, style="dim"))
+    return parts
+
+
+def live_parts(job: Job, telemetry: JobTelemetry | None) -> list[Text]:
+    """What the live view redraws of the job's GPUs and metrics: a line per node, the memory warnings, the
+    latest metrics in one line."""
+    parts: list[Text] = gpu_lines(latest_node_gpus(job, telemetry))
+    flags = memory_high_text(memory_high_flags(job, telemetry))
+    if flags is not None:
+        parts.append(flags)
+    latest = latest_metrics(telemetry)
+    if latest:
+        parts.append(metrics_line(latest))
+    return parts
+
+
+def health_json(job: Job, telemetry: JobTelemetry | None, problem: str | None = None) -> dict[str, Any]:
+    """What ``status --json`` adds to the job's view.
+
+    Returns
+    -------
+    dict
+        ``gpu_health``: per node of the latest attempt ``{attempt, node, instance_id, at, source, gpus: [{index,
+        utilization, memory_percent, memory_used_mib, memory_total_mib, pcie_rx_mib_s, pcie_tx_mib_s,
+        memory_high}]}``; ``gpu_memory_warnings``: every first reading above 90 % ``{attempt, node, gpu, percent,
+        at}``; ``latest_metrics``: ``{name: {value, step, attempt, node, at}}``; ``telemetry_error`` when the
+        telemetry could not be read.
+    """
+    nodes = [
+        {
+            "attempt": n.attempt,
+            "node": n.node,
+            "instance_id": n.instance_id,
+            "at": n.at.isoformat(),
+            "source": n.source,
+            "gpus": [
+                {
+                    "index": g.index,
+                    "utilization": g.utilization,
+                    "memory_percent": g.memory_percent,
+                    "memory_used_mib": g.memory_used_mib,
+                    "memory_total_mib": g.memory_total_mib,
+                    "pcie_rx_mib_s": g.pcie_rx_mib_s,
+                    "pcie_tx_mib_s": g.pcie_tx_mib_s,
+                    "memory_high": g.memory_high,
+                }
+                for g in n.gpus
+            ],
+        }
+        for n in latest_node_gpus(job, telemetry)
+    ]
+    flags = [
+        {"attempt": f.attempt, "node": f.node, "gpu": f.gpu, "percent": f.percent, "at": f.at.isoformat()}
+        for f in memory_high_flags(job, telemetry)
+    ]
+    metrics = {
+        name: {
+            "value": p.value,
+            "step": p.step,
+            "attempt": p.attempt,
+            "node": p.node,
+            "at": p.at.isoformat(),
+        }
+        for name, p in latest_metrics(telemetry).items()
+    }
+    answer: dict[str, Any] = {"gpu_health": nodes, "gpu_memory_warnings": flags, "latest_metrics": metrics}
+    if problem is not None:
+        answer["telemetry_error"] = problem
+    return answer
+
+
+class TelemetryPoll:
+    """The job's telemetry for the live view, read at most every ``every`` seconds (each read lists and reads
+    the job's parts in S3: far more than the record's one item, so not at every poll of the job).
+
+    A read that fails keeps the last one read.
+    """
+
+    def __init__(
+        self,
+        client: TelemetrySource,
+        job_id: str,
+        every: float = TELEMETRY_POLL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self._client = client
+        self._job_id = job_id
+        self._every = every
+        self._clock = clock
+        self._last_read: float | None = None
+        self._telemetry: JobTelemetry | None = None
+
+    def poll(self) -> JobTelemetry | None:
+        """The latest telemetry read (read again when ``every`` seconds have passed)."""
+        now = self._clock()
+        if self._last_read is None or now - self._last_read >= self._every:
+            self._last_read = now
+            telemetry, _ = read_telemetry(self._client, self._job_id)
+            if telemetry is not None:
+                self._telemetry = telemetry
+        return self._telemetry
