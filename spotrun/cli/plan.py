@@ -142,6 +142,8 @@ def plan_view(answer: dict[str, Any]) -> Group:
         lines.append(Text("estimate: set training.expected_hours for one", style="dim"))
     if answer.get("deadline"):
         lines.append(Text(f"deadline: {answer['deadline']}"))
+    if answer.get("gpu_idle"):
+        lines.append(Text(f"idle policy: {answer['gpu_idle']}"))
     for pool in answer.get("skipped") or []:
         lines.append(
             Text(

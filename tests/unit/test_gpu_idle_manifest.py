@@ -6,8 +6,11 @@ import json
 from typing import Any
 
 import pytest
+from rich.console import Console
 
+from spotrun.cli.plan import plan_view
 from spotrun.model.manifest.parse import ManifestError, manifest_json_schema, parse_manifest_document
+from tests.unit.test_plan import document, plan_of
 
 
 def manifest(gpu_idle: Any) -> dict[str, Any]:
@@ -76,3 +79,26 @@ def test_the_json_schema_states_the_policy() -> None:
     assert policy["properties"]["utilization_below"]["maximum"] == 100
     assert policy["properties"]["action"]["enum"] == ["fail", "relaunch"]
     assert policy["additionalProperties"] is False
+
+
+def test_the_plan_states_the_policy_and_spotrun_plan_shows_it() -> None:
+    # Given manifests with an idle policy of each action, and one without
+    relaunch = plan_of(
+        document(training={"command": ["python", "t.py"], "gpu_idle": {"minutes": 20, "action": "relaunch"}})
+    )
+    fail = plan_of(
+        document(
+            training={"command": ["python", "t.py"], "gpu_idle": {"minutes": 5, "utilization_below": 30}}
+        )
+    )
+    without = plan_of(document())
+    # Then the plan says when a node is idle and what follows, and the CLI prints it
+    assert relaunch.gpu_idle == (
+        "every GPU of a node below 10 % for 20 min: the idle instance is terminated and the job relaunched from its "
+        "last checkpoint"
+    )
+    assert fail.gpu_idle == "every GPU of a node below 30 % for 5 min: the job fails, its instances released"
+    assert without.gpu_idle is None
+    console = Console(width=200, record=True)
+    console.print(plan_view(fail.model_dump(mode="json")))
+    assert "idle policy: every GPU of a node below 30 % for 5 min" in console.export_text()

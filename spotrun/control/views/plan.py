@@ -187,6 +187,7 @@ def plan_job(
         estimate=_estimate(manifest, planned),
         group=_group(manifest, candidates),
         deadline=note,
+        gpu_idle=_gpu_idle(manifest),
         problems=problems,
         ok=not problems,
     )
@@ -210,6 +211,19 @@ def _group(manifest: JobManifest, candidates: list[InstanceTypeInfo]) -> GroupPl
         replace_node_minutes=manifest.capacity.replace_node_minutes,
         hang_minutes=None if hang is None else hang / 60,
     )
+
+
+def _gpu_idle(manifest: JobManifest) -> str | None:
+    """``"every GPU of a node below 10 % for 15 min: the job fails"``; None without training.gpu_idle."""
+    policy = manifest.training.gpu_idle
+    if policy is None:
+        return None
+    then = (
+        "the job fails, its instances released"
+        if policy.action == "fail"
+        else "the idle instance is terminated and the job relaunched from its last checkpoint"
+    )
+    return f"every GPU of a node below {policy.utilization_below:g} % for {policy.minutes:g} min: {then}"
 
 
 def _estimate(manifest: JobManifest, planned: list[PlannedPool]) -> CostEstimate | None:

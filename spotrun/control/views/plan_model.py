@@ -107,6 +107,11 @@ class JobPlan(DeferredModel):
     deadline: str | None = Field(
         None, description="The deadline policy's first decision (with capacity.deadline): choice, slack, why."
     )
+    gpu_idle: str | None = Field(
+        None,
+        description="training.gpu_idle, as it will act: when a node counts as idle and what the job does then; "
+        "null: no idle policy.",
+    )
     problems: list[str] = Field(
         default_factory=list, description="Every reason POST /jobs would refuse the manifest; empty: it runs."
     )
