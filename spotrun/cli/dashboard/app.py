@@ -21,11 +21,9 @@ from typing import Any, Protocol
 from flask import Flask, Response, abort, render_template, request
 from markupsafe import Markup
 
-from spotrun.cli.api import as_job
 from spotrun.cli.client import ApiError
 from spotrun.cli.display.summary import duration
 from spotrun.model.job.record import JobStatus, utc_now
-from spotrun.model.job.telemetry import JobTelemetry
 
 HERE = Path(__file__).parent
 JOBS_PER_PAGE = 50
@@ -63,7 +61,7 @@ class DashboardClient(Protocol):
     def schedule_runs(self, name: str) -> dict[str, Any]: ...
 
 
-def report_html(view: dict[str, Any], telemetry: JobTelemetry, now: datetime) -> str:
+def report_html(view: dict[str, Any], telemetry: dict[str, Any], now: datetime) -> str:
     """The report's body (``spotrun report``'s page without its frame) of a job view and its telemetry.
 
     Parameters
@@ -71,7 +69,7 @@ def report_html(view: dict[str, Any], telemetry: JobTelemetry, now: datetime) ->
     view
         The API's job view (``GET /jobs/{id}``).
     telemetry
-        The job's telemetry (``GET /jobs/{id}/telemetry``).
+        The job's telemetry (``GET /jobs/{id}/telemetry``); empty when it was not answered.
     now
         The time the running figures (cost, durations) are taken at.
 
@@ -80,11 +78,10 @@ def report_html(view: dict[str, Any], telemetry: JobTelemetry, now: datetime) ->
     str
         An HTML fragment, its text escaped by the report's renderer.
     """
-    # Imported at first use: matplotlib is loaded by the job page only, never by the list.
-    from spotrun.cli.report import render_body
-    from spotrun.control.views.report import build_report
+    # Imported at first use: matplotlib is loaded by a job's page only, never by the list.
+    from spotrun.cli.report import render_body, report_from_api
 
-    return render_body(build_report(as_job(view), telemetry, now))
+    return render_body(report_from_api(view, telemetry, now))
 
 
 def create_app(
@@ -223,11 +220,10 @@ def _render_job(
     telemetry_error: ApiError | None = None
     now = utc_now()
     if view is not None:
-        answer, telemetry_error = _answer(lambda: client.telemetry(job_id))
-        # Without its telemetry (not answered), the report still has the record's story: it says what is missing.
-        telemetry = JobTelemetry.model_validate(answer) if answer is not None else JobTelemetry()
-        # The report's renderer escapes every text of the job it writes: its fragment is trusted HTML.
-        body = Markup(report_html(view, telemetry, now))  # noqa: S704
+        telemetry, telemetry_error = _answer(lambda: client.telemetry(job_id))
+        # Without its telemetry (not answered) the report still tells the record's story; the page says what is
+        # missing. The report's renderer escapes every text of the job it writes: its fragment is trusted HTML.
+        body = Markup(report_html(view, telemetry or {}, now))  # noqa: S704
     running = view is not None and not JobStatus(view["status"]).is_terminal
     return render_template(
         template,

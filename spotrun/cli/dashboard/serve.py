@@ -10,6 +10,7 @@ command says so).
 from __future__ import annotations
 
 import ipaddress
+import socket
 import threading
 from typing import Any
 
@@ -74,9 +75,13 @@ class DashboardServer:
     """
 
     def __init__(self, app: Flask, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT):
-        self._server: BaseWSGIServer = make_server(
-            host, port, app, threaded=True, request_handler=_QuietHandler
-        )
+        # Bound here, and handed to werkzeug as a descriptor: werkzeug's own bind prints and exits the process on
+        # an error, where the caller wants the OSError (to say which port, or to go on without the dashboard).
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.create_server((host, port), family=family) as bound:
+            self._server: BaseWSGIServer = make_server(
+                host, port, app, threaded=True, request_handler=_QuietHandler, fd=bound.fileno()
+            )
         self._thread: threading.Thread | None = None
 
     @property
