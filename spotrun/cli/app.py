@@ -18,6 +18,7 @@ from spotrun.cli.dashboard.command import dashboard
 from spotrun.cli.display.output import JsonOpt, console, emit_json, fail, json_answer, usage_error_json
 from spotrun.cli.jobs import register as register_api_commands
 from spotrun.cli.local import local_app
+from spotrun.cli.report.command import report
 from spotrun.cli.simulate import simulate
 from spotrun.cli.target import STATE_DIR_FLAG, targeted, with_state_dir
 from spotrun.cli.workdir.upload import workdir_of
@@ -62,6 +63,7 @@ app = typer.Typer(
 app.add_typer(local_app, name="local")
 register_api_commands(app)
 app.command()(targeted(dashboard))
+app.command()(targeted(report))
 app.command()(simulate)
 
 
