@@ -8,6 +8,7 @@ import contextlib
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -196,27 +197,28 @@ class FakeClient:
     """The API: one job view, and its telemetry (or the error the API answers for it)."""
 
     def __init__(self, job_view: dict[str, Any], telemetry: dict[str, Any] | ApiError):
+        self.job_id = JOB_ID
         self.job_view = job_view
         self.answer = telemetry
         self.telemetry_reads = 0
 
     def get_job(self, job_id: str) -> dict[str, Any]:
-        assert job_id == JOB_ID
+        assert job_id == self.job_id
         return self.job_view
 
     def telemetry(self, job_id: str) -> dict[str, Any]:
-        assert job_id == JOB_ID
+        assert job_id == self.job_id
         self.telemetry_reads += 1
         if isinstance(self.answer, ApiError):
             raise self.answer
         return self.answer
 
 
-def status(monkeypatch: pytest.MonkeyPatch, client: FakeClient, *flags: str) -> Any:
+def status(monkeypatch: pytest.MonkeyPatch, client: FakeClient, *flags: str, job_id: str = JOB_ID) -> Any:
     monkeypatch.setattr(cli_jobs, "api_client", lambda target: contextlib.nullcontext(client))
     monkeypatch.setattr(cli_jobs, "utc_now", lambda: NOW)
     monkeypatch.setenv("COLUMNS", "220")
-    result = runner.invoke(app, ["status", JOB_ID, *flags])
+    result = runner.invoke(app, ["status", job_id, *flags])
     assert result.exit_code == 0, result.output + result.stderr
     return result
 
@@ -414,3 +416,36 @@ def test_the_live_view_reads_the_telemetry_at_most_every_few_seconds_and_keeps_t
     # Then the telemetry was read at 0, 5 and 10 s only, and the first answer stayed shown through the failures
     assert client.telemetry_reads == 3
     assert all(r is not None and "loss" in r.metrics for r in read)
+
+
+# ------------------------------------------------------------------------------------------ recorded answers
+
+RECORDED = Path(__file__).resolve().parent / "recorded"
+
+
+def test_status_reads_a_recorded_emulator_job_and_its_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given the API's answers recorded in the emulator: a job training on a g4dn.xlarge (one T4), whose script
+    # reported loss and accuracy each step, and whose GPU memory was driven to 95 % (LocalRuntime.set_gpu)
+    recorded_view = json.loads((RECORDED / "gpu_job_view.json").read_text())
+    recorded_telemetry = json.loads((RECORDED / "gpu_job_telemetry.json").read_text())
+    client = FakeClient(recorded_view, recorded_telemetry)
+    client.job_id = recorded_view["job_id"]
+
+    # When `spotrun status` shows it, and --json prints it
+    text = status(monkeypatch, client, job_id=client.job_id).stdout
+    answer = json.loads(status(monkeypatch, client, "--json", job_id=client.job_id).stdout)
+
+    # Then its GPU reads 94 % with its memory flagged HIGH (the telemetry's sample, newer than the record's), the
+    # record's first reading above 90 % is warned, and the metrics are those of the last step reported (158)
+    row = next(line for line in text.splitlines() if line.split()[:3] == ["0", "i-ddea833c17a226645", "0"])
+    assert cells(row)[3:6] == ["94 %", "95.0 % HIGH", "438 / 133"]
+    assert "GPU memory above 90 %: attempt 1 node 0 GPU 0 at 95.0 % (23:00:50 UTC)" in text
+    assert [
+        line.split()[:3] for line in text.splitlines() if line.split()[:1] in (["loss"], ["accuracy"])
+    ] == [
+        ["accuracy", "0.9937", "158"],
+        ["loss", "0.006329", "158"],
+    ]
+    assert answer["gpu_health"][0]["source"] == "telemetry"
+    assert answer["gpu_memory_warnings"][0]["percent"] == 95.0
+    assert answer["latest_metrics"]["loss"]["step"] == 158

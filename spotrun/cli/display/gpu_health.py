@@ -177,10 +177,14 @@ def memory_high_flags(job: Job, telemetry: JobTelemetry | None) -> list[MemoryHi
 
 
 def latest_metrics(telemetry: JobTelemetry | None) -> dict[str, MetricPoint]:
-    """Each metric's latest value (its name in the order the telemetry lists them)."""
+    """Each metric's latest value (its name in the order the telemetry lists them).
+
+    The last point of each series: the telemetry lists them in time order, and several reports read by the agent
+    at once share their time (the order they were reported in is kept among them).
+    """
     if telemetry is None:
         return {}
-    return {name: max(points, key=lambda p: p.at) for name, points in telemetry.metrics.items() if points}
+    return {name: points[-1] for name, points in telemetry.metrics.items() if points}
 
 
 # --------------------------------------------------------------------------------------------------- render
@@ -268,7 +272,7 @@ def metrics_table(latest: dict[str, MetricPoint]) -> Table:
 
 def metrics_line(latest: dict[str, MetricPoint]) -> Text:
     """``metrics at step 120: loss 0.412, accuracy 0.88`` (the step of the newest point)."""
-    newest = max(latest.values(), key=lambda p: p.at)
+    newest = max(latest.values(), key=lambda p: (p.at, -1 if p.step is None else p.step))
     where = f" at step {newest.step}" if newest.step is not None else ""
     values = ", ".join(f"{name} {_value(point.value)}" for name, point in latest.items())
     return Text(f"metrics{where}: {values}")
