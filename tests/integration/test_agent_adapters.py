@@ -19,8 +19,10 @@ from spotrun.agent import checkpoint_store
 from spotrun.agent.imds import ImdsClient
 from spotrun.agent.reporter import ApiReporter, ReportError, TaskAbandonedError
 from spotrun.agent.step_runner import EXIT_REPORTED
+from spotrun.control.agent_reports import AgentReport, HeartbeatReport
 from spotrun.model import layout
 from spotrun.model.agent_protocol.command import FailureCause
+from spotrun.model.job.telemetry import GpuLine, GpuReading
 from tests.integration.conftest import AGENT_BUCKET as BUCKET
 from tests.integration.report_sink import ReportSink
 from tests.integration.test_agent import (
@@ -85,6 +87,23 @@ def test_api_reporter_posts_each_report_signed_for_execute_api():
     assert authorization.startswith("AWS4-HMAC-SHA256 Credential=ASIAEXAMPLEKEY000001/")
     assert f"/{REGION}/execute-api/aws4_request" in authorization
     assert beat_headers["X-Amz-Security-Token"] == "session-token"
+
+
+def test_a_heartbeat_carries_the_latest_gpu_sample_as_the_agent_route_reads_it():
+    # Given the node's latest sample of its GPUs
+    reading = GpuReading(
+        index=0, utilization=97.0, memory_used_mib=15000, memory_total_mib=16384, pcie_rx_mib_s=1.5
+    )
+    line = GpuLine(at=datetime(2026, 12, 1, 12, tzinfo=UTC), gpus=[reading])
+    with ReportSink() as sink:
+        # When the agent sends a heartbeat with it
+        reporter(sink).heartbeat(None, line)
+    # Then the body carries it as JSON, and the route's model reads the same sample back
+    [(_, beat)] = sink.posts
+    assert beat["gpu"] == line.model_dump(mode="json")
+    report = AgentReport.model_validate({**beat, "job_id": "tiny-0123456789ab"}).root
+    assert isinstance(report, HeartbeatReport)
+    assert report.gpu == line
 
 
 @pytest.mark.parametrize(
