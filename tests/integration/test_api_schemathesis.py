@@ -210,7 +210,8 @@ def test_generated_requests_get_no_5xx_and_only_documented_answers(deployment):
     seed_example_job(deployment)
     found = operations()
     app = deployed_api()
-    assert len(found) == 15  # the agent routes included (reports, credentials), POST /code and POST /plan
+    # the agent routes included (reports, credentials), POST /code, POST /plan and GET /jobs/{id}/telemetry
+    assert len(found) == 16
 
     for operation in found:
         strategies = [
