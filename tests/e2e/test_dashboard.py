@@ -82,13 +82,23 @@ def browser_context(tmp_path_factory):
 
 
 @pytest.fixture
-def page(browser_context):
-    """A tab that counts its navigations: a page that updates by itself never navigates again."""
+def page(browser_context, local):
+    """A tab that counts its navigations (a page that updates by itself never navigates again), and that ends
+    the test failing if it asked anything of another origin than the dashboard's, or logged an error (a script
+    or style the page's Content-Security-Policy blocked, a failed refresh)."""
+    url = local[3]
     tab = browser_context.new_page()
     tab.navigations = []  # type: ignore[attr-defined]
+    elsewhere: list[str] = []
+    errors: list[str] = []
     tab.on("framenavigated", lambda frame: frame.parent_frame is None and tab.navigations.append(frame.url))
+    tab.on("request", lambda request: request.url.startswith(url) or elsewhere.append(request.url))
+    tab.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    tab.on("pageerror", lambda error: errors.append(str(error)))
     yield tab
     tab.close()
+    assert not elsewhere, f"the dashboard asked for something elsewhere: {elsewhere}"
+    assert not errors, f"the browser logged errors: {errors}"
 
 
 def screenshot(page, name: str) -> Path:

@@ -114,5 +114,7 @@ def test_an_address_beyond_this_machine_is_warned_about_and_trusts_any_host_name
         server.stop()
 
     # Then the user is told it is unauthenticated, and the names the network gives it are served
-    assert "read-only but unauthenticated" in capsys.readouterr().err
+    assert (
+        f"the dashboard on 0.0.0.0:{server.port} is read-only but unauthenticated" in capsys.readouterr().err
+    )
     assert status == 200

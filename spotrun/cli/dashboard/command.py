@@ -56,21 +56,22 @@ def dashboard_server(
         from spotrun.cli.dashboard.serve import DashboardServer, is_loopback, trusted_hosts_for
     except ImportError as exc:
         raise fail(f"{EXTRA_MISSING} ({exc})") from None
-    if not is_loopback(host):
-        error_console().print(
-            Text.assemble(
-                ("warning: ", "yellow"),
-                f"the dashboard on {host}:{port} is read-only but unauthenticated: anyone who reaches that address "
-                "sees your jobs, their costs and schedules, read with your credentials",
-            )
-        )
     app = create_app(client, trusted_hosts=trusted_hosts_for(host))
     try:
-        return DashboardServer(app, host, port)
+        server = DashboardServer(app, host, port)
     except OSError as exc:
         if not bind_errors:
             raise
         raise fail(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}") from None
+    if not is_loopback(host):
+        error_console().print(
+            Text.assemble(
+                ("warning: ", "yellow"),
+                f"the dashboard on {host}:{server.port} is read-only but unauthenticated: anyone who reaches that "
+                "address sees your jobs, their costs and schedules, read with your credentials",
+            )
+        )
+    return server
 
 
 @contextmanager
@@ -140,8 +141,7 @@ def dashboard(
     out = console(soft_wrap=True)
     out.print(f"[bold]spotrun dashboard[/bold] on {server.url} reading {client.base_url}; Ctrl-C to stop")
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        out.print("stopped")
+        server.serve_forever()  # werkzeug's returns on Ctrl-C (it catches the KeyboardInterrupt)
     finally:
         server.stop()
+    out.print("stopped")

@@ -85,6 +85,11 @@ class DashboardServer:
         self._thread: threading.Thread | None = None
 
     @property
+    def port(self) -> int:
+        """The port it listens on (the one picked, when 0 was asked for)."""
+        return int(self._server.server_address[1])
+
+    @property
     def url(self) -> str:
         """Where a browser opens the dashboard."""
         address, port = self._server.server_address[:2]
