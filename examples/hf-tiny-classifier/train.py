@@ -154,7 +154,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    # Under torchrun every rank runs this script; only rank 0 reports progress to the agent.
+    # Under torchrun every rank runs this script; only rank 0 reports progress and metrics to the agent.
     run = huggingface.run_from_env(
         checkpoint_dir=args.checkpoint_dir, output_dir=args.output_dir, model_name="model"
     )
@@ -195,7 +195,9 @@ def main() -> None:
         compute_metrics=accuracy,
         callbacks=[StepDelay(args.step_seconds)] if args.step_seconds else [],
     )
-    huggingface.train(trainer, run)  # on the checkpoint signal: saves that step, exits 128 + signal
+    # On the checkpoint signal: saves that step, exits 128 + signal. Trainer's logs (loss every logging_steps, the
+    # evaluation's eval_loss and eval_accuracy) reach the job's telemetry through the helper's callback.
+    huggingface.train(trainer, run)
 
     metrics = trainer.evaluate()  # every rank evaluates its share; the metrics are the whole set's
     if not trainer.is_world_process_zero():

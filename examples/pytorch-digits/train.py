@@ -140,6 +140,8 @@ def train(args: argparse.Namespace, run: training.Run, device: torch.device) -> 
         position = position.advance(batches_per_epoch)
         if rank == 0:
             print(f"step {position.step} loss {loss.item():.6f}", flush=True)
+            # The job's telemetry (spotrun report charts it); the run of ranks other than 0 drops it.
+            run.report_metrics(position.step, loss=loss.item())
         if args.step_seconds:
             time.sleep(args.step_seconds)
         checkpointer.step_done(position)  # saves when due or stopping; exits after saving on a stop
@@ -151,6 +153,7 @@ def train(args: argparse.Namespace, run: training.Run, device: torch.device) -> 
             predicted = net(images[TRAIN_SAMPLES:].to(device)).argmax(1).cpu()
         accuracy = (predicted == labels[TRAIN_SAMPLES:]).float().mean().item()
         print(f"held-out accuracy {accuracy:.3f}", flush=True)
+        run.report_metrics(position.step, accuracy=accuracy)
         run.save_model(pytorch.save_safetensors(net))
 
 

@@ -149,6 +149,7 @@ def main() -> None:
         batch = state.rng.choice(len(features), size=args.batch_size, replace=False)
         loss = sgd_step(state, features[batch], targets[batch], args.lr, args.momentum)
         state.step = step = state.step + 1
+        run.report_metrics(step, loss=loss)  # the job's telemetry: spotrun report charts it
         if args.step_seconds:
             time.sleep(args.step_seconds)
         # checkpoint_due comes first so that it runs every step: it also reports the step reached to spotrun.
@@ -162,7 +163,10 @@ def main() -> None:
                 run.exit_for_preemption()
 
     _, prediction = forward(state.params, features)
-    print(f"done: {state.step} steps, full-data loss {float(np.mean((prediction - targets) ** 2)):.6f}")
+    full_loss = float(np.mean((prediction - targets) ** 2))
+    print(f"done: {state.step} steps, full-data loss {full_loss:.6f}")
+    # A regression has no accuracy: its held-out measure is the mean squared error over all the data.
+    run.report_metrics(state.step, full_data_loss=full_loss)
     run.save_model(lambda path: np.save(path, flat_model(state.params)))
     print(f"model written to {run.model_path}")
 

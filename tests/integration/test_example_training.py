@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -118,3 +119,22 @@ def test_the_example_manifest_is_valid():
     assert manifest.training.checkpoint.interval_steps == 50
     assert manifest.outputs.model == "model.npy"
     assert manifest.archive.storage_class == "GLACIER"
+
+
+def test_under_spotrun_the_example_reports_its_loss_every_step_and_its_full_data_loss(data_dir, tmp_path):
+    # Given the example run with the agent's metrics file
+    metrics = tmp_path / "metrics.jsonl"
+    env = {**environment(), "SPOTRUN_METRICS_FILE": str(metrics)}
+
+    # When it trains its 300 steps
+    subprocess.run(
+        train_command(data_dir, "--steps", "300"), cwd=tmp_path, env=env, check=True, capture_output=True
+    )
+
+    # Then each step's loss is a report, and the last report is the full-data loss
+    reports = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r["step"] for r in reports[:-1]] == list(range(1, 301))
+    assert all(set(r["values"]) == {"loss"} for r in reports[:-1])
+    assert reports[-1]["step"] == 300
+    assert set(reports[-1]["values"]) == {"full_data_loss"}
+    assert reports[-1]["values"]["full_data_loss"] < reports[0]["values"]["loss"]

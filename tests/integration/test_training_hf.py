@@ -45,7 +45,7 @@ def example() -> Iterator[ModuleType]:
     torch.set_num_threads(threads)
 
 
-def new_run(root: Path) -> training.Run:
+def new_run(root: Path, metrics_file: Path | None = None) -> training.Run:
     return training.Run(
         data_dir=root / "data",
         code_dir=root,
@@ -53,6 +53,7 @@ def new_run(root: Path) -> training.Run:
         output_dir=root / "output",
         checkpoint_interval_steps=100,  # no periodic save in 12 steps: only the signal's
         checkpoint_signal=SIGNAL,
+        metrics_file=metrics_file,
     )
 
 
@@ -79,8 +80,7 @@ def new_trainer(
             use_cpu=True,
             report_to="none",
             disable_tqdm=True,
-            logging_strategy="no",
-            **arguments,
+            **{"logging_strategy": "no", **arguments},
         ),
         train_dataset=example.SentenceDataset(example.generate(96, 0), tokenizer),
         eval_dataset=example.SentenceDataset(example.generate(32, 1), tokenizer),
@@ -310,3 +310,27 @@ def test_arguments_that_would_not_resume_exactly_stop_training_before_its_first_
     with pytest.raises(ValueError, match="save_only_model"):
         huggingface.train(trainer, run)
     assert recorder.steps == []
+
+
+def test_the_callback_reports_trainers_logs_as_the_runs_metrics(example, tmp_path):
+    # Given a run under spotrun (its metrics file) and a trainer logging every 4 of its 12 steps
+    from spotrun.training import huggingface
+
+    metrics = tmp_path / "metrics.jsonl"
+    run = new_run(tmp_path, metrics)
+    trainer = new_trainer(example, run, logging_strategy="steps", logging_steps=4)
+
+    # When it trains and evaluates
+    huggingface.train(trainer, run)
+    trainer.evaluate()
+
+    # Then the curve (loss, learning rate, gradient norm, epoch) is reported at the logged steps, then the
+    # evaluation, and the end-of-training summary is not a series
+    reports = [json.loads(line) for line in metrics.read_text().splitlines()]
+    curve = [r for r in reports if "loss" in r["values"]]
+    assert [r["step"] for r in curve] == [4, 8, 12]
+    assert set(curve[0]["values"]) == {"loss", "learning_rate", "grad_norm", "epoch"}
+    evaluation = reports[-1]
+    assert evaluation["step"] == 12
+    assert {"eval_loss", "eval_accuracy", "epoch"} <= set(evaluation["values"])
+    assert not any("train_runtime" in r["values"] or "total_flos" in r["values"] for r in reports)
