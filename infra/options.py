@@ -12,6 +12,7 @@ from typing import Any
 from constructs import Node
 
 from spotrun.model.manifest.secrets import check_pattern
+from spotrun.notifications import Subscription
 
 # Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04): NVIDIA driver, CUDA, SSM agent, Python 3.12 and
 # the AWS CLI are on it, and it already assembles instance-store NVMe at /opt/dlami/nvme. Resolved by
@@ -88,6 +89,12 @@ class StackOptions:
         ``training.secrets`` may name, e.g. ``arn:aws:secretsmanager:us-east-1:123456789012:secret:training/*``.
         The job-access role may read exactly these (each job's session only its own references); submission
         refuses any other reference. Empty (the default): no job may have secrets. See ``docs/guides/secrets.md``.
+    notifications
+        Subscribers to the jobs' events (``docs/guides/notifications.md``): a JSON list of
+        ``{"email": ADDRESS}`` or ``{"webhook_secret": SECRET NAME OR ARN, "header"?: NAME}``, each with optional
+        ``"events"`` (``ended``, ``interrupted``, ``budget``, ``deadline``; all by default) and ``"jobs"`` (a
+        job-name prefix). A webhook's URL is read from the secret's ``url`` key at deploy time; a URL given as
+        such is refused, since the template would hold it.
     """
 
     stack_name: str = "Spotrun"
@@ -109,6 +116,7 @@ class StackOptions:
     archive_buckets: tuple[str, ...] = ()
     access_logs_bucket: str | None = None
     secret_references: tuple[str, ...] = ()
+    notifications: tuple[Subscription, ...] = ()
 
     def __post_init__(self) -> None:
         # The edge where a deployer's choice comes in: checked once, so the constructs take it as it is.
@@ -151,6 +159,9 @@ class StackOptions:
             raw = node.try_get_context(item.name)
             if raw is None or raw == "":
                 continue
+            if item.name == "notifications":
+                values[item.name] = read_notifications(raw)
+                continue
             default = getattr(defaults, item.name)
             values[item.name] = _convert(raw, default)
         if "ami_id" in values and "ami_ssm_parameter" in values:
@@ -159,6 +170,41 @@ class StackOptions:
 
 
 _BOTH_IMAGES = "ami_id and ami_ssm_parameter both name the instances' image: give one of them"
+
+
+def read_notifications(raw: Any) -> tuple[Subscription, ...]:
+    """The ``notifications`` option: a JSON list (cdk.json) or its text (``-c notifications='[...]'``).
+
+    Raises
+    ------
+    OptionError
+        When it is not a list of subscriptions, or a subscription names a webhook's URL or token as such.
+    """
+    import json
+
+    from pydantic import ValidationError
+
+    try:
+        items = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        raise OptionError("notifications: not a JSON list of subscriptions") from None
+    if not isinstance(items, list):
+        raise OptionError("notifications: not a JSON list of subscriptions")
+    subscribers = []
+    for index, item in enumerate(items, start=1):
+        if isinstance(item, dict) and ("webhook" in item or "token" in item):
+            raise OptionError(
+                f"notifications[{index}]: a webhook's URL and token go in a Secrets Manager secret "
+                '({"url": ..., "token": ...}) named by webhook_secret; given here, the template would hold them'
+            )
+        try:
+            subscribers.append(Subscription.model_validate(item))
+        except ValidationError as exc:
+            reasons = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'subscription'}: {e['msg']}" for e in exc.errors()
+            )
+            raise OptionError(f"notifications[{index}]: {reasons}") from None
+    return tuple(subscribers)
 
 
 def _convert(raw: Any, default: Any) -> Any:

@@ -19,6 +19,7 @@ from infra.constructs.data.training_logs import TrainingLogs
 from infra.constructs.iam.job_access import JobAccess, deny_to_instances
 from infra.constructs.iam.permissions import Targets
 from infra.constructs.monitoring import Monitoring
+from infra.constructs.notifications import Notifications
 from infra.options import StackOptions
 from spotrun.aws.settings import Settings
 from spotrun.model.agent_protocol.api_paths import AGENT_CREDENTIALS_PATH
@@ -97,6 +98,12 @@ class SpotrunStack(Stack):
             bucket_names=bucket_names,
             functions=functions.functions,
             buses=bus_construct.by_name,
+        )
+        Notifications(
+            self,
+            "Notifications",
+            subscribers=options.notifications,
+            bus=bus_construct.by_name[shape.notifications_bus],
         )
         schedules = ScheduleGroup(
             self, "Schedules", shape=shape, target=functions.functions[shape.schedule_target]

@@ -228,6 +228,9 @@ def subscription_pattern(subscription: Subscription) -> dict[str, Any]:
     return {**pattern, "$or": branches}
 
 
+_ARTICLE = {"email": "an e-mail", "webhook": "a webhook"}
+
+
 def notification_rules(subscriptions: Sequence[Subscription]) -> tuple[NotificationRule, ...]:
     """The rules of ``subscriptions``, named by their position (``notify-1-email``, ``notify-2-webhook``, ...)."""
     rules = []
@@ -237,7 +240,7 @@ def notification_rules(subscriptions: Sequence[Subscription]) -> tuple[Notificat
         rules.append(
             NotificationRule(
                 name=f"notify-{index}-{subscription.kind}",
-                description=f"Notifies a {subscription.kind} subscriber of {kinds} events of {jobs}.",
+                description=f"Notifies {_ARTICLE[subscription.kind]} subscriber of {kinds} events of {jobs}.",
                 pattern=subscription_pattern(subscription),
                 subscription=subscription,
             )

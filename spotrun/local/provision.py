@@ -463,5 +463,4 @@ def _notifications(
         if subscription.email is None:
             target["RoleArn"] = dep.role_arn  # EventBridge invokes an API destination with a role
         events.put_targets(Rule=name, EventBusName=bus, Targets=[target])
-        dep.rule_names[spec.name] = name
         dep.notification_targets[spec.name] = arn
