@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
+from spotrun.cli.display.gpu_health import gpu_lines, latest_node_gpus
 from spotrun.cli.display.summary import final_summary, status_text
 from spotrun.cli.target import local_api_client
 from spotrun.cli.workdir.upload import resolve_workdir, workdir_of
@@ -138,12 +139,13 @@ def run_demo(
         printed = 0
         state = Text("")
         step = ""
+        gpus = Text("")
 
         def refresh() -> None:
-            spinner.update(text=Text.assemble(state, step))
+            spinner.update(text=Text.assemble(state, step, gpus))
 
         def show(job: Job) -> None:
-            nonlocal printed, state
+            nonlocal printed, state, gpus
             for change in job.timeline[printed:]:
                 live.console.print(
                     Text.assemble("  ", status_text(change.status), f"  {change.detail or ''}")
@@ -152,6 +154,10 @@ def run_demo(
             attempt = job.current_attempt
             where = f" on {attempt.instance_type} in {attempt.availability_zone}" if attempt else ""
             state = Text.assemble(status_text(job.status), where)
+            # Each node's latest GPU sample as the record keeps it (memory above 90 % marked HIGH).
+            gpus = Text("")
+            for line in gpu_lines(latest_node_gpus(job, None)):
+                gpus.append("\n  ").append_text(line)
             refresh()
 
         def on_progress(progress: Progress) -> None:
