@@ -58,12 +58,14 @@ def webhook_receiver(path: str = "/hook") -> Iterator[Receiver]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             with receiver.lock:
-                receiver.requests.append(Received("POST", self.path, dict(self.headers.items()), body))
+                receiver.requests.append(Received(self.command, self.path, dict(self.headers.items()), body))
                 status = receiver.answers.pop(0) if receiver.answers else 200
             self.send_response(status)
             self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"ok")
+
+        do_PUT = do_POST  # noqa: N815 (http.server's naming)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
