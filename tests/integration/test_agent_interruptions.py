@@ -148,7 +148,9 @@ def test_a_notice_through_ssm_after_the_imds_one_starts_no_second_interruption(s
     assert cause.last_step == cause.checkpoint_step
 
 
-def test_a_finished_run_reports_its_last_step_and_publishes_gpu_metrics(s3, tmp_path, staged, monkeypatch):
+def test_a_finished_run_reports_its_last_step_and_publishes_gpu_and_training_metrics(
+    s3, tmp_path, staged, monkeypatch
+):
     # Given an instance with two GPUs (a fake nvidia-smi) and CloudWatch
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -174,13 +176,15 @@ def test_a_finished_run_reports_its_last_step_and_publishes_gpu_metrics(s3, tmp_
     assert status == EXIT_REPORTED
     assert result["last_step"] == 300
     assert progress_in_s3(s3)["step"] == 300
-    # and GPU metrics went to CloudWatch per instance and per job
+    # and GPU metrics went to CloudWatch per instance and per job, the example's training metrics per job
     listed = cloudwatch.list_metrics(Namespace="spotrun")["Metrics"]
     assert {(m["MetricName"], m["Dimensions"][0]["Value"]) for m in listed} == {
         ("GPUUtilization", "i-0123456789abcdef0"),
         ("GPUUtilization", "j-000000000001"),
         ("GPUMemoryUtilization", "i-0123456789abcdef0"),
         ("GPUMemoryUtilization", "j-000000000001"),
+        ("loss", "j-000000000001"),
+        ("full_data_loss", "j-000000000001"),
     }
 
 

@@ -170,3 +170,34 @@ def test_the_supervisor_stops_an_idle_command_with_the_checkpoint_signal(tmp_pat
     log = (tmp_path / "log.txt").read_text()
     assert "sending SIGTERM" in log
     assert "saving" in log
+
+
+def test_each_run_of_a_restarted_command_starts_the_idle_stretch_over(tmp_path):
+    # Given a command that fails twice, restarted by the supervisor, and a watch recording when runs start
+    class Recording(IdleWatch):
+        starts = 0
+
+        def command_started(self) -> None:
+            Recording.starts += 1
+            super().command_started()
+
+    idle = Recording(GpuIdleWatch(utilization_below=10, seconds=60))
+    supervisor = TrainingSupervisor(
+        [sys.executable, "-c", "raise SystemExit(1)"],
+        tmp_path,
+        {"PATH": "/usr/bin:/bin"},
+        tmp_path / "log.txt",
+        restarts=1,
+        max_runtime_seconds=60,
+        checkpoint_signal=signal.SIGTERM,
+        tick_seconds=0.05,
+        idle=idle,
+    )
+
+    # When it runs
+    outcome = supervisor.run()
+
+    # Then the watch was told of both runs
+    assert outcome.kind == "failed"
+    assert outcome.runs == 2
+    assert Recording.starts == 2

@@ -21,6 +21,12 @@ from spotrun.agent.steps.final_outputs import (
     upload_outputs,
     write_output_list,
 )
+from spotrun.agent.steps.train_outcome import (
+    LIMIT_ERRORS,
+    save_failure,
+    stopped_at_limit,
+    stopped_with_checkpoint,
+)
 from spotrun.agent.supervision.checkpoint_sync import CheckpointSyncer
 from spotrun.agent.supervision.command_environment import child_environment, install_runtime
 from spotrun.agent.supervision.hang import HangWatch
@@ -30,12 +36,10 @@ from spotrun.agent.supervision.log_shipper import live_log
 from spotrun.agent.supervision.notice_relay import NoticeChannel
 from spotrun.agent.supervision.progress import ProgressPublisher
 from spotrun.agent.supervision.spot_notices import Notice
-from spotrun.agent.supervision.supervisor import TrainingSupervisor, TrainOutcome, describe_exit
+from spotrun.agent.supervision.supervisor import TrainingSupervisor, TrainOutcome
 from spotrun.agent.supervision.telemetry import TelemetryShipper, metrics_file, node_telemetry
 from spotrun.model import layout
 from spotrun.model.agent_protocol.command import (
-    BUDGET_EXCEEDED,
-    MAX_RUNTIME_EXCEEDED,
     SECRETS_UNAVAILABLE,
     SPOT_INTERRUPTED,
     TRAINING_FAILED,
@@ -216,27 +220,23 @@ def run_train(command: AgentCommand, ctx: StepContext) -> StepReport:
         log_key=log_key,
         last_step=progress.last_step,
     )
-    if outcome.kind in ("interrupted", "hung", "idle", *_LIMIT_ERRORS):
+    if outcome.kind in ("interrupted", "hung", "idle", *LIMIT_ERRORS):
         failed = save_failure(
             outcome, supervisor.checkpoint_signal, syncer.last_committed, progress.last_step, tail
         )
         cause = cause.model_copy(update={"save_failed": failed})
     if outcome.kind == "interrupted":
-        return _interrupted(SPOT_INTERRUPTED, outcome, cause, syncer.last_committed)
+        return stopped_with_checkpoint(SPOT_INTERRUPTED, outcome, cause, syncer.last_committed)
     if outcome.kind == "hung":
         # Routed like an interruption: the group restarts from its last committed checkpoint.
-        return _interrupted(TRAINING_HUNG, outcome, cause, syncer.last_committed)
+        return stopped_with_checkpoint(TRAINING_HUNG, outcome, cause, syncer.last_committed)
     if outcome.kind == "idle" and idle is not None and idle.verdict is not None:
         # With its checkpoint, as an interruption: gpu_idle.action relaunch resumes from it.
-        stopped = _interrupted(TRAINING_IDLE, outcome, cause, syncer.last_committed).cause
+        stopped = stopped_with_checkpoint(TRAINING_IDLE, outcome, cause, syncer.last_committed).cause
         return StepReport.failed(TRAINING_IDLE, idle.verdict.cause(stopped or cause))
-    if outcome.kind in _LIMIT_ERRORS:
-        return _stopped_at_limit(_LIMIT_ERRORS[outcome.kind], outcome, cause, syncer.last_committed)
+    if outcome.kind in LIMIT_ERRORS:
+        return stopped_at_limit(LIMIT_ERRORS[outcome.kind], outcome, cause, syncer.last_committed)
     return StepReport.failed(TRAINING_FAILED, cause)
-
-
-# Outcomes of a limit running out, and the error each reports: the job ends there, its checkpoint kept.
-_LIMIT_ERRORS = {"budget_exceeded": BUDGET_EXCEEDED, "timed_out": MAX_RUNTIME_EXCEEDED}
 
 
 def command_environment(
@@ -258,49 +258,6 @@ def command_environment(
         local_addr=ctx.local_ipv4() if group is not None and group.node > 0 else None,
         instance_type=ctx.instance_type() if group is not None and group.efa else None,
     )
-
-
-def save_failure(
-    outcome: TrainOutcome,
-    checkpoint_signal: signal.Signals,
-    committed: CommittedCheckpoint | None,
-    last_step: int | None,
-    tail: str,
-) -> str | None:
-    """How the command ended when it died after the checkpoint signal without its last step committed.
-
-    Parameters
-    ----------
-    outcome
-        How supervision ended (an interruption or a limit: the checkpoint signal was due).
-    checkpoint_signal
-        The manifest's checkpoint signal.
-    committed
-        The newest committed checkpoint after the final sync.
-    last_step
-        The last step the script reported; None: none reported.
-    tail
-        The end of the command's log (masked).
-
-    Returns
-    -------
-    str or None
-        E.g. ``"exit code 1 after SIGTERM, step 45 not saved: RuntimeError: DataLoader worker ..."``; None when
-        it exited as the contract asks (0, or 128 + the signal's number, as ``Run.exit_for_preemption`` does) or
-        when its last step is committed whatever its exit (``torchrun`` exits 1 after forwarding the signal).
-    """
-    if outcome.exit_code in (0, 128 + int(checkpoint_signal)):
-        return None
-    if committed is not None and last_step is not None and committed.step >= last_step:
-        return None
-    lines = [
-        line.strip() for line in tail.splitlines() if line.strip() and not line.startswith("--- spotrun:")
-    ]
-    lost = "" if last_step is None else f", step {last_step} not saved"
-    text = f"{describe_exit(outcome.exit_code)} after {checkpoint_signal.name}{lost}"
-    if lines:
-        text += f": {lines[-1]}"
-    return text[:500]
 
 
 def _telemetry(
@@ -389,28 +346,3 @@ def _completed(
         log_key=log_key or layout.log_key(command.job_id, command.attempt),
     )
     return StepReport.succeeded(result)
-
-
-def _interrupted(
-    error: str, outcome: TrainOutcome, cause: FailureCause, committed: CommittedCheckpoint | None
-) -> StepReport:
-    saved = f"checkpoint step {committed.step} committed" if committed else "no checkpoint committed"
-    message = f"{outcome.message}; the command stopped ({describe_exit(outcome.exit_code)}); {saved}"
-    update = {
-        "message": message,
-        "checkpoint": committed.prefix if committed else None,
-        "checkpoint_step": committed.step if committed else None,
-    }
-    return StepReport.failed(error, cause.model_copy(update=update))
-
-
-def _stopped_at_limit(
-    error: str, outcome: TrainOutcome, cause: FailureCause, committed: CommittedCheckpoint | None
-) -> StepReport:
-    saved = f"checkpoint step {committed.step} committed" if committed else "no checkpoint committed"
-    update = {
-        "message": f"{outcome.message}; {saved}",
-        "checkpoint": committed.prefix if committed else None,
-        "checkpoint_step": committed.step if committed else None,
-    }
-    return StepReport.failed(error, cause.model_copy(update=update))
