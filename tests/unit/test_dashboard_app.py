@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from datetime import datetime
 from typing import Any
 
@@ -303,3 +304,19 @@ def test_every_answer_forbids_loading_anything_from_elsewhere(browser):
     assert script.status_code == 200
     assert b"htmx" in script.get_data()
     script.close()
+
+
+def test_a_running_jobs_page_slow_to_draw_refreshes_less_often(api, monkeypatch):
+    # Given a report that takes 0.3 s to draw, and a job page meant to refresh every 0.5 s
+    def slow(view: dict[str, Any], telemetry: dict[str, Any], now: datetime) -> str:
+        time.sleep(0.3)
+        return "<div>report</div>"
+
+    monkeypatch.setattr(dashboard_app, "report_html", slow)
+    browser = create_app(api, job_refresh_seconds=0.5).test_client()
+
+    # When the running job's page is asked for
+    page = text(browser.get(f"/fragments/jobs/{RUNNING_ID}"))
+
+    # Then it asks again only after four times its drawing, rounded up to whole seconds
+    assert 'hx-trigger="every 2s"' in page

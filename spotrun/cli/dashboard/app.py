@@ -13,6 +13,8 @@ through a DNS name rebound to 127.0.0.1.
 from __future__ import annotations
 
 import functools
+import math
+import time
 from collections.abc import Callable, Collection
 from datetime import datetime
 from pathlib import Path
@@ -28,11 +30,14 @@ from spotrun.model.job.record import JobStatus, utc_now
 HERE = Path(__file__).parent
 JOBS_PER_PAGE = 50
 # Seconds between two refreshes of a live part: the job list and the schedules are one API call each (a schedule's
-# runs one more); a running job's page also draws its charts again, so it waits longer.
+# runs one more); a running job's page also draws its charts again (1.7 s for a short job on this project's 2-core
+# machines), so it waits longer: at least RENDER_SHARE_INVERSE times its last drawing, so that one open page keeps
+# at most a quarter of a core busy.
 LIST_REFRESH_SECONDS = 3.0
 JOB_REFRESH_SECONDS = 5.0
-# The names a browser on this machine gives a server bound to the loopback interface.
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+RENDER_SHARE_INVERSE = 4
+# The names a browser on this machine gives a server bound to the IPv4 loopback interface.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
 # Only the dashboard's own files: the vendored htmx and the stylesheet. The report's charts are inline SVG
 # (and may carry inline styles); nothing is loaded from elsewhere.
 CONTENT_SECURITY_POLICY = (
@@ -223,7 +228,9 @@ def _render_job(
         telemetry, telemetry_error = _answer(lambda: client.telemetry(job_id))
         # Without its telemetry (not answered) the report still tells the record's story; the page says what is
         # missing. The report's renderer escapes every text of the job it writes: its fragment is trusted HTML.
+        started = time.monotonic()
         body = Markup(report_html(view, telemetry or {}, now))  # noqa: S704
+        refresh_seconds = max(refresh_seconds, math.ceil(RENDER_SHARE_INVERSE * (time.monotonic() - started)))
     running = view is not None and not JobStatus(view["status"]).is_terminal
     return render_template(
         template,

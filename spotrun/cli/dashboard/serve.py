@@ -45,7 +45,7 @@ def trusted_hosts_for(host: str) -> list[str] | None:
     if host in _WILDCARDS or ":" in host:
         return None
     names = [host, *LOOPBACK_HOSTS] if is_loopback(host) else [host]
-    return list(dict.fromkeys(name for name in names if not name.startswith("[")))
+    return list(dict.fromkeys(names))
 
 
 class _QuietHandler(WSGIRequestHandler):
