@@ -1,8 +1,11 @@
 """The dashboard's pages: a Flask app over one client of the REST API.
 
 Every page is rendered on the server from the API's answers (Jinja2 templates, autoescaped); the browser gets
-HTML and one vendored script, htmx (``static/htmx.min.js``, BSD-0-Clause, from the npm package ``htmx.org``),
-which replaces a page's live part with the fragment its ``hx-get`` names every few seconds. A fragment that needs
+HTML and one vendored script, htmx, which replaces a page's live part with the fragment its ``hx-get`` names every
+few seconds. ``static/htmx.min.js`` is ``dist/htmx.min.js`` of the npm package ``htmx.org`` 2.0.11 (tarball
+integrity sha512-Thx/WtpeOQqSrqBCw/A1cwGJGg4UrVa3+sW0GmrM3p4gJgO89ecH4qtbnyzDDWFvBTqjnIMCgELTNt636dtamA==; file
+sha256 d6fdc75f204e6bdefa99b69bf1e6d4ac69b8a364f77929f45c13476b4000f717), with its license
+(``static/htmx.LICENSE.txt``, BSD-0-Clause); ``npm pack htmx.org@VERSION`` fetches another. A fragment that needs
 no more refreshing (a job that ended) comes back without its ``hx-trigger``, and the polling stops.
 
 Read-only: every route answers GET (and HEAD) only; Flask answers any other method 405. Requests whose ``Host`` is
