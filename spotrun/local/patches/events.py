@@ -160,6 +160,7 @@ def install(
     from moto.events.models import Rule
 
     s3_events.install(patches)
+    notify_targets.hide_endpoints_from_logs()
     if outbox is not None:
         sns_email.install(patches, outbox)
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,6 +51,29 @@ MAX_BACKOFF_SECONDS = 60.0
 _RETRIED_STATUSES = frozenset({401, 407, 409, 429})
 USER_AGENT = "Amazon/EventBridge/ApiDestinations"
 CONTENT_TYPE = "application/json; charset=utf-8"
+
+
+# Set while this thread calls an endpoint: urllib3 logs each request's URL path at DEBUG, and a Slack webhook's
+# path is its token.
+_calling = threading.local()
+# The loggers that name a request's URL (urllib3's connection pool; its retry logger when retries are on).
+_URL_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry")
+
+
+class _NoEndpointRecords(logging.Filter):
+    """Drops the records logged while a notification's endpoint is called."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_calling, "active", False)
+
+
+_NO_ENDPOINT_RECORDS = _NoEndpointRecords()
+
+
+def hide_endpoints_from_logs() -> None:
+    """Keep the endpoints' URLs out of urllib3's logs (idempotent: a logger holds a filter once)."""
+    for name in _URL_LOGGERS:
+        logging.getLogger(name).addFilter(_NO_ENDPOINT_RECORDS)
 
 
 def apply_transformer(
@@ -184,6 +208,7 @@ def deliver_to_api_destination(
     attempts = 0
     while True:
         attempts += 1
+        _calling.active = True
         try:
             answer = requests.request(
                 destination.http_method,
@@ -199,7 +224,10 @@ def deliver_to_api_destination(
             message = f"HTTP {status}"
             retried = status in _RETRIED_STATUSES or status >= 500
         except requests.RequestException as exc:
+            # Its text names the URL: only its type is kept.
             code, message, retried = "SDK_CLIENT_ERROR", type(exc).__name__, True
+        finally:
+            _calling.active = False
         expired = now() + delay - first_seen > max_age
         if not retried or attempts > max_retries or expired:
             outcome = Outcome(False, attempts, code, message)
