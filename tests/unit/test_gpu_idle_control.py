@@ -165,7 +165,10 @@ def test_relaunches_past_max_interruptions_end_the_job() -> None:
     world.dispatch("train", later(32))
     # When its GPUs idle again
     # Then the second restart is one more than the manifest allows
-    with pytest.raises(InterruptionsExceeded):
+    with pytest.raises(
+        InterruptionsExceeded,
+        match=r"interrupted 2 times \(.*the last: idle\); capacity.max_interruptions allows 1",
+    ):
         record(world, idle_error(), minutes=60)
 
 

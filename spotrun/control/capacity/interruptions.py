@@ -178,7 +178,8 @@ def record_interruption(
     limit = recorded.require_manifest().capacity.max_interruptions
     if recorded.interruptions > limit:
         raise InterruptionsExceeded(
-            f"job {job_id} was interrupted {recorded.interruptions} times; the manifest allows {limit}"
+            f"job {job_id} was interrupted {recorded.interruptions} times (hangs and idle relaunches "
+            f"included; the last: {reason}); capacity.max_interruptions allows {limit}"
         )
     return InterruptionRecord(
         reason=reason,
