@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -320,3 +322,10 @@ def test_a_running_jobs_page_slow_to_draw_refreshes_less_often(api, monkeypatch)
 
     # Then it asks again only after four times its drawing, rounded up to whole seconds
     assert 'hx-trigger="every 2s"' in page
+
+
+def test_the_vendored_htmx_is_the_published_file_with_its_license():
+    # Then the script served is byte for byte the npm package's, and its license travels with it
+    static = Path(dashboard_app.__file__).parent / "static"
+    assert hashlib.sha256((static / "htmx.min.js").read_bytes()).hexdigest() == dashboard_app.HTMX_SHA256
+    assert "Zero-Clause BSD" in (static / "htmx.LICENSE.txt").read_text()

@@ -5,7 +5,8 @@ HTML and one vendored script, htmx, which replaces a page's live part with the f
 few seconds. ``static/htmx.min.js`` is ``dist/htmx.min.js`` of the npm package ``htmx.org`` 2.0.11 (tarball
 integrity sha512-Thx/WtpeOQqSrqBCw/A1cwGJGg4UrVa3+sW0GmrM3p4gJgO89ecH4qtbnyzDDWFvBTqjnIMCgELTNt636dtamA==; file
 sha256 d6fdc75f204e6bdefa99b69bf1e6d4ac69b8a364f77929f45c13476b4000f717), with its license
-(``static/htmx.LICENSE.txt``, BSD-0-Clause); ``npm pack htmx.org@VERSION`` fetches another. A fragment that needs
+(``static/htmx.LICENSE.txt``, BSD-0-Clause); ``npm pack htmx.org@VERSION`` fetches another (then update
+:data:`HTMX_SHA256`). A fragment that needs
 no more refreshing (a job that ended) comes back without its ``hx-trigger``, and the polling stops.
 
 Read-only: every route answers GET (and HEAD) only; Flask answers any other method 405. Requests whose ``Host`` is
@@ -31,6 +32,9 @@ from spotrun.cli.display.summary import duration
 from spotrun.model.job.record import JobStatus, utc_now
 
 HERE = Path(__file__).parent
+HTMX_SHA256 = (
+    "d6fdc75f204e6bdefa99b69bf1e6d4ac69b8a364f77929f45c13476b4000f717"  # htmx.org 2.0.11's dist/htmx.min.js
+)
 JOBS_PER_PAGE = 50
 # Seconds between two refreshes of a live part: the job list and the schedules are one API call each (a schedule's
 # runs one more); a running job's page also draws its charts again (1.7 s for a short job on this project's 2-core
