@@ -4,7 +4,10 @@ Functions, event rules, tables, buckets, the agent's SSM document and the state 
 declared here once, in plain Python with no CDK import. The CDK app (``infra/``) and the embedded runtime
 (``spotrun.local``) both build from this module, so the local system cannot drift from the deployed one.
 The agent document's content, its parameter and its shell script are the agent's own
-(:mod:`spotrun.model.agent_protocol.ssm_document`); the shape names the document and hands it over.
+(:mod:`spotrun.model.agent_protocol.ssm_document`); the shape names the document and hands it over. The
+deployer's notification subscribers are an option of each deployment, not part of its fixed shape: their rules
+and targets are declared in :mod:`spotrun.notifications` (kept out of this module, which every function imports
+at its cold start), on the bus :attr:`DeploymentShape.notifications_bus` names.
 """
 
 from __future__ import annotations
