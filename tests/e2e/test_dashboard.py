@@ -239,3 +239,10 @@ def test_the_job_page_shows_every_attempt_of_an_interrupted_job_while_it_runs(lo
     assert page.locator("section#job").get_attribute("hx-trigger") is None
     assert page.navigations == [f"{url}jobs/{job_id}"]  # type: ignore[attr-defined]
     screenshot(page, "job-ended")
+
+    # And the job list shows its recovery beside the other jobs (the guide's picture of the list)
+    page.goto(url)
+    listed = page.locator(f'tr[data-job-id="{job_id}"]').locator("td").all_inner_texts()
+    assert listed[2] == "SUCCEEDED"
+    assert listed[5] == "1"  # recoveries
+    screenshot(page, "jobs")
