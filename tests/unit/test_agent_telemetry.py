@@ -314,3 +314,24 @@ def test_samples_come_often_enough_for_the_parts_and_the_idle_watch():
     assert sample_seconds(command(30.0)) == 30.0
     assert sample_seconds(command(30.0, GpuIdleWatch(utilization_below=10, seconds=60))) == 15.0
     assert sample_seconds(command(600.0)) == 60.0
+
+
+def test_a_script_writing_faster_than_one_read_keeps_its_newest_lines(s3, tmp_path, monkeypatch, caplog):
+    # Given reads of at most 200 bytes, and 40 reports (about 1.4 kB) written since the last read
+    monkeypatch.setattr(shipping, "MAX_READ_BYTES", 200)
+    telemetry, path = shipper(s3, tmp_path)
+    append(path, "".join(f'{{"step": {n}, "values": {{"loss": 1}}}}\n' for n in range(40)))
+
+    # When it ships
+    key = telemetry.ship()
+
+    # Then the newest whole reports went, up to the last; the older bytes were left behind, and it was said
+    assert key is not None
+    shipped, skipped = parse_lines(parts(s3)[key])
+    steps = [line.step for line in shipped]
+    assert skipped == 0
+    assert steps == list(range(steps[0], 40))
+    assert 0 < len(steps) < 10
+    assert telemetry.skipped == 0
+    assert telemetry.skipped_bytes > 1000
+    assert "written faster than they are shipped" in caplog.text

@@ -13,9 +13,11 @@ Bounds, so that a script reporting every step of a week-long run cannot flood th
 (``spotrun.control`` assembles every part of a job):
 
 - a part holds at most :data:`MAX_METRICS_LINES_PER_PART` metrics lines; more are thinned evenly (the first and
-  the last kept), which a chart of the series cannot tell from the whole;
+  the last kept), as the report's charts thin a longer series;
 - one node ships at most :data:`MAX_BYTES_PER_ATTEMPT` per attempt; past it nothing more is put (logged once);
-- a line longer than :data:`MAX_LINE_BYTES` is skipped, and one read takes at most :data:`MAX_READ_BYTES`.
+- a line longer than :data:`MAX_LINE_BYTES` is skipped; one read takes the last :data:`MAX_READ_BYTES` written
+  since the previous one at most: a script writing faster loses the older lines of the interval (logged), rather
+  than the agent falling ever further behind.
 
 Lines that are not a report's shape are skipped (the script's own checks make them rare) and counted; the first
 few are logged with the reason. On AWS the training metrics also go to CloudWatch (namespace ``spotrun``, the
@@ -139,6 +141,7 @@ class TelemetryShipper:
         self.max_lines = max_lines
         self.max_bytes = max_bytes
         self.skipped = 0  # lines of the metrics file not of a report's shape
+        self.skipped_bytes = 0  # written faster than read: left behind (MAX_READ_BYTES)
         self.thinned = 0  # metrics lines left out of full parts
         self.shipped_bytes = 0
         self.exhausted = False
@@ -162,6 +165,15 @@ class TelemetryShipper:
                 size = handle.seek(0, 2)
                 if size < self._offset:  # replaced or truncated: a new file, read from its start
                     self._offset, self._partial, self._discarding = 0, b"", False
+                if size - self._offset > MAX_READ_BYTES:
+                    # Behind by more than one read: keep the newest lines, from the next line's start.
+                    self.skipped_bytes += size - MAX_READ_BYTES - self._offset
+                    logger.warning(
+                        "metrics file %s: %d bytes written faster than they are shipped, skipped",
+                        self.metrics_path.name,
+                        size - MAX_READ_BYTES - self._offset,
+                    )
+                    self._offset, self._partial, self._discarding = size - MAX_READ_BYTES, b"", True
                 handle.seek(self._offset)
                 chunk = handle.read(MAX_READ_BYTES)
         except FileNotFoundError:
