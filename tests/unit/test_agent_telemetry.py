@@ -335,3 +335,23 @@ def test_a_script_writing_faster_than_one_read_keeps_its_newest_lines(s3, tmp_pa
     assert telemetry.skipped == 0
     assert telemetry.skipped_bytes > 1000
     assert "written faster than they are shipped" in caplog.text
+
+
+def test_a_cloudwatch_failure_is_logged_and_the_part_stays_put(s3, tmp_path, caplog):
+    # Given a CloudWatch port that fails
+    class Failing:
+        def put(self, namespace: str, data: list[dict[str, Any]]) -> None:
+            raise ConnectionError("throttled")
+
+    telemetry, path = shipper(s3, tmp_path, metrics=Failing())
+    append(path, '{"step": 1, "values": {"loss": 1}}\n')
+
+    # When it ships twice
+    key = telemetry.ship()
+    again = telemetry.ship()
+
+    # Then the part was put once, not again for the metrics' sake, and the failure was said
+    assert key == layout.telemetry_key(JOB, 2, 0, 1)
+    assert again is None
+    assert len(parts(s3)) == 1
+    assert "training metrics not put to CloudWatch: throttled" in caplog.text
