@@ -244,8 +244,9 @@ def test_an_unknown_job_is_not_found(browser, reports):
     # When a job the API does not know is asked for
     answer = browser.get("/jobs/job-unknown")
 
-    # Then the page is a 404, and no report was built
+    # Then the page is a 404 saying so, and no report was built
     assert answer.status_code == 404
+    assert "no job job-unknown" in text(answer)
     assert reports == []
 
 
@@ -279,8 +280,11 @@ def test_every_route_refuses_anything_but_reading(api, browser, method):
     # When each is sent a request that would change something
     answers = {path: browser.open(path, method=method).status_code for path in paths}
 
-    # Then each refuses it (405)
+    # Then each refuses it (405), naming the methods it answers, and saying why in the page
     assert set(answers.values()) == {405}, answers
+    refused = browser.open("/", method=method)
+    assert set(refused.headers["Allow"].split(", ")) == {"GET", "HEAD", "OPTIONS"}
+    assert "The dashboard is read-only" in text(refused)
 
 
 def test_a_request_naming_another_host_is_refused(browser):

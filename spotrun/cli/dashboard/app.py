@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from flask import Flask, Response, abort, render_template, request
 from markupsafe import Markup
+from werkzeug.exceptions import HTTPException, SecurityError
 
 from spotrun.cli.client import ApiError
 from spotrun.cli.display.summary import duration
@@ -149,6 +150,22 @@ def create_app(
         if not request.path.startswith("/static/"):
             response.headers["Cache-Control"] = "no-store"  # every answer is today's figures
         return response
+
+    @app.errorhandler(HTTPException)
+    def _refused(exc: HTTPException) -> tuple[str, int, dict[str, str]]:
+        # In the dashboard's frame, saying why (no such job, an unknown status, a change refused: read-only).
+        if exc.code == 405:
+            exc.description = "The dashboard is read-only: use the spotrun command to change anything."
+        # A 405 names the methods the route answers.
+        allow = {name: value for name, value in exc.get_headers() if name == "Allow"}
+        if isinstance(exc, SecurityError):  # an untrusted Host: no URL of the dashboard can be built for it
+            return (
+                f"{exc.code} {exc.name}: {exc.description}",
+                exc.code or 400,
+                {"Content-Type": "text/plain"},
+            )
+        page = render_template("refused.html", code=exc.code, name=exc.name, description=exc.description)
+        return page, exc.code or 500, allow
 
     @app.get("/")
     def jobs() -> tuple[str, int]:
