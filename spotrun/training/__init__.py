@@ -42,13 +42,11 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
 from spotrun.model import layout
 
@@ -70,6 +68,7 @@ from spotrun.model.contract_variables import (
 )
 from spotrun.training.files import IntervalFile, ProgressFile, replace_path, write_directory
 from spotrun.training.metrics import MetricsFile, metrics_record
+from spotrun.training.stop_signal import StopSignal, parse_signal
 
 
 class Checkpoint(NamedTuple):
@@ -80,7 +79,7 @@ class Checkpoint(NamedTuple):
 
 
 @dataclass
-class Run:
+class Run(StopSignal):
     """One run of a training script under the checkpoint contract.
 
     Build it with :meth:`from_env`; construct it directly only to give every directory yourself.
@@ -205,7 +204,7 @@ class Run:
             checkpoint_interval_steps=int(
                 env.get(ENV_CHECKPOINT_INTERVAL_STEPS) or checkpoint_interval_steps
             ),
-            checkpoint_signal=_parse_signal(env.get(ENV_CHECKPOINT_SIGNAL) or checkpoint_signal),
+            checkpoint_signal=parse_signal(env.get(ENV_CHECKPOINT_SIGNAL) or checkpoint_signal),
             model_name=env.get(ENV_MODEL) or model_name,
             job_id=env.get(ENV_JOB_ID) or None,
             attempt=int(env.get(ENV_ATTEMPT) or 1),
@@ -227,56 +226,6 @@ class Run:
         if handle_signal:
             run.install_signal_handler()
         return run
-
-    # -- the stop signal ----------------------------------------------------------------------
-
-    @property
-    def stop_requested(self) -> bool:
-        """True once the checkpoint signal arrived (or :meth:`request_stop` was called)."""
-        return self._stop
-
-    def request_stop(self) -> None:
-        """Ask the training loop to checkpoint and exit, as the checkpoint signal does."""
-        self._stop = True
-
-    def install_signal_handler(self) -> None:
-        """Make the checkpoint signal set :attr:`stop_requested` instead of ending the process.
-
-        The handler only sets a flag: the training loop decides when the state is consistent enough to save,
-        and a checkpoint being written when the signal arrives is finished, not torn.
-        """
-        if self._handler_installed:
-            return
-        try:
-            self._previous_handler = signal.signal(self.checkpoint_signal, self._on_signal)
-        except ValueError:
-            # signal.signal only works in the main thread; a run built elsewhere must poll request_stop().
-            print(
-                "spotrun.training: not in the main thread, the checkpoint signal is not handled",
-                file=sys.stderr,
-            )
-            return
-        self._handler_installed = True
-
-    def restore_signal_handler(self) -> None:
-        """Put back the handler that was there before :meth:`install_signal_handler`."""
-        if self._handler_installed:
-            signal.signal(self.checkpoint_signal, self._previous_handler)
-            self._handler_installed = False
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._stop = True
-
-    def exit_for_preemption(self) -> NoReturn:
-        """Exit after the final checkpoint was saved, with status ``128 + signal number``.
-
-        The status is non-zero on purpose: a preempted run has not finished, and the agent must never mistake
-        it for a completed one.
-        """
-        self.flush_progress()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        raise SystemExit(128 + int(self.checkpoint_signal))
 
     # -- progress ---------------------------------------------------------------------------
 
@@ -431,10 +380,3 @@ class Run:
         final = replace_path(self.model_path, writer)
         self.flush_progress()
         return final
-
-
-def _parse_signal(name: str) -> signal.Signals:
-    try:
-        return signal.Signals[name.strip().upper()]
-    except KeyError:
-        raise ValueError(f"unknown signal name {name!r}") from None
