@@ -7,7 +7,9 @@ Each sample (:class:`GpuMonitor`, when ``nvidia-smi`` is on ``PATH``; without it
   line per GPU, memory in MiB (``nounits`` drops the ``MiB`` the header would name);
 - ``nvidia-smi dmon --select t --count 1``: one sample of each GPU's PCIe receive and transmit throughput
   (``rxpci``, ``txpci``), after dmon's two ``#`` header lines (the names, then the units, ``MB/s``). NVIDIA's
-  man page names the unit MB/s; spotrun reads MB as the SI unit it names (10^6 bytes) and converts to MiB/s
+  man page names the unit MB/s ("t - PCIe Rx and Tx Throughput in MB/s",
+  https://docs.nvidia.com/deploy/nvidia-smi/index.html); spotrun reads MB as the SI unit it names (10^6 bytes;
+  were it 2^20 bytes, the figures would read 4.6 % low) and converts to MiB/s
   (x 10^6 / 2^20) for :class:`~spotrun.model.job.telemetry.GpuReading`. A GPU or driver that does not measure it
   prints ``-``: no PCIe figure then. dmon failing leaves the sample without PCIe figures, not without a sample;
 
