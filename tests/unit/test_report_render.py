@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from spotrun.cli.report import render_body, render_html, render_png
+from spotrun.cli.report.charts import metrics_figure, svg
 from spotrun.control.views.report import build_report
 from spotrun.model.job.record import JobError
 from spotrun.model.job.telemetry import JobTelemetry
@@ -181,3 +182,21 @@ def test_text_from_the_record_is_escaped():
     # Then the markup is shown as text
     assert "<script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_metrics_are_drawn_against_the_step_unless_a_report_has_none(report):
+    # Given the loss reported with its steps, and the same reports without a step
+    stepless = report.model_copy(
+        update={"metrics": {"loss": [p.model_copy(update={"step": None}) for p in report.metrics["loss"]]}}
+    )
+
+    # When their metrics charts are drawn
+    by_step, by_time = svg(metrics_figure, report, "m"), svg(metrics_figure, stepless, "m")
+
+    # Then the first runs along the training step, with where each attempt resumed; the second along time
+    assert by_step is not None
+    assert by_time is not None
+    assert ">training step</text>" in by_step
+    assert ">resumed from</text>" in by_step
+    assert ">hours since submission</text>" in by_time
+    assert ">training step</text>" not in by_time

@@ -96,10 +96,14 @@ def _draw_states(ax: Axes, report: JobReport, axis: TimeAxis, y: float) -> None:
         ax.broken_barh(
             [(start, end - start)], (y - _BAR / 2, _BAR), facecolors=STATE_COLOURS[state.status.value]
         )
-        label = f"{STATE_LABELS[state.status.value]} {axis.duration(state.seconds)}"
-        # About 0.9 % of the axis' width per character at this size: write it only where it fits.
-        if (end - start) / span_width > 0.009 * len(label) + 0.01:
-            ax.text((start + end) / 2, y, label, ha="center", va="center", fontsize=7, color="white")
+        # The state with its duration where both fit, the duration alone where only it does (the colour says the
+        # state); about 0.7 % of the axis' width per character at this size.
+        share = (end - start) / span_width
+        took = axis.duration(state.seconds)
+        for label in (f"{STATE_LABELS[state.status.value]} {took}", took):
+            if share > 0.007 * len(label) + 0.008:
+                ax.text((start + end) / 2, y, label, ha="center", va="center", fontsize=7, color="white")
+                break
 
 
 def _draw_instances(ax: Axes, report: JobReport, axis: TimeAxis, rows: dict[str, int]) -> None:
@@ -116,10 +120,17 @@ def _draw_instances(ax: Axes, report: JobReport, axis: TimeAxis, rows: dict[str,
                 hatch="///" if standby else None,
                 linewidth=0.4,
             )
-        label = f"#{span.attempt}" + (f" node {span.node}" if span.group else "")
-        label += " standby" if span.unused else ""
-        x = axis.of(span.start)
-        ax.text(x, y - _BAR / 2 - 0.05, label, ha="left", va="bottom", fontsize=7, color="#222222")
+        # Inside its bar's start (booting or standby: light colours), the row naming its pool and node.
+        ax.annotate(
+            f"#{span.attempt}" + (" standby" if span.unused else ""),
+            (axis.of(span.start), y),
+            xytext=(2, 0),
+            textcoords="offset points",
+            ha="left",
+            va="center",
+            fontsize=7,
+            color="#1d2430",
+        )
 
 
 def _draw_events(ax: Axes, report: JobReport, axis: TimeAxis, rows: dict[str, int]) -> None:
@@ -249,36 +260,68 @@ def _attempt_boundaries(ax: Axes, report: JobReport, axis: TimeAxis) -> None:
             ax.axvline(axis.of(event.at), color="#e6550d", linewidth=0.8, linestyle=":")
 
 
+def metric_names(report: JobReport) -> list[str]:
+    """The metrics that get a panel: the first :data:`MAX_METRIC_PANELS` by name."""
+    return sorted(report.metrics)[:MAX_METRIC_PANELS]
+
+
+def metrics_by_step(report: JobReport) -> bool:
+    """Whether the metrics are drawn against the training step (every point has one) rather than time.
+
+    A report's time is when the agent read it from the metrics file, and it reads what was written since its last
+    read at once: steps read together share one time, and against time they would stack in vertical strokes.
+    """
+    return all(point.step is not None for name in metric_names(report) for point in report.metrics[name])
+
+
 def metrics_figure(report: JobReport) -> Figure | None:
-    """One panel per training metric (the first :data:`MAX_METRIC_PANELS` by name), each attempt in its colour."""
-    names = sorted(report.metrics)[:MAX_METRIC_PANELS]
+    """One panel per training metric (:func:`metric_names`), each attempt in its colour, against the training step
+    (:func:`metrics_by_step`; where an attempt resumed, a dotted line) or else against time."""
+    names = metric_names(report)
     if not names:
         return None
     axis = time_axis(report.created_at, report.until)
+    by_step = metrics_by_step(report)
     figure, panels = _figure(10.5, 0.6 + 1.7 * len(names), [1.0] * len(names))
     attempts = sorted({span.attempt for span in report.instances})
+    drawn: dict[int, str] = {}  # attempt -> its colour, for one legend over every panel
     for ax, name in zip(panels, names, strict=True):
         points = report.metrics[name]
         for attempt in sorted({p.attempt for p in points}):
+            # A group's metrics are its rank 0's (node 0); any node's when node 0 reported none.
             mine = [p for p in points if p.attempt == attempt and p.node == 0] or [
                 p for p in points if p.attempt == attempt
             ]
+            colour = series_colour(attempts.index(attempt) if attempt in attempts else attempt)
+            drawn[attempt] = colour
             ax.plot(
-                [axis.of(p.at) for p in mine],
+                [float(p.step or 0) if by_step else axis.of(p.at) for p in mine],
                 [p.value for p in mine],
-                color=series_colour(attempts.index(attempt) if attempt in attempts else attempt),
+                color=colour,
                 linewidth=1.3,
                 marker="." if len(mine) < 40 else None,
                 markersize=3,
-                label=f"attempt {attempt}",
             )
-        _attempt_boundaries(ax, report, axis)
+        if by_step:
+            for restore in report.restores:
+                ax.axvline(restore.step, color="#e6550d", linewidth=0.8, linestyle=":")
+        else:
+            _attempt_boundaries(ax, report, axis)
         ax.set_ylabel(name)
         ax.grid(axis="y", color="#eeeeee", linewidth=0.6)
-    panels[0].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    handles = [
+        Line2D([], [], color=colour, linewidth=1.3, label=f"attempt {attempt}")
+        for attempt, colour in sorted(drawn.items())
+    ]
+    if by_step and report.restores:
+        handles.append(Line2D([], [], color="#e6550d", linewidth=0.8, linestyle=":", label="resumed from"))
+    figure.legend(handles=handles, loc="outside right upper", fontsize=7, frameon=False)
     panels[0].set_title("training metrics", loc="left", fontsize=10)
-    panels[-1].set_xlabel(axis.label)
-    panels[-1].set_xlim(0, max(axis.of(report.until), 1e-9) * 1.02)
+    if by_step:
+        panels[-1].set_xlabel("training step")
+    else:
+        panels[-1].set_xlabel(axis.label)
+        panels[-1].set_xlim(0, max(axis.of(report.until), 1e-9) * 1.02)
     return figure
 
 

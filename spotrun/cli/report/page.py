@@ -13,7 +13,14 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from spotrun.cli.display.summary import cost_lines, duration
-from spotrun.cli.report.charts import MAX_METRIC_PANELS, gpu_figure, main_figure, metrics_figure, svg
+from spotrun.cli.report.charts import (
+    MAX_METRIC_PANELS,
+    gpu_figure,
+    main_figure,
+    metrics_by_step,
+    metrics_figure,
+    svg,
+)
 from spotrun.cli.report.style import STATE_COLOURS
 from spotrun.control.views.report import END_REASON_TEXT, end_kind
 from spotrun.control.views.report_model import JobReport
@@ -89,6 +96,7 @@ def render_body(report: JobReport) -> str:
             metrics_svg=None if metrics is None else Markup(metrics),  # noqa: S704 - as above
             gpu_svg=None if gpus is None else Markup(gpus),  # noqa: S704 - as above
             max_panels=MAX_METRIC_PANELS,
+            metrics_by_step=metrics_by_step(report),
             colours=STATE_COLOURS,
             cost_lines=cost_lines(report.cost),
         )

@@ -1,0 +1,97 @@
+"""`spotrun report` on the demo's job interrupted in the emulator: the page and the PNG say what happened."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from PIL import Image
+from typer.testing import CliRunner
+
+from spotrun.cli.app import app
+from spotrun.cli.target import local_api_client
+from spotrun.local.chaos.plan import plan_interruptions
+from spotrun.local.control_client import LocalState, write_state
+from spotrun.model.job.record import JobStatus, utc_now
+from spotrun.model.job.telemetry import JobTelemetry
+from tests.e2e.conftest import E2E_TIME_SCALE, example_manifest, run_with_chaos
+
+# As tests/e2e/test_interruptions.py plans them: in the first 60 % of the run, away from its ends.
+PLANNED_OVER = 180
+MARGIN = 0.15
+
+
+def local_state(runtime, where: Path) -> Path:
+    """A state file naming the module's emulator, as `spotrun local up` writes one, for the CLI to find it."""
+    state = LocalState(
+        pid=os.getpid(),
+        endpoint_url=runtime.endpoint_url,
+        control_url=runtime.endpoint_url,  # the report asks nothing of the chaos API
+        api_url=runtime.api_url,
+        time_scale=E2E_TIME_SCALE,
+        workdir=str(where),
+        started_at=utc_now(),
+        settings=runtime.settings,
+    )
+    write_state(where, state)
+    return where
+
+
+def test_report_of_an_interrupted_demo_job(runtime, tmp_path):
+    # Given the demo's job, interrupted twice by spot warnings (each relaunch avoids the pool just reclaimed)
+    steps = plan_interruptions(2, PLANNED_OVER, seed=34, margin=MARGIN)
+    manifest = example_manifest(**{"name: tiny-regression": "name: report-demo"})
+    job = run_with_chaos(runtime, manifest, "report-demo.yaml", steps, runtime.interrupt)
+    assert job.status is JobStatus.SUCCEEDED, job.error
+    assert len(job.attempts) == 3
+    assert job.cost is not None
+    zones = list(dict.fromkeys(attempt.availability_zone for attempt in job.attempts))
+
+    # When a user writes its report with the CLI, against the emulator's REST API
+    state_dir = local_state(runtime, tmp_path / "local")
+    html, png = tmp_path / "report" / "demo.html", tmp_path / "report" / "demo.png"
+    result = CliRunner().invoke(
+        app,
+        ["report", job.job_id, "-o", str(html), "--png", str(png), "--state-dir", str(state_dir), "--json"],
+    )
+
+    # Then the command says what it wrote: three attempts, the job's zones, its cost
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert (answer["attempts"], answer["zones"], answer["cost_usd"]) == (3, zones, job.cost.usd)
+    # And the page counts the attempts, lists each one with its zone, and states the cost and the saving
+    page = html.read_text(encoding="utf-8")
+    assert 'data-attempts="3"' in page
+    assert f'data-zones="{" ".join(zones)}"' in page
+    rows = re.findall(
+        r'<tr class="[^"]*" data-attempt="(\d)">.*?<td>([a-z0-9-]+)</td>', page, flags=re.DOTALL
+    )
+    assert rows == [(str(a.number), a.availability_zone) for a in job.attempts]
+    assert f"<dt>cost</dt><dd>${job.cost.usd:.4f}</dd>" in page
+    assert f"{job.cost.savings_pct:.1f} %" in page
+    assert page.count("interrupted by EC2 after its warning at step") == 2
+    # And the training metrics the demo's script reported are charted and summed up, as the API serves them
+    client = local_api_client(str(runtime.api_url), runtime.settings.region)
+    served = JobTelemetry.model_validate(client.telemetry(job.job_id))
+    assert served.metrics, "the demo's script reported no metrics"
+    for name, points in served.metrics.items():
+        assert f'<tr data-metric="{name}">' in page
+        assert f">{name}</text>" in page  # its panel's axis label, in the metrics chart
+        assert f'<td class="num">{len(points)}</td>' in page.split(f'<tr data-metric="{name}">')[1]
+    # And the per-step series runs across the interruptions: a line per attempt that reported it
+    longest = max(served.metrics.values(), key=len)
+    reported = sorted({point.attempt for point in longest})
+    assert len(reported) >= 2, f"the per-step metric was reported by attempts {reported} only"
+    for number in reported:
+        assert f">attempt {number}</text>" in page
+    # And nothing in it is fetched from anywhere
+    assert "http://" not in page
+    assert "https://" not in page
+    # And the PNG is the main chart, a valid picture of a README's size
+    with Image.open(png) as image:
+        assert image.format == "PNG"
+        width, height = image.size
+    assert 1000 <= width <= 2000
+    assert 600 <= height <= 1400
