@@ -12,7 +12,11 @@ def test_the_agent_inherits_none_of_the_control_planes_configuration():
     # Given the runtime's process environment: its endpoint and region, its own credentials, the functions'
     # settings (the jobs table, the state machine, the job-access role), Powertools' and moto's variables, and an
     # agent knob the user data could set
-    sim = SimpleNamespace(imds=SimpleNamespace(endpoint="http://127.0.0.1:1234"), nvme_dir=Path("/nvme"))
+    sim = SimpleNamespace(
+        imds=SimpleNamespace(endpoint="http://127.0.0.1:1234"),
+        nvme_dir=Path("/nvme"),
+        gpus=SimpleNamespace(bin_dir=Path("/instance/bin")),
+    )
     base = {
         "AWS_ENDPOINT_URL": "http://127.0.0.1:5000",
         "AWS_REGION": "us-east-1",
@@ -53,7 +57,11 @@ def test_the_agent_inherits_none_of_the_control_planes_configuration():
 
 def test_gloo_binds_the_loopback_interface_the_instances_addresses_are_on():
     # Given a runtime whose environment names another interface (what the machine's own gloo setting may be)
-    sim = SimpleNamespace(imds=SimpleNamespace(endpoint="http://127.0.0.1:1234"), nvme_dir=Path("/nvme"))
+    sim = SimpleNamespace(
+        imds=SimpleNamespace(endpoint="http://127.0.0.1:1234"),
+        nvme_dir=Path("/nvme"),
+        gpus=SimpleNamespace(bin_dir=Path("/instance/bin")),
+    )
 
     # When an agent's environment is made
     env = agent_environment(sim, {"GLOO_SOCKET_IFNAME": "eth0"}, "", "cmd-1", {})  # type: ignore[arg-type]
