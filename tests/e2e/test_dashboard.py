@@ -197,9 +197,10 @@ def test_the_schedules_page_shows_a_schedule_and_each_run_as_it_fires(local, pag
 
 def test_the_job_page_shows_every_attempt_of_an_interrupted_job_while_it_runs(local, page):
     runtime, control, client, url = local
-    # Given a job (15 s of training), its page open in the browser as soon as it exists
+    # Given a job (30 s of training: its second attempt trains long enough to be seen by a page that refreshes
+    # every 5 s or more on a loaded machine), its page open in the browser as soon as it exists
     submitted = drop_manifest(
-        runtime, job_manifest("dashboard-interrupted", 300, 0.05), "dashboard-interrupted.yaml"
+        runtime, job_manifest("dashboard-interrupted", 600, 0.05), "dashboard-interrupted.yaml"
     )
     job_id = submitted.job_id
     wait_for_record(client, job_id)
