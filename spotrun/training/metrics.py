@@ -24,6 +24,7 @@ import math
 import numbers
 import re
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -93,8 +94,12 @@ class MetricsFile:
         self.warned = False
 
     def append(self, record: dict[str, object]) -> None:
-        """Append ``record`` as one JSON line, in one write."""
-        line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        """Append ``record`` as one JSON line, in one write, stamped with the time of the report (``at``, Unix s).
+
+        The agent reads the file every few seconds; the stamp keeps reports made between two reads apart in time.
+        """
+        stamped = {**record, "at": round(time.time(), 3)}
+        line = (json.dumps(stamped, separators=(",", ":")) + "\n").encode()
         try:
             # Opened per report: the script may fork (DataLoader workers), and a kept handle would be shared.
             with self.path.open("ab", buffering=0) as handle:

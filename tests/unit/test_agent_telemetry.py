@@ -279,6 +279,29 @@ def test_cloudwatch_entries_are_one_per_value():
     assert [(d["MetricName"], d["Value"], d["Timestamp"]) for d in data] == [("a", 1.0, T0), ("b.c", 2.5, T0)]
 
 
+@pytest.mark.parametrize(
+    ("stamp", "expected"),
+    [
+        (
+            (T0 - timedelta(seconds=4)).timestamp(),
+            T0 - timedelta(seconds=4),
+        ),  # written between two reads: kept
+        ((T0 + timedelta(seconds=1)).timestamp(), T0),  # in the future: the read's time
+        ((T0 - timedelta(hours=2)).timestamp(), T0),  # older than an hour: the read's time
+        ("yesterday", T0),  # not a number: the read's time
+    ],
+)
+def test_a_report_keeps_its_own_time_only_when_it_is_plausible(stamp: object, expected: datetime) -> None:
+    # Given a line stamped by the training helper, read at T0
+    raw = json.dumps({"step": 1, "values": {"loss": 0.5}, "at": stamp}).encode()
+
+    # When it is parsed
+    line = parse_report(raw, T0)
+
+    # Then its time is the stamp within the last hour, else the read's time
+    assert line.at == expected
+
+
 def test_the_jobs_credentials_may_put_the_attempts_parts_of_any_node_and_nothing_else():
     # Given the session policy of attempt 2
     manifest = JobManifest.model_validate(

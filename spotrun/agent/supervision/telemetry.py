@@ -33,7 +33,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -59,6 +59,8 @@ MAX_READ_BYTES: Final = 4 * 1024 * 1024
 CLOUDWATCH_BATCH: Final = 1000
 _LOGGED_SKIPS: Final = 5
 CONTENT_TYPE: Final = "application/x-ndjson"
+# A report's own time is kept when it is at most this old at its read: the agent reads every few seconds.
+MAX_REPORT_AGE: Final = timedelta(hours=1)
 
 
 def metrics_file(runtime_dir: Path, attempt: int) -> Path:
@@ -69,6 +71,8 @@ def metrics_file(runtime_dir: Path, attempt: int) -> Path:
 def parse_report(raw: bytes, at: datetime) -> MetricsLine:
     """One line of the metrics file as a :class:`MetricsLine` read at ``at``.
 
+    The line's own ``at`` (Unix seconds, :class:`spotrun.training.metrics.MetricsFile` stamps it) is its time when it
+    lies within :data:`MAX_REPORT_AGE` before ``at``; otherwise (missing, in the future, too old) ``at`` is.
     Values that are not finite are left out (``json`` reads ``NaN``); a report left with none is refused.
 
     Raises
@@ -91,6 +95,11 @@ def parse_report(raw: bytes, at: datetime) -> MetricsLine:
     step = document.get("step")
     if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
         raise ValueError("the step is not an integer")
+    stamped = document.get("at")
+    if isinstance(stamped, int | float) and not isinstance(stamped, bool) and math.isfinite(stamped):
+        written = datetime.fromtimestamp(stamped, UTC) if abs(stamped) < 1e11 else None
+        if written is not None and at - MAX_REPORT_AGE <= written <= at:
+            at = written
     try:
         return MetricsLine(at=at, step=step, values=values)
     except ValidationError as exc:
