@@ -59,14 +59,26 @@ def local(tmp_path_factory) -> Iterator[tuple[LocalRuntime, ControlClient, Spotr
             yield runtime, ControlClient(state), client, server.url
 
 
+def missing_chromium() -> str | None:
+    """Why the browser tests cannot run, or None. Never a skip: CI must run them."""
+    if CHROMIUM.exists():
+        return None
+    return (
+        f"{CHROMIUM} is missing: the dashboard's browser tests drive Debian's Chromium, which `make test` "
+        "installs (apt-get install chromium, as root); run `make chromium`"
+    )
+
+
+def test_the_browser_is_debians_chromium():
+    # Then the browser the other tests drive is installed (a failure, not a skip, when it is not)
+    assert missing_chromium() is None, missing_chromium()
+
+
 @pytest.fixture(scope="module")
 def browser_context(tmp_path_factory):
     """A headless Chromium with a fresh profile; never a browser downloaded by Playwright."""
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: the dashboard's browser tests drive Debian's Chromium, which `make test` "
-            "installs (apt-get install chromium, as root); run `make chromium`"
-        )
+    if missing_chromium():
+        pytest.fail(missing_chromium())
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
