@@ -8,6 +8,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,7 +24,7 @@ from spotrun.cli.client import ApiError, SpotrunClient, TargetError
 from spotrun.cli.target import ApiTarget, default_target, resolve_client
 from spotrun.local.control_client import LocalState, write_state
 from spotrun.local.server import FAKE_CREDENTIALS
-from spotrun.model.job.record import utc_now
+from spotrun.model.job.record import ManifestSource, new_job, utc_now
 
 runner = CliRunner()
 FAKE = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token="session-token")
@@ -290,7 +291,9 @@ def test_the_target_stack_and_region_options_of_a_command_choose_the_api_it_call
 ) -> None:
     # Given a deployed stack "Staging" in eu-west-1 whose ApiUrl is the fake API, and a `local up` elsewhere
     workdir = local_workdir(tmp_path, "http://127.0.0.1:1")
-    fake_api.answers[("GET", "/jobs/j-1")] = (200, {"job_id": "j-1"})
+    job = new_job("j-1", "tiny", ManifestSource(kind="api"), None, datetime(2026, 12, 1, tzinfo=UTC))
+    fake_api.answers[("GET", "/jobs/j-1")] = (200, job.model_dump(mode="json"))
+    fake_api.answers[("GET", "/jobs/j-1/telemetry")] = (200, {"metrics": {}, "gpu": []})
     fake_api.answers[("GET", "/schedules")] = (200, {"schedules": []})
     monkeypatch.setattr(FakeSession, "api_url", fake_api.url)
     monkeypatch.setattr(FakeSession, "asked", [])
