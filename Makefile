@@ -65,7 +65,7 @@ lambda-venv: $(STAMP)
 # installed once, as root, from Debian's packages (no browser is ever downloaded by the tests). apt's output goes to
 # .cache/chromium-install.log, printed only when the install fails.
 chromium:
-	@command -v chromium >/dev/null || { mkdir -p .cache && { DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	@test -x /usr/bin/chromium || { mkdir -p .cache && { DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
 		>.cache/chromium-install.log 2>&1 || { cat .cache/chromium-install.log; exit 1; }; }
 
