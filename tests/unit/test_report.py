@@ -211,3 +211,40 @@ def test_the_same_inputs_give_the_same_report():
 
     # Then only the time it was made differs
     assert first.model_copy(update={"generated_at": second.generated_at}) == second
+
+
+def test_an_unused_standby_is_drawn_and_billed_but_is_no_attempt():
+    # Given the job with a standby launched on a warning in a fourth zone, terminated unused
+    job = interrupted_job()
+    standby = job.attempts[4].model_copy(
+        update={
+            "number": 6,
+            "instance_id": "i-0000000000000beef",
+            "availability_zone": "us-east-1d",
+            "started_at": at(410),
+            "ended_at": at(426),
+            "end_reason": "unused-standby",
+            "restored_step": None,
+            "last_step": None,
+        }
+    )
+    job = job.model_copy(update={"unused_instances": [standby]})
+    job = job.model_copy(update={"cost": job_cost(job.billed_instances())})
+
+    # When its report is built
+    report = build_report(job, JobTelemetry(), at(600))
+
+    # Then the standby has its bar and its row, marked unused, and its cost is in the job's
+    span = report.instances[-1]
+    assert (span.instance_id, span.unused, span.pool) == ("i-0000000000000beef", True, "g5.xlarge us-east-1d")
+    assert [phase.state for phase in span.phases] == [STANDBY_PHASE]
+    assert report.attempts[-1].unused
+    assert report.attempts[-1].cost_usd == job_cost([standby]).usd
+    # And the charts run to its end, a minute after the job's, where the accrued cost is the record's
+    assert report.until == at(426)
+    assert (
+        round(report.cost_series[-1].paid_usd, 4) == report.cost.usd == job_cost(job.billed_instances()).usd
+    )
+    # And it is no attempt: the attempts ran in three zones, though its pool is drawn
+    assert report.zones == ZONES
+    assert "g5.xlarge us-east-1d" in report.pools

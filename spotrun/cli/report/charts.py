@@ -74,7 +74,9 @@ def _row_key(pool: str, node: int | None) -> str:
 def _rows(report: JobReport) -> dict[str, tuple[int, str]]:
     """Each row's key -> its place (1 under the job's states) and its label: one row per pool (a group: per pool
     and node), grouped by zone, zones and pools in order of first use."""
-    zone_rank = {zone: i for i, zone in enumerate(report.zones)}
+    # The attempts' zones first, then a zone where only an unused standby ran.
+    zones = list(dict.fromkeys([*report.zones, *(span.availability_zone for span in report.instances)]))
+    zone_rank = {zone: i for i, zone in enumerate(zones)}
     pool_rank = {pool: i for i, pool in enumerate(report.pools)}
     found: dict[str, tuple[tuple[int, int, int], str]] = {}
     for span in report.instances:
@@ -122,7 +124,7 @@ def _draw_instances(ax: Axes, report: JobReport, axis: TimeAxis, rows: dict[str,
             )
         # Inside its bar's start (booting or standby: light colours), the row naming its pool and node.
         ax.annotate(
-            f"#{span.attempt}" + (" standby" if span.unused else ""),
+            "unused standby" if span.unused else f"#{span.attempt}",
             (axis.of(span.start), y),
             xytext=(2, 0),
             textcoords="offset points",
@@ -173,7 +175,7 @@ def _timeline(ax: Axes, report: JobReport, axis: TimeAxis) -> list[Patch | Line2
         _row_key(span.pool, span.node if span.group else None): span.availability_zone
         for span in report.instances
     }
-    for index, zone in enumerate(report.zones):
+    for index, zone in enumerate(dict.fromkeys(zone_of[key] for key in rows)):
         members = [place for key, place in rows.items() if zone_of[key] == zone]
         if index % 2 == 0 and members:
             ax.axhspan(min(members) - 0.5, max(members) + 0.5, color="#f2f4f7", zorder=0)

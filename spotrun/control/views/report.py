@@ -311,6 +311,9 @@ def build_report(
     ended = job.timeline[-1].at if job.status.is_terminal and job.timeline else None
     until = ended or now
     figures = summary_figures(job, until)
+    if ended is not None:
+        # An instance terminated after the job's end (a standby, a kept node) is billed up to its own end.
+        until = max([until, *(i.ended_at for i in job.billed_instances() if i.ended_at is not None)])
     states = state_spans(job, until)
     spans = instance_spans(job, states, until)
     series, not_compared = cost_series(job.billed_instances(), job.created_at, max(until, job.created_at))
@@ -329,7 +332,7 @@ def build_report(
         duration_seconds=figures["duration_seconds"],
         recoveries=figures["recoveries"],
         interruptions=job.interruptions,
-        zones=_first_seen([span.availability_zone for span in spans]),
+        zones=_first_seen([span.availability_zone for span in spans if not span.unused]),
         pools=_first_seen([span.pool for span in spans]),
         states=states,
         instances=spans,

@@ -149,12 +149,16 @@ class JobReport(DeferredModel):
     created_at: datetime
     ended_at: datetime | None = Field(None, description="When it reached a terminal status; None: it runs.")
     generated_at: datetime = Field(description="The instant the report was made (the end of running spans).")
-    until: datetime = Field(description="The end of the charts' time axis: ended_at, else generated_at.")
+    until: datetime = Field(
+        description="The end of the charts' time axis: the last instance's end or ended_at, else generated_at."
+    )
     duration_seconds: float
     recoveries: int = Field(description="Attempts after the first.")
     interruptions: int = Field(description="Attempts ended by a reclaim, a hang or idle GPUs.")
-    zones: list[str] = Field(description="The availability zones it ran in, in order of first use.")
-    pools: list[str] = Field(description="The pools ('<type> <zone>') it ran in, in order of first use.")
+    zones: list[str] = Field(description="The availability zones its attempts ran in, in order of first use.")
+    pools: list[str] = Field(
+        description="The pools ('<type> <zone>') its instances ran in (unused standbys too), in order of first use."
+    )
     states: list[StateSpan]
     instances: list[InstanceSpan]
     events: list[ReportEvent] = Field(description="In time order.")
