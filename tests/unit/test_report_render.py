@@ -10,7 +10,8 @@ import pytest
 from PIL import Image
 
 from spotrun.cli.report import render_body, render_html, render_png
-from spotrun.cli.report.charts import metrics_figure, svg
+from spotrun.cli.report.figures import svg
+from spotrun.cli.report.telemetry_charts import metrics_figure
 from spotrun.control.views.report import build_report
 from spotrun.model.job.record import JobError
 from spotrun.model.job.telemetry import JobTelemetry

@@ -63,6 +63,7 @@ def render_body(report: JobReport) -> str:
 
 def render_png(report: JobReport, path: Path) -> None:
     """Write the report's main chart (the attempts across pools and zones, above the cost) as a PNG at ``path``."""
-    from spotrun.cli.report.charts import png
+    from spotrun.cli.report.figures import png
+    from spotrun.cli.report.timeline_chart import main_figure
 
-    png(report, path)
+    png(main_figure, report, path)

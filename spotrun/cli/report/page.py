@@ -13,15 +13,10 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 
 from spotrun.cli.display.summary import cost_lines, duration
-from spotrun.cli.report.charts import (
-    MAX_METRIC_PANELS,
-    gpu_figure,
-    main_figure,
-    metrics_by_step,
-    metrics_figure,
-    svg,
-)
+from spotrun.cli.report.figures import svg
 from spotrun.cli.report.style import STATE_COLOURS
+from spotrun.cli.report.telemetry_charts import MAX_METRIC_PANELS, gpu_figure, metrics_by_step, metrics_figure
+from spotrun.cli.report.timeline_chart import main_figure
 from spotrun.control.views.report import END_REASON_TEXT, end_kind
 from spotrun.control.views.report_model import JobReport
 
