@@ -9,7 +9,7 @@ from matplotlib.lines import Line2D
 from spotrun.cli.report.figures import new_figure
 from spotrun.cli.report.style import TimeAxis, series_colour, time_axis
 from spotrun.control.views.report_model import JobReport
-from spotrun.model.job.telemetry import GPU_MEMORY_HIGH_PERCENT
+from spotrun.model.job.telemetry import GPU_MEMORY_HIGH_PERCENT, GpuPoint, MetricPoint
 
 # At most this many metrics get a panel of their own; the table lists every one.
 MAX_METRIC_PANELS = 6
@@ -47,12 +47,12 @@ def metrics_figure(report: JobReport) -> Figure | None:
     attempts = sorted({span.attempt for span in report.instances})
     drawn: dict[int, str] = {}  # attempt -> its colour, for one legend over every panel
     for ax, name in zip(panels, names, strict=True):
-        points = report.metrics[name]
-        for attempt in sorted({p.attempt for p in points}):
+        per_attempt: dict[int, list[MetricPoint]] = {}
+        for point in report.metrics[name]:
+            per_attempt.setdefault(point.attempt, []).append(point)
+        for attempt, reported in sorted(per_attempt.items()):
             # A group's metrics are its rank 0's (node 0); any node's when node 0 reported none.
-            mine = [p for p in points if p.attempt == attempt and p.node == 0] or [
-                p for p in points if p.attempt == attempt
-            ]
+            mine = [p for p in reported if p.node == 0] or reported
             colour = series_colour(attempts.index(attempt) if attempt in attempts else attempt)
             drawn[attempt] = colour
             ax.plot(
@@ -92,17 +92,20 @@ def gpu_figure(report: JobReport) -> Figure | None:
         return None
     axis = time_axis(report.created_at, report.until)
     figure, (utilization, memory) = new_figure(10.5, 4.4, [1.0, 1.0])
-    keys = sorted({(p.node, p.gpu) for p in report.gpu})
-    for attempt in sorted({p.attempt for p in report.gpu}):
-        for node, gpu in keys:
-            mine = [p for p in report.gpu if p.attempt == attempt and p.node == node and p.gpu == gpu]
-            if not mine:
-                continue
-            colour = series_colour(keys.index((node, gpu)))
-            label = f"node {node} GPU {gpu}" if attempt == min(p.attempt for p in report.gpu) else None
-            xs = [axis.of(p.at) for p in mine]
-            utilization.plot(xs, [p.utilization for p in mine], color=colour, linewidth=1.1, label=label)
-            memory.plot(xs, [p.memory_percent for p in mine], color=colour, linewidth=1.1)
+    series: dict[
+        tuple[int, int, int], list[GpuPoint]
+    ] = {}  # (attempt, node, GPU) -> its readings, in time order
+    for point in report.gpu:
+        series.setdefault((point.attempt, point.node, point.gpu), []).append(point)
+    keys = sorted({(node, gpu) for _, node, gpu in series})
+    labelled: set[tuple[int, int]] = set()
+    for (_, node, gpu), mine in sorted(series.items()):
+        colour = series_colour(keys.index((node, gpu)))
+        label = None if (node, gpu) in labelled else f"node {node} GPU {gpu}"
+        labelled.add((node, gpu))
+        xs = [axis.of(p.at) for p in mine]
+        utilization.plot(xs, [p.utilization for p in mine], color=colour, linewidth=1.1, label=label)
+        memory.plot(xs, [p.memory_percent for p in mine], color=colour, linewidth=1.1)
     memory.axhline(GPU_MEMORY_HIGH_PERCENT, color="#a50f15", linewidth=0.8, linestyle="--")
     memory.annotate(
         f"{GPU_MEMORY_HIGH_PERCENT:g} %: flagged",
