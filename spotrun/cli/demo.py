@@ -184,10 +184,31 @@ def run_demo(
         with live_view as live, injector:
             job = wait_for_job(runtime, submitted.job_id, on_change=show, timeout=DEMO_TIMEOUT_SECONDS)
         pending = injector.schedule.pending
+        # While the API still answers: the job's report, as `spotrun report` writes it.
+        report_line = demo_report(runtime, job.job_id, workdir / "report.html")
     console.print(final_summary(job, utc_now()))
     if pending:
         left = ", ".join(map(str, pending))
         console.print(f"[yellow]planned interruptions never reached: step {left}[/yellow]")
-    # One line, however long the paths: they are to be copied, not read wrapped.
+    # One line each, however long the paths: they are to be copied, not read wrapped.
+    console.print(report_line, soft_wrap=True)
     console.print(f"control-plane logs: {log_file}; instances: {workdir}", soft_wrap=True)
     return job
+
+
+def demo_report(runtime: LocalRuntime, job_id: str, html: Path) -> str:
+    """Write the job's report (``html`` and its PNG beside it) through the runtime's API; the line that says where.
+
+    Without the report's libraries (the ``report`` extra), no report, and the line says how to get one.
+    """
+    from spotrun.cli.report import INSTALL_HINT, missing_renderers
+
+    if missing := missing_renderers():
+        return f"report: not written, {', '.join(missing)} missing ({INSTALL_HINT})"
+    from spotrun.cli.report.command import fetch_report, write_report
+
+    png = html.with_suffix(".png")
+    assert runtime.api_url is not None  # the embedded runtime serves the REST API
+    client = local_api_client(runtime.api_url, runtime.settings.region)
+    write_report(fetch_report(client, job_id), html, png)
+    return f"report: {html} (its main chart: {png})"

@@ -103,8 +103,13 @@ def test_make_demo_ends_with_its_summary_and_nothing_after(tmp_path):
     lines = finished.stdout.rstrip("\n").splitlines()
     status = max(index for index, line in enumerate(lines) if line.startswith("status: "))
     assert lines[status] == "status: SUCCEEDED"
-    assert len(lines) == status + 2, lines[status:]
+    assert len(lines) == status + 3, lines[status:]
+    report = tmp_path / "demo" / "report.html"
+    assert lines[-2] == f"report: {report} (its main chart: {report.with_suffix('.png')})"
     assert lines[-1].startswith("control-plane logs: ")
+    # And the job's report was written: the page with its two attempts, the chart as a PNG
+    assert "<svg" in report.read_text() and "Attempts" in report.read_text()
+    assert report.with_suffix(".png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     # And nothing else was printed anywhere: no logging traceback, no metrics line from a late handler
     assert finished.stderr == ""
     assert not [line for line in lines if line.lstrip().startswith("{")]
