@@ -6,7 +6,8 @@ rule on the deployment's bus (:attr:`spotrun.shape.DeploymentShape.notifications
 (:func:`subscription_pattern`) matches exactly its kinds, so an event that is of two kinds (a budget failure also
 ends the job) is delivered once. The rule's one target is an SNS topic with an e-mail subscription, or an
 EventBridge API destination; an input transformer turns the event into the message (:func:`message_transformer`).
-``infra/constructs/notifications.py`` and :mod:`spotrun.local.provision` both build from :func:`notification_rules`.
+``infra/constructs/notifications.py`` and :mod:`spotrun.local.notifications.subscriptions` both build from
+:func:`notification_rules`.
 
 Kinds (:class:`NotificationKind`): ``ended`` (the job reached a terminal status), ``interrupted`` (its capacity
 was reclaimed; spotrun resumes it), ``budget`` (it failed with ``Budget.Exceeded``), ``deadline`` (a deadline job's

@@ -4,7 +4,8 @@ Everything named here comes from the shape (functions, tables, buckets, rules, s
 agent document); the only additions are what AWS itself would already have or CDK would create around them
 (a role, a VPC with one subnet per zone and a cluster placement group per subnet, a security group that admits
 its own members only, the agent's two launch templates: plain, and with an EFA). The deployer's notification
-subscriptions become the rules, topics and API destinations of :func:`spotrun.notifications.notification_rules`.
+subscriptions become the rules, topics and API destinations of :func:`spotrun.notifications.notification_rules`
+(:mod:`spotrun.local.notifications.subscriptions`).
 """
 
 from __future__ import annotations
@@ -22,18 +23,10 @@ from typing import Any
 from spotrun.aws.settings import Settings
 from spotrun.local.capacity.catalog import DEFAULT_ZONES
 from spotrun.local.iam import roles
+from spotrun.local.notifications.subscriptions import create_subscriptions
 from spotrun.local.server import ACCOUNT_ID
 from spotrun.model import layout
-from spotrun.notifications import (
-    DEFAULT_AUTH_HEADER,
-    DEFAULT_AUTH_VALUE,
-    NOTIFY_DLQ_NAME,
-    RETRY_POLICY,
-    WEBHOOK_SECRET_KEY,
-    Subscription,
-    message_transformer,
-    notification_rules,
-)
+from spotrun.notifications import Subscription
 from spotrun.shape import LOG_RETENTION_DAYS, DeploymentShape, rule_pattern
 
 ClientFactory = Callable[[str], Any]
@@ -173,7 +166,10 @@ def provision(
     )["stateMachineArn"]
     scheduling = _buses_and_schedules(client, shape, dep)
     _rules(client("events"), client("lambda"), shape, dep)
-    _notifications(client, shape, notifications, dep)
+    if notifications:
+        bus = dep.bus_names[shape.notifications_bus]
+        subscribed = create_subscriptions(client, notifications, bus, dep.role_arn, rule_name)
+        dep.notification_targets, dep.notification_dlq_url = subscribed.targets, subscribed.dlq_url
     client("ssm").create_document(
         Name=shape.agent_document_name,
         Content=json.dumps(shape.agent_document()),
@@ -402,65 +398,3 @@ def _template_data() -> dict[str, Any]:
             {"ResourceType": "instance", "Tags": [{"Key": "spotrun:managed", "Value": "true"}]}
         ],
     }
-
-
-def _webhook(client: ClientFactory, subscription: Subscription) -> tuple[str, str, str]:
-    """The URL, header and header value of a webhook subscription (a secret's are read as CloudFormation would)."""
-    header = subscription.header or DEFAULT_AUTH_HEADER
-    if subscription.webhook is not None:
-        token = subscription.token.get_secret_value() if subscription.token else DEFAULT_AUTH_VALUE
-        return subscription.webhook.get_secret_value(), header, token
-    secret = json.loads(
-        client("secretsmanager").get_secret_value(SecretId=subscription.webhook_secret)["SecretString"]
-    )
-    return secret[WEBHOOK_SECRET_KEY], header, secret["token"] if subscription.header else DEFAULT_AUTH_VALUE
-
-
-def _notifications(
-    client: ClientFactory, shape: DeploymentShape, subscriptions: Sequence[Subscription], dep: Deployment
-) -> None:
-    """One rule per subscription on the notifications bus, to an SNS topic (e-mail) or an API destination."""
-    if not subscriptions:
-        return
-    events = client("events")
-    bus = dep.bus_names[shape.notifications_bus]
-    sqs = client("sqs")
-    dep.notification_dlq_url = sqs.create_queue(QueueName=f"{PREFIX}-{NOTIFY_DLQ_NAME}")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dep.notification_dlq_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    for spec in notification_rules(subscriptions):
-        name = rule_name(spec.name)
-        subscription = spec.subscription
-        if subscription.email is not None:
-            arn = client("sns").create_topic(Name=name)["TopicArn"]
-            client("sns").subscribe(TopicArn=arn, Protocol="email", Endpoint=subscription.email)
-        else:
-            url, header, token = _webhook(client, subscription)
-            connection = events.create_connection(
-                Name=name,
-                AuthorizationType="API_KEY",
-                AuthParameters={"ApiKeyAuthParameters": {"ApiKeyName": header, "ApiKeyValue": token}},
-            )["ConnectionArn"]
-            arn = events.create_api_destination(
-                Name=name, ConnectionArn=connection, InvocationEndpoint=url, HttpMethod="POST"
-            )["ApiDestinationArn"]
-        events.put_rule(
-            Name=name,
-            EventBusName=bus,
-            EventPattern=json.dumps(spec.pattern),
-            State="ENABLED",
-            Description=spec.description,
-        )
-        transformer = message_transformer(subscription.kind)
-        target: dict[str, Any] = {
-            "Id": "subscriber",
-            "Arn": arn,
-            "InputTransformer": {"InputPathsMap": transformer.paths, "InputTemplate": transformer.template},
-            "RetryPolicy": dict(RETRY_POLICY),
-            "DeadLetterConfig": {"Arn": dlq_arn},
-        }
-        if subscription.email is None:
-            target["RoleArn"] = dep.role_arn  # EventBridge invokes an API destination with a role
-        events.put_targets(Rule=name, EventBusName=bus, Targets=[target])
-        dep.notification_targets[spec.name] = arn

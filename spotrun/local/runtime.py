@@ -120,7 +120,7 @@ class LocalRuntime(FleetControls):
         self.region = region
         self.settings_overrides = dict(settings_overrides or {})
         self.notifications = tuple(notifications)
-        # Where SNS e-mail notifications are written, one file per mail (spotrun.local.patches.sns_email).
+        # Where SNS e-mail notifications are written, one file per mail (spotrun.local.notifications.sns_email).
         self.outbox = self.workdir / "outbox"
         self.clock = Clock(time_scale)
         self.capacity = CapacityModel(pools if pools is not None else default_pools(seed))

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from spotrun.local.patches.notify_targets import deliver_to_api_destination
+from spotrun.local.notifications.targets import deliver_to_api_destination
 from tests.integration.webhook_receiver import Receiver, webhook_receiver
 
 ACCOUNT, REGION = "123456789012", "us-east-1"

@@ -10,7 +10,7 @@ import pytest
 from moto.events.models import EventPattern
 
 from spotrun.control.job_events import publish_deadline_decision, status_change_detail
-from spotrun.local.patches.notify_targets import apply_transformer
+from spotrun.local.notifications.targets import apply_transformer
 from spotrun.model.job.bus_events import DEADLINE_DECISION, HEADLINE_LIMIT, STATUS_CHANGE, safe_text
 from spotrun.model.job.deadline_record import LifecycleDecision
 from spotrun.model.job.record import JobError, JobStatus, ManifestSource, new_job

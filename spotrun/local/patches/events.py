@@ -3,7 +3,7 @@
 moto matches rules but delivers only to SQS, Logs, archives and buses; a Lambda, Step Functions or SNS target raises
 ``NotImplementedError`` and an API destination gets no body. The replacement of ``Rule.send_to_targets`` delivers
 those four on a thread of their own (EventBridge never makes the producer wait; the notifying two as
-:mod:`spotrun.local.patches.notify_targets` describes) and leaves the rest to moto.
+:mod:`spotrun.local.notifications.targets` describes) and leaves the rest to moto.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from spotrun.local.patches import notify_targets, s3_events, sns_email
+from spotrun.local.notifications import sns_email
+from spotrun.local.notifications import targets as notify_targets
+from spotrun.local.patches import s3_events
 from spotrun.local.patches.reversible import PatchSet
 
 logger = logging.getLogger(__name__)
@@ -153,7 +155,7 @@ def install(
     dispatcher
         Runs each delivery on its own thread.
     outbox
-        Where SNS e-mail deliveries are written (:mod:`spotrun.local.patches.sns_email`); none: not patched.
+        Where SNS e-mail deliveries are written (:mod:`spotrun.local.notifications.sns_email`); none: not patched.
     retry_delay_seconds
         An API destination's first retry back-off.
     """

@@ -16,12 +16,19 @@ import json
 from email.message import EmailMessage
 from email.utils import format_datetime
 from pathlib import Path
-from typing import Any
-
-from spotrun.local.patches.reversible import PatchSet
+from typing import Any, Protocol
 
 DEFAULT_SUBJECT = "AWS Notification Message"
 SENDER = "no-reply@sns.amazonaws.com"
+
+
+class Patches(Protocol):
+    """Where a patch of moto is applied and recorded (:class:`spotrun.local.patches.reversible.PatchSet`; the
+    notifications sit below the patches, which call them, so they name the patch set by its one method)."""
+
+    def add(self, owner: Any, name: str, replacement: Any) -> object:
+        """Apply a patch now and remember it for undoing."""
+        ...
 
 
 def write_mail(outbox: Path, to: str, subject: str, body: str, message_id: str) -> Path:
@@ -42,7 +49,7 @@ def write_mail(outbox: Path, to: str, subject: str, body: str, message_id: str) 
     return path
 
 
-def install(patches: PatchSet, outbox: Path) -> None:
+def install(patches: Patches, outbox: Path) -> None:
     """Make every SNS e-mail delivery a file under ``outbox``."""
     from moto.sns.models import Subscription
 

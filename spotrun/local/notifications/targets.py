@@ -24,7 +24,7 @@ body nor the connection's authorization; an SNS target raises ``NotImplementedEr
   whose retries are spent (or whose answer is not retried) goes to the target's ``DeadLetterConfig`` queue when
   it has one, with the attributes ``ERROR_CODE``, ``ERROR_MESSAGE``, ``RULE_ARN`` and ``TARGET_ARN``.
 - **SNS topics**: the transformed event is published to the topic (a text as it is, JSON as its text), which
-  delivers it to the topic's subscriptions (e-mail ones: :mod:`spotrun.local.patches.sns_email`).
+  delivers it to the topic's subscriptions (e-mail ones: :mod:`spotrun.local.notifications.sns_email`).
 
 Nothing here logs an endpoint: a webhook's URL may carry its token.
 """
