@@ -19,7 +19,7 @@ from spotrun.aws.settings import Settings
 from spotrun.cli.app import app
 from spotrun.cli.demo import plan_for_example
 from spotrun.cli.display.summary import attempt_steps, final_summary
-from spotrun.cli.local import instances_table
+from spotrun.cli.local.control import instances_table
 from spotrun.control.views.job_json import job_record
 from spotrun.local.control_client import LocalState, read_state, remove_state, write_state
 from spotrun.local.demo import EXAMPLE_DIR, example_steps
