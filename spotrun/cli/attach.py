@@ -26,7 +26,8 @@ from rich.text import Text
 
 from spotrun.cli.api import as_job
 from spotrun.cli.client import ApiError, SpotrunClient
-from spotrun.cli.display.gpu_health import TelemetryPoll, live_parts
+from spotrun.cli.display.gpu_health import TelemetryPoll
+from spotrun.cli.display.gpu_health_render import live_parts
 from spotrun.cli.display.output import console, emit_json, error_console, fail, json_requested
 from spotrun.cli.display.summary import progress_text, status_text
 from spotrun.cli.logs import LogFollower, LogLine
@@ -226,7 +227,7 @@ def log_tail(client: SpotrunClient, job_id: str, lines: int = TAIL_LINES) -> lis
 
 def live_view(view: dict[str, Any], tail: list[str], health: list[Text] | None = None) -> Group:
     """What is redrawn in place under the events: the log tail, the GPU health and latest metrics
-    (:func:`spotrun.cli.display.gpu_health.live_parts`), then :func:`status_line`."""
+    (:func:`spotrun.cli.display.gpu_health_render.live_parts`), then :func:`status_line`."""
     parts: list[Any] = []
     if tail:
         parts.append(Text("--- log tail ---", style="dim"))

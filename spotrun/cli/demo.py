@@ -10,7 +10,8 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from spotrun.cli.display.gpu_health import gpu_lines, latest_node_gpus
+from spotrun.cli.display.gpu_health import latest_node_gpus
+from spotrun.cli.display.gpu_health_render import gpu_lines
 from spotrun.cli.display.summary import final_summary, status_text
 from spotrun.cli.target import local_api_client
 from spotrun.cli.workdir.upload import resolve_workdir, workdir_of

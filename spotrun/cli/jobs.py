@@ -16,7 +16,8 @@ import typer
 
 from spotrun.cli.api import ManifestFile, as_job, jobs_table, restore_table
 from spotrun.cli.attach import after_submit, follow_or_detach, should_follow
-from spotrun.cli.display.gpu_health import health_json, health_parts, read_telemetry
+from spotrun.cli.display.gpu_health import read_telemetry
+from spotrun.cli.display.gpu_health_render import health_json, health_parts
 from spotrun.cli.display.output import JsonOpt, console, emit_json, fail, show
 from spotrun.cli.display.summary import final_summary, progress_text, status_text
 from spotrun.cli.logs import latest_job_id, logs

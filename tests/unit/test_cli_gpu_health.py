@@ -1,217 +1,36 @@
-"""What `spotrun status` and the live view show of a job's GPUs and training metrics: each node's latest sample
-(the record's or the telemetry's, whichever is newer), GPU memory above 90 % flagged, the latest value of each
-metric, and --json carrying the same."""
+"""What `spotrun status` shows of a job's GPUs and training metrics: each node's latest sample (the record's or
+the telemetry's, whichever is newer), GPU memory above 90 % flagged, the latest value of each metric, and --json
+carrying the same. The picture itself and the live view: tests/unit/test_cli_gpu_health_live.py."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import re
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 from typer.testing import CliRunner
 
 from spotrun.cli import jobs as cli_jobs
 from spotrun.cli.app import app
-from spotrun.cli.attach import live_view
 from spotrun.cli.client import ApiError
-from spotrun.cli.display.gpu_health import TelemetryPoll, latest_node_gpus, live_parts, memory_high_flags
-from spotrun.model.job.attempt import Attempt, NodeRun
-from spotrun.model.job.gpu_health import GpuMemoryHigh
-from spotrun.model.job.record import Job, JobStatus, ManifestSource
-from spotrun.model.job.telemetry import GpuLine, JobTelemetry, assemble
+from spotrun.model.job.record import JobStatus
+from spotrun.model.job.telemetry import JobTelemetry
+from tests.unit.gpu_health_world import (
+    JOB_ID,
+    NOW,
+    FakeClient,
+    at,
+    interrupted_then_training,
+    job,
+    sample,
+    telemetry_answer,
+    view,
+)
 
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-JOB_ID = "tiny-000000000001"
 runner = CliRunner()
-
-
-def at(seconds: float) -> datetime:
-    return NOW - timedelta(seconds=seconds)
-
-
-def sample(seconds_ago: float, *gpus: tuple[float, float, float | None]) -> GpuLine:
-    """A node's nvidia-smi sample: per GPU (utilization %, memory used MiB of 24576, PCIe rx MiB/s or None)."""
-    return GpuLine.model_validate(
-        {
-            "at": at(seconds_ago).isoformat(),
-            "gpus": [
-                {
-                    "index": i,
-                    "utilization": utilization,
-                    "memory_used_mib": used,
-                    "memory_total_mib": 24576,
-                    **({} if rx is None else {"pcie_rx_mib_s": rx, "pcie_tx_mib_s": rx / 10}),
-                }
-                for i, (utilization, used, rx) in enumerate(gpus)
-            ],
-        }
-    )
-
-
-def attempt(number: int, **fields: Any) -> Attempt:
-    values: dict[str, Any] = {
-        "number": number,
-        "instance_id": f"i-{number:017x}",
-        "instance_type": "g5.12xlarge",
-        "availability_zone": "us-east-1a",
-        "lifecycle": "spot",
-        "price_per_hour": 1.7,
-        "started_at": at(600 - number),
-    }
-    return Attempt.model_validate(values | fields)
-
-
-def job(*attempts: Attempt, status: JobStatus = JobStatus.TRAINING) -> Job:
-    return Job(
-        job_id=JOB_ID,
-        name="tiny",
-        status=status,
-        source=ManifestSource(),
-        created_at=at(700),
-        updated_at=at(1),
-        attempts=list(attempts),
-    )
-
-
-def view(of: Job) -> dict[str, Any]:
-    """The job as the API shows it (GET /jobs/{id})."""
-    record = of.model_dump(mode="json", exclude={"version", "task_token"})
-    record["status"] = of.status.value
-    return record
-
-
-# The lines the agents put, as JSON (spotrun.model.job.telemetry's format): attempt 1 went out of GPU memory on
-# node 0's GPU 1; attempt 2 trains, its metrics at steps 110 and 120.
-PARTS = [
-    (
-        1,
-        0,
-        "\n".join(
-            [
-                json.dumps(
-                    {"kind": "metrics", "at": at(400).isoformat(), "step": 40, "values": {"loss": 0.9}}
-                ),
-                json.dumps(
-                    {
-                        "kind": "gpu",
-                        "at": at(390).isoformat(),
-                        "gpus": [
-                            {
-                                "index": 0,
-                                "utilization": 95,
-                                "memory_used_mib": 12000,
-                                "memory_total_mib": 24576,
-                            },
-                            {
-                                "index": 1,
-                                "utilization": 96,
-                                "memory_used_mib": 23800,
-                                "memory_total_mib": 24576,
-                            },
-                        ],
-                    }
-                ),
-            ]
-        ),
-    ),
-    (
-        2,
-        0,
-        "\n".join(
-            [
-                json.dumps(
-                    {
-                        "kind": "metrics",
-                        "at": at(30).isoformat(),
-                        "step": 110,
-                        "values": {"loss": 0.5, "accuracy": 0.8},
-                    }
-                ),
-                json.dumps(
-                    {
-                        "kind": "metrics",
-                        "at": at(10).isoformat(),
-                        "step": 120,
-                        "values": {"loss": 0.41234, "accuracy": 0.88},
-                    }
-                ),
-                json.dumps(
-                    {
-                        "kind": "gpu",
-                        "at": at(5).isoformat(),
-                        "gpus": [
-                            {
-                                "index": 0,
-                                "utilization": 91,
-                                "memory_used_mib": 15000,
-                                "memory_total_mib": 24576,
-                                "pcie_rx_mib_s": 420,
-                                "pcie_tx_mib_s": 64,
-                            },
-                            {
-                                "index": 1,
-                                "utilization": 92,
-                                "memory_used_mib": 14000,
-                                "memory_total_mib": 24576,
-                            },
-                        ],
-                    }
-                ),
-            ]
-        ),
-    ),
-]
-
-
-def telemetry_answer() -> dict[str, Any]:
-    """``GET /jobs/{id}/telemetry`` over :data:`PARTS` (with the API's read counters)."""
-    return {
-        **assemble(PARTS).model_dump(mode="json"),
-        "job_id": JOB_ID,
-        "parts": 2,
-        "parts_read": 2,
-        "bytes_read": 900,
-    }
-
-
-def interrupted_then_training(record_sample_age: float = 60.0) -> Job:
-    first = attempt(
-        1,
-        ended_at=at(300).isoformat(),
-        end_reason="interrupted",
-        gpu=sample(390, (95, 12000, None), (96, 23800, None)).model_dump(mode="json"),
-        gpu_memory_high=GpuMemoryHigh(at=at(390), node=0, gpu=1, percent=96.8).model_dump(mode="json"),
-    )
-    second = attempt(
-        2, gpu=sample(record_sample_age, (97, 16000, 300.0), (3, 22000, 0.0)).model_dump(mode="json")
-    )
-    return job(first, second)
-
-
-class FakeClient:
-    """The API: one job view, and its telemetry (or the error the API answers for it)."""
-
-    def __init__(self, job_view: dict[str, Any], telemetry: dict[str, Any] | ApiError):
-        self.job_id = JOB_ID
-        self.job_view = job_view
-        self.answer = telemetry
-        self.telemetry_reads = 0
-
-    def get_job(self, job_id: str) -> dict[str, Any]:
-        assert job_id == self.job_id
-        return self.job_view
-
-    def telemetry(self, job_id: str) -> dict[str, Any]:
-        assert job_id == self.job_id
-        self.telemetry_reads += 1
-        if isinstance(self.answer, ApiError):
-            raise self.answer
-        return self.answer
 
 
 def status(monkeypatch: pytest.MonkeyPatch, client: FakeClient, *flags: str, job_id: str = JOB_ID) -> Any:
@@ -344,78 +163,6 @@ def test_a_job_without_samples_or_telemetry_shows_no_gpu_section(monkeypatch: py
     text = status(monkeypatch, client).stdout
     assert "GPU" not in text
     assert "metrics" not in text
-
-
-def test_memory_above_90_percent_is_flagged_from_the_telemetry_when_the_record_missed_it() -> None:
-    # Given a record without flags (its samples are refreshed every few minutes) and the telemetry's readings
-    plain = job(attempt(1, ended_at=at(300).isoformat(), end_reason="interrupted"), attempt(2))
-    telemetry = assemble(PARTS)
-    # When the warnings are gathered, then attempt 1's first reading above 90 % is one
-    [flag] = memory_high_flags(plain, telemetry)
-    assert (flag.attempt, flag.node, flag.gpu, flag.percent, flag.at) == (1, 0, 1, 96.8, at(390))
-
-
-def test_a_groups_nodes_each_show_their_own_sample() -> None:
-    # Given a two-node attempt whose nodes each hold a sample in the record
-    nodes = [
-        NodeRun(node=0, instance_id="i-0a", started_at=at(100), gpu=sample(4, (90, 1000, None))),
-        NodeRun(node=1, instance_id="i-0b", started_at=at(100), gpu=sample(3, (0, 24000, None))),
-    ]
-    group = job(attempt(1, nodes=[n.model_dump(mode="json") for n in nodes]))
-    # When the latest samples are read, then one per node, in node order, node 1's memory high
-    found = latest_node_gpus(group, None)
-    assert [(n.node, n.instance_id, n.gpus[0].utilization, n.gpus[0].memory_high) for n in found] == [
-        (0, "i-0a", 90, False),
-        (1, "i-0b", 0, True),
-    ]
-
-
-# ---------------------------------------------------------------------------------------------- live view
-
-
-def test_the_live_view_shows_a_line_per_node_the_warnings_and_the_latest_metrics_above_the_status() -> None:
-    # Given a running job's view and its telemetry
-    current = interrupted_then_training(record_sample_age=60)
-    telemetry = assemble(PARTS)
-
-    # When the live view is drawn
-    console = Console(record=True, width=200)
-    console.print(live_view(view(current), ["step 120 loss 0.41"], live_parts(current, telemetry)))
-    lines = console.export_text().splitlines()
-
-    # Then under the log tail: node 0's GPUs, the memory warning, the metrics at step 120, then the status line
-    assert lines[0] == "--- log tail ---"
-    assert lines[2] == f"GPUs node 0 ({at(5):%H:%M:%S}): #0 91 % mem 61.0 %, #1 92 % mem 57.0 %"
-    assert lines[3].startswith("GPU memory above 90 %: attempt 1 node 0 GPU 1 at 96.8 %")
-    assert lines[4] == "metrics at step 120: accuracy 0.88, loss 0.4123"
-    assert lines[5].startswith(f"job {JOB_ID}: TRAINING")
-
-
-def test_a_high_gpu_reads_high_in_the_live_view() -> None:
-    # Given a node whose GPU 1 holds 95 % of its memory
-    current = job(attempt(1, gpu=sample(2, (97, 1000, None), (97, 23347, None)).model_dump(mode="json")))
-    # When its live lines are drawn (no warning recorded yet), then GPU 1 is flagged on the node's line
-    [node_line] = live_parts(current, None)
-    assert node_line.plain == f"GPUs node 0 ({at(2):%H:%M:%S}): #0 97 % mem 4.1 %, #1 97 % mem 95.0 % HIGH"
-    assert [span.style for span in node_line.spans] == ["bold red"]
-
-
-def test_the_live_view_reads_the_telemetry_at_most_every_few_seconds_and_keeps_the_last_on_failure() -> None:
-    # Given a client whose telemetry answers, and a clock the test moves
-    client = FakeClient(view(interrupted_then_training()), telemetry_answer())
-    clock = [0.0]
-    poll = TelemetryPoll(client, JOB_ID, every=5.0, clock=lambda: clock[0])
-
-    # When the view polls every second for 12 s, the API failing after the first read
-    read = [poll.poll()]
-    client.answer = ApiError(503, "Service Unavailable")
-    for second in range(1, 13):
-        clock[0] = float(second)
-        read.append(poll.poll())
-
-    # Then the telemetry was read at 0, 5 and 10 s only, and the first answer stayed shown through the failures
-    assert client.telemetry_reads == 3
-    assert all(r is not None and "loss" in r.metrics for r in read)
 
 
 # ------------------------------------------------------------------------------------------ recorded answers
