@@ -2,7 +2,7 @@
 
 The series the report, the dashboard and ``spotrun status`` draw: the training metrics the job's script reported
 and its GPUs' readings, per attempt and node, read from the parts its agents put in the jobs bucket
-(:func:`spotrun.control.telemetry.job_telemetry`, which bounds what one call reads and answers).
+(:func:`spotrun.control.views.telemetry.job_telemetry`, which bounds what one call reads and answers).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from functions.api.errors import error_response, ok_response
 from functions.api.examples import example
 from functions.api.gate import ports_of
 from functions.runtime import logger
-from spotrun.control.telemetry import MAX_ANSWER_POINTS, MAX_PARTS, TelemetryAnswer, job_telemetry
+from spotrun.control.views.telemetry import MAX_ANSWER_POINTS, MAX_PARTS, TelemetryAnswer, job_telemetry
 
 router = Router()
 

@@ -20,7 +20,6 @@ from pydantic import BaseModel, Field
 
 from spotrun.control.ports import JobStore, Workflows
 from spotrun.control.store import update_job
-from spotrun.control.telemetry import keep_gpu_sample
 from spotrun.model.agent_protocol.command import (
     MAX_CAUSE_CHARS,
     MAX_ERROR_CHARS,
@@ -32,7 +31,7 @@ from spotrun.model.agent_protocol.command import (
 from spotrun.model.base import DeferredModel, DeferredRootModel
 from spotrun.model.errors import ConcurrentUpdate
 from spotrun.model.job.attempt import Attempt, CheckpointIntervalUsed, NodeRun
-from spotrun.model.job.gpu_health import GPU_SAMPLE_REFRESH_SECONDS
+from spotrun.model.job.gpu_health import GPU_SAMPLE_REFRESH_SECONDS, memory_high, sample_due
 from spotrun.model.job.group import all_done
 from spotrun.model.job.record import STEP_STATUS, Job
 from spotrun.model.job.telemetry import GpuLine
@@ -187,7 +186,7 @@ def answer_agent_report(
     """Answer the workflow for the instance that runs ``report.job_id``'s open attempt, and for no other.
 
     A heartbeat's GPU sample is kept on its node of the attempt when the record is due for it
-    (:func:`spotrun.control.telemetry.keep_gpu_sample`): no write unless the stored sample is
+    (:func:`keep_gpu_sample`): no write unless the stored sample is
     ``gpu_refresh_seconds`` old or the node's memory first reads above 90 %.
 
     Parameters
@@ -297,3 +296,71 @@ def _record_interval(store: JobStore, job_id: str, number: int, used: Checkpoint
         return current.with_current_attempt(attempt.model_copy(update={"checkpoint_interval": used}))
 
     update_job(store, job_id, keep)
+
+
+def keep_gpu_sample(
+    store: JobStore,
+    job: Job,
+    attempt: Attempt,
+    instance_id: str,
+    line: GpuLine,
+    *,
+    refresh_seconds: float,
+) -> bool:
+    """Keep a heartbeat's GPU sample on its node of the attempt, when the record is due for it.
+
+    ``job`` and ``attempt`` are the record the heartbeat was answered from: when no write is due (the stored
+    sample is younger than ``refresh_seconds`` and the memory flag does not flip), nothing is read or written
+    again. A due write re-reads the record and is guarded by its version
+    (:func:`spotrun.control.store.update_job`).
+
+    Parameters
+    ----------
+    store
+        The job store.
+    job, attempt
+        The job and its open attempt, as read for the heartbeat.
+    instance_id
+        The instance that sent it.
+    line
+        Its sample.
+    refresh_seconds
+        How old the stored sample may grow before a newer one replaces it
+        (:data:`spotrun.model.job.gpu_health.GPU_SAMPLE_REFRESH_SECONDS`, time-scaled).
+
+    Returns
+    -------
+    bool
+        Whether the record was written.
+    """
+    if _kept(attempt, instance_id, line, refresh_seconds) is None:
+        return False
+    written = False
+
+    def keep(current: Job) -> Job:
+        nonlocal written
+        latest = current.open_attempt
+        if latest is None or latest.number != attempt.number:
+            return current
+        updated = _kept(latest, instance_id, line, refresh_seconds)
+        written = updated is not None
+        return current if updated is None else current.with_current_attempt(updated)
+
+    update_job(store, job.job_id, keep)
+    return written
+
+
+def _kept(attempt: Attempt, instance_id: str, line: GpuLine, refresh_seconds: float) -> Attempt | None:
+    """The attempt with ``line`` kept on its node; None when nothing is due (or the node is not the attempt's)."""
+    node = attempt.node_on(instance_id)
+    if node is None:
+        return None
+    flag = memory_high(line, node.node) if node.gpu_memory_high is None else None
+    stored = node.gpu
+    if flag is None and not sample_due(stored, line, refresh_seconds):
+        return None
+    newest = line if stored is None or line.at > stored.at else stored
+    update: dict[str, object] = {"gpu": newest}
+    if flag is not None:
+        update["gpu_memory_high"] = flag
+    return attempt.with_node(node.model_copy(update=update))

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spotrun.control.telemetry import job_telemetry
+from spotrun.control.views.telemetry import job_telemetry
 from spotrun.model.errors import JobNotFound
 from spotrun.model.job.record import ManifestSource, new_job
 from spotrun.model.layout import telemetry_key, telemetry_prefix

@@ -1,4 +1,4 @@
-"""A job's telemetry: the series its agents put in the jobs bucket, and each node's latest GPU sample on the record.
+"""What the REST API reads of a job's telemetry: the series its agents put in the jobs bucket.
 
 Each node's agent puts a part of JSON lines under the job's telemetry prefix every ``telemetry_seconds``
 (:func:`spotrun.model.layout.telemetry_key`); :func:`job_telemetry` reads them back for ``GET
@@ -7,8 +7,8 @@ Each node's agent puts a part of JSON lines under the job's telemetry prefix eve
 bytes are read, evenly spread over the job's parts (the first and the last kept) when it has more, and the
 answer holds at most :data:`MAX_ANSWER_POINTS` points, each series thinned evenly to its share.
 
-Each heartbeat carries its node's latest sample; :func:`keep_gpu_sample` keeps it on the attempt's node in the
-job record, writing only when :mod:`spotrun.model.job.gpu_health` says it is due.
+Each node's latest GPU sample rides on its heartbeats and is kept on the job record
+(:func:`spotrun.control.agent_reports.keep_gpu_sample`).
 """
 
 from __future__ import annotations
@@ -19,12 +19,8 @@ from typing import Final, TypeVar
 from pydantic import Field
 
 from spotrun.control.ports import JobStore, ObjectMissing, Objects
-from spotrun.control.store import update_job
 from spotrun.model.errors import JobNotFound
-from spotrun.model.job.attempt import Attempt
-from spotrun.model.job.gpu_health import memory_high, sample_due
-from spotrun.model.job.record import Job
-from spotrun.model.job.telemetry import GpuLine, GpuPoint, JobTelemetry, MetricPoint, assemble, thin
+from spotrun.model.job.telemetry import GpuPoint, JobTelemetry, MetricPoint, assemble, thin
 from spotrun.model.layout import parse_telemetry_key, telemetry_prefix
 
 # A part holds 30 s of one node's lines on AWS: 400 parts are 3 h 20 min of one node, read whole; a longer job is
@@ -148,71 +144,3 @@ def _fit(telemetry: JobTelemetry, max_points: int) -> JobTelemetry:
         key=lambda p: (p.at, p.node, p.gpu),
     )
     return telemetry.model_copy(update={"metrics": metrics, "gpu": gpu, "thinned": True})
-
-
-def keep_gpu_sample(
-    store: JobStore,
-    job: Job,
-    attempt: Attempt,
-    instance_id: str,
-    line: GpuLine,
-    *,
-    refresh_seconds: float,
-) -> bool:
-    """Keep a heartbeat's GPU sample on its node of the attempt, when the record is due for it.
-
-    ``job`` and ``attempt`` are the record the heartbeat was answered from: when no write is due (the stored
-    sample is younger than ``refresh_seconds`` and the memory flag does not flip), nothing is read or written
-    again. A due write re-reads the record and is guarded by its version
-    (:func:`spotrun.control.store.update_job`).
-
-    Parameters
-    ----------
-    store
-        The job store.
-    job, attempt
-        The job and its open attempt, as read for the heartbeat.
-    instance_id
-        The instance that sent it.
-    line
-        Its sample.
-    refresh_seconds
-        How old the stored sample may grow before a newer one replaces it
-        (:data:`spotrun.model.job.gpu_health.GPU_SAMPLE_REFRESH_SECONDS`, time-scaled).
-
-    Returns
-    -------
-    bool
-        Whether the record was written.
-    """
-    if _kept(attempt, instance_id, line, refresh_seconds) is None:
-        return False
-    written = False
-
-    def keep(current: Job) -> Job:
-        nonlocal written
-        latest = current.open_attempt
-        if latest is None or latest.number != attempt.number:
-            return current
-        updated = _kept(latest, instance_id, line, refresh_seconds)
-        written = updated is not None
-        return current if updated is None else current.with_current_attempt(updated)
-
-    update_job(store, job.job_id, keep)
-    return written
-
-
-def _kept(attempt: Attempt, instance_id: str, line: GpuLine, refresh_seconds: float) -> Attempt | None:
-    """The attempt with ``line`` kept on its node; None when nothing is due (or the node is not the attempt's)."""
-    node = attempt.node_on(instance_id)
-    if node is None:
-        return None
-    flag = memory_high(line, node.node) if node.gpu_memory_high is None else None
-    stored = node.gpu
-    if flag is None and not sample_due(stored, line, refresh_seconds):
-        return None
-    newest = line if stored is None or line.at > stored.at else stored
-    update: dict[str, object] = {"gpu": newest}
-    if flag is not None:
-        update["gpu_memory_high"] = flag
-    return attempt.with_node(node.model_copy(update=update))
