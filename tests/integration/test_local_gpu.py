@@ -1,163 +1,42 @@
 """The emulator's GPUs: each instance's nvidia-smi answers the agent's three invocations in NVIDIA's formats,
-reads busy while the instance's training runs and idle when it is stopped or gone, and reads what a test, the
-chaos API or `spotrun local gpu` drives; one instance's state never reaches another's."""
+reads busy while the instance's training runs and idle when it is stopped or gone, and reads what a test drives
+(``LocalRuntime.set_gpu``); one instance's state never reaches another's. Driving them from the chaos API and
+`spotrun local gpu`: tests/integration/test_local_gpu_control.py."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-import fixtures_handlers as handlers  # noqa: E402
+from gpu_world import (  # noqa: E402
+    A10G_MIB,
+    DMON,
+    LAUNCHER,
+    QUERY,
+    SLEEPER,
+    agent_env,
+    busy,
+    clean_runtime,  # noqa: F401 - the `runtime` fixture
+    query,
+    running,
+    served_runtime,  # noqa: F401 - the `local` fixture
+    smi,
+    train,
+    wait_for,
+)
 
-from spotrun.cli.app import app  # noqa: E402
-from spotrun.local.capacity.catalog import Pool  # noqa: E402
-from spotrun.local.control_api import ControlApi, ControlServer  # noqa: E402
-from spotrun.local.control_client import LocalState, write_state  # noqa: E402
-from spotrun.local.instances.agent_environment import agent_environment  # noqa: E402
-from spotrun.local.instances.instance import SimulatedInstance  # noqa: E402
 from spotrun.local.runtime import LocalRuntime  # noqa: E402
-from spotrun.model.contract_variables import ENV_PROGRESS_FILE  # noqa: E402
-from spotrun.model.job.record import utc_now  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="the fake finds training through /proc")
-
-TIME_SCALE = 0.01
-POOLS = [
-    Pool("g5.12xlarge", "us-east-1a", spot_price=1.7, capacity=4, boot_delay_seconds=10.0),
-    Pool("g5.xlarge", "us-east-1a", spot_price=0.3, capacity=4, boot_delay_seconds=10.0),
-]
-A10G_MIB = 24 * 1024  # the catalog's 24 GiB per A10G
-QUERY = ["--query-gpu=index,utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits"]
-DMON = ["dmon", "--select", "t", "--count", "1"]
-SLEEPER = "import time\nwhile True:\n    time.sleep(0.05)\n"
-# As torchrun: a worker with TORCHELASTIC_RUN_ID in its environment, and the launcher alive beside it.
-LAUNCHER = (
-    "import os, subprocess, sys, time\n"
-    "worker = subprocess.Popen([sys.executable, '-c', sys.argv[1]], env={**os.environ, 'TORCHELASTIC_RUN_ID': 'r'})\n"
-    "while worker.poll() is None:\n"
-    "    time.sleep(0.05)\n"
-)
-runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalRuntime, Path]]:
-    """A runtime with its control API served and its state file written, as `spotrun local up` does."""
-    workdir = tmp_path_factory.mktemp("gpus")
-    with handlers.pass_runtime(workdir, POOLS, TIME_SCALE) as runtime:
-        server = ControlServer(ControlApi(runtime))
-        state = LocalState(
-            pid=os.getpid(),
-            endpoint_url=runtime.endpoint_url,
-            control_url=server.start(),
-            time_scale=TIME_SCALE,
-            workdir=str(workdir),
-            started_at=utc_now(),
-            settings=runtime.settings,
-        )
-        write_state(workdir, state)
-        try:
-            yield runtime, workdir
-        finally:
-            server.stop()
-
-
-@pytest.fixture
-def runtime(local: tuple[LocalRuntime, Path]) -> Iterator[LocalRuntime]:
-    """The module's runtime; every instance a test launched is terminated after it."""
-    started = local[0]
-    yield started
-    live = [sim for sim in started.instances if not sim.terminating]
-    for sim in live:
-        started.chaos.resume_training(sim.instance_id)
-    if live:
-        started.client("ec2").terminate_instances(InstanceIds=[sim.instance_id for sim in live])
-    for sim in live:
-        sim.gone.wait(10)
-
-
-def running(runtime: LocalRuntime, instance_type: str = "g5.12xlarge") -> SimulatedInstance:
-    """One running instance of ``instance_type``."""
-    [subnet] = [
-        s["SubnetId"]
-        for s in runtime.client("ec2").describe_subnets(SubnetIds=list(runtime.settings.subnet_ids))[
-            "Subnets"
-        ]
-        if s["AvailabilityZone"] == "us-east-1a"
-    ]
-    reply = runtime.client("ec2").create_fleet(
-        Type="instant",
-        TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"},
-        LaunchTemplateConfigs=[
-            {
-                "LaunchTemplateSpecification": {"LaunchTemplateName": runtime.settings.launch_template_name},
-                "Overrides": [{"InstanceType": instance_type, "SubnetId": subnet}],
-            }
-        ],
-    )
-    [instance_id] = [i for item in reply["Instances"] for i in item["InstanceIds"]]
-    assert runtime.wait_running(instance_id, timeout=5)
-    return runtime.instance(instance_id)
-
-
-def agent_env(sim: SimulatedInstance) -> dict[str, str]:
-    """The environment SSM's delivery gives the instance's agent (the training command inherits it)."""
-    base = {k: v for k, v in os.environ.items() if k not in (ENV_PROGRESS_FILE, "TORCHELASTIC_RUN_ID")}
-    return agent_environment(sim, base, "", "cmd-1", {})
-
-
-def smi(sim: SimulatedInstance, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the nvidia-smi the instance's agent finds on its PATH (shutil.which, as the agent looks it up)."""
-    found = shutil.which("nvidia-smi", path=agent_env(sim)["PATH"])
-    assert found is not None
-    return subprocess.run([found, *args], capture_output=True, text=True, timeout=30, check=False)
-
-
-def query(sim: SimulatedInstance) -> list[tuple[int, int, int, int]]:
-    """``(index, utilization %, memory used MiB, memory total MiB)`` per GPU."""
-    done = smi(sim, *QUERY)
-    assert done.returncode == 0, done.stderr
-    rows = []
-    for line in done.stdout.splitlines():
-        index, utilization, used, total = line.split(", ")
-        rows.append((int(index), int(utilization), int(used), int(total)))
-    return rows
-
-
-def train(sim: SimulatedInstance, *argv: str) -> subprocess.Popen[bytes]:
-    """Start a training command on the instance as its agent does: the contract's progress file set."""
-    return sim.start_process(
-        [sys.executable, *(argv or ("-c", SLEEPER))], {**agent_env(sim), ENV_PROGRESS_FILE: "progress.json"}
-    )
-
-
-def wait_for(predicate: Any, what: str, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not {what} within {timeout} s")
-
-
-def busy(rows: list[tuple[int, int, int, int]]) -> bool:
-    return all(90 <= utilization <= 98 and used > 0 for _, utilization, used, _ in rows)
 
 
 # --------------------------------------------------------------------------------------------- the three forms
@@ -362,94 +241,3 @@ def test_a_script_rewriting_its_instances_gpu_state_fools_only_its_own_readings(
     assert runtime.instance(first.instance_id).gpus.driven()[0]["utilization"] == 50.0
     runtime.set_gpu(first.instance_id, memory_percent=10)
     assert query(first)[0][1:3] == (50, round(0.10 * A10G_MIB))
-
-
-# ----------------------------------------------------------------------------------------- chaos API and CLI
-
-
-def test_the_chaos_api_drives_and_resets_an_instances_gpus(
-    runtime: LocalRuntime, local: tuple[LocalRuntime, Path]
-) -> None:
-    # Given a running four-GPU instance and the control API of `spotrun local up`
-    sim = running(runtime)
-    api = ControlApi(runtime)
-
-    # When GPU 2 is driven to 91 % memory, then the whole instance reset
-    driven = api.handle(
-        "POST", "/gpu", json.dumps({"instance_id": sim.instance_id, "memory_percent": 91, "gpu": 2}).encode()
-    )
-    read = query(sim)
-    listed = api.handle("GET", "/instances", b"")[1]["instances"]
-    reset = api.handle("POST", "/gpu", json.dumps({"instance_id": sim.instance_id, "reset": True}).encode())
-
-    # Then the API answered each GPU's driven values, nvidia-smi read them, the listing shows them, and reset
-    # cleared them
-    assert driven[0] == 200
-    assert [(g["index"], g["memory_percent"]) for g in driven[1]["gpus"]] == [
-        (0, None),
-        (1, None),
-        (2, 91.0),
-        (3, None),
-    ]
-    assert read[2][2] == round(0.91 * A10G_MIB)
-    [shown] = [i for i in listed if i["instance_id"] == sim.instance_id]
-    assert shown["gpus"][2]["memory_percent"] == 91.0
-    assert reset[0] == 200
-    assert {g["memory_percent"] for g in reset[1]["gpus"]} == {None}
-    assert query(sim)[2][2] == 0
-    # And wrong requests are refused with their reason
-    bad = [
-        {"instance_id": sim.instance_id, "utilization": 101},
-        {"instance_id": sim.instance_id, "utilization": 5, "gpu": 7},
-        {"instance_id": sim.instance_id, "utilization": 5, "reset": True},
-        {"instance_id": sim.instance_id},
-    ]
-    assert [api.handle("POST", "/gpu", json.dumps(body).encode())[0] for body in bad] == [400, 400, 400, 400]
-    assert (
-        api.handle(
-            "POST", "/gpu", json.dumps({"instance_id": "i-00000000000000000", "utilization": 1}).encode()
-        )[0]
-        == 404
-    )
-
-
-def test_spotrun_local_gpu_drives_the_running_runtimes_gpus(
-    runtime: LocalRuntime, local: tuple[LocalRuntime, Path]
-) -> None:
-    # Given `spotrun local up` running (its state file) and a training instance
-    workdir = local[1]
-    sim = running(runtime)
-    train(sim)
-    wait_for(lambda: busy(query(sim)), "busy")
-
-    # When `spotrun local gpu` sets every GPU to 3 %, then GPU 0's memory to 93 %, then resets
-    def gpu(*argv: str) -> Any:
-        result = runner.invoke(
-            app, ["local", "gpu", sim.instance_id, *argv, "--state-dir", str(workdir), "--json"]
-        )
-        assert result.exit_code == 0, result.output + result.stderr
-        return json.loads(result.stdout)
-
-    low = gpu("--utilization", "3")
-    low_read = query(sim)
-    high = gpu("--memory-percent", "93", "--gpu", "0")
-    high_read = query(sim)
-    gpu("--reset")
-
-    # Then nvidia-smi read each, and after the reset the training's busy readings again
-    assert [g["utilization"] for g in low["gpus"]] == [3.0] * 4
-    assert [row[1] for row in low_read] == [3] * 4
-    assert high["gpus"][0]["memory_percent"] == 93.0
-    assert high_read[0][2] == round(0.93 * A10G_MIB)
-    assert busy(query(sim))
-    # And the text answer names each GPU; a mixed or empty request is a usage error
-    text = runner.invoke(
-        app,
-        ["local", "gpu", sim.instance_id, "--utilization", "7", "--gpu", "1", "--state-dir", str(workdir)],
-    )
-    assert text.exit_code == 0
-    assert f"{sim.instance_id} GPU 1: utilization 7 %" in text.stdout
-    assert f"{sim.instance_id} GPU 0: follows its training" in text.stdout
-    for argv in (["--reset", "--utilization", "3"], []):
-        refused = runner.invoke(app, ["local", "gpu", sim.instance_id, *argv, "--state-dir", str(workdir)])
-        assert refused.exit_code == 2, refused.output
