@@ -10,7 +10,11 @@ from spotrun.local.instances.agent_environment import agent_environment
 
 def test_the_agent_retries_its_instance_metadata_with_a_wider_timeout():
     # Given a simulated instance with its own IMDS
-    sim = SimpleNamespace(imds=SimpleNamespace(endpoint="http://127.0.0.1:1234"), nvme_dir=Path("/nvme"))
+    sim = SimpleNamespace(
+        imds=SimpleNamespace(endpoint="http://127.0.0.1:1234"),
+        nvme_dir=Path("/nvme"),
+        gpus=SimpleNamespace(bin_dir=Path("/instance/bin")),
+    )
 
     # When its agent's environment is made
     env = agent_environment(sim, {}, "http://api", "cmd-1", {})  # type: ignore[arg-type]
