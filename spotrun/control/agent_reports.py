@@ -87,7 +87,7 @@ class HeartbeatReport(_Report):
     gpu: GpuLine | None = Field(
         None,
         description="The node's latest nvidia-smi sample of its GPUs; kept on the attempt's node in the job "
-        "record (spotrun.control.gpu_health), with the first reading of GPU memory above 90 %.",
+        "record (when due, by keep_gpu_sample), with the first reading of GPU memory above 90 %.",
     )
 
 

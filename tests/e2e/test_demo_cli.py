@@ -108,7 +108,9 @@ def test_make_demo_ends_with_its_summary_and_nothing_after(tmp_path):
     assert lines[-2] == f"report: {report} (its main chart: {report.with_suffix('.png')})"
     assert lines[-1].startswith("control-plane logs: ")
     # And the job's report was written: the page with its two attempts, the chart as a PNG
-    assert "<svg" in report.read_text() and "Attempts" in report.read_text()
+    page = report.read_text()
+    assert "<svg" in page
+    assert "Attempts" in page
     assert report.with_suffix(".png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     # And nothing else was printed anywhere: no logging traceback, no metrics line from a late handler
     assert finished.stderr == ""
