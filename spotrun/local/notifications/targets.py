@@ -15,6 +15,8 @@ body nor the connection's authorization; an SNS target raises ``NotImplementedEr
   default content type), the connection's authorization (API key header, or basic) and its invocation header
   parameters, then the target's ``HttpParameters`` headers; a 5-second client timeout. A timeout, a connection
   error, 401, 407, 409, 429 and any 5xx are retried; any other answer ends the delivery (a 4xx is not retried).
+  AWS calls public HTTPS endpoints only; the emulator also calls ``http://`` ones, so that a test's or a user's
+  receiver on 127.0.0.1 hears what a Slack URL would.
 - **Retries** follow the target's ``RetryPolicy`` (``MaximumRetryAttempts``, default 185;
   ``MaximumEventAgeInSeconds``, default 86 400; https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-retry-policy.html)
   with an exponential back-off. What is modelled: the two limits and the retried answers. What is not: AWS's
