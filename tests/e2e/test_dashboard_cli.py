@@ -1,5 +1,6 @@
 """``spotrun local up`` serves the dashboard, and ``spotrun dashboard`` serves it against that runtime's API: both
-as a user types them, in their own processes."""
+as a user types them, in their own processes. (``--no-dashboard`` needs no second emulator to be shown:
+tests/unit/test_dashboard_local_up.py.)"""
 
 from __future__ import annotations
 
@@ -143,18 +144,3 @@ def test_spotrun_dashboard_refuses_a_port_in_use_and_warns_about_an_open_address
     assert clash.returncode == 1
     assert f"cannot serve the dashboard on 127.0.0.1:{taken}: Address already in use" in clash.stderr
     assert any("read-only but unauthenticated" in line for line in open_board.lines), open_board.lines
-
-
-def test_local_up_serves_no_dashboard_when_told_not_to(tmp_path, local_up):
-    _, _, _, env = local_up
-    # When a second local up (its own state directory) is started with --no-dashboard
-    quiet = Command(
-        "local", "up", "--no-example", "--no-dashboard", "--state-dir", str(tmp_path / "quiet"), env=env
-    )
-    try:
-        quiet.wait_for(r"control-plane logs: ")
-    finally:
-        assert quiet.stop() == 0, "\n".join(quiet.lines)
-
-    # Then it started and said nothing of a dashboard
-    assert not [line for line in quiet.lines if "dashboard" in line], quiet.lines
