@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -93,12 +94,11 @@ def browser_context(tmp_path_factory):
         context.close()
 
 
-@pytest.fixture
-def page(browser_context, local):
+@contextmanager
+def watched_tab(browser_context, url: str) -> Iterator:
     """A tab that counts its navigations (a page that updates by itself never navigates again), and that ends
     the test failing if it asked anything of another origin than the dashboard's, or logged an error (a script
     or style the page's Content-Security-Policy blocked, a failed refresh)."""
-    url = local[3]
     tab = browser_context.new_page()
     tab.navigations = []  # type: ignore[attr-defined]
     elsewhere: list[str] = []
@@ -111,6 +111,20 @@ def page(browser_context, local):
     tab.close()
     assert not elsewhere, f"the dashboard asked for something elsewhere: {elsewhere}"
     assert not errors, f"the browser logged errors: {errors}"
+
+
+@pytest.fixture
+def page(browser_context, local):
+    """A watched tab of the dashboard."""
+    with watched_tab(browser_context, local[3]) as tab:
+        yield tab
+
+
+@pytest.fixture
+def other_page(browser_context, local):
+    """A second watched tab, open beside ``page``."""
+    with watched_tab(browser_context, local[3]) as tab:
+        yield tab
 
 
 def screenshot(page, name: str) -> Path:
@@ -140,38 +154,6 @@ def job_manifest(name: str, steps: int, step_seconds: float) -> bytes:
             '--step-seconds, "0.02"]': f'--step-seconds, "{step_seconds}", --steps, "{steps}"]',
         }
     )
-
-
-def test_the_job_list_shows_a_running_job_and_then_its_end_by_itself(local, page):
-    runtime, _, client, url = local
-    # Given the job list open in the browser, before the job exists
-    page.goto(url)
-    page.evaluate("window.loadedOnce = true")
-    assert page.locator("h1").inner_text() == "Jobs"
-
-    # When a job is submitted (15 s of training)
-    submitted = drop_manifest(runtime, job_manifest("dashboard-list", 300, 0.05), "dashboard-list.yaml")
-    row = page.locator(f'tr[data-job-id="{submitted.job_id}"]')
-
-    # Then its row appears while it trains
-    row.and_(page.locator('[data-status="TRAINING"]')).wait_for(timeout=SEEN_WITHIN_MS)
-    running = row.locator("td").all_inner_texts()
-    assert running[1:3] == ["dashboard-list", "TRAINING"]
-    assert re.fullmatch(r"\$\d+\.\d{4}", running[6]), running
-    screenshot(page, "jobs-running")
-
-    # And, the job ended, the same row says so with spotrun list's figures, and the page never reloaded
-    job = wait_for_job(runtime, submitted.job_id, timeout=JOB_TIMEOUT)
-    assert job.status is JobStatus.SUCCEEDED, job.error
-    row.and_(page.locator('[data-status="SUCCEEDED"]')).wait_for(timeout=SEEN_WITHIN_MS)
-    listed = client.list_jobs(name="dashboard-list")["jobs"][0]
-    ended = row.locator("td").all_inner_texts()
-    assert ended[2:6] == ["SUCCEEDED", job.attempts[0].instance_type, "spot", "0"]
-    assert ended[6] == f"${listed['cost_usd']:.4f}"
-    assert ended[7] == duration(listed["duration_seconds"])
-    assert page.evaluate("window.loadedOnce") is True
-    assert page.navigations == [url]  # type: ignore[attr-defined]
-    screenshot(page, "jobs-ended")
 
 
 def test_the_schedules_page_shows_a_schedule_and_each_run_as_it_fires(local, page):
@@ -207,19 +189,38 @@ def test_the_schedules_page_shows_a_schedule_and_each_run_as_it_fires(local, pag
         client.delete_schedule("dashboard-nightly")
 
 
-def test_the_job_page_shows_every_attempt_of_an_interrupted_job_while_it_runs(local, page):
+def test_the_job_list_and_the_job_page_follow_an_interrupted_job_to_its_end_by_themselves(
+    local, page, other_page
+):
     runtime, control, client, url = local
-    # Given a job (30 s of training: its second attempt trains long enough to be seen by a page that refreshes
-    # every 5 s or more on a loaded machine), its page open in the browser as soon as it exists
+    # Given the job list open in the browser, before the job exists
+    page.goto(url)
+    page.evaluate("window.loadedOnce = true")
+    assert page.locator("h1").inner_text() == "Jobs"
+
+    # When a job is submitted (30 s of training: its second attempt trains long enough to be seen by a page that
+    # refreshes every 5 s or more on a loaded machine)
     submitted = drop_manifest(
         runtime, job_manifest("dashboard-interrupted", 600, 0.05), "dashboard-interrupted.yaml"
     )
     job_id = submitted.job_id
+    row = page.locator(f'tr[data-job-id="{job_id}"]')
+
+    # Then its row appears in the list while it trains
+    row.and_(page.locator('[data-status="TRAINING"]')).wait_for(timeout=SEEN_WITHIN_MS)
+    running = row.locator("td").all_inner_texts()
+    assert running[1:3] == ["dashboard-interrupted", "TRAINING"]
+    assert re.fullmatch(r"\$\d+\.\d{4}", running[6]), running
+    screenshot(page, "jobs-running")
+
+    # Given its page open in another tab
     wait_for_record(client, job_id)
-    page.goto(f"{url}jobs/{job_id}")
-    report = page.locator(f'article.spotrun-report[data-job-id="{job_id}"]')
+    other_page.goto(f"{url}jobs/{job_id}")
+    report = other_page.locator(f'article.spotrun-report[data-job-id="{job_id}"]')
     report.wait_for(timeout=SEEN_WITHIN_MS)
-    assert page.locator("section#job").get_attribute("hx-trigger"), "a running job's page does not refresh"
+    assert other_page.locator("section#job").get_attribute("hx-trigger"), (
+        "a running job's page does not refresh"
+    )
 
     # When its instance is reclaimed mid-training through the chaos API (a spot interruption with its notice)
     injector = Injector(
@@ -229,33 +230,38 @@ def test_the_job_page_shows_every_attempt_of_an_interrupted_job_while_it_runs(lo
     )
     with injector:
         # Then, while the second attempt runs, the page shows both attempts, the first ended by the interruption
-        page.locator('article.spotrun-report[data-attempts="2"][data-status="TRAINING"]').wait_for(
+        other_page.locator('article.spotrun-report[data-attempts="2"][data-status="TRAINING"]').wait_for(
             timeout=JOB_TIMEOUT * 1000
         )
         assert "interruption" in (report.locator('tr[data-attempt="1"]').get_attribute("class") or "")
         assert "running" in report.locator('tr[data-attempt="2"]').inner_text()
-        screenshot(page, "job-running")
+        screenshot(other_page, "job-running")
         job = wait_for_job(runtime, job_id, timeout=JOB_TIMEOUT)
     assert not injector.schedule.pending, "the interruption was never injected"
     assert job.status is JobStatus.SUCCEEDED, job.error
     assert [attempt.end_reason for attempt in job.attempts] == ["interrupted", "completed"]
 
-    # And, the job ended, the page shows its end and every attempt where each ran, then stops refreshing
-    ended = page.locator(
+    # And, the job ended, its page shows its end and every attempt where each ran, then stops refreshing
+    ended = other_page.locator(
         f'article.spotrun-report[data-status="SUCCEEDED"][data-attempts="{len(job.attempts)}"]'
     )
     ended.wait_for(timeout=SEEN_WITHIN_MS)
     for attempt in job.attempts:
-        row = report.locator(f'tr[data-attempt="{attempt.number}"]').inner_text()
-        assert attempt.instance_type in row, row
-        assert attempt.availability_zone in row, row
-    assert page.locator("section#job").get_attribute("hx-trigger") is None
-    assert page.navigations == [f"{url}jobs/{job_id}"]  # type: ignore[attr-defined]
-    screenshot(page, "job-ended")
+        attempt_row = report.locator(f'tr[data-attempt="{attempt.number}"]').inner_text()
+        assert attempt.instance_type in attempt_row, attempt_row
+        assert attempt.availability_zone in attempt_row, attempt_row
+    assert other_page.locator("section#job").get_attribute("hx-trigger") is None
+    assert other_page.navigations == [f"{url}jobs/{job_id}"]  # type: ignore[attr-defined]
+    screenshot(other_page, "job-ended")
 
-    # And the job list shows its recovery beside the other jobs (the guide's picture of the list)
-    page.goto(url)
-    listed = page.locator(f'tr[data-job-id="{job_id}"]').locator("td").all_inner_texts()
-    assert listed[2] == "SUCCEEDED"
-    assert listed[5] == "1"  # recoveries
-    screenshot(page, "jobs")
+    # And the list, never reloaded, shows its end and its recovery with spotrun list's figures
+    row.and_(page.locator('[data-status="SUCCEEDED"]')).wait_for(timeout=SEEN_WITHIN_MS)
+    listed = client.list_jobs(name="dashboard-interrupted")["jobs"][0]
+    shown = row.locator("td").all_inner_texts()
+    assert shown[2:6] == ["SUCCEEDED", listed["instance_type"], listed["lifecycle"], "1"]  # 1 recovery
+    assert shown[6] == f"${listed['cost_usd']:.4f}"
+    assert shown[7] == duration(listed["duration_seconds"])
+    assert page.evaluate("window.loadedOnce") is True
+    assert page.navigations == [url]  # type: ignore[attr-defined]
+    screenshot(page, "jobs-ended")
+    screenshot(page, "jobs")  # the guide's picture of the list
