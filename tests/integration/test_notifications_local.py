@@ -2,7 +2,7 @@
 
 The events are written through the real job store (status changes, deadline decisions) on the runtime's bus; the
 rules, the API destinations, the SNS topic and its e-mail subscription are the ones provisioning made from the
-subscriptions. A whole job's notifications are in tests/e2e/test_notifications.py.
+subscriptions. A whole job's notifications are in tests/e2e/test_interrupted_demo_job.py.
 """
 
 from __future__ import annotations

@@ -1,12 +1,16 @@
-"""`spotrun report` on the demo's job interrupted in the emulator: the page and the PNG say what happened."""
+"""The demo's job interrupted in the emulator, as its user then follows it: the webhook notifications it sent
+(on 127.0.0.1) and ``spotrun report``'s page and PNG. One job serves both: its run is most of their cost."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -14,13 +18,46 @@ from spotrun.cli.app import app
 from spotrun.cli.target import local_api_client
 from spotrun.local.chaos.plan import plan_interruptions
 from spotrun.local.control_client import LocalState, write_state
-from spotrun.model.job.record import JobStatus, utc_now
+from spotrun.local.demo import upload_example
+from spotrun.local.runtime import LocalRuntime
+from spotrun.model.job.record import Job, JobStatus, utc_now
 from spotrun.model.job.telemetry import JobTelemetry
+from spotrun.notifications import parse_subscription
 from tests.e2e.conftest import E2E_TIME_SCALE, example_manifest, run_with_chaos
+from tests.integration.webhook_receiver import Receiver, webhook_receiver
 
+WEBHOOK_PATH = "/services/T000/B000/token"
 # As tests/e2e/test_interruptions.py plans them: in the first 60 % of the run, away from its ends.
 PLANNED_OVER = 180
 MARGIN = 0.15
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    with webhook_receiver(WEBHOOK_PATH) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory, receiver) -> Iterator[LocalRuntime]:
+    # Subscribed as `spotrun local up --notify webhook=URL,events=ended+interrupted,jobs=demo-` subscribes.
+    subscription = parse_subscription(f"webhook={receiver.url},events=ended+interrupted,jobs=demo-")
+    with LocalRuntime(
+        tmp_path_factory.mktemp("runtime"), time_scale=E2E_TIME_SCALE, notifications=[subscription]
+    ) as started:
+        upload_example(started)
+        yield started
+
+
+@pytest.fixture(scope="module")
+def interrupted_demo_job(runtime) -> Job:
+    """The demo's job, interrupted twice by spot warnings (each relaunch avoids the pool just reclaimed), ended."""
+    steps = plan_interruptions(2, PLANNED_OVER, seed=34, margin=MARGIN)
+    manifest = example_manifest(**{"name: tiny-regression": "name: demo-interrupted"})
+    job = run_with_chaos(runtime, manifest, "demo-interrupted.yaml", steps, runtime.interrupt)
+    assert job.status is JobStatus.SUCCEEDED, job.error
+    assert len(job.attempts) == 3
+    return job
 
 
 def local_state(runtime, where: Path) -> Path:
@@ -39,13 +76,29 @@ def local_state(runtime, where: Path) -> Path:
     return where
 
 
-def test_report_of_an_interrupted_demo_job(runtime, tmp_path):
-    # Given the demo's job, interrupted twice by spot warnings (each relaunch avoids the pool just reclaimed)
-    steps = plan_interruptions(2, PLANNED_OVER, seed=34, margin=MARGIN)
-    manifest = example_manifest(**{"name: tiny-regression": "name: report-demo"})
-    job = run_with_chaos(runtime, manifest, "report-demo.yaml", steps, runtime.interrupt)
-    assert job.status is JobStatus.SUCCEEDED, job.error
-    assert len(job.attempts) == 3
+def test_the_webhook_hears_each_interruption_then_the_success(interrupted_demo_job, receiver):
+    # Given the demo's job, named for the subscription's prefix, interrupted twice and run to its end
+    job = interrupted_demo_job
+
+    # Then the webhook heard the interruption of attempts 1 and 2, then the success on attempt 3, nothing else
+    texts = receiver.wait_for(lambda got: len(got) >= 3)
+    first, second, third = job.attempts
+    assert texts == [
+        *(
+            f"spotrun: Job demo-interrupted ({job.job_id}) INTERRUPTED on attempt {attempt.number} "
+            f"({attempt.instance_type} {attempt.lifecycle}, {attempt.availability_zone}); spotrun resumes it "
+            "from its last checkpoint"
+            for attempt in (first, second)
+        ),
+        f"spotrun: Job demo-interrupted ({job.job_id}) SUCCEEDED on attempt 3 ({third.instance_type} "
+        f"{third.lifecycle}, {third.availability_zone})",
+    ]
+    assert all(request.path == WEBHOOK_PATH for request in receiver.requests)
+
+
+def test_report_of_the_interrupted_demo_job(runtime, interrupted_demo_job, tmp_path):
+    # Given the demo's job, interrupted twice
+    job = interrupted_demo_job
     assert job.cost is not None
     zones = list(dict.fromkeys(attempt.availability_zone for attempt in job.attempts))
 
@@ -97,3 +150,22 @@ def test_report_of_an_interrupted_demo_job(runtime, tmp_path):
         width, height = image.size
     assert 1000 <= width <= 2000
     assert 600 <= height <= 1400
+
+
+def test_a_job_outside_the_prefix_notifies_no_one(runtime, receiver):
+    # Given what the webhook heard so far
+    heard = len(receiver.texts())
+
+    # When a job of another name fails (its script exits with an error)
+    manifest = example_manifest(
+        **{
+            "name: tiny-regression": "name: quiet-regression",
+            "command: [python, train.py": "command: [python, -c, 'raise SystemExit(3)'",
+        }
+    )
+    job = run_with_chaos(runtime, manifest, "quiet.yaml", [], runtime.interrupt)
+
+    # Then it ended, and the webhook heard nothing of it (a delivery takes milliseconds here; a second is ample)
+    assert job.status is JobStatus.FAILED
+    time.sleep(1.0)
+    assert len(receiver.texts()) == heard
