@@ -1,13 +1,14 @@
 """The demo's job interrupted in the emulator, as its user then follows it: the webhook notifications it sent
-(on 127.0.0.1) and ``spotrun report``'s page and PNG. One job serves both: its run is most of their cost."""
+(on 127.0.0.1) and ``spotrun report``'s page and PNG. One job serves both (its run is most of their cost); a
+job of another name, failing beside it, proves the subscription's name prefix."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from spotrun.cli.app import app
 from spotrun.cli.target import local_api_client
 from spotrun.local.chaos.plan import plan_interruptions
 from spotrun.local.control_client import LocalState, write_state
-from spotrun.local.demo import upload_example
+from spotrun.local.demo import drop_manifest, upload_example, wait_for_job
 from spotrun.local.runtime import LocalRuntime
 from spotrun.model.job.record import Job, JobStatus, utc_now
 from spotrun.model.job.telemetry import JobTelemetry
@@ -50,14 +51,27 @@ def runtime(tmp_path_factory, receiver) -> Iterator[LocalRuntime]:
 
 
 @pytest.fixture(scope="module")
-def interrupted_demo_job(runtime) -> Job:
-    """The demo's job, interrupted twice by spot warnings (each relaunch avoids the pool just reclaimed), ended."""
+def jobs(runtime) -> dict[str, Job]:
+    """Side by side: the demo's job, named for the subscription's prefix and interrupted twice by spot warnings
+    (each relaunch avoids the pool just reclaimed), and a job of another name whose script exits with an error."""
+    quiet = example_manifest(
+        **{
+            "name: tiny-regression": "name: quiet-regression",
+            "command: [python, train.py": "command: [python, -c, 'raise SystemExit(3)'",
+        }
+    )
+    quiet_job = drop_manifest(runtime, quiet, "quiet.yaml")
     steps = plan_interruptions(2, PLANNED_OVER, seed=34, margin=MARGIN)
     manifest = example_manifest(**{"name: tiny-regression": "name: demo-interrupted"})
-    job = run_with_chaos(runtime, manifest, "demo-interrupted.yaml", steps, runtime.interrupt)
-    assert job.status is JobStatus.SUCCEEDED, job.error
-    assert len(job.attempts) == 3
-    return job
+    demo = run_with_chaos(runtime, manifest, "demo-interrupted.yaml", steps, runtime.interrupt)
+    assert demo.status is JobStatus.SUCCEEDED, demo.error
+    assert len(demo.attempts) == 3
+    return {"demo": demo, "quiet": wait_for_job(runtime, quiet_job.job_id, timeout=60)}
+
+
+@pytest.fixture(scope="module")
+def interrupted_demo_job(jobs) -> Job:
+    return jobs["demo"]
 
 
 def local_state(runtime, where: Path) -> Path:
@@ -152,20 +166,14 @@ def test_report_of_the_interrupted_demo_job(runtime, interrupted_demo_job, tmp_p
     assert 600 <= height <= 1400
 
 
-def test_a_job_outside_the_prefix_notifies_no_one(runtime, receiver):
-    # Given what the webhook heard so far
-    heard = len(receiver.texts())
+def test_a_job_outside_the_prefix_notifies_no_one(jobs, receiver):
+    # Given a job of another name that failed (its script exits with an error) while the demo's job ran
+    quiet, demo = jobs["quiet"], jobs["demo"]
+    assert quiet.status is JobStatus.FAILED
+    # (ended seconds before the demo's job: a delivery takes milliseconds here, so any would have arrived)
+    assert quiet.updated_at < demo.updated_at - timedelta(seconds=2), (quiet.updated_at, demo.updated_at)
 
-    # When a job of another name fails (its script exits with an error)
-    manifest = example_manifest(
-        **{
-            "name: tiny-regression": "name: quiet-regression",
-            "command: [python, train.py": "command: [python, -c, 'raise SystemExit(3)'",
-        }
-    )
-    job = run_with_chaos(runtime, manifest, "quiet.yaml", [], runtime.interrupt)
-
-    # Then it ended, and the webhook heard nothing of it (a delivery takes milliseconds here; a second is ample)
-    assert job.status is JobStatus.FAILED
-    time.sleep(1.0)
-    assert len(receiver.texts()) == heard
+    # Then the webhook heard nothing of it, only the demo's job
+    texts = receiver.wait_for(lambda got: len(got) >= 3)
+    assert not [text for text in texts if quiet.job_id in text or "quiet-regression" in text], texts
+    assert all(demo.job_id in text for text in texts), texts
