@@ -20,12 +20,16 @@ from spotrun.cli.target import STATE_DIR_ENV, STATE_HOME_ENV
 SLOWEST_FIRST = (
     "tests/e2e/test_interruptions.py",
     "tests/e2e/test_huggingface.py",
+    "tests/e2e/test_dashboard.py",
+    "tests/e2e/test_gpu_idle_group.py",
     "tests/e2e/test_deadline.py",
     "tests/e2e/test_demo_cli.py",
     "tests/chaos/test_soak.py",
     "tests/e2e/test_limits.py",
     "tests/e2e/test_cross_job_calls.py",
     "tests/e2e/test_isolation.py",
+    "tests/e2e/test_interrupted_demo_job.py",
+    "tests/e2e/test_gpu_idle.py",
     "tests/integration/test_training_hf_torchrun.py",
 )
 
