@@ -19,14 +19,20 @@ from pathlib import Path
 import pytest
 
 STARTUP_SECONDS = 120.0
+IGNORING_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
 
 
 class Command:
     """A ``spotrun`` command running in its own process, its output read line by line as it comes."""
 
-    def __init__(self, *args: str, env: dict[str, str]):
+    def __init__(self, *args: str, env: dict[str, str], sigint_ignored: bool = False):
+        # Started as a background job of a script starts it when asked: SIGINT ignored, which exec keeps.
+        launcher = ["-c", IGNORING_SIGINT] if sigint_ignored else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "spotrun.cli.app", *args],
+            [sys.executable, *launcher, "-m", "spotrun.cli.app", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -108,8 +114,9 @@ def test_local_up_serves_the_dashboard_of_its_api_on_loopback(local_up):
 
 def test_spotrun_dashboard_serves_the_targets_api_until_interrupted(local_up):
     _, _, _, env = local_up
-    # When `spotrun dashboard` is started against the running local up (its default target)
-    board = Command("dashboard", "--port", "0", env=env)
+    # When `spotrun dashboard` is started against the running local up (its default target), with SIGINT ignored
+    # as a script's background job starts it
+    board = Command("dashboard", "--port", "0", env=env, sigint_ignored=True)
     try:
         url = board.wait_for(r"spotrun dashboard on (http://127\.0\.0\.1:\d+/) reading (http://\S+);")[1]
         status, page = get(url + "schedules")

@@ -6,6 +6,7 @@ where the ``report`` extra is not installed.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
@@ -140,8 +141,16 @@ def dashboard(
     server = dashboard_server(client, host, port)
     out = console(soft_wrap=True)
     out.print(f"[bold]spotrun dashboard[/bold] on {server.url} reading {client.base_url}; Ctrl-C to stop")
+    # Ctrl-C and SIGTERM raise KeyboardInterrupt, which werkzeug's serve_forever catches to return: set here, since
+    # a process started with SIGINT ignored (a background job of a script, nohup) inherits that and Python then
+    # installs no handler of its own.
+    previous = {
+        sig: signal.signal(sig, signal.default_int_handler) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
-        server.serve_forever()  # werkzeug's returns on Ctrl-C (it catches the KeyboardInterrupt)
+        server.serve_forever()
     finally:
         server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     out.print("stopped")
