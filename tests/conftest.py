@@ -21,7 +21,6 @@ SLOWEST_FIRST = (
     "tests/e2e/test_interruptions.py",
     "tests/e2e/test_huggingface.py",
     "tests/e2e/test_dashboard.py",
-    "tests/e2e/test_gpu_idle_group.py",
     "tests/e2e/test_deadline.py",
     "tests/e2e/test_demo_cli.py",
     "tests/chaos/test_soak.py",
