@@ -53,7 +53,7 @@ def answer(app: APIGatewayRestResolver, invocation: RawInvocation, aws: Ports) -
         The proxy integration's response.
     """
     event = invocation.event
-    refused = _refuse_method(app, event) or _refuse_body(event)
+    refused = _refuse_unrouted(app, event) or _refuse_method(app, event) or _refuse_body(event)
     if refused is not None:
         status, message, *headers = refused
         return {
@@ -73,14 +73,30 @@ def ports_of(router: APIGatewayRestResolver | Router) -> Ports:
     return aws
 
 
+def _routes_of(app: APIGatewayRestResolver, path: str) -> list[Any]:
+    """The routes whose rule takes ``path`` whole.
+
+    fullmatch: Powertools matches with ``match`` and rules that end in ``$``, which also matches before a trailing
+    newline: ``/jobs/%0A`` would be answered as ``/jobs`` (the list), ``/schedules/%0A`` as ``/schedules``.
+    """
+    return [route for route in app._static_routes + app._dynamic_routes if route.rule.fullmatch(path)]
+
+
+def _refuse_unrouted(app: APIGatewayRestResolver, event: dict[str, Any]) -> tuple[int, str] | None:
+    """404 for a path no route takes whole (a job id of ``\n`` is no job, and not the list of jobs)."""
+    path = str(event.get("path") or "/")
+    if _routes_of(app, path):
+        return None
+    return 404, f"no such resource: {path!r}"
+
+
 def _refuse_method(
     app: APIGatewayRestResolver, event: dict[str, Any]
 ) -> tuple[int, str, tuple[str, str]] | None:
     """405, with the methods the path allows, for a path that exists but not with this method (RFC 9110 15.5.6)."""
     method = str(event.get("httpMethod") or "").upper()
     path = str(event.get("path") or "/")
-    # fullmatch: the rules end in "$", which also matches before a trailing newline ("/schedules/%0A").
-    routes = [route for route in app._static_routes + app._dynamic_routes if route.rule.fullmatch(path)]
+    routes = _routes_of(app, path)
     allowed = sorted({route.method.upper() for route in routes})
     if not allowed or method in allowed:
         return None

@@ -80,6 +80,17 @@ def test_a_path_with_a_trailing_newline_is_no_route_of_the_api(deployment, lambd
     assert answer.status == 404
 
 
+def test_a_job_id_that_is_only_a_newline_is_no_job_and_not_the_list(deployment, lambda_context):
+    # Given a job id that is only a newline (GET /jobs/%0A, found by schemathesis: a rule's "$" matches before a
+    # trailing newline, so Powertools alone answers it as GET /jobs)
+    # When it is asked for
+    answer = call(lambda_context, "GET", "/jobs/\n")
+    # Then it is a 404 that names the path, not the list of jobs
+    assert answer.status == 404
+    assert "jobs" not in answer.body
+    assert "'/jobs/\\n'" in answer.body["message"]
+
+
 def test_an_unknown_path_is_still_a_404(deployment, lambda_context):
     # Given / When a path no route has is requested with any method
     # Then it is a 404
