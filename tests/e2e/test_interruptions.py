@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spotrun.local.chaos.plan import plan_interruptions
+from spotrun.model.job.attempt import Attempt
 from spotrun.model.job.record import JobStatus
 from tests.e2e.conftest import (
     assert_nothing_left_running,
@@ -60,6 +61,17 @@ def test_a_job_interrupted_n_times_resumes_to_the_uninterrupted_model(runtime, d
     assert_nothing_left_running(runtime, job)
 
 
+def assert_lost_at_most_the_checkpoint_in_flight(first: Attempt, second: Attempt) -> None:
+    """The next attempt resumed from a periodic checkpoint, the newest committed when the instance was lost: the
+    newest taken, or the one before it while the newest was still being uploaded (how many steps that upload
+    lasts depends on the machine's load, not on spotrun). The loss is less than two intervals, and counted."""
+    assert second.restored_step is not None
+    assert second.restored_step % INTERVAL == 0
+    assert first.last_step is not None
+    assert first.steps_lost == first.last_step - second.restored_step
+    assert first.steps_lost < 2 * INTERVAL
+
+
 def test_a_silent_death_is_caught_by_the_heartbeat_and_loses_at_most_a_checkpoint_interval(
     runtime, direct_model
 ):
@@ -80,11 +92,7 @@ def test_a_silent_death_is_caught_by_the_heartbeat_and_loses_at_most_a_checkpoin
     first, second = job.attempts
     assert first.end_reason == "heartbeat-timeout"
     assert first.notice_at is None
-    # The loss is bounded by one checkpoint interval, plus the steps run while the last checkpoint was still
-    # being committed (the agent uploads what it finds once per poll interval, here 0.2 s = 10 steps).
-    assert first.steps_lost is not None
-    assert first.steps_lost <= INTERVAL + 10
-    assert second.restored_step == first.last_step - first.steps_lost
+    assert_lost_at_most_the_checkpoint_in_flight(first, second)
     assert_nothing_left_running(runtime, job)
 
 
@@ -97,10 +105,9 @@ def test_a_terminated_instance_without_notice_fails_its_step_at_once(runtime, di
     # Then the state-change event failed the open step as a lost instance, and the job resumed
     assert job.status is JobStatus.SUCCEEDED, job.error
     assert model_bytes(runtime, job) == direct_model
-    first, _ = job.attempts
+    first, second = job.attempts
     assert first.end_reason == "instance-lost"
-    assert first.steps_lost is not None
-    assert first.steps_lost <= INTERVAL + 10
+    assert_lost_at_most_the_checkpoint_in_flight(first, second)
     assert_nothing_left_running(runtime, job)
 
 
