@@ -6,10 +6,12 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from spotrun.cli.client import ApiError, SpotrunClient
 from spotrun.local.chaos.injector import Injector
 from spotrun.local.chaos.plan import InterruptionSchedule
 from spotrun.local.demo import (
@@ -118,3 +120,15 @@ def assert_nothing_left_running(runtime: LocalRuntime, job: Job) -> None:
     assert not running & set(job.instance_ids()), running & set(job.instance_ids())
     for instance_id in job.instance_ids():
         assert instance_state(runtime, instance_id) in {"shutting-down", "terminated"}, instance_id
+
+
+def wait_for_record(client: SpotrunClient, job_id: str, timeout: float = 60.0) -> None:
+    """Until the dropped manifest's job exists (its S3 event is handled asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.get_job(job_id)
+            return
+        except ApiError:
+            assert time.monotonic() < deadline, f"job {job_id} never appeared"
+            time.sleep(0.2)

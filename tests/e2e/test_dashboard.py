@@ -8,14 +8,13 @@ from the page refreshing itself. A screenshot of each page goes to ``test-output
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from spotrun.cli.client import ApiError, SpotrunClient
+from spotrun.cli.client import SpotrunClient
 from spotrun.cli.dashboard.command import serving_beside
 from spotrun.cli.display.summary import duration
 from spotrun.cli.target import local_api_client
@@ -28,7 +27,7 @@ from spotrun.local.up import local_up
 from spotrun.model.job.record import JobStatus
 from spotrun.model.manifest.parse import parse_manifest_text
 from spotrun.shape import REPO_ROOT
-from tests.e2e.conftest import E2E_TIME_SCALE, example_manifest
+from tests.e2e.conftest import E2E_TIME_SCALE, example_manifest, wait_for_record
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Debian's Chromium, headless, with nothing of its own reaching the network (no update checks, no sync, no QUIC).
@@ -133,18 +132,6 @@ def screenshot(page, name: str) -> Path:
     page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 10_000, f"{path}: an empty picture"
     return path
-
-
-def wait_for_record(client: SpotrunClient, job_id: str, timeout: float = 60.0) -> None:
-    """Until the dropped manifest's job exists (its S3 event is handled asynchronously)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            client.get_job(job_id)
-            return
-        except ApiError:
-            assert time.monotonic() < deadline, f"job {job_id} never appeared"
-            time.sleep(0.2)
 
 
 def job_manifest(name: str, steps: int, step_seconds: float) -> bytes:

@@ -7,14 +7,13 @@ import threading
 import time
 
 from spotrun.agent.supervision.log_shipper import DEFAULT_INTERVAL_SECONDS
-from spotrun.cli.client import ApiError, SpotrunClient
 from spotrun.cli.logs import LogFollower, follow
 from spotrun.local.chaos.injector import Injector
 from spotrun.local.chaos.plan import InterruptionSchedule
 from spotrun.local.demo import drop_manifest, job_progress, wait_for_job
 from spotrun.model.job.record import JobStatus
 from spotrun.model.layout import log_key
-from tests.e2e.conftest import example_manifest
+from tests.e2e.conftest import example_manifest, wait_for_record
 from tests.sigv4 import local_client
 
 STRIKE_STEP = 150
@@ -59,7 +58,7 @@ def test_follow_streams_a_running_jobs_lines_and_keeps_those_of_an_instance_kill
 
     submitted = drop_manifest(runtime, manifest, "live-logs.yaml")
     job_id = submitted.job_id
-    _wait_for_record(client, job_id)
+    wait_for_record(client, job_id)
     follower = LogFollower(client, job_id)
     thread = threading.Thread(
         target=lambda: exit_codes.append(follow(client, follower, poll_seconds=0.2, emit=printed.append)),
@@ -94,15 +93,3 @@ def test_follow_streams_a_running_jobs_lines_and_keeps_those_of_an_instance_kill
     assert printed.index(first_header) < printed.index(second_header)
     assert any(line.startswith("resumed from step") for line in printed[printed.index(second_header) :])
     assert exit_codes == [0]
-
-
-def _wait_for_record(client: SpotrunClient, job_id: str, timeout: float = 60.0) -> None:
-    """Until the dropped manifest's job exists (its S3 event is handled asynchronously)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            client.get_job(job_id)
-            return
-        except ApiError:
-            assert time.monotonic() < deadline, f"job {job_id} never appeared"
-            time.sleep(0.2)

@@ -22,13 +22,11 @@ if str(HERE) not in sys.path:
 import fixtures_handlers as handlers  # noqa: E402
 
 from spotrun.local.capacity.catalog import Pool  # noqa: E402
-from spotrun.local.control_api import ControlApi, ControlServer  # noqa: E402
-from spotrun.local.control_client import LocalState, write_state  # noqa: E402
 from spotrun.local.instances.agent_environment import agent_environment  # noqa: E402
 from spotrun.local.instances.instance import SimulatedInstance  # noqa: E402
 from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.contract_variables import ENV_PROGRESS_FILE  # noqa: E402
-from spotrun.model.job.record import utc_now  # noqa: E402
+from tests.integration.control_served import control_served  # noqa: E402
 
 TIME_SCALE = 0.01
 POOLS = [
@@ -52,22 +50,11 @@ LAUNCHER = (
 def served_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalRuntime, Path]]:
     """A runtime with its control API served and its state file written, as `spotrun local up` does."""
     workdir = tmp_path_factory.mktemp("gpus")
-    with handlers.pass_runtime(workdir, POOLS, TIME_SCALE) as runtime:
-        server = ControlServer(ControlApi(runtime))
-        state = LocalState(
-            pid=os.getpid(),
-            endpoint_url=runtime.endpoint_url,
-            control_url=server.start(),
-            time_scale=TIME_SCALE,
-            workdir=str(workdir),
-            started_at=utc_now(),
-            settings=runtime.settings,
-        )
-        write_state(workdir, state)
-        try:
-            yield runtime, workdir
-        finally:
-            server.stop()
+    with (
+        handlers.pass_runtime(workdir, POOLS, TIME_SCALE) as runtime,
+        control_served(runtime, workdir, TIME_SCALE),
+    ):
+        yield runtime, workdir
 
 
 @pytest.fixture(name="runtime")

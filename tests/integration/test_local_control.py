@@ -28,6 +28,7 @@ from spotrun.local.control_api import ControlApi, ControlServer  # noqa: E402
 from spotrun.local.control_client import LocalState, write_state  # noqa: E402
 from spotrun.local.runtime import LocalRuntime  # noqa: E402
 from spotrun.model.job.record import utc_now  # noqa: E402
+from tests.integration.control_served import control_served  # noqa: E402
 
 TIME_SCALE = 0.01
 ZONES = ("us-east-1a", "us-east-1b")
@@ -44,29 +45,18 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalRunti
     asl.write_text(handlers.PASS_ASL)
     agent = workdir / "stand_in_agent.py"
     agent.write_text(handlers.STAND_IN_AGENT)
-    with LocalRuntime(
-        workdir,
-        time_scale=TIME_SCALE,
-        pools=POOLS,
-        shape=handlers.minimal_shape(),
-        state_machine_file=asl,
-        agent_argv=[sys.executable, str(agent), "run", "--command-uri"],
-    ) as runtime:
-        server = ControlServer(ControlApi(runtime, on_action=ACTIONS.append))
-        state = LocalState(
-            pid=os.getpid(),
-            endpoint_url=runtime.endpoint_url,
-            control_url=server.start(),
+    with (
+        LocalRuntime(
+            workdir,
             time_scale=TIME_SCALE,
-            workdir=str(workdir),
-            started_at=utc_now(),
-            settings=runtime.settings,
-        )
-        write_state(workdir, state)
-        try:
-            yield runtime, workdir
-        finally:
-            server.stop()
+            pools=POOLS,
+            shape=handlers.minimal_shape(),
+            state_machine_file=asl,
+            agent_argv=[sys.executable, str(agent), "run", "--command-uri"],
+        ) as runtime,
+        control_served(runtime, workdir, TIME_SCALE, on_action=ACTIONS.append),
+    ):
+        yield runtime, workdir
 
 
 def launch(runtime: LocalRuntime, zone: str = "us-east-1a", lifecycle: str = "spot") -> dict[str, Any]:
